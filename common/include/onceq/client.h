@@ -1,0 +1,44 @@
+/*  onceq/client.h: the producer and admin client. One client is one DEALER
+    connection to the broker's front socket; requests carry a request id and a
+    reply is matched to its request by that id, so a late reply to a request
+    that timed out is recognised and dropped. Not thread-safe: use one client
+    per thread. */
+#ifndef ONCEQ_CLIENT_H
+#define ONCEQ_CLIENT_H
+
+#include <stdint.h>
+
+#include "onceq/proto.h"
+
+typedef struct oq_client oq_client_t;
+
+/* Connect to the broker's front endpoint (e.g. "tcp://127.0.0.1:7750").
+   Returns NULL if the endpoint is invalid. The connection itself is made in
+   the background; a broker that is down shows as a request timeout. */
+oq_client_t *oq_client_new(const char *endpoint);
+
+/* Close the connection, drop unsent messages, free, and set *self_p to NULL. */
+void oq_client_destroy(oq_client_t **self_p);
+
+/* Dispatch one job and wait up to timeout_ms for the broker's answer.
+   Returns 0 with the new job id in *id, or -1 (see oq_client_error). */
+int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id);
+
+/* Ask for the broker's statistics. Returns 0 with the decoded "stats" reply
+   in *reply (release it with oq_proto_msg_release), or -1. */
+int oq_client_stats(oq_client_t *self, int timeout_ms, oq_msg_t *reply);
+
+/* List failed jobs, optionally of one queue (NULL for all), at most limit.
+   Returns 0 with the decoded "failed" reply in *reply, or -1. */
+int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
+                     oq_msg_t *reply);
+
+/* Round trip a ping. 0 if the broker answered in time, -1 otherwise. */
+int oq_client_ping(oq_client_t *self, int timeout_ms);
+
+/* The last failure: the broker's error code (OQ_ERR_NONE for a local failure
+   such as a timeout) and its text. Borrowed; valid until the next call. */
+oq_err_t oq_client_error_code(const oq_client_t *self);
+const char *oq_client_error(const oq_client_t *self);
+
+#endif

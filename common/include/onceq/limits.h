@@ -1,0 +1,58 @@
+/*  onceq/limits.h: every default, limit and timer of onceq in one place.
+    Units are in the names. The protocol document (docs/protocol.md) quotes
+    these values; change both together. */
+#ifndef ONCEQ_LIMITS_H
+#define ONCEQ_LIMITS_H
+
+/* Wire protocol */
+#define OQ_PROTO_VERSION       1
+#define OQ_MAX_FRAME_BYTES     (1024 * 1024) /* one message body */
+#define OQ_MAX_PAYLOAD_BYTES   (256 * 1024)  /* a job's encoded payload map */
+#define OQ_MAX_NAME_LEN        64            /* job type, queue name, worker name */
+#define OQ_MAX_ERROR_LEN       1024          /* error text in an ack or error reply */
+#define OQ_MAX_DISPATCH_ID_LEN 64
+#define OQ_MAX_BACKOFF_STEPS   16
+#define OQ_MAX_DEPTH           32 /* nesting of maps and arrays in one message */
+#define OQ_MAX_TRIES_LIMIT     1000
+#define OQ_MAX_CREDIT          1000
+#define OQ_MAX_PRIORITY        1000
+#define OQ_MAX_DELAY_MS        (366LL * 24 * 3600 * 1000)
+#define OQ_MAX_BACKOFF_MS      (30LL * 24 * 3600 * 1000)
+#define OQ_MAX_TIMEOUT_MS      (24LL * 3600 * 1000)
+#define OQ_MAX_FAILED_LIST     1000
+
+/* Job defaults */
+#define OQ_DEFAULT_QUEUE          "default"
+#define OQ_DEFAULT_MAX_TRIES      3
+#define OQ_DEFAULT_BACKOFF_MS     10000
+#define OQ_DEFAULT_TIMEOUT_MS     60000
+#define OQ_DEFAULT_RETRY_AFTER_MS 90000
+#define OQ_DEFAULT_MARGIN_MS      5000 /* timeout must be shorter than retry_after by this */
+#define OQ_DEFAULT_FAILED_LIST    100
+
+/* Broker */
+#define OQ_DEFAULT_FRONT_ENDPOINT "tcp://127.0.0.1:7750"
+#define OQ_DEFAULT_BACK_ENDPOINT  "tcp://127.0.0.1:7751"
+#define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
+#define OQ_MAX_QUEUES             1024
+#define OQ_MAX_WORKERS            10000
+#define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
+
+/* Heartbeats (Paranoid Pirate) */
+#define OQ_DEFAULT_HEARTBEAT_MS 1000
+#define OQ_DEFAULT_LIVENESS     3 /* heartbeats missed before a peer is dead */
+#define OQ_MIN_HEARTBEAT_MS     10
+#define OQ_MAX_HEARTBEAT_MS     60000
+
+/* Worker */
+#define OQ_RECONNECT_MIN_MS      250
+#define OQ_RECONNECT_MAX_MS      8000
+#define OQ_EXIT_TIMEOUT          3  /* worker exit status after a handler overran */
+#define OQ_EXIT_BROKEN           4  /* worker exit status after a fatal setup error */
+#define OQ_SUPERVISOR_RESTART_MS 200 /* first delay before restarting a dead worker */
+#define OQ_SUPERVISOR_MAX_PROCESSES 256
+
+/* Client */
+#define OQ_DEFAULT_CLIENT_TIMEOUT_MS 5000
+
+#endif

@@ -1,0 +1,180 @@
+/*  onceq/proto.h: the wire protocol v1 codec (docs/protocol.md is the
+    specification). Every message is one ZeroMQ frame holding one msgpack map
+    with "v" (the protocol version) and "cmd" (the command name). The decoder
+    enforces every limit in onceq/limits.h and never trusts a length it has
+    not checked against the bytes that are really there.
+
+    Decoded strings and the payload are borrowed from the oq_msg_t; they stay
+    valid until oq_proto_msg_release(). */
+#ifndef ONCEQ_PROTO_H
+#define ONCEQ_PROTO_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/limits.h"
+
+typedef enum {
+    OQ_CMD_UNKNOWN = 0,
+    /* producer or admin -> broker front */
+    OQ_CMD_DISPATCH,
+    OQ_CMD_STATS,
+    OQ_CMD_FAILED,
+    OQ_CMD_PING,
+    /* broker front -> producer or admin (OQ_CMD_STATS and OQ_CMD_FAILED are
+       also the reply names) */
+    OQ_CMD_DISPATCHED,
+    OQ_CMD_PONG,
+    OQ_CMD_ERROR, /* on both sockets */
+    /* worker -> broker back */
+    OQ_CMD_READY,
+    OQ_CMD_HEARTBEAT, /* both ways */
+    OQ_CMD_ACK,
+    OQ_CMD_DRAIN,
+    OQ_CMD_DISCONNECT,
+    /* broker back -> worker */
+    OQ_CMD_WELCOME,
+    OQ_CMD_JOB,
+    OQ_CMD_RECONNECT,
+    OQ_CMD_COUNT_
+} oq_cmd_t;
+
+/* Error codes of an "error" reply. */
+typedef enum {
+    OQ_ERR_NONE = 0,
+    OQ_ERR_MALFORMED,       /* not one msgpack map, or bad framing */
+    OQ_ERR_TOO_LARGE,       /* a frame, payload or string over its limit */
+    OQ_ERR_BAD_VERSION,     /* "v" missing or not OQ_PROTO_VERSION */
+    OQ_ERR_UNKNOWN_COMMAND, /* "cmd" unknown, or not valid on this socket */
+    OQ_ERR_BAD_REQUEST,     /* a field missing, of the wrong type or out of range */
+    OQ_ERR_TIMEOUT_RULE,    /* job timeout not shorter than retry_after - margin */
+    OQ_ERR_FULL,            /* the broker holds its maximum of jobs or queues */
+    OQ_ERR_INTERNAL,
+    OQ_ERR_COUNT_
+} oq_err_t;
+
+typedef enum { OQ_OUTCOME_OK = 1, OQ_OUTCOME_RETRY, OQ_OUTCOME_FAIL, OQ_OUTCOME_TIMEOUT } oq_outcome_t;
+
+typedef enum { OQ_RESULT_NONE = 0, OQ_RESULT_APPLIED, OQ_RESULT_ALREADY_APPLIED } oq_result_t;
+
+/* A length-delimited string borrowed from a message. Not NUL-terminated. */
+typedef struct {
+    const char *ptr;
+    size_t len;
+} oq_str_t;
+
+/* The job envelope: what a producer dispatches and what a worker receives.
+   has_* flags tell which optional fields were present on the wire. */
+typedef struct {
+    uint64_t id; /* 0 in a dispatch; set by the broker */
+    oq_str_t type;
+    oq_str_t queue;
+    const uint8_t *payload; /* encoded msgpack map, never NULL after decode */
+    size_t payload_len;
+    uint32_t attempt; /* deliveries so far, 1 on the first */
+    uint32_t max_tries;
+    int64_t backoff_ms[OQ_MAX_BACKOFF_STEPS];
+    uint32_t backoff_len;
+    int64_t timeout_ms;
+    int64_t delay_ms;
+    int32_t priority;
+    bool has_max_tries, has_timeout, has_delay, has_priority;
+} oq_job_msg_t;
+
+/* A worker's report on one delivery. */
+typedef struct {
+    uint64_t id;
+    uint32_t attempt;
+    oq_outcome_t outcome;
+    oq_result_t result; /* only with OQ_OUTCOME_OK */
+    oq_str_t error;     /* only with the other outcomes; may be empty */
+    uint32_t credit;    /* jobs the worker can take in addition, usually 1 */
+} oq_ack_msg_t;
+
+/* One decoded message. Fields beyond cmd are filled for the commands that
+   carry them; see docs/protocol.md. */
+typedef struct {
+    oq_cmd_t cmd;
+    bool has_req;
+    uint64_t req;      /* request id, echoed in front-socket replies */
+    oq_job_msg_t job;  /* dispatch, job */
+    oq_ack_msg_t ack;  /* ack */
+    uint64_t id;       /* dispatched */
+    uint32_t credit;   /* ready */
+    oq_str_t name;     /* ready: worker name; failed: queue filter */
+    uint32_t pid;      /* ready */
+    uint32_t limit;    /* failed */
+    uint32_t heartbeat_ms, liveness; /* welcome */
+    oq_err_t err_code; /* error */
+    oq_str_t err_text; /* error, reconnect */
+    msgpack_object root; /* the whole decoded map (for stats and failed replies) */
+    /* private */
+    msgpack_unpacked unpacked_;
+    msgpack_sbuffer payload_;
+    bool live_;
+} oq_msg_t;
+
+/* Decode one frame into msg. Returns 0, or -1 with *code and a reason in
+   reason[reason_len] (always NUL-terminated). Whether it succeeds or fails,
+   release msg with oq_proto_msg_release() afterwards. */
+int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len);
+
+/* Free what a decoded message holds. Safe on a zeroed or released message. */
+void oq_proto_msg_release(oq_msg_t *msg);
+
+/* Names on the wire. Borrowed static strings. */
+const char *oq_proto_cmd_name(oq_cmd_t cmd);
+const char *oq_proto_err_name(oq_err_t code);
+const char *oq_proto_outcome_name(oq_outcome_t outcome);
+const char *oq_proto_result_name(oq_result_t result);
+
+/* Look up a name; 0 on success, -1 if unknown. */
+int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome);
+
+/* True if name is a valid job type or queue name: 1..OQ_MAX_NAME_LEN bytes
+   of [A-Za-z0-9_.:-]. */
+bool oq_proto_name_valid(const char *name, size_t len);
+
+/* oq_str_t from a C string (borrowed). */
+oq_str_t oq_str(const char *text);
+
+/* Copy s into out[out_len] with a terminating NUL, cutting if needed. */
+void oq_str_copy(oq_str_t s, char *out, size_t out_len);
+
+/* True if s equals the C string text. */
+bool oq_str_eq(oq_str_t s, const char *text);
+
+/*  Encoders. Each appends one complete message to buf (which the caller
+    initialises with msgpack_sbuffer_init and frees with msgpack_sbuffer_destroy
+    or msgpack_sbuffer_clear). A negative req means "no request id". */
+void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job);
+void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id);
+void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, const char *text);
+/* Commands without fields: stats, ping, pong, heartbeat, drain, disconnect. */
+void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);
+void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                    uint32_t limit);
+void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid);
+void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness);
+void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack);
+void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job);
+void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason);
+
+/* Start a message with `extra` more key/value pairs after v, cmd and (if
+   req >= 0) req; the caller packs those pairs with pk. Used for the stats and
+   failed replies, whose bodies the broker builds itself. */
+void oq_proto_begin(msgpack_packer *pk, oq_cmd_t cmd, int64_t req, uint32_t extra);
+
+/* Pack a C string as a msgpack str. */
+void oq_proto_pack_cstr(msgpack_packer *pk, const char *text);
+
+/* Pack a length-delimited string as a msgpack str. */
+void oq_proto_pack_str(msgpack_packer *pk, oq_str_t s);
+
+/* Look up key in a decoded map; NULL if absent or obj is not a map. */
+const msgpack_object *oq_proto_map_get(const msgpack_object *obj, const char *key);
+
+#endif

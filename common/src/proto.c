@@ -1,0 +1,696 @@
+/*  proto.c: the wire protocol v1 codec. Decoding is two passes: oq_mpcheck
+    bounds the structure, msgpack-c builds the object tree, then each command's
+    fields are read with strict types and ranges. Unknown keys are ignored so
+    that a newer peer can add optional fields without a version bump. */
+#include "onceq/proto.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpcheck.h"
+
+static const char *s_cmd_names[OQ_CMD_COUNT_] = {
+    [OQ_CMD_UNKNOWN] = "unknown",     [OQ_CMD_DISPATCH] = "dispatch",
+    [OQ_CMD_STATS] = "stats",         [OQ_CMD_FAILED] = "failed",
+    [OQ_CMD_PING] = "ping",           [OQ_CMD_DISPATCHED] = "dispatched",
+    [OQ_CMD_PONG] = "pong",           [OQ_CMD_ERROR] = "error",
+    [OQ_CMD_READY] = "ready",         [OQ_CMD_HEARTBEAT] = "heartbeat",
+    [OQ_CMD_ACK] = "ack",             [OQ_CMD_DRAIN] = "drain",
+    [OQ_CMD_DISCONNECT] = "disconnect", [OQ_CMD_WELCOME] = "welcome",
+    [OQ_CMD_JOB] = "job",             [OQ_CMD_RECONNECT] = "reconnect",
+};
+
+static const char *s_err_names[OQ_ERR_COUNT_] = {
+    [OQ_ERR_NONE] = "none",
+    [OQ_ERR_MALFORMED] = "malformed",
+    [OQ_ERR_TOO_LARGE] = "too_large",
+    [OQ_ERR_BAD_VERSION] = "bad_version",
+    [OQ_ERR_UNKNOWN_COMMAND] = "unknown_command",
+    [OQ_ERR_BAD_REQUEST] = "bad_request",
+    [OQ_ERR_TIMEOUT_RULE] = "timeout_rule",
+    [OQ_ERR_FULL] = "full",
+    [OQ_ERR_INTERNAL] = "internal",
+};
+
+static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout"};
+static const char *s_result_names[] = {"none", "applied", "already_applied"};
+
+const char *oq_proto_cmd_name(oq_cmd_t cmd)
+{
+    return (cmd > 0 && cmd < OQ_CMD_COUNT_) ? s_cmd_names[cmd] : "unknown";
+}
+
+const char *oq_proto_err_name(oq_err_t code)
+{
+    return (code > 0 && code < OQ_ERR_COUNT_) ? s_err_names[code] : "internal";
+}
+
+const char *oq_proto_outcome_name(oq_outcome_t outcome)
+{
+    return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_TIMEOUT) ? s_outcome_names[outcome]
+                                                                       : "unknown";
+}
+
+const char *oq_proto_result_name(oq_result_t result)
+{
+    return (result <= OQ_RESULT_ALREADY_APPLIED) ? s_result_names[result] : "none";
+}
+
+int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome)
+{
+    for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_TIMEOUT; i++) {
+        if (strlen(s_outcome_names[i]) == len && memcmp(s_outcome_names[i], name, len) == 0) {
+            *outcome = (oq_outcome_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+bool oq_proto_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > OQ_MAX_NAME_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+oq_str_t oq_str(const char *text)
+{
+    oq_str_t s = {text, text ? strlen(text) : 0};
+    return s;
+}
+
+void oq_str_copy(oq_str_t s, char *out, size_t out_len)
+{
+    if (out_len == 0)
+        return;
+    size_t n = s.len < out_len - 1 ? s.len : out_len - 1;
+    if (n)
+        memcpy(out, s.ptr, n);
+    out[n] = 0;
+}
+
+bool oq_str_eq(oq_str_t s, const char *text)
+{
+    size_t n = strlen(text);
+    return s.len == n && (n == 0 || memcmp(s.ptr, text, n) == 0);
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+typedef struct {
+    oq_err_t *code;
+    char *reason;
+    size_t reason_len;
+} s_errctx_t;
+
+#define S_FAIL(ctx, c, ...)                                                                        \
+    do {                                                                                           \
+        *(ctx)->code = (c);                                                                        \
+        snprintf((ctx)->reason, (ctx)->reason_len, __VA_ARGS__);                                   \
+        return -1;                                                                                 \
+    } while (0)
+
+const msgpack_object *oq_proto_map_get(const msgpack_object *obj, const char *key)
+{
+    if (!obj || obj->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t n = strlen(key);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *k = &obj->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+            memcmp(k->via.str.ptr, key, n) == 0)
+            return &obj->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+static int s_get_uint(s_errctx_t *ctx, const msgpack_object *map, const char *key, bool required,
+                      uint64_t min, uint64_t max, uint64_t *out, bool *present)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    if (present)
+        *present = o != NULL;
+    if (!o) {
+        if (required)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"%s\"", key);
+        return 0;
+    }
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be a non-negative integer", key);
+    if (o->via.u64 < min || o->via.u64 > max)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is %llu, must be between %llu and %llu",
+               key, (unsigned long long)o->via.u64, (unsigned long long)min,
+               (unsigned long long)max);
+    *out = o->via.u64;
+    return 0;
+}
+
+static int s_get_int(s_errctx_t *ctx, const msgpack_object *map, const char *key, int64_t min,
+                     int64_t max, int64_t *out, bool *present)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    *present = o != NULL;
+    if (!o)
+        return 0;
+    int64_t v;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+        v = (int64_t)o->via.u64;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        v = o->via.i64;
+    else
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be an integer", key);
+    if (v < min || v > max)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is %lld, must be between %lld and %lld", key,
+               (long long)v, (long long)min, (long long)max);
+    *out = v;
+    return 0;
+}
+
+/* A duration on the wire is seconds, as an integer or a float; kept in ms. */
+static int s_seconds_to_ms(s_errctx_t *ctx, const msgpack_object *o, const char *what,
+                           int64_t max_ms, int64_t *out)
+{
+    double ms;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        ms = o->via.u64 > (uint64_t)(max_ms / 1000 + 1) ? (double)max_ms + 1000.0
+                                                         : (double)o->via.u64 * 1000.0;
+    else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+        ms = o->via.f64 * 1000.0;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        ms = -1.0;
+    else
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "%s must be a number of seconds", what);
+    if (!isfinite(ms) || ms < 0.0 || ms > (double)max_ms)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "%s must be between 0 and %lld seconds", what,
+               (long long)(max_ms / 1000));
+    *out = (int64_t)llround(ms);
+    return 0;
+}
+
+static int s_get_seconds(s_errctx_t *ctx, const msgpack_object *map, const char *key,
+                         int64_t max_ms, int64_t *out, bool *present)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    *present = o != NULL;
+    if (!o)
+        return 0;
+    char what[64];
+    snprintf(what, sizeof what, "field \"%s\"", key);
+    return s_seconds_to_ms(ctx, o, what, max_ms, out);
+}
+
+static int s_get_str(s_errctx_t *ctx, const msgpack_object *map, const char *key, bool required,
+                     size_t max_len, oq_str_t *out)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    if (!o) {
+        if (required)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"%s\"", key);
+        out->ptr = NULL;
+        out->len = 0;
+        return 0;
+    }
+    if (o->type != MSGPACK_OBJECT_STR)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be a string", key);
+    if (o->via.str.size > max_len)
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"%s\" is %u bytes, the limit is %zu", key,
+               o->via.str.size, max_len);
+    out->ptr = o->via.str.ptr;
+    out->len = o->via.str.size;
+    return 0;
+}
+
+static int s_get_name(s_errctx_t *ctx, const msgpack_object *map, const char *key, bool required,
+                      oq_str_t *out)
+{
+    if (s_get_str(ctx, map, key, required, OQ_MAX_NAME_LEN, out) < 0)
+        return -1;
+    if (out->ptr && !oq_proto_name_valid(out->ptr, out->len))
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+               "field \"%s\" must be 1 to %d characters of A-Z a-z 0-9 _ . : -", key,
+               OQ_MAX_NAME_LEN);
+    return 0;
+}
+
+static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
+{
+    oq_job_msg_t *j = &msg->job;
+    if (!job || job->type != MSGPACK_OBJECT_MAP)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"job\" must be a map");
+    bool present;
+    uint64_t u;
+    int64_t i;
+    if (delivery) {
+        if (s_get_uint(ctx, job, "id", true, 1, UINT64_MAX, &j->id, NULL) < 0 ||
+            s_get_uint(ctx, job, "attempt", true, 1, UINT32_MAX, &u, NULL) < 0)
+            return -1;
+        j->attempt = (uint32_t)u;
+    }
+    if (s_get_name(ctx, job, "type", true, &j->type) < 0 ||
+        s_get_name(ctx, job, "queue", false, &j->queue) < 0)
+        return -1;
+    if (!j->queue.ptr)
+        j->queue = oq_str(OQ_DEFAULT_QUEUE);
+
+    const msgpack_object *payload = oq_proto_map_get(job, "payload");
+    msgpack_sbuffer_init(&msg->payload_);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &msg->payload_, msgpack_sbuffer_write);
+    if (!payload || payload->type == MSGPACK_OBJECT_NIL) {
+        msgpack_pack_map(&pk, 0);
+    } else if (payload->type != MSGPACK_OBJECT_MAP) {
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"payload\" must be a map");
+    } else {
+        msgpack_pack_object(&pk, *payload);
+    }
+    if (msg->payload_.size > OQ_MAX_PAYLOAD_BYTES)
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d",
+               msg->payload_.size, OQ_MAX_PAYLOAD_BYTES);
+    j->payload = (const uint8_t *)msg->payload_.data;
+    j->payload_len = msg->payload_.size;
+
+    if (s_get_uint(ctx, job, "max_tries", false, 1, OQ_MAX_TRIES_LIMIT, &u, &j->has_max_tries) < 0)
+        return -1;
+    if (j->has_max_tries)
+        j->max_tries = (uint32_t)u;
+    if (s_get_seconds(ctx, job, "timeout", OQ_MAX_TIMEOUT_MS, &j->timeout_ms, &j->has_timeout) < 0)
+        return -1;
+    if (j->has_timeout && j->timeout_ms == 0)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"timeout\" must be more than 0 seconds");
+    if (s_get_seconds(ctx, job, "delay", OQ_MAX_DELAY_MS, &j->delay_ms, &j->has_delay) < 0)
+        return -1;
+    if (s_get_int(ctx, job, "priority", -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, &i, &present) < 0)
+        return -1;
+    j->has_priority = present;
+    j->priority = present ? (int32_t)i : 0;
+
+    const msgpack_object *backoff = oq_proto_map_get(job, "backoff");
+    if (backoff) {
+        if (backoff->type != MSGPACK_OBJECT_ARRAY)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"backoff\" must be an array of seconds");
+        if (backoff->via.array.size == 0 || backoff->via.array.size > OQ_MAX_BACKOFF_STEPS)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"backoff\" must have 1 to %d steps",
+                   OQ_MAX_BACKOFF_STEPS);
+        for (uint32_t k = 0; k < backoff->via.array.size; k++) {
+            if (s_seconds_to_ms(ctx, &backoff->via.array.ptr[k], "each backoff step",
+                                OQ_MAX_BACKOFF_MS, &j->backoff_ms[k]) < 0)
+                return -1;
+        }
+        j->backoff_len = backoff->via.array.size;
+    }
+    return 0;
+}
+
+static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *root)
+{
+    uint64_t u;
+    oq_str_t s;
+    switch (msg->cmd) {
+    case OQ_CMD_DISPATCH:
+        return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), false);
+    case OQ_CMD_JOB:
+        return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
+    case OQ_CMD_DISPATCHED:
+        return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_FAILED: {
+        /* A request carries optional "queue" and "limit"; a reply carries "jobs". */
+        if (oq_proto_map_get(root, "jobs"))
+            return 0;
+        if (s_get_name(ctx, root, "queue", false, &msg->name) < 0)
+            return -1;
+        bool present;
+        if (s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_FAILED_LIST, &u, &present) < 0)
+            return -1;
+        msg->limit = present ? (uint32_t)u : OQ_DEFAULT_FAILED_LIST;
+        return 0;
+    }
+    case OQ_CMD_ERROR: {
+        if (s_get_str(ctx, root, "code", true, OQ_MAX_NAME_LEN, &s) < 0 ||
+            s_get_str(ctx, root, "message", false, OQ_MAX_ERROR_LEN, &msg->err_text) < 0)
+            return -1;
+        msg->err_code = OQ_ERR_INTERNAL;
+        for (int k = 1; k < OQ_ERR_COUNT_; k++)
+            if (oq_str_eq(s, s_err_names[k]))
+                msg->err_code = (oq_err_t)k;
+        return 0;
+    }
+    case OQ_CMD_READY: {
+        bool present;
+        if (s_get_uint(ctx, root, "credit", true, 0, OQ_MAX_CREDIT, &u, NULL) < 0)
+            return -1;
+        msg->credit = (uint32_t)u;
+        if (s_get_str(ctx, root, "name", false, OQ_MAX_NAME_LEN, &msg->name) < 0)
+            return -1;
+        if (s_get_uint(ctx, root, "pid", false, 0, UINT32_MAX, &u, &present) < 0)
+            return -1;
+        msg->pid = present ? (uint32_t)u : 0;
+        return 0;
+    }
+    case OQ_CMD_ACK: {
+        oq_ack_msg_t *a = &msg->ack;
+        bool present;
+        if (s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &a->id, NULL) < 0 ||
+            s_get_uint(ctx, root, "attempt", true, 1, UINT32_MAX, &u, NULL) < 0)
+            return -1;
+        a->attempt = (uint32_t)u;
+        if (s_get_str(ctx, root, "outcome", true, OQ_MAX_NAME_LEN, &s) < 0)
+            return -1;
+        if (oq_proto_outcome_parse(s.ptr, s.len, &a->outcome) < 0)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"outcome\" must be one of ok, retry, fail, timeout");
+        if (s_get_str(ctx, root, "result", false, OQ_MAX_NAME_LEN, &s) < 0)
+            return -1;
+        a->result = OQ_RESULT_NONE;
+        if (s.ptr) {
+            if (oq_str_eq(s, "applied"))
+                a->result = OQ_RESULT_APPLIED;
+            else if (oq_str_eq(s, "already_applied"))
+                a->result = OQ_RESULT_ALREADY_APPLIED;
+            else
+                S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                       "field \"result\" must be \"applied\" or \"already_applied\"");
+        }
+        if (s_get_str(ctx, root, "error", false, OQ_MAX_ERROR_LEN, &a->error) < 0)
+            return -1;
+        if (s_get_uint(ctx, root, "credit", false, 0, OQ_MAX_CREDIT, &u, &present) < 0)
+            return -1;
+        a->credit = present ? (uint32_t)u : 0;
+        return 0;
+    }
+    case OQ_CMD_WELCOME: {
+        if (s_get_uint(ctx, root, "heartbeat_ms", true, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS,
+                       &u, NULL) < 0)
+            return -1;
+        msg->heartbeat_ms = (uint32_t)u;
+        if (s_get_uint(ctx, root, "liveness", true, 1, 100, &u, NULL) < 0)
+            return -1;
+        msg->liveness = (uint32_t)u;
+        return 0;
+    }
+    case OQ_CMD_RECONNECT:
+        return s_get_str(ctx, root, "reason", false, OQ_MAX_ERROR_LEN, &msg->err_text);
+    default:
+        return 0;
+    }
+}
+
+int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len)
+{
+    memset(msg, 0, sizeof *msg);
+    s_errctx_t ctx = {code, reason, reason_len};
+    *code = OQ_ERR_NONE;
+    if (reason_len)
+        reason[0] = 0;
+    if (size > OQ_MAX_FRAME_BYTES)
+        S_FAIL(&ctx, OQ_ERR_TOO_LARGE, "frame is %zu bytes, the limit is %d", size,
+               OQ_MAX_FRAME_BYTES);
+    if (size == 0)
+        S_FAIL(&ctx, OQ_ERR_MALFORMED, "empty frame");
+    const uint8_t *b = data;
+    /* The first byte must open a map; checked before anything else so that
+       stray text ("GET / HTTP/1.1") gets a plain answer. */
+    if (!((b[0] >= 0x80 && b[0] <= 0x8f) || b[0] == 0xde || b[0] == 0xdf))
+        S_FAIL(&ctx, OQ_ERR_MALFORMED, "message must be a msgpack map");
+    char why[160];
+    if (oq_mpcheck(data, size, OQ_MAX_DEPTH, why, sizeof why) < 0)
+        S_FAIL(&ctx, OQ_ERR_MALFORMED, "malformed msgpack: %s", why);
+
+    msgpack_unpacked_init(&msg->unpacked_);
+    msg->live_ = true;
+    size_t off = 0;
+    if (msgpack_unpack_next(&msg->unpacked_, data, size, &off) != MSGPACK_UNPACK_SUCCESS ||
+        off != size)
+        S_FAIL(&ctx, OQ_ERR_MALFORMED, "malformed msgpack");
+    msg->root = msg->unpacked_.data;
+    const msgpack_object *root = &msg->root;
+
+    const msgpack_object *v = oq_proto_map_get(root, "v");
+    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != OQ_PROTO_VERSION)
+        S_FAIL(&ctx, OQ_ERR_BAD_VERSION, "field \"v\" must be %d (this broker speaks protocol v%d)",
+               OQ_PROTO_VERSION, OQ_PROTO_VERSION);
+
+    const msgpack_object *req = oq_proto_map_get(root, "req");
+    if (req) {
+        if (req->type != MSGPACK_OBJECT_POSITIVE_INTEGER || req->via.u64 > INT64_MAX)
+            S_FAIL(&ctx, OQ_ERR_BAD_REQUEST, "field \"req\" must be an integer from 0 to 2^63-1");
+        msg->has_req = true;
+        msg->req = req->via.u64;
+    }
+
+    const msgpack_object *cmd = oq_proto_map_get(root, "cmd");
+    if (!cmd || cmd->type != MSGPACK_OBJECT_STR)
+        S_FAIL(&ctx, OQ_ERR_BAD_REQUEST, "field \"cmd\" must be a string");
+    oq_str_t name = {cmd->via.str.ptr, cmd->via.str.size};
+    for (int k = 1; k < OQ_CMD_COUNT_; k++) {
+        if (oq_str_eq(name, s_cmd_names[k])) {
+            msg->cmd = (oq_cmd_t)k;
+            break;
+        }
+    }
+    if (msg->cmd == OQ_CMD_UNKNOWN) {
+        char shown[OQ_MAX_NAME_LEN + 1];
+        oq_str_copy(name, shown, sizeof shown);
+        for (char *c = shown; *c; c++)
+            if (*c < 0x20 || *c > 0x7e)
+                *c = '?';
+        S_FAIL(&ctx, OQ_ERR_UNKNOWN_COMMAND, "unknown command \"%s\"", shown);
+    }
+    return s_decode_fields(&ctx, msg, root);
+}
+
+void oq_proto_msg_release(oq_msg_t *msg)
+{
+    if (msg->live_) {
+        msgpack_unpacked_destroy(&msg->unpacked_);
+        msg->live_ = false;
+    }
+    if (msg->payload_.data) {
+        msgpack_sbuffer_destroy(&msg->payload_);
+        msg->payload_.data = NULL;
+    }
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+void oq_proto_pack_cstr(msgpack_packer *pk, const char *text)
+{
+    size_t n = strlen(text);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, text, n);
+}
+
+void oq_proto_pack_str(msgpack_packer *pk, oq_str_t s)
+{
+    msgpack_pack_str(pk, s.len);
+    if (s.len)
+        msgpack_pack_str_body(pk, s.ptr, s.len);
+}
+
+static void s_pack_seconds(msgpack_packer *pk, int64_t ms)
+{
+    if (ms % 1000 == 0)
+        msgpack_pack_int64(pk, ms / 1000);
+    else
+        msgpack_pack_double(pk, (double)ms / 1000.0);
+}
+
+void oq_proto_begin(msgpack_packer *pk, oq_cmd_t cmd, int64_t req, uint32_t extra)
+{
+    msgpack_pack_map(pk, 2 + (req >= 0 ? 1 : 0) + extra);
+    oq_proto_pack_cstr(pk, "v");
+    msgpack_pack_uint32(pk, OQ_PROTO_VERSION);
+    oq_proto_pack_cstr(pk, "cmd");
+    oq_proto_pack_cstr(pk, oq_proto_cmd_name(cmd));
+    if (req >= 0) {
+        oq_proto_pack_cstr(pk, "req");
+        msgpack_pack_uint64(pk, (uint64_t)req);
+    }
+}
+
+static void s_init(msgpack_packer *pk, msgpack_sbuffer *buf)
+{
+    msgpack_packer_init(pk, buf, msgpack_sbuffer_write);
+}
+
+static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
+{
+    uint32_t n = 3 + (delivery ? 3 : 0) + (j->has_max_tries && !delivery) +
+                 (j->has_timeout || delivery) + (j->has_delay && !delivery) +
+                 (j->has_priority && !delivery) + (j->backoff_len > 0);
+    msgpack_pack_map(pk, n);
+    if (delivery) {
+        oq_proto_pack_cstr(pk, "id");
+        msgpack_pack_uint64(pk, j->id);
+        oq_proto_pack_cstr(pk, "attempt");
+        msgpack_pack_uint32(pk, j->attempt);
+        oq_proto_pack_cstr(pk, "max_tries");
+        msgpack_pack_uint32(pk, j->max_tries);
+    }
+    oq_proto_pack_cstr(pk, "type");
+    oq_proto_pack_str(pk, j->type);
+    oq_proto_pack_cstr(pk, "queue");
+    oq_proto_pack_str(pk, j->queue.ptr ? j->queue : oq_str(OQ_DEFAULT_QUEUE));
+    oq_proto_pack_cstr(pk, "payload");
+    if (j->payload && j->payload_len)
+        msgpack_pack_str_body(pk, j->payload, j->payload_len); /* raw: already msgpack */
+    else
+        msgpack_pack_map(pk, 0);
+    if (j->has_max_tries && !delivery) {
+        oq_proto_pack_cstr(pk, "max_tries");
+        msgpack_pack_uint32(pk, j->max_tries);
+    }
+    if (j->has_timeout || delivery) {
+        oq_proto_pack_cstr(pk, "timeout");
+        s_pack_seconds(pk, j->timeout_ms);
+    }
+    if (j->has_delay && !delivery) {
+        oq_proto_pack_cstr(pk, "delay");
+        s_pack_seconds(pk, j->delay_ms);
+    }
+    if (j->has_priority && !delivery) {
+        oq_proto_pack_cstr(pk, "priority");
+        msgpack_pack_int32(pk, j->priority);
+    }
+    if (j->backoff_len > 0) {
+        oq_proto_pack_cstr(pk, "backoff");
+        msgpack_pack_array(pk, j->backoff_len);
+        for (uint32_t k = 0; k < j->backoff_len; k++)
+            s_pack_seconds(pk, j->backoff_ms[k]);
+    }
+}
+
+void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1);
+    oq_proto_pack_cstr(&pk, "job");
+    s_pack_job(&pk, job, false);
+}
+
+void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_JOB, -1, 1);
+    oq_proto_pack_cstr(&pk, "job");
+    s_pack_job(&pk, job, true);
+}
+
+void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_DISPATCHED, req, 1);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+}
+
+void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, const char *text)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_ERROR, req, 2);
+    oq_proto_pack_cstr(&pk, "code");
+    oq_proto_pack_cstr(&pk, oq_proto_err_name(code));
+    oq_proto_pack_cstr(&pk, "message");
+    size_t n = strlen(text);
+    if (n > OQ_MAX_ERROR_LEN)
+        n = OQ_MAX_ERROR_LEN;
+    msgpack_pack_str(&pk, n);
+    msgpack_pack_str_body(&pk, text, n);
+}
+
+void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, 0);
+}
+
+void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                    uint32_t limit)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + 1);
+    if (queue) {
+        oq_proto_pack_cstr(&pk, "queue");
+        oq_proto_pack_cstr(&pk, queue);
+    }
+    oq_proto_pack_cstr(&pk, "limit");
+    msgpack_pack_uint32(&pk, limit);
+}
+
+void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_READY, -1, 2 + (name ? 1 : 0));
+    oq_proto_pack_cstr(&pk, "credit");
+    msgpack_pack_uint32(&pk, credit);
+    oq_proto_pack_cstr(&pk, "pid");
+    msgpack_pack_uint32(&pk, pid);
+    if (name) {
+        oq_proto_pack_cstr(&pk, "name");
+        oq_proto_pack_cstr(&pk, name);
+    }
+}
+
+void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_WELCOME, -1, 2);
+    oq_proto_pack_cstr(&pk, "heartbeat_ms");
+    msgpack_pack_uint32(&pk, heartbeat_ms);
+    oq_proto_pack_cstr(&pk, "liveness");
+    msgpack_pack_uint32(&pk, liveness);
+}
+
+void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_result = ack->outcome == OQ_OUTCOME_OK && ack->result != OQ_RESULT_NONE;
+    bool has_error = ack->outcome != OQ_OUTCOME_OK && ack->error.len > 0;
+    oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, ack->id);
+    oq_proto_pack_cstr(&pk, "attempt");
+    msgpack_pack_uint32(&pk, ack->attempt);
+    oq_proto_pack_cstr(&pk, "outcome");
+    oq_proto_pack_cstr(&pk, oq_proto_outcome_name(ack->outcome));
+    oq_proto_pack_cstr(&pk, "credit");
+    msgpack_pack_uint32(&pk, ack->credit);
+    if (has_result) {
+        oq_proto_pack_cstr(&pk, "result");
+        oq_proto_pack_cstr(&pk, oq_proto_result_name(ack->result));
+    }
+    if (has_error) {
+        oq_proto_pack_cstr(&pk, "error");
+        oq_str_t e = ack->error;
+        if (e.len > OQ_MAX_ERROR_LEN)
+            e.len = OQ_MAX_ERROR_LEN;
+        oq_proto_pack_str(&pk, e);
+    }
+}
+
+void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_RECONNECT, -1, 1);
+    oq_proto_pack_cstr(&pk, "reason");
+    oq_proto_pack_cstr(&pk, reason);
+}

@@ -1,0 +1,77 @@
+/*  onceq/worker.h: the handler API. A handler is a function registered under
+    a job type; onceq-worker runs it on its job thread, one job at a time, and
+    reports what it returns to the broker. Handlers must be idempotent in their
+    effects: a job can run more than once (retries, lease expiry, a worker
+    killed before its ack). Write effects in a database transaction guarded by
+    a UNIQUE constraint, and key external calls by the business operation,
+    never by the job id.
+
+    A handler's state pointer is given at registration and only ever used on
+    the job thread, so per-process state (a database connection) needs no
+    lock. */
+#ifndef ONCEQ_WORKER_H
+#define ONCEQ_WORKER_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "onceq/limits.h"
+#include "onceq/proto.h"
+
+/* A delivered job as a handler sees it. Everything is borrowed for the
+   duration of the handler call. */
+typedef struct {
+    uint64_t id;      /* broker's id: stable across retries, never an idempotency key */
+    const char *type;
+    const char *queue;
+    uint32_t attempt; /* 1 on the first delivery */
+    uint32_t max_tries;
+    int64_t timeout_ms;
+    const msgpack_object *payload; /* a map */
+} oq_job_t;
+
+/* What a handler reports. Fill it with the oq_report_* helpers. */
+typedef struct {
+    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY or _FAIL */
+    oq_result_t result;   /* with OK: APPLIED, ALREADY_APPLIED or NONE */
+    char error[OQ_MAX_ERROR_LEN + 1];
+} oq_report_t;
+
+typedef void (*oq_handler_fn)(const oq_job_t *job, void *state, oq_report_t *report);
+
+void oq_report_ok(oq_report_t *report, oq_result_t result);
+/* Retryable failure: the broker retries after the job's backoff while tries remain. */
+void oq_report_retry(oq_report_t *report, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Permanent failure: the job goes straight to the failed store. */
+void oq_report_fail(oq_report_t *report, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Payload accessors. Each returns 0 with the value, or -1 if the key is
+   missing or of another type. Strings are borrowed and not NUL-terminated. */
+int oq_payload_uint(const oq_job_t *job, const char *key, uint64_t *out);
+int oq_payload_int(const oq_job_t *job, const char *key, int64_t *out);
+int oq_payload_str(const oq_job_t *job, const char *key, oq_str_t *out);
+int oq_payload_bool(const oq_job_t *job, const char *key, bool *out);
+
+/* The handler registry: job type -> handler. */
+typedef struct oq_registry oq_registry_t;
+
+/* An empty registry. */
+oq_registry_t *oq_registry_new(void);
+
+/* Free the registry and set *self_p to NULL. */
+void oq_registry_destroy(oq_registry_t **self_p);
+
+/* Register fn under type (copied). -1 if the type is invalid or taken. */
+int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, void *state);
+
+/* Find the handler of a type: 0 with fn and state, or -1 if none. */
+int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn,
+                     void **state);
+
+/* Register the built-in handlers: noop, sleep, fail, crash. */
+void oq_builtin_register(oq_registry_t *self);
+
+#endif
