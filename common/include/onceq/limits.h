@@ -7,6 +7,9 @@
 /* Wire protocol */
 #define OQ_PROTO_VERSION       1
 #define OQ_MAX_FRAME_BYTES     (1024 * 1024) /* one message body */
+/* Messages up to this size are read and answered with too_large; beyond it
+   libzmq drops the connection instead of buffering an unbounded frame. */
+#define OQ_MAX_WIRE_MSG_BYTES  (4 * OQ_MAX_FRAME_BYTES)
 #define OQ_MAX_PAYLOAD_BYTES   (256 * 1024)  /* a job's encoded payload map */
 #define OQ_MAX_NAME_LEN        64            /* job type, queue name, worker name */
 #define OQ_MAX_ERROR_LEN       1024          /* error text in an ack or error reply */

@@ -1,0 +1,887 @@
+/*  engine.c: queues, the job state machine, workers, leases and deadlines.
+
+    Every job is in exactly one state, and every change of state goes
+    through s_transition, which asserts that the change is legal and keeps
+    the per-queue counts and list memberships right. A job holds one timer
+    node in the deadline heap: its delay or backoff end while delayed, its
+    lease end while leased, nothing otherwise.
+
+    Redelivery. A job goes back to ready when its lease runs out or its
+    worker is found dead; it keeps its attempt count, is put at the front of
+    its priority band so it is not starved behind newer work, and is counted
+    as redelivered when it is next handed out. On the last allowed attempt it
+    goes to failed instead, so a job that kills every worker it touches
+    stops circling. */
+#include "engine.h"
+
+#include <assert.h>
+#include <czmq.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heap.h"
+#include "idmap.h"
+#include "list.h"
+#include "onceq/limits.h"
+#include "onceq/log.h"
+
+typedef enum {
+    S_NEW = 0, /* allocated, not yet placed */
+    S_READY,
+    S_DELAYED,
+    S_LEASED,
+    S_FAILED,
+    S_DONE, /* terminal: freed right after */
+} s_state_t;
+
+static const char *s_state_names[] = {"new", "ready", "delayed", "leased", "failed", "done"};
+
+typedef struct s_queue {
+    char *name;
+    int64_t retry_after_ms; /* lease length */
+    int64_t timeout_ms;     /* default job timeout */
+    oq_link_t ready;        /* ready jobs, priority high to low, FIFO within */
+    oq_link_t failed;       /* failed jobs, oldest first */
+    oq_link_t active;       /* in engine->active while ready is not empty */
+    uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
+    uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
+} s_queue_t;
+
+typedef struct s_job {
+    uint64_t id;
+    s_queue_t *queue;
+    const char *type; /* interned in engine->types */
+    uint8_t state;    /* s_state_t */
+    bool returned;    /* lease ended without an ack: next delivery is a redelivery */
+    int32_t priority;
+    uint32_t attempt;
+    uint32_t max_tries;
+    uint32_t backoff_len;
+    uint32_t payload_len;
+    int64_t timeout_ms;
+    int64_t *backoff_ms; /* NULL: the engine default */
+    oq_heap_node_t timer;
+    oq_link_t link;  /* queue->ready or queue->failed */
+    oq_link_t lease; /* worker->leases while leased */
+    oq_worker_t *worker;
+    char *error;
+    int64_t failed_at_ms;
+    uint8_t payload[]; /* encoded msgpack map */
+} s_job_t;
+
+struct oq_worker {
+    uint8_t identity[256];
+    size_t identity_len;
+    char key[513]; /* identity in hex, the workers table key */
+    char name[OQ_MAX_NAME_LEN + 1];
+    uint32_t pid;
+    uint32_t credit; /* jobs it may still be sent */
+    bool draining;   /* credit stays 0 */
+    int64_t last_seen_ms;
+    oq_link_t leases; /* s_job_t.lease */
+    uint32_t leased;
+    oq_link_t waiting; /* in engine->waiting while credit > 0 */
+    oq_link_t all;     /* in engine->workers_all */
+};
+
+struct oq_engine {
+    oq_engine_config_t config;
+    const oq_clock_t *clock;
+    oq_heap_t *timers;
+    oq_idmap_t *jobs; /* id -> s_job_t, every live job */
+    zhashx_t *queues_by_name;
+    s_queue_t **queues; /* in creation order, for stats */
+    size_t queue_count;
+    zhashx_t *types;   /* interned job type names */
+    zhashx_t *workers; /* hex identity -> oq_worker_t */
+    oq_link_t workers_all;
+    oq_link_t waiting; /* workers with credit, served round-robin */
+    oq_link_t active;  /* queues with ready jobs, served round-robin */
+    uint64_t next_id;
+    uint64_t unknown_acks;
+};
+
+oq_engine_config_t oq_engine_config_default(void)
+{
+    oq_engine_config_t c = {
+        .retry_after_ms = OQ_DEFAULT_RETRY_AFTER_MS,
+        .timeout_ms = OQ_DEFAULT_TIMEOUT_MS,
+        .margin_ms = OQ_DEFAULT_MARGIN_MS,
+        .max_tries = OQ_DEFAULT_MAX_TRIES,
+        .backoff_ms = OQ_DEFAULT_BACKOFF_MS,
+        .max_jobs = OQ_DEFAULT_MAX_JOBS,
+    };
+    return c;
+}
+
+static int64_t s_now(const oq_engine_t *self)
+{
+    return oq_clock_now_ms(self->clock);
+}
+
+static void s_free_string(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *clock)
+{
+    oq_engine_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->config = *config;
+    self->clock = clock;
+    self->timers = oq_heap_new();
+    self->jobs = oq_idmap_new();
+    self->queues_by_name = zhashx_new();
+    self->types = zhashx_new();
+    self->workers = zhashx_new();
+    self->queues = calloc(OQ_MAX_QUEUES, sizeof *self->queues);
+    if (!self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
+        !self->queues) {
+        oq_engine_destroy(&self);
+        return NULL;
+    }
+    zhashx_set_destructor(self->types, s_free_string);
+    oq_list_init(&self->workers_all);
+    oq_list_init(&self->waiting);
+    oq_list_init(&self->active);
+    self->next_id = 1;
+    return self;
+}
+
+static void s_job_free(s_job_t *job)
+{
+    free(job->backoff_ms);
+    free(job->error);
+    free(job);
+}
+
+void oq_engine_destroy(oq_engine_t **self_p)
+{
+    assert(self_p);
+    oq_engine_t *self = *self_p;
+    if (!self)
+        return;
+    /* Delayed jobs sit only in the heap; empty it first, while every node
+       it points at is still allocated. */
+    if (self->timers) {
+        oq_heap_node_t *node;
+        while ((node = oq_heap_pop_due(self->timers, INT64_MAX)) != NULL) {
+            s_job_t *job = oq_container_of(node, s_job_t, timer);
+            if (job->state == S_DELAYED)
+                s_job_free(job);
+        }
+    }
+    /* The rest are reachable from the queues' lists and the workers' leases. */
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        oq_link_t *lists[] = {&q->ready, &q->failed};
+        for (int l = 0; l < 2; l++) {
+            while (!oq_list_empty(lists[l])) {
+                s_job_t *job = oq_container_of(lists[l]->next, s_job_t, link);
+                oq_list_remove(&job->link);
+                s_job_free(job);
+            }
+        }
+    }
+    while (!oq_list_empty(&self->workers_all)) {
+        oq_worker_t *w = oq_container_of(self->workers_all.next, oq_worker_t, all);
+        while (!oq_list_empty(&w->leases)) {
+            s_job_t *job = oq_container_of(w->leases.next, s_job_t, lease);
+            oq_list_remove(&job->lease);
+            s_job_free(job);
+        }
+        oq_list_remove(&w->all);
+        free(w);
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        free(self->queues[i]->name);
+        free(self->queues[i]);
+    }
+    free(self->queues);
+    oq_heap_destroy(&self->timers);
+    oq_idmap_destroy(&self->jobs);
+    zhashx_destroy(&self->queues_by_name);
+    zhashx_destroy(&self->types);
+    zhashx_destroy(&self->workers);
+    free(self);
+    *self_p = NULL;
+}
+
+/* ---- queues -------------------------------------------------------------- */
+
+static int s_check_rule(const oq_engine_t *self, const char *queue, int64_t timeout_ms,
+                        int64_t retry_after_ms, char *reason, size_t reason_len)
+{
+    if (retry_after_ms - timeout_ms < self->config.margin_ms) {
+        snprintf(reason, reason_len,
+                 "timeout %.3g s is not shorter than queue \"%s\" retry_after %.3g s by the "
+                 "margin of %.3g s: a handler still running when its lease ends would overlap "
+                 "its own redelivery (use a timeout of at most %.3g s)",
+                 timeout_ms / 1000.0, queue, retry_after_ms / 1000.0,
+                 self->config.margin_ms / 1000.0,
+                 (retry_after_ms - self->config.margin_ms) / 1000.0);
+        return -1;
+    }
+    return 0;
+}
+
+int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reason_len)
+{
+    return s_check_rule(self, "*", self->config.timeout_ms, self->config.retry_after_ms, reason,
+                        reason_len);
+}
+
+static s_queue_t *s_queue_get(oq_engine_t *self, const char *name, bool create)
+{
+    s_queue_t *q = zhashx_lookup(self->queues_by_name, name);
+    if (q || !create || self->queue_count >= OQ_MAX_QUEUES)
+        return q;
+    q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->name = strdup(name);
+    if (!q->name) {
+        free(q);
+        return NULL;
+    }
+    q->retry_after_ms = self->config.retry_after_ms;
+    q->timeout_ms = self->config.timeout_ms;
+    oq_list_init(&q->ready);
+    oq_list_init(&q->failed);
+    oq_link_clear(&q->active);
+    zhashx_insert(self->queues_by_name, name, q);
+    self->queues[self->queue_count++] = q;
+    return q;
+}
+
+int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_after_ms,
+                           int64_t timeout_ms, char *reason, size_t reason_len)
+{
+    if (!oq_proto_name_valid(name, strlen(name))) {
+        snprintf(reason, reason_len, "invalid queue name \"%s\"", name);
+        return -1;
+    }
+    if (timeout_ms <= 0)
+        timeout_ms = self->config.timeout_ms;
+    if (s_check_rule(self, name, timeout_ms, retry_after_ms, reason, reason_len) < 0)
+        return -1;
+    s_queue_t *q = s_queue_get(self, name, true);
+    if (!q) {
+        snprintf(reason, reason_len, "cannot create queue \"%s\"", name);
+        return -1;
+    }
+    q->retry_after_ms = retry_after_ms;
+    q->timeout_ms = timeout_ms;
+    return 0;
+}
+
+/* ---- the job state machine -------------------------------------------------- */
+
+/* Insert into the ready list: behind every job of the same or higher
+   priority (FIFO), or, for a job given back after its lease ended, in front
+   of its priority band. Scans from the end the list is normally touched at,
+   so equal priorities cost O(1). */
+static void s_ready_insert(s_queue_t *q, s_job_t *job, bool in_front)
+{
+    if (in_front) {
+        oq_link_t *at = &q->ready;
+        while (at->next != &q->ready &&
+               oq_container_of(at->next, s_job_t, link)->priority > job->priority)
+            at = at->next;
+        oq_list_insert_after(at, &job->link);
+    } else {
+        oq_link_t *at = q->ready.prev;
+        while (at != &q->ready && oq_container_of(at, s_job_t, link)->priority < job->priority)
+            at = at->prev;
+        oq_list_insert_after(at, &job->link);
+    }
+}
+
+/* Leave the current state: undo its list, heap and lease memberships. */
+static void s_leave(oq_engine_t *self, s_job_t *job)
+{
+    s_queue_t *q = job->queue;
+    switch ((s_state_t)job->state) {
+    case S_READY:
+        oq_list_remove(&job->link);
+        if (oq_list_empty(&q->ready))
+            oq_list_remove(&q->active);
+        break;
+    case S_DELAYED:
+        oq_heap_remove(self->timers, &job->timer);
+        break;
+    case S_LEASED:
+        oq_heap_remove(self->timers, &job->timer);
+        oq_list_remove(&job->lease);
+        job->worker->leased--;
+        job->worker = NULL;
+        break;
+    case S_FAILED:
+        oq_list_remove(&job->link);
+        free(job->error);
+        job->error = NULL;
+        break;
+    case S_NEW:
+        return;
+    case S_DONE:
+        assert(!"a done job has no state to leave");
+    }
+    q->count[job->state]--;
+}
+
+static bool s_legal(s_state_t from, s_state_t to)
+{
+    switch (from) {
+    case S_NEW:
+        return to == S_READY || to == S_DELAYED;
+    case S_READY:
+        return to == S_LEASED || to == S_DONE;
+    case S_DELAYED:
+        return to == S_READY || to == S_DONE;
+    case S_LEASED:
+        return to == S_READY || to == S_DELAYED || to == S_FAILED || to == S_DONE;
+    case S_FAILED:
+        return to == S_DONE;
+    case S_DONE:
+        return false;
+    }
+    return false;
+}
+
+typedef struct {
+    int64_t until_ms;    /* S_DELAYED, S_LEASED: deadline */
+    oq_worker_t *worker; /* S_LEASED */
+    bool in_front;       /* S_READY: given back after a lease ended */
+    char *error;         /* S_FAILED: taken over */
+} s_enter_t;
+
+/* The one place a job changes state. A job entering S_DONE is freed. */
+static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_t *how)
+{
+    assert(s_legal((s_state_t)job->state, to));
+    s_leave(self, job);
+    s_queue_t *q = job->queue;
+    job->state = (uint8_t)to;
+    switch (to) {
+    case S_READY:
+        if (oq_list_empty(&q->ready))
+            oq_list_push_back(&self->active, &q->active);
+        s_ready_insert(q, job, how && how->in_front);
+        break;
+    case S_DELAYED:
+        if (oq_heap_push(self->timers, &job->timer, how->until_ms) < 0) {
+            /* Out of memory for the heap: make it ready now rather than lose it. */
+            oq_error("job %llu: no memory for its timer, making it ready now",
+                     (unsigned long long)job->id);
+            job->state = S_READY;
+            if (oq_list_empty(&q->ready))
+                oq_list_push_back(&self->active, &q->active);
+            s_ready_insert(q, job, false);
+        }
+        break;
+    case S_LEASED:
+        job->worker = how->worker;
+        oq_list_push_back(&how->worker->leases, &job->lease);
+        how->worker->leased++;
+        if (oq_heap_push(self->timers, &job->timer, how->until_ms) < 0)
+            oq_error("job %llu: no memory for its lease timer; it ends with its worker",
+                     (unsigned long long)job->id);
+        break;
+    case S_FAILED:
+        job->error = how->error;
+        job->failed_at_ms = oq_clock_wall_ms(self->clock);
+        oq_list_push_back(&q->failed, &job->link);
+        break;
+    case S_DONE:
+        q->done++;
+        oq_idmap_remove(self->jobs, job->id);
+        s_job_free(job);
+        return;
+    case S_NEW:
+        assert(!"no way back to new");
+    }
+    q->count[to]++;
+}
+
+static char *s_format(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *s_format(const char *format, ...)
+{
+    char text[OQ_MAX_ERROR_LEN + 1];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    return strdup(text);
+}
+
+static void s_fail(oq_engine_t *self, s_job_t *job, char *error)
+{
+    oq_info("job %llu type=%s failed on attempt %u of %u: %s", (unsigned long long)job->id,
+            job->type, job->attempt, job->max_tries, error ? error : "");
+    s_enter_t how = {.error = error};
+    s_transition(self, job, S_FAILED, &how);
+}
+
+/* A lease ended without an ack (ran out, or the worker is gone). */
+static void s_lease_end(oq_engine_t *self, s_job_t *job, const char *why)
+{
+    if (job->attempt >= job->max_tries) {
+        s_fail(self, job, s_format("%s on attempt %u of %u", why, job->attempt, job->max_tries));
+        return;
+    }
+    job->returned = true;
+    s_enter_t how = {.in_front = true};
+    s_transition(self, job, S_READY, &how);
+}
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+static const char *s_intern(oq_engine_t *self, oq_str_t type)
+{
+    char name[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(type, name, sizeof name);
+    const char *interned = zhashx_lookup(self->types, name);
+    if (interned)
+        return interned;
+    char *copy = strdup(name);
+    if (!copy)
+        return NULL;
+    zhashx_insert(self->types, name, copy);
+    return copy;
+}
+
+int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id, oq_err_t *code,
+                       char *reason, size_t reason_len)
+{
+#define S_REFUSE(c, ...)                                                                           \
+    do {                                                                                           \
+        *code = (c);                                                                               \
+        snprintf(reason, reason_len, __VA_ARGS__);                                                 \
+        return -1;                                                                                 \
+    } while (0)
+
+    if (oq_idmap_size(self->jobs) >= self->config.max_jobs)
+        S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
+    char qname[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(msg->queue, qname, sizeof qname);
+    s_queue_t *q = s_queue_get(self, qname, true);
+    if (!q)
+        S_REFUSE(OQ_ERR_FULL,
+                 "cannot create queue \"%s\": the broker holds its maximum of %d "
+                 "queues",
+                 qname, OQ_MAX_QUEUES);
+    int64_t timeout_ms = msg->has_timeout ? msg->timeout_ms : q->timeout_ms;
+    if (s_check_rule(self, qname, timeout_ms, q->retry_after_ms, reason, reason_len) < 0) {
+        *code = OQ_ERR_TIMEOUT_RULE;
+        return -1;
+    }
+    const char *type = s_intern(self, msg->type);
+    s_job_t *job = calloc(1, sizeof *job + msg->payload_len);
+    int64_t *backoff = NULL;
+    if (msg->backoff_len) {
+        backoff = malloc(msg->backoff_len * sizeof *backoff);
+        if (backoff)
+            memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
+    }
+    if (!type || !job || (msg->backoff_len && !backoff)) {
+        free(job);
+        free(backoff);
+        S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
+    }
+    job->id = self->next_id;
+    job->queue = q;
+    job->type = type;
+    job->priority = msg->priority;
+    job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
+    job->timeout_ms = timeout_ms;
+    job->backoff_ms = backoff;
+    job->backoff_len = msg->backoff_len;
+    job->payload_len = (uint32_t)msg->payload_len;
+    memcpy(job->payload, msg->payload, msg->payload_len);
+    oq_link_clear(&job->link);
+    oq_link_clear(&job->lease);
+    if (oq_idmap_put(self->jobs, job->id, job) < 0) {
+        s_job_free(job);
+        S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
+    }
+    self->next_id++;
+    q->dispatched++;
+    if (msg->has_delay && msg->delay_ms > 0) {
+        s_enter_t how = {.until_ms = s_now(self) + msg->delay_ms};
+        s_transition(self, job, S_DELAYED, &how);
+    } else {
+        s_transition(self, job, S_READY, NULL);
+    }
+    *id = job->id;
+    return 0;
+#undef S_REFUSE
+}
+
+/* ---- workers ----------------------------------------------------------------- */
+
+static void s_hex(const void *data, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *b = data;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * len] = 0;
+}
+
+oq_worker_t *oq_engine_worker_find(oq_engine_t *self, const void *identity, size_t len)
+{
+    if (len == 0 || len > 255)
+        return NULL;
+    char key[513];
+    s_hex(identity, len, key);
+    return zhashx_lookup(self->workers, key);
+}
+
+oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_t len,
+                                  oq_str_t name, uint32_t pid)
+{
+    if (len == 0 || len > 255 || zhashx_size(self->workers) >= OQ_MAX_WORKERS)
+        return NULL;
+    oq_worker_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    memcpy(w->identity, identity, len);
+    w->identity_len = len;
+    s_hex(identity, len, w->key);
+    oq_str_copy(name, w->name, sizeof w->name);
+    w->pid = pid;
+    w->last_seen_ms = s_now(self);
+    oq_list_init(&w->leases);
+    oq_link_clear(&w->waiting);
+    oq_list_push_back(&self->workers_all, &w->all);
+    zhashx_insert(self->workers, w->key, w);
+    return w;
+}
+
+void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker)
+{
+    worker->last_seen_ms = s_now(self);
+}
+
+void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t credit)
+{
+    if (worker->draining || credit == 0)
+        return;
+    uint64_t total = (uint64_t)worker->credit + credit;
+    worker->credit = total > OQ_MAX_CREDIT ? OQ_MAX_CREDIT : (uint32_t)total;
+    if (!oq_list_linked(&worker->waiting))
+        oq_list_push_back(&self->waiting, &worker->waiting);
+}
+
+void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker)
+{
+    worker->draining = true;
+    worker->credit = 0;
+    if (oq_list_linked(&worker->waiting))
+        oq_list_remove(&worker->waiting);
+}
+
+void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const char *reason)
+{
+    oq_worker_t *w = *worker_p;
+    if (!w)
+        return;
+    if (w->leased)
+        oq_info("worker %s (pid %u) gone (%s): giving back %u leased job(s)", w->key, w->pid,
+                reason, w->leased);
+    else
+        oq_debug("worker %s (pid %u) gone (%s)", w->key, w->pid, reason);
+    char why[160];
+    snprintf(why, sizeof why, "worker died (%s)", reason);
+    while (!oq_list_empty(&w->leases)) {
+        s_job_t *job = oq_container_of(w->leases.next, s_job_t, lease);
+        s_lease_end(self, job, why);
+    }
+    if (oq_list_linked(&w->waiting))
+        oq_list_remove(&w->waiting);
+    oq_list_remove(&w->all);
+    zhashx_delete(self->workers, w->key);
+    free(w);
+    *worker_p = NULL;
+}
+
+size_t oq_engine_reap_workers(oq_engine_t *self, int64_t silence_ms)
+{
+    int64_t now = s_now(self);
+    size_t removed = 0;
+    oq_link_t *node = self->workers_all.next;
+    while (node != &self->workers_all) {
+        oq_worker_t *w = oq_container_of(node, oq_worker_t, all);
+        node = node->next;
+        if (now - w->last_seen_ms > silence_ms) {
+            char why[64];
+            snprintf(why, sizeof why, "silent for %lld ms", (long long)(now - w->last_seen_ms));
+            oq_engine_worker_remove(self, &w, why);
+            removed++;
+        }
+    }
+    return removed;
+}
+
+static void s_worker_view(const oq_engine_t *self, const oq_worker_t *w, oq_worker_view_t *v)
+{
+    v->identity = w->identity;
+    v->identity_len = w->identity_len;
+    v->name = w->name;
+    v->pid = w->pid;
+    v->credit = w->credit;
+    v->leased = w->leased;
+    v->idle_ms = s_now(self) - w->last_seen_ms;
+}
+
+void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_worker_view_t *w),
+                           void *ctx)
+{
+    for (oq_link_t *n = self->workers_all.next; n != &self->workers_all; n = n->next) {
+        oq_worker_view_t view;
+        s_worker_view(self, oq_container_of(n, oq_worker_t, all), &view);
+        fn(ctx, &view);
+    }
+}
+
+size_t oq_engine_worker_count(const oq_engine_t *self)
+{
+    return zhashx_size(self->workers);
+}
+
+/* ---- deliveries ---------------------------------------------------------------- */
+
+static void s_job_view(const s_job_t *job, oq_job_view_t *v)
+{
+    v->id = job->id;
+    v->type = job->type;
+    v->queue = job->queue->name;
+    v->payload = job->payload;
+    v->payload_len = job->payload_len;
+    v->attempt = job->attempt;
+    v->max_tries = job->max_tries;
+    v->timeout_ms = job->timeout_ms;
+    v->backoff_ms = job->backoff_ms;
+    v->backoff_len = job->backoff_len;
+    v->error = job->error;
+    v->failed_at_ms = job->failed_at_ms;
+}
+
+size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
+{
+    size_t delivered = 0;
+    while (!oq_list_empty(&self->waiting) && !oq_list_empty(&self->active)) {
+        /* Round-robin over queues with ready jobs, and over workers with credit. */
+        s_queue_t *q = oq_container_of(self->active.next, s_queue_t, active);
+        oq_list_remove(&q->active);
+        oq_list_push_back(&self->active, &q->active);
+        s_job_t *job = oq_container_of(q->ready.next, s_job_t, link);
+
+        oq_worker_t *w = oq_container_of(self->waiting.next, oq_worker_t, waiting);
+        oq_list_remove(&w->waiting);
+        if (--w->credit > 0)
+            oq_list_push_back(&self->waiting, &w->waiting);
+
+        bool redelivery = job->returned;
+        job->attempt++;
+        job->returned = false;
+        s_enter_t how = {.until_ms = s_now(self) + q->retry_after_ms, .worker = w};
+        s_transition(self, job, S_LEASED, &how);
+
+        oq_worker_view_t wv;
+        oq_job_view_t jv;
+        s_worker_view(self, w, &wv);
+        s_job_view(job, &jv);
+        if (deliver(ctx, &wv, &jv) < 0) {
+            /* Never left the broker: not an attempt, not a redelivery. */
+            job->attempt--;
+            job->returned = redelivery;
+            s_enter_t back = {.in_front = true};
+            s_transition(self, job, S_READY, &back);
+            oq_engine_worker_remove(self, &w, "unreachable");
+            continue;
+        }
+        if (redelivery)
+            q->redelivered++;
+        delivered++;
+    }
+    return delivered;
+}
+
+/* ---- acks ------------------------------------------------------------------------ */
+
+static int64_t s_backoff_ms(const oq_engine_t *self, const s_job_t *job)
+{
+    if (!job->backoff_ms)
+        return self->config.backoff_ms;
+    uint32_t step = job->attempt - 1;
+    if (step >= job->backoff_len)
+        step = job->backoff_len - 1;
+    return job->backoff_ms[step];
+}
+
+oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)
+{
+    if (worker) {
+        oq_engine_worker_seen(self, worker);
+        oq_engine_worker_credit(self, worker, ack->credit);
+    }
+    s_job_t *job = oq_idmap_get(self->jobs, ack->id);
+    if (!job) {
+        self->unknown_acks++;
+        return OQ_ACK_IGNORED;
+    }
+    s_queue_t *q = job->queue;
+    bool current = job->state == S_LEASED && job->attempt == ack->attempt;
+
+    if (ack->outcome == OQ_OUTCOME_OK) {
+        /* Whoever finishes first completes the job: the effect is guarded
+           by the database, so an earlier delivery's ok is as good as the
+           current one's, and the current holder's later ack is ignored. */
+        if (ack->result == OQ_RESULT_ALREADY_APPLIED)
+            q->duplicates++;
+        if (!current)
+            q->late_acks++;
+        s_transition(self, job, S_DONE, NULL);
+        return current ? OQ_ACK_APPLIED : OQ_ACK_LATE;
+    }
+    if (!current) {
+        q->ignored_acks++;
+        return OQ_ACK_IGNORED;
+    }
+    char error[OQ_MAX_ERROR_LEN + 1];
+    if (ack->outcome == OQ_OUTCOME_TIMEOUT && ack->error.len == 0)
+        snprintf(error, sizeof error, "timed out after %.3g s", job->timeout_ms / 1000.0);
+    else
+        oq_str_copy(ack->error, error, sizeof error);
+
+    if (ack->outcome == OQ_OUTCOME_FAIL) {
+        s_fail(self, job, strdup(error));
+        return OQ_ACK_APPLIED;
+    }
+    q->retried++;
+    if (job->attempt >= job->max_tries) {
+        s_fail(
+            self, job,
+            s_format("%s (attempt %u of %u, no tries left)", error, job->attempt, job->max_tries));
+        return OQ_ACK_APPLIED;
+    }
+    int64_t wait_ms = s_backoff_ms(self, job);
+    if (wait_ms == 0) {
+        s_transition(self, job, S_READY, NULL);
+    } else {
+        s_enter_t how = {.until_ms = s_now(self) + wait_ms};
+        s_transition(self, job, S_DELAYED, &how);
+    }
+    return OQ_ACK_APPLIED;
+}
+
+/* ---- deadlines ----------------------------------------------------------------- */
+
+size_t oq_engine_tick(oq_engine_t *self)
+{
+    int64_t now = s_now(self);
+    size_t processed = 0;
+    oq_heap_node_t *node;
+    while ((node = oq_heap_pop_due(self->timers, now)) != NULL) {
+        s_job_t *job = oq_container_of(node, s_job_t, timer);
+        if (job->state == S_DELAYED) {
+            s_transition(self, job, S_READY, NULL);
+        } else {
+            assert(job->state == S_LEASED);
+            char why[96];
+            snprintf(why, sizeof why, "lease expired after %.3g s",
+                     job->queue->retry_after_ms / 1000.0);
+            oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id, job->type,
+                    why, job->attempt);
+            s_lease_end(self, job, why);
+        }
+        processed++;
+    }
+    return processed;
+}
+
+int64_t oq_engine_next_deadline(const oq_engine_t *self)
+{
+    const oq_heap_node_t *top = oq_heap_peek(self->timers);
+    return top ? top->deadline_ms : -1;
+}
+
+/* ---- inspection ------------------------------------------------------------------- */
+
+size_t oq_engine_queue_count(const oq_engine_t *self)
+{
+    return self->queue_count;
+}
+
+void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *s)
+{
+    assert(i < self->queue_count);
+    const s_queue_t *q = self->queues[i];
+    s->name = q->name;
+    s->retry_after_ms = q->retry_after_ms;
+    s->timeout_ms = q->timeout_ms;
+    s->ready = q->count[S_READY];
+    s->delayed = q->count[S_DELAYED];
+    s->leased = q->count[S_LEASED];
+    s->failed = q->count[S_FAILED];
+    s->dispatched = q->dispatched;
+    s->done = q->done;
+    s->retried = q->retried;
+    s->redelivered = q->redelivered;
+    s->late_acks = q->late_acks;
+    s->ignored_acks = q->ignored_acks;
+    s->duplicates = q->duplicates;
+}
+
+uint64_t oq_engine_unknown_acks(const oq_engine_t *self)
+{
+    return self->unknown_acks;
+}
+
+size_t oq_engine_job_count(const oq_engine_t *self)
+{
+    return oq_idmap_size(self->jobs);
+}
+
+size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
+                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        if (queue && strcmp(queue, q->name) != 0)
+            continue;
+        for (oq_link_t *n = q->failed.next; n != &q->failed; n = n->next) {
+            if (total < limit) {
+                oq_job_view_t view;
+                s_job_view(oq_container_of(n, s_job_t, link), &view);
+                fn(ctx, &view);
+            }
+            total++;
+        }
+    }
+    return total;
+}
+
+const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id)
+{
+    const s_job_t *job = oq_idmap_get(self->jobs, id);
+    return job ? s_state_names[job->state] : NULL;
+}
+
+int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view)
+{
+    const s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job)
+        return -1;
+    s_job_view(job, view);
+    return 0;
+}

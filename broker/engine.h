@@ -1,0 +1,168 @@
+/*  engine.h: the broker's state without its sockets. Queues of jobs, the job
+    state machine (ready, delayed, leased, done, failed), workers with their
+    credit and leases, and every deadline, all driven by calls from the event
+    loop and by an injected clock. Keeping the sockets out makes leases,
+    redelivery and heartbeat deaths testable without a network or sleeps. */
+#ifndef ONCEQ_ENGINE_H
+#define ONCEQ_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/clock.h"
+#include "onceq/proto.h"
+
+typedef struct oq_engine oq_engine_t;
+typedef struct oq_worker oq_worker_t;
+
+typedef struct {
+    int64_t retry_after_ms; /* lease length of queues without their own */
+    int64_t timeout_ms;     /* job timeout of queues without their own */
+    int64_t margin_ms;      /* timeout must be shorter than retry_after by this */
+    uint32_t max_tries;     /* default retry budget */
+    int64_t backoff_ms;     /* default backoff (one step, repeating) */
+    size_t max_jobs;        /* live jobs held at most */
+} oq_engine_config_t;
+
+/* The defaults from onceq/limits.h. */
+oq_engine_config_t oq_engine_config_default(void);
+
+/* What a job looks like from outside (stats, failed listing, deliveries).
+   All pointers borrowed until the next engine call. */
+typedef struct {
+    uint64_t id;
+    const char *type;
+    const char *queue;
+    const uint8_t *payload;
+    size_t payload_len;
+    uint32_t attempt, max_tries;
+    int64_t timeout_ms;
+    const int64_t *backoff_ms; /* NULL when the job has no own backoff */
+    uint32_t backoff_len;
+    const char *error;    /* last error, or NULL */
+    int64_t failed_at_ms; /* wall clock, failed jobs only */
+} oq_job_view_t;
+
+typedef struct {
+    const char *name;
+    int64_t retry_after_ms, timeout_ms;
+    uint64_t ready, delayed, leased, failed;         /* now */
+    uint64_t dispatched, done, retried, redelivered; /* since start */
+    uint64_t late_acks, ignored_acks, duplicates;    /* since start */
+} oq_queue_stats_t;
+
+typedef struct {
+    const void *identity;
+    size_t identity_len;
+    const char *name;
+    uint32_t pid;
+    uint32_t credit;
+    uint32_t leased;
+    int64_t idle_ms;
+} oq_worker_view_t;
+
+/* Called for each delivery: send job to worker. Return 0 if it went out, -1
+   if the worker cannot be reached (the engine then declares it dead). */
+typedef int (*oq_deliver_fn)(void *ctx, const oq_worker_view_t *worker, const oq_job_view_t *job);
+
+/* A new engine using clock (borrowed). NULL if memory runs out. */
+oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *clock);
+
+/* Free every job, queue and worker; set *self_p to NULL. */
+void oq_engine_destroy(oq_engine_t **self_p);
+
+/* Configure a queue's retry_after and default timeout (timeout_ms <= 0 keeps
+   the engine default). Refuses (-1, reason naming the numbers) a timeout not
+   shorter than retry_after by the margin. */
+int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_after_ms,
+                           int64_t timeout_ms, char *reason, size_t reason_len);
+
+/* Check the engine defaults against the timeout rule: 0, or -1 with reason. */
+int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reason_len);
+
+/* Queue a dispatched job. 0 with *id, or -1 with *code and reason. */
+int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
+                       char *reason, size_t reason_len);
+
+/* ---- workers ------------------------------------------------------------ */
+
+/* The worker with this identity, or NULL. Borrowed. */
+oq_worker_t *oq_engine_worker_find(oq_engine_t *self, const void *identity, size_t len);
+
+/* Register a worker (identity copied). NULL if full or out of memory. */
+oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_t len,
+                                  oq_str_t name, uint32_t pid);
+
+/* The worker was heard from now (any message). */
+void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker);
+
+/* Add credit (capped at OQ_MAX_CREDIT). */
+void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t credit);
+
+/* Send the worker nothing more; its leases stay. */
+void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker);
+
+/* Forget the worker: its leased jobs become ready at once (or fail on their
+   last attempt, with reason in the error). *worker_p is set to NULL. */
+void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const char *reason);
+
+/* Remove every worker not heard from since before now - silence_ms. Returns
+   how many were removed. */
+size_t oq_engine_reap_workers(oq_engine_t *self, int64_t silence_ms);
+
+/* Call fn for every worker (fn must not add or remove workers). */
+void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_worker_view_t *w),
+                           void *ctx);
+
+size_t oq_engine_worker_count(const oq_engine_t *self);
+
+/* ---- deliveries, acks, deadlines ----------------------------------------- */
+
+/* Hand ready jobs to workers with credit until one of the two runs out.
+   Returns the number of jobs delivered. */
+size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx);
+
+typedef enum {
+    OQ_ACK_APPLIED, /* the current delivery's outcome was applied */
+    OQ_ACK_LATE,    /* an ok from an earlier delivery completed the job */
+    OQ_ACK_IGNORED, /* the job was done already, or the delivery is not current */
+} oq_ack_effect_t;
+
+/* Apply a worker's report. worker may be NULL (an ack from an unknown peer).
+   Acks are matched by job id and attempt, never by sender. */
+oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack);
+
+/* Process every deadline due by now: delayed jobs become ready, leases that
+   ran out give their jobs back. Returns the number processed. */
+size_t oq_engine_tick(oq_engine_t *self);
+
+/* The earliest pending deadline in monotonic ms, or -1 if none. */
+int64_t oq_engine_next_deadline(const oq_engine_t *self);
+
+/* ---- inspection -------------------------------------------------------- */
+
+size_t oq_engine_queue_count(const oq_engine_t *self);
+
+/* Counters of queue i (0 <= i < oq_engine_queue_count). */
+void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *stats);
+
+/* Acks for ids the broker does not hold (finished long ago or never issued). */
+uint64_t oq_engine_unknown_acks(const oq_engine_t *self);
+
+/* Live jobs (ready, delayed, leased, failed). */
+size_t oq_engine_job_count(const oq_engine_t *self);
+
+/* Call fn for failed jobs, oldest first, of one queue or all (queue NULL),
+   stopping after limit calls. Returns the number of matching failed jobs. */
+size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
+                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx);
+
+/* A job's state by id, for tests and admin: "ready", "delayed", "leased",
+   "failed", or NULL if the broker does not hold it (done or unknown). */
+const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id);
+
+/* The view of a held job, or -1 if not held. */
+int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view);
+
+#endif

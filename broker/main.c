@@ -1,0 +1,233 @@
+/*  main.c: onceq-broker's command line. Flags fall back to environment
+    variables, then to the defaults in onceq/limits.h. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "onceq/config.h"
+#include "onceq/limits.h"
+#include "onceq/log.h"
+
+#define S_MAX_QUEUE_FLAGS 64
+
+static void s_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: onceq-broker [options]\n"
+        "\n"
+        "The onceq broker: takes jobs from producers, leases each to one worker, and\n"
+        "hands it out again when its lease runs out or its worker dies.\n"
+        "\n"
+        "options (environment variable in brackets):\n"
+        "  --front ENDPOINT       producers and admin [ONCEQ_FRONT] (default %s)\n"
+        "  --back ENDPOINT        workers [ONCEQ_BACK] (default %s)\n"
+        "  --retry-after S        lease length of every queue [ONCEQ_RETRY_AFTER] (default %d)\n"
+        "  --timeout S            default job timeout [ONCEQ_TIMEOUT] (default %d)\n"
+        "  --timeout-margin S     a timeout must be shorter than retry_after by this\n"
+        "                         [ONCEQ_TIMEOUT_MARGIN] (default %d)\n"
+        "  --queue NAME:RETRY_AFTER[:TIMEOUT]\n"
+        "                         lease length and default timeout of one queue, in\n"
+        "                         seconds; repeatable\n"
+        "  --max-tries N          default retry budget [ONCEQ_MAX_TRIES] (default %d)\n"
+        "  --backoff S            default wait before a retry [ONCEQ_BACKOFF] (default %d)\n"
+        "  --heartbeat-ms N       heartbeat interval [ONCEQ_HEARTBEAT_MS] (default %d)\n"
+        "  --liveness N           missed heartbeats before a worker is dead\n"
+        "                         [ONCEQ_LIVENESS] (default %d)\n"
+        "  --max-jobs N           live jobs held at most [ONCEQ_MAX_JOBS] (default %d)\n"
+        "  --log-level LEVEL      debug, info, warn or error [ONCEQ_LOG_LEVEL] (default info)\n"
+        "  --help                 this text\n"
+        "  --version              the version\n"
+        "\n"
+        "Seconds may have decimals (0.5). SIGINT or SIGTERM stops the broker.\n",
+        OQ_DEFAULT_FRONT_ENDPOINT, OQ_DEFAULT_BACK_ENDPOINT, OQ_DEFAULT_RETRY_AFTER_MS / 1000,
+        OQ_DEFAULT_TIMEOUT_MS / 1000, OQ_DEFAULT_MARGIN_MS / 1000, OQ_DEFAULT_MAX_TRIES,
+        OQ_DEFAULT_BACKOFF_MS / 1000, OQ_DEFAULT_HEARTBEAT_MS, OQ_DEFAULT_LIVENESS,
+        OQ_DEFAULT_MAX_JOBS);
+}
+
+static int s_bad(const char *flag, const char *value, const char *expected)
+{
+    fprintf(stderr, "onceq-broker: invalid %s \"%s\": expected %s\n", flag, value, expected);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    oq_log_init("onceq-broker");
+    enum {
+        O_FRONT = 1000,
+        O_BACK,
+        O_RETRY_AFTER,
+        O_TIMEOUT,
+        O_MARGIN,
+        O_QUEUE,
+        O_MAX_TRIES,
+        O_BACKOFF,
+        O_HEARTBEAT,
+        O_LIVENESS,
+        O_MAX_JOBS,
+        O_LOG_LEVEL,
+        O_HELP,
+        O_VERSION
+    };
+    static const struct option options[] = {
+        {"front", required_argument, 0, O_FRONT},
+        {"back", required_argument, 0, O_BACK},
+        {"retry-after", required_argument, 0, O_RETRY_AFTER},
+        {"timeout", required_argument, 0, O_TIMEOUT},
+        {"timeout-margin", required_argument, 0, O_MARGIN},
+        {"queue", required_argument, 0, O_QUEUE},
+        {"max-tries", required_argument, 0, O_MAX_TRIES},
+        {"backoff", required_argument, 0, O_BACKOFF},
+        {"heartbeat-ms", required_argument, 0, O_HEARTBEAT},
+        {"liveness", required_argument, 0, O_LIVENESS},
+        {"max-jobs", required_argument, 0, O_MAX_JOBS},
+        {"log-level", required_argument, 0, O_LOG_LEVEL},
+        {"help", no_argument, 0, O_HELP},
+        {"version", no_argument, 0, O_VERSION},
+        {0, 0, 0, 0},
+    };
+    const char *front = NULL, *back = NULL, *retry_after = NULL, *timeout = NULL, *margin = NULL,
+               *max_tries = NULL, *backoff = NULL, *heartbeat = NULL, *liveness = NULL,
+               *max_jobs = NULL, *log_level = NULL;
+    const char *queues[S_MAX_QUEUE_FLAGS];
+    int queue_count = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case O_FRONT:
+            front = optarg;
+            break;
+        case O_BACK:
+            back = optarg;
+            break;
+        case O_RETRY_AFTER:
+            retry_after = optarg;
+            break;
+        case O_TIMEOUT:
+            timeout = optarg;
+            break;
+        case O_MARGIN:
+            margin = optarg;
+            break;
+        case O_QUEUE:
+            if (queue_count == S_MAX_QUEUE_FLAGS) {
+                fprintf(stderr, "onceq-broker: at most %d --queue flags\n", S_MAX_QUEUE_FLAGS);
+                return 2;
+            }
+            queues[queue_count++] = optarg;
+            break;
+        case O_MAX_TRIES:
+            max_tries = optarg;
+            break;
+        case O_BACKOFF:
+            backoff = optarg;
+            break;
+        case O_HEARTBEAT:
+            heartbeat = optarg;
+            break;
+        case O_LIVENESS:
+            liveness = optarg;
+            break;
+        case O_MAX_JOBS:
+            max_jobs = optarg;
+            break;
+        case O_LOG_LEVEL:
+            log_level = optarg;
+            break;
+        case O_HELP:
+            s_usage(stdout);
+            return 0;
+        case O_VERSION:
+            printf("onceq-broker %s\n", ONCEQ_VERSION);
+            return 0;
+        default:
+            s_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "onceq-broker: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        return 2;
+    }
+
+    oq_broker_config_t config = {
+        .front_endpoint = oq_config_str(front, "ONCEQ_FRONT", OQ_DEFAULT_FRONT_ENDPOINT),
+        .back_endpoint = oq_config_str(back, "ONCEQ_BACK", OQ_DEFAULT_BACK_ENDPOINT),
+        .engine = oq_engine_config_default(),
+    };
+    uint64_t u;
+    const char *v;
+    if ((v = oq_config_str(log_level, "ONCEQ_LOG_LEVEL", NULL))) {
+        oq_log_level_t level;
+        if (oq_log_parse_level(v, &level) < 0)
+            return s_bad("--log-level", v, "debug, info, warn or error");
+        oq_log_set_level(level);
+    }
+    if ((v = oq_config_str(retry_after, "ONCEQ_RETRY_AFTER", NULL)) &&
+        (oq_config_seconds(v, OQ_MAX_TIMEOUT_MS * 2, &config.engine.retry_after_ms) < 0 ||
+         config.engine.retry_after_ms == 0))
+        return s_bad("--retry-after", v, "seconds, more than 0");
+    if ((v = oq_config_str(timeout, "ONCEQ_TIMEOUT", NULL)) &&
+        (oq_config_seconds(v, OQ_MAX_TIMEOUT_MS, &config.engine.timeout_ms) < 0 ||
+         config.engine.timeout_ms == 0))
+        return s_bad("--timeout", v, "seconds, more than 0 and at most 86400");
+    if ((v = oq_config_str(margin, "ONCEQ_TIMEOUT_MARGIN", NULL)) &&
+        oq_config_seconds(v, OQ_MAX_TIMEOUT_MS, &config.engine.margin_ms) < 0)
+        return s_bad("--timeout-margin", v, "seconds");
+    if ((v = oq_config_str(max_tries, "ONCEQ_MAX_TRIES", NULL))) {
+        if (oq_config_uint(v, 1, OQ_MAX_TRIES_LIMIT, &u) < 0)
+            return s_bad("--max-tries", v, "1 to 1000");
+        config.engine.max_tries = (uint32_t)u;
+    }
+    if ((v = oq_config_str(backoff, "ONCEQ_BACKOFF", NULL)) &&
+        oq_config_seconds(v, OQ_MAX_BACKOFF_MS, &config.engine.backoff_ms) < 0)
+        return s_bad("--backoff", v, "seconds");
+    config.heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS;
+    if ((v = oq_config_str(heartbeat, "ONCEQ_HEARTBEAT_MS", NULL))) {
+        if (oq_config_uint(v, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS, &u) < 0)
+            return s_bad("--heartbeat-ms", v, "10 to 60000");
+        config.heartbeat_ms = (int)u;
+    }
+    config.liveness = OQ_DEFAULT_LIVENESS;
+    if ((v = oq_config_str(liveness, "ONCEQ_LIVENESS", NULL))) {
+        if (oq_config_uint(v, 1, 100, &u) < 0)
+            return s_bad("--liveness", v, "1 to 100");
+        config.liveness = (int)u;
+    }
+    if ((v = oq_config_str(max_jobs, "ONCEQ_MAX_JOBS", NULL))) {
+        if (oq_config_uint(v, 1, 1000000000, &u) < 0)
+            return s_bad("--max-jobs", v, "1 to 1000000000");
+        config.engine.max_jobs = (size_t)u;
+    }
+
+    char reason[512];
+    oq_broker_t *broker = oq_broker_new(&config, oq_clock_system(), reason, sizeof reason);
+    if (!broker) {
+        fprintf(stderr, "onceq-broker: %s\n", reason);
+        return 1;
+    }
+    for (int i = 0; i < queue_count; i++) {
+        char name[OQ_MAX_NAME_LEN + 2];
+        char ra[32] = "", to[32] = "";
+        int64_t ra_ms, to_ms = 0;
+        if (sscanf(queues[i], "%65[^:]:%31[^:]:%31s", name, ra, to) < 2 ||
+            oq_config_seconds(ra, OQ_MAX_TIMEOUT_MS * 2, &ra_ms) < 0 || ra_ms == 0 ||
+            (to[0] && (oq_config_seconds(to, OQ_MAX_TIMEOUT_MS, &to_ms) < 0 || to_ms == 0))) {
+            oq_broker_destroy(&broker);
+            return s_bad("--queue", queues[i], "NAME:RETRY_AFTER[:TIMEOUT] in seconds");
+        }
+        if (oq_engine_queue_config(oq_broker_engine(broker), name, ra_ms, to_ms, reason,
+                                   sizeof reason) < 0) {
+            fprintf(stderr, "onceq-broker: refusing to start: %s\n", reason);
+            oq_broker_destroy(&broker);
+            return 1;
+        }
+    }
+    int rc = oq_broker_run(broker);
+    oq_broker_destroy(&broker);
+    return rc == 0 ? 0 : 1;
+}

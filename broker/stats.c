@@ -1,0 +1,131 @@
+/*  stats.c: encoding of the stats and failed replies. Both are built in two
+    passes where a count must precede the items (msgpack arrays carry their
+    length up front). */
+#include "stats.h"
+
+#include "onceq/proto.h"
+
+#define S_QUEUE_FIELDS  14
+#define S_WORKER_FIELDS 6
+#define S_JOB_FIELDS    8
+
+static void s_key(msgpack_packer *pk, const char *key)
+{
+    oq_proto_pack_cstr(pk, key);
+}
+
+static void s_kv_u64(msgpack_packer *pk, const char *key, uint64_t value)
+{
+    s_key(pk, key);
+    msgpack_pack_uint64(pk, value);
+}
+
+static void s_kv_seconds(msgpack_packer *pk, const char *key, int64_t ms)
+{
+    s_key(pk, key);
+    msgpack_pack_double(pk, (double)ms / 1000.0);
+}
+
+static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
+{
+    msgpack_packer *pk = ctx;
+    static const char digits[] = "0123456789abcdef";
+    char hex[513];
+    const uint8_t *b = w->identity;
+    for (size_t i = 0; i < w->identity_len; i++) {
+        hex[2 * i] = digits[b[i] >> 4];
+        hex[2 * i + 1] = digits[b[i] & 15];
+    }
+    hex[2 * w->identity_len] = 0;
+    msgpack_pack_map(pk, S_WORKER_FIELDS);
+    s_key(pk, "id");
+    oq_proto_pack_cstr(pk, hex);
+    s_key(pk, "name");
+    oq_proto_pack_cstr(pk, w->name);
+    s_kv_u64(pk, "pid", w->pid);
+    s_kv_u64(pk, "credit", w->credit);
+    s_kv_u64(pk, "leased", w->leased);
+    s_kv_u64(pk, "idle_ms", w->idle_ms > 0 ? (uint64_t)w->idle_ms : 0);
+}
+
+void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 3);
+
+    size_t queues = oq_engine_queue_count(engine);
+    s_key(&pk, "queues");
+    msgpack_pack_array(&pk, queues);
+    for (size_t i = 0; i < queues; i++) {
+        oq_queue_stats_t s;
+        oq_engine_queue_stats(engine, i, &s);
+        msgpack_pack_map(&pk, S_QUEUE_FIELDS);
+        s_key(&pk, "name");
+        oq_proto_pack_cstr(&pk, s.name);
+        s_kv_u64(&pk, "ready", s.ready);
+        s_kv_u64(&pk, "delayed", s.delayed);
+        s_kv_u64(&pk, "leased", s.leased);
+        s_kv_u64(&pk, "failed", s.failed);
+        s_kv_u64(&pk, "dispatched", s.dispatched);
+        s_kv_u64(&pk, "done", s.done);
+        s_kv_u64(&pk, "retried", s.retried);
+        s_kv_u64(&pk, "redelivered", s.redelivered);
+        s_kv_u64(&pk, "late_acks", s.late_acks);
+        s_kv_u64(&pk, "ignored_acks", s.ignored_acks);
+        s_kv_u64(&pk, "duplicates", s.duplicates);
+        s_kv_seconds(&pk, "retry_after", s.retry_after_ms);
+        s_kv_seconds(&pk, "timeout", s.timeout_ms);
+    }
+
+    s_key(&pk, "workers");
+    msgpack_pack_array(&pk, oq_engine_worker_count(engine));
+    oq_engine_worker_each(engine, s_pack_worker, &pk);
+
+    s_key(&pk, "broker");
+    msgpack_pack_map(&pk, 5);
+    s_kv_u64(&pk, "uptime_ms", uptime_ms > 0 ? (uint64_t)uptime_ms : 0);
+    s_kv_u64(&pk, "jobs", oq_engine_job_count(engine));
+    s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
+    s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));
+    s_key(&pk, "version");
+    oq_proto_pack_cstr(&pk, ONCEQ_VERSION);
+}
+
+static void s_pack_failed(void *ctx, const oq_job_view_t *job)
+{
+    msgpack_packer *pk = ctx;
+    msgpack_pack_map(pk, S_JOB_FIELDS);
+    s_kv_u64(pk, "id", job->id);
+    s_key(pk, "type");
+    oq_proto_pack_cstr(pk, job->type);
+    s_key(pk, "queue");
+    oq_proto_pack_cstr(pk, job->queue);
+    s_kv_u64(pk, "attempt", job->attempt);
+    s_kv_u64(pk, "max_tries", job->max_tries);
+    s_key(pk, "error");
+    oq_proto_pack_cstr(pk, job->error ? job->error : "");
+    s_kv_u64(pk, "failed_at", job->failed_at_ms > 0 ? (uint64_t)job->failed_at_ms : 0);
+    s_key(pk, "payload");
+    msgpack_pack_str_body(pk, job->payload, job->payload_len); /* already msgpack */
+}
+
+static void s_count_only(void *ctx, const oq_job_view_t *job)
+{
+    (void)ctx;
+    (void)job;
+}
+
+void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                            const char *queue, uint32_t limit)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    size_t total = oq_engine_failed_each(engine, queue, 0, s_count_only, NULL);
+    size_t shown = total < limit ? total : limit;
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, 2);
+    s_kv_u64(&pk, "total", total);
+    s_key(&pk, "jobs");
+    msgpack_pack_array(&pk, shown);
+    oq_engine_failed_each(engine, queue, shown, s_pack_failed, &pk);
+}

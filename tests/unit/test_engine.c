@@ -1,0 +1,492 @@
+/*  test_engine: the lease and redelivery state machine, driven by a clock
+    the test moves by hand. No sockets and no sleeps: a lease "runs out"
+    because the test says an hour passed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine.h"
+
+#define S_RETRY_AFTER_MS 10000
+#define S_TIMEOUT_MS     4000
+#define S_MARGIN_MS      2000
+
+typedef struct {
+    int64_t now;
+} s_fake_clock_t;
+
+static int64_t s_fake_now(void *ctx)
+{
+    return ((s_fake_clock_t *)ctx)->now;
+}
+
+static int64_t s_fake_wall(void *ctx)
+{
+    return 1700000000000LL + ((s_fake_clock_t *)ctx)->now;
+}
+
+/* One delivery the engine asked for. */
+typedef struct {
+    char worker; /* first byte of the worker identity */
+    uint64_t id;
+    uint32_t attempt;
+} s_delivery_t;
+
+typedef struct {
+    s_fake_clock_t time;
+    oq_clock_t clock;
+    oq_engine_t *engine;
+    s_delivery_t sent[64];
+    size_t sent_count;
+    char unreachable; /* deliveries to this worker fail */
+} s_fixture_t;
+
+static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
+{
+    s_fixture_t *f = ctx;
+    char who = ((const char *)w->identity)[0];
+    if (who == f->unreachable)
+        return -1;
+    assert_true(f->sent_count < 64);
+    f->sent[f->sent_count++] = (s_delivery_t){who, job->id, job->attempt};
+    return 0;
+}
+
+static int s_setup(void **state)
+{
+    static s_fixture_t f;
+    memset(&f, 0, sizeof f);
+    f.clock = (oq_clock_t){s_fake_now, s_fake_wall, &f.time};
+    oq_engine_config_t config = oq_engine_config_default();
+    config.retry_after_ms = S_RETRY_AFTER_MS;
+    config.timeout_ms = S_TIMEOUT_MS;
+    config.margin_ms = S_MARGIN_MS;
+    config.backoff_ms = 1000;
+    config.max_jobs = 100;
+    f.engine = oq_engine_new(&config, &f.clock);
+    assert_non_null(f.engine);
+    *state = &f;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    s_fixture_t *f = *state;
+    oq_engine_destroy(&f->engine);
+    assert_null(f->engine);
+    return 0;
+}
+
+static uint64_t s_dispatch(s_fixture_t *f, const char *type)
+{
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {
+        .type = oq_str(type), .queue = oq_str("default"), .payload = &empty_map, .payload_len = 1};
+    uint64_t id = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    assert_true(id > 0);
+    return id;
+}
+
+static oq_worker_t *s_worker(s_fixture_t *f, char name, uint32_t credit)
+{
+    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
+    assert_non_null(w);
+    oq_engine_worker_credit(f->engine, w, credit);
+    return w;
+}
+
+static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
+                             oq_outcome_t outcome, const char *error)
+{
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = attempt,
+                        .outcome = outcome,
+                        .credit = 1,
+                        .error = oq_str(error ? error : "")};
+    return oq_engine_ack(f->engine, w, &ack);
+}
+
+static oq_queue_stats_t s_stats(s_fixture_t *f)
+{
+    oq_queue_stats_t s;
+    assert_int_equal(oq_engine_queue_count(f->engine), 1);
+    oq_engine_queue_stats(f->engine, 0, &s);
+    return s;
+}
+
+static void test_dispatch_deliver_ack(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "noop");
+    assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, id);
+    assert_int_equal(f->sent[0].attempt, 1);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    assert_int_equal(oq_engine_next_deadline(f->engine), S_RETRY_AFTER_MS);
+
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, id));
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.dispatched, 1);
+    assert_int_equal(s.done, 1);
+    assert_int_equal(s.leased + s.ready + s.delayed + s.failed, 0);
+    assert_int_equal(oq_engine_next_deadline(f->engine), -1);
+    assert_int_equal(oq_engine_job_count(f->engine), 0);
+}
+
+static void test_credit_limits_deliveries(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    s_ack(f, a, ids[0], 1, OQ_OUTCOME_OK, NULL); /* returns one credit */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].id, ids[1]); /* FIFO */
+    oq_engine_worker_credit(f->engine, a, 2);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 2);
+    assert_int_equal(s_stats(f).leased, 3);
+}
+
+static void test_lease_expiry_redelivers_with_next_attempt(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "sleep");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *b = s_worker(f, 'b', 0);
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_int_equal(f->sent[0].worker, 'a');
+
+    f->time.now = S_RETRY_AFTER_MS - 1;
+    assert_int_equal(oq_engine_tick(f->engine), 0);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    f->time.now = S_RETRY_AFTER_MS;
+    assert_int_equal(oq_engine_tick(f->engine), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
+
+    oq_engine_worker_credit(f->engine, b, 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].worker, 'b');
+    assert_int_equal(f->sent[1].attempt, 2);
+    assert_int_equal(s_stats(f).redelivered, 1);
+
+    /* The first worker wakes up and reports ok: the job is done, once. */
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, id));
+    /* The second worker's ack finds nothing to do. */
+    assert_int_equal(s_ack(f, b, id, 2, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.done, 1);
+    assert_int_equal(s.late_acks, 1);
+    assert_int_equal(oq_engine_unknown_acks(f->engine), 1);
+    assert_int_equal(s.leased, 0);
+}
+
+static void test_ok_ack_completes_job_waiting_for_redelivery(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "sleep");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    f->time.now = S_RETRY_AFTER_MS + 1;
+    oq_engine_tick(f->engine);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, id));
+    assert_int_equal(s_stats(f).ready, 0);
+}
+
+static void test_stale_retry_ack_is_ignored(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "sleep");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *b = s_worker(f, 'b', 0);
+    oq_engine_pump(f->engine, s_deliver, f);
+    f->time.now = S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    oq_engine_worker_credit(f->engine, b, 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    /* Attempt 1's failure report must not disturb attempt 2's lease. */
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "boom"), OQ_ACK_IGNORED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    assert_int_equal(s_stats(f).ignored_acks, 1);
+}
+
+static void test_dead_worker_gives_leases_back_at_once(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "sleep");
+    s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *b = s_worker(f, 'b', 0);
+    /* 'a' falls silent; 'b' keeps talking. Long before retry_after: */
+    f->time.now = 3000;
+    oq_engine_worker_seen(f->engine, b);
+    assert_int_equal(oq_engine_reap_workers(f->engine, 2999), 1);
+    assert_int_equal(oq_engine_worker_count(f->engine), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
+    oq_engine_worker_credit(f->engine, b, 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_int_equal(f->sent[1].worker, 'b');
+    assert_int_equal(f->sent[1].attempt, 2);
+    assert_int_equal(s_stats(f).redelivered, 1);
+}
+
+static void test_last_attempt_lease_end_fails_job(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("crash"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 2,
+                        .has_max_tries = true};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        oq_worker_t *w = s_worker(f, (char)('a' + attempt), 1);
+        assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+        oq_engine_worker_remove(f->engine, &w, "killed");
+        assert_null(w);
+    }
+    assert_string_equal(oq_engine_job_state(f->engine, id), "failed");
+    oq_job_view_t view;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &view), 0);
+    assert_non_null(strstr(view.error, "worker died"));
+    assert_non_null(strstr(view.error, "attempt 2 of 2"));
+}
+
+static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("fail"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .backoff_ms = {1000, 5000},
+                        .backoff_len = 2};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason);
+    oq_worker_t *a = s_worker(f, 'a', 1);
+
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "db down"), OQ_ACK_APPLIED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
+    f->time.now = 999;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    f->time.now = 1000;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].attempt, 2);
+
+    s_ack(f, a, id, 2, OQ_OUTCOME_TIMEOUT, NULL);
+    f->time.now = 1000 + 4999; /* second step: 5 s */
+    oq_engine_tick(f->engine);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
+    f->time.now = 1000 + 5000;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[2].attempt, 3);
+
+    s_ack(f, a, id, 3, OQ_OUTCOME_RETRY, "db still down");
+    assert_string_equal(oq_engine_job_state(f->engine, id), "failed");
+    oq_job_view_t view;
+    oq_engine_job_view(f->engine, id, &view);
+    assert_non_null(strstr(view.error, "db still down"));
+    assert_non_null(strstr(view.error, "attempt 3 of 3"));
+    assert_int_equal(view.failed_at_ms, 1700000000000LL + 6000);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.retried, 3);
+    assert_int_equal(s.failed, 1);
+}
+
+typedef struct {
+    uint64_t ids[8];
+    size_t n;
+} s_seen_t;
+
+static void s_collect(void *ctx, const oq_job_view_t *job)
+{
+    s_seen_t *seen = ctx;
+    seen->ids[seen->n++] = job->id;
+}
+
+static void test_fail_goes_to_failed_store_and_listing(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id1 = s_dispatch(f, "fail");
+    uint64_t id2 = s_dispatch(f, "fail");
+    oq_worker_t *a = s_worker(f, 'a', 2);
+    oq_engine_pump(f->engine, s_deliver, f);
+    s_ack(f, a, id2, 1, OQ_OUTCOME_FAIL, "bad payload");
+    s_ack(f, a, id1, 1, OQ_OUTCOME_FAIL, "bad payload too");
+    s_seen_t seen = {0};
+    assert_int_equal(oq_engine_failed_each(f->engine, NULL, 8, s_collect, &seen), 2);
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.ids[0], id2); /* oldest failure first */
+    s_seen_t none = {0};
+    assert_int_equal(oq_engine_failed_each(f->engine, "other", 8, s_collect, &none), 0);
+    s_seen_t one = {0};
+    assert_int_equal(oq_engine_failed_each(f->engine, "default", 1, s_collect, &one), 2);
+    assert_int_equal(one.n, 1);
+    /* A late ok for a failed job still completes it. */
+    assert_int_equal(s_ack(f, a, id1, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_int_equal(s_stats(f).failed, 1);
+}
+
+static void test_timeout_rule_refuses_with_numbers(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .timeout_ms = 8001,
+                        .has_timeout = true};
+    uint64_t id;
+    oq_err_t code = OQ_ERR_NONE;
+    char reason[512];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_TIMEOUT_RULE);
+    assert_non_null(strstr(reason, "8 s"));
+    assert_non_null(strstr(reason, "10 s"));
+    assert_non_null(strstr(reason, "2 s"));
+    job.timeout_ms = 8000; /* exactly retry_after - margin is allowed */
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+
+    assert_int_equal(oq_engine_queue_config(f->engine, "slow", 5000, 4000, reason, sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "slow"));
+    assert_int_equal(oq_engine_queue_config(f->engine, "slow", 60000, 30000, reason, sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_check_defaults(f->engine, reason, sizeof reason), 0);
+}
+
+static void test_delay_and_priority_order(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1};
+    uint64_t delayed, low, high1, high2;
+    oq_err_t code;
+    char reason[256];
+    job.has_delay = true;
+    job.delay_ms = 5000;
+    oq_engine_dispatch(f->engine, &job, &delayed, &code, reason, sizeof reason);
+    job.has_delay = false;
+    oq_engine_dispatch(f->engine, &job, &low, &code, reason, sizeof reason);
+    job.priority = 5;
+    job.has_priority = true;
+    oq_engine_dispatch(f->engine, &job, &high1, &code, reason, sizeof reason);
+    oq_engine_dispatch(f->engine, &job, &high2, &code, reason, sizeof reason);
+    assert_string_equal(oq_engine_job_state(f->engine, delayed), "delayed");
+    assert_int_equal(oq_engine_next_deadline(f->engine), 5000);
+
+    s_worker(f, 'a', 10);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    assert_int_equal(f->sent[0].id, high1);
+    assert_int_equal(f->sent[1].id, high2);
+    assert_int_equal(f->sent[2].id, low);
+    f->time.now = 5000;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[3].id, delayed);
+}
+
+static void test_unreachable_worker_loses_no_attempt(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "noop");
+    s_worker(f, 'x', 1);
+    f->unreachable = 'x';
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_worker_count(f->engine), 0);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
+    s_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_int_equal(f->sent[0].attempt, 1);
+    assert_int_equal(s_stats(f).redelivered, 0);
+}
+
+static void test_drain_stops_deliveries(void **state)
+{
+    s_fixture_t *f = *state;
+    s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_engine_worker_drain(f->engine, a);
+    oq_engine_worker_credit(f->engine, a, 1); /* ignored while draining */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+}
+
+static void test_full_broker_refuses(void **state)
+{
+    s_fixture_t *f = *state;
+    for (int i = 0; i < 100; i++)
+        s_dispatch(f, "noop");
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+    assert_int_equal(oq_engine_job_count(f->engine), 100);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_dispatch_deliver_ack, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_credit_limits_deliveries, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry_redelivers_with_next_attempt, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ok_ack_completes_job_waiting_for_redelivery, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_retry_ack_is_ignored, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_dead_worker_gives_leases_back_at_once, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_last_attempt_lease_end_fails_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_retry_waits_backoff_then_fails_after_max_tries,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_fail_goes_to_failed_store_and_listing, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_rule_refuses_with_numbers, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_delay_and_priority_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_worker_loses_no_attempt, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_stops_deliveries, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_full_broker_refuses, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
