@@ -238,9 +238,7 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
         break;
     default:
-        snprintf(reason, sizeof reason, "command \"%s\" is not valid on the front socket",
-                 oq_proto_cmd_name(msg->cmd));
-        s_reply_error(self, self->front, env, req, OQ_ERR_UNKNOWN_COMMAND, reason);
+        assert(!"s_valid_on admits only front commands");
         return;
     }
     if (s_reply(self, self->front, env) < 0)
@@ -306,14 +304,19 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         if (w)
             oq_engine_worker_remove(self->engine, &w, "disconnected");
         break;
-    default: {
-        char reason[128];
-        snprintf(reason, sizeof reason, "command \"%s\" is not valid on the back socket",
-                 oq_proto_cmd_name(msg->cmd));
-        s_reply_error(self, self->back, env, msg->has_req ? (int64_t)msg->req : -1,
-                      OQ_ERR_UNKNOWN_COMMAND, reason);
+    default:
+        assert(!"s_valid_on admits only back commands");
     }
-    }
+}
+
+/* Commands a peer may send on each socket (docs/protocol.md, sections 5, 6). */
+static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
+{
+    if (sock == self->front)
+        return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
+               cmd == OQ_CMD_PING;
+    return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
+           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT;
 }
 
 /* Read and handle up to one batch of messages from sock. */
@@ -335,9 +338,16 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         oq_msg_t msg;
         oq_err_t code;
         char reason[256];
-        if (oq_proto_decode(&msg, zmq_msg_data(&body), zmq_msg_size(&body), &code, reason,
-                            sizeof reason) < 0) {
-            s_reply_error(self, sock, &env, msg.has_req ? (int64_t)msg.req : -1, code, reason);
+        int rc = oq_proto_decode(&msg, zmq_msg_data(&body), zmq_msg_size(&body), &code, reason,
+                                 sizeof reason);
+        int64_t req = msg.has_req ? (int64_t)msg.req : -1;
+        if (msg.cmd != OQ_CMD_UNKNOWN && !s_valid_on(self, sock, msg.cmd)) {
+            /* The command is the first thing wrong, whatever its fields. */
+            snprintf(reason, sizeof reason, "command \"%s\" is not valid on the %s socket",
+                     oq_proto_cmd_name(msg.cmd), sock == self->front ? "front" : "back");
+            s_reply_error(self, sock, &env, req, OQ_ERR_UNKNOWN_COMMAND, reason);
+        } else if (rc < 0) {
+            s_reply_error(self, sock, &env, req, code, reason);
         } else if (sock == self->front) {
             s_handle_front(self, &env, &msg);
         } else {

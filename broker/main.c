@@ -11,6 +11,9 @@
 #include "onceq/log.h"
 
 #define S_MAX_QUEUE_FLAGS 64
+#define S_MAX_JOBS_LIMIT  1000000000
+#define S_STR_(x)         #x
+#define S_STR(x)          S_STR_(x)
 
 static void s_usage(FILE *out)
 {
@@ -180,7 +183,7 @@ int main(int argc, char **argv)
         return s_bad("--timeout-margin", v, "seconds");
     if ((v = oq_config_str(max_tries, "ONCEQ_MAX_TRIES", NULL))) {
         if (oq_config_uint(v, 1, OQ_MAX_TRIES_LIMIT, &u) < 0)
-            return s_bad("--max-tries", v, "1 to 1000");
+            return s_bad("--max-tries", v, "1 to " S_STR(OQ_MAX_TRIES_LIMIT));
         config.engine.max_tries = (uint32_t)u;
     }
     if ((v = oq_config_str(backoff, "ONCEQ_BACKOFF", NULL)) &&
@@ -194,13 +197,13 @@ int main(int argc, char **argv)
     }
     config.liveness = OQ_DEFAULT_LIVENESS;
     if ((v = oq_config_str(liveness, "ONCEQ_LIVENESS", NULL))) {
-        if (oq_config_uint(v, 1, 100, &u) < 0)
-            return s_bad("--liveness", v, "1 to 100");
+        if (oq_config_uint(v, 1, OQ_MAX_LIVENESS, &u) < 0)
+            return s_bad("--liveness", v, "1 to " S_STR(OQ_MAX_LIVENESS));
         config.liveness = (int)u;
     }
     if ((v = oq_config_str(max_jobs, "ONCEQ_MAX_JOBS", NULL))) {
-        if (oq_config_uint(v, 1, 1000000000, &u) < 0)
-            return s_bad("--max-jobs", v, "1 to 1000000000");
+        if (oq_config_uint(v, 1, S_MAX_JOBS_LIMIT, &u) < 0)
+            return s_bad("--max-jobs", v, "1 to " S_STR(S_MAX_JOBS_LIMIT));
         config.engine.max_jobs = (size_t)u;
     }
 

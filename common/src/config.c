@@ -1,6 +1,7 @@
 /*  config.c: strict parsers for flags and environment values. */
 #include "onceq/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@ const char *oq_config_str(const char *flag_value, const char *env, const char *f
 
 int oq_config_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
-    if (!text || !*text || *text == '-' || *text == '+')
+    /* strtoull skips blanks and accepts a sign (" -1" wraps to 2^64-1): only
+       a digit may start the text. */
+    if (!text || !isdigit((unsigned char)*text))
         return -1;
     errno = 0;
     char *end;

@@ -92,11 +92,12 @@ int oq_mpcheck(const void *data, size_t size, int max_depth, char *reason, size_
             if (children > size - pos)
                 FAIL("container at byte %zu declares %llu values, only %zu bytes follow", pos,
                      (unsigned long long)children, size - pos);
-            if (children > 0) {
-                if (depth >= max_depth)
-                    FAIL("msgpack nested deeper than %d", max_depth);
+            /* An empty container nests as deep as a full one: msgpack-c's
+               unpacker stack counts both, so both count here. */
+            if (depth >= max_depth)
+                FAIL("msgpack nested deeper than %d", max_depth);
+            if (children > 0)
                 pending[depth++] = children;
-            }
         } else {
             NEED(skip);
             pos += skip;

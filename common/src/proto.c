@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpcheck.h"
@@ -286,6 +287,9 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
         return -1;
     if (j->has_timeout && j->timeout_ms == 0)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"timeout\" must be more than 0 seconds");
+    /* A delivery always carries the budget and the timeout the worker enforces. */
+    if (delivery && (!j->has_max_tries || !j->has_timeout))
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "a delivered job must carry \"max_tries\" and \"timeout\"");
     if (s_get_seconds(ctx, job, "delay", OQ_MAX_DELAY_MS, &j->delay_ms, &j->has_delay) < 0)
         return -1;
     if (s_get_int(ctx, job, "priority", -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, &i, &present) < 0)
@@ -348,7 +352,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "credit", true, 0, OQ_MAX_CREDIT, &u, NULL) < 0)
             return -1;
         msg->credit = (uint32_t)u;
-        if (s_get_str(ctx, root, "name", false, OQ_MAX_NAME_LEN, &msg->name) < 0)
+        if (s_get_name(ctx, root, "name", false, &msg->name) < 0)
             return -1;
         if (s_get_uint(ctx, root, "pid", false, 0, UINT32_MAX, &u, &present) < 0)
             return -1;
@@ -391,7 +395,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
                        &u, NULL) < 0)
             return -1;
         msg->heartbeat_ms = (uint32_t)u;
-        if (s_get_uint(ctx, root, "liveness", true, 1, 100, &u, NULL) < 0)
+        if (s_get_uint(ctx, root, "liveness", true, 1, OQ_MAX_LIVENESS, &u, NULL) < 0)
             return -1;
         msg->liveness = (uint32_t)u;
         return 0;
@@ -425,19 +429,30 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
     if (oq_mpcheck(data, size, OQ_MAX_DEPTH, why, sizeof why) < 0)
         S_FAIL(&ctx, OQ_ERR_MALFORMED, "malformed msgpack: %s", why);
 
+    /* msgpack-c's unpacker does not copy strings: the tree points into the
+       bytes it was given. The header promises that decoded strings live as long
+       as the message, so the message decodes (and keeps) its own copy, freed
+       with its zone. */
+    char *copy = malloc(size);
+    if (!copy)
+        S_FAIL(&ctx, OQ_ERR_INTERNAL, "out of memory");
+    memcpy(copy, data, size);
     msgpack_unpacked_init(&msg->unpacked_);
     msg->live_ = true;
     size_t off = 0;
-    if (msgpack_unpack_next(&msg->unpacked_, data, size, &off) != MSGPACK_UNPACK_SUCCESS ||
-        off != size)
+    if (msgpack_unpack_next(&msg->unpacked_, copy, size, &off) != MSGPACK_UNPACK_SUCCESS) {
+        free(copy);
+        S_FAIL(&ctx, OQ_ERR_MALFORMED, "malformed msgpack");
+    }
+    /* The root is a map, so the unpacker has made a zone. */
+    if (!msg->unpacked_.zone || !msgpack_zone_push_finalizer(msg->unpacked_.zone, free, copy)) {
+        free(copy);
+        S_FAIL(&ctx, OQ_ERR_INTERNAL, "out of memory");
+    }
+    if (off != size)
         S_FAIL(&ctx, OQ_ERR_MALFORMED, "malformed msgpack");
     msg->root = msg->unpacked_.data;
     const msgpack_object *root = &msg->root;
-
-    const msgpack_object *v = oq_proto_map_get(root, "v");
-    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != OQ_PROTO_VERSION)
-        S_FAIL(&ctx, OQ_ERR_BAD_VERSION, "field \"v\" must be %d (this broker speaks protocol v%d)",
-               OQ_PROTO_VERSION, OQ_PROTO_VERSION);
 
     const msgpack_object *req = oq_proto_map_get(root, "req");
     if (req) {
@@ -446,6 +461,12 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
         msg->has_req = true;
         msg->req = req->via.u64;
     }
+
+    /* After req, so that even a version error can be matched to its request. */
+    const msgpack_object *v = oq_proto_map_get(root, "v");
+    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != OQ_PROTO_VERSION)
+        S_FAIL(&ctx, OQ_ERR_BAD_VERSION, "field \"v\" must be %d (this broker speaks protocol v%d)",
+               OQ_PROTO_VERSION, OQ_PROTO_VERSION);
 
     const msgpack_object *cmd = oq_proto_map_get(root, "cmd");
     if (!cmd || cmd->type != MSGPACK_OBJECT_STR)

@@ -44,6 +44,7 @@
 /* Heartbeats (Paranoid Pirate) */
 #define OQ_DEFAULT_HEARTBEAT_MS 1000
 #define OQ_DEFAULT_LIVENESS     3 /* heartbeats missed before a peer is dead */
+#define OQ_MAX_LIVENESS         100
 #define OQ_MIN_HEARTBEAT_MS     10
 #define OQ_MAX_HEARTBEAT_MS     60000
 

@@ -1,0 +1,92 @@
+/*  cli.h: what the subcommands of the onceq tool share: the global options
+    (--broker, --timeout-ms), the exit codes, connecting, reporting a failed
+    request, and a few parsers and formatters. Each subcommand lives in its
+    own cmd_*.c and returns an exit code. */
+#ifndef ONCEQ_CLI_H
+#define ONCEQ_CLI_H
+
+#include <getopt.h>
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/client.h"
+
+/* Exit codes. Scripts rely on them; docs in --help. */
+enum {
+    OQ_CLI_EXIT_OK = 0,
+    OQ_CLI_EXIT_REFUSED = 1,  /* the broker answered with an error */
+    OQ_CLI_EXIT_USAGE = 2,    /* bad command line */
+    OQ_CLI_EXIT_NO_REPLY = 3, /* no (readable) answer in time */
+};
+
+/* Environment fallbacks of the global options. */
+#define OQ_CLI_ENV_BROKER     "ONCEQ_BROKER"
+#define OQ_CLI_ENV_TIMEOUT_MS "ONCEQ_CLIENT_TIMEOUT_MS"
+/* Longest request timeout accepted: one hour. */
+#define OQ_CLI_MAX_TIMEOUT_MS (3600 * 1000)
+
+/* getopt_long values of the options every subcommand accepts. */
+enum { OQ_CLI_OPT_BROKER = 0x100, OQ_CLI_OPT_TIMEOUT_MS, OQ_CLI_OPT_FIRST_FREE_ };
+
+/* clang-format off */
+#define OQ_CLI_GLOBAL_OPTIONS                                          \
+    {"broker", required_argument, NULL, OQ_CLI_OPT_BROKER},            \
+    {"timeout-ms", required_argument, NULL, OQ_CLI_OPT_TIMEOUT_MS},    \
+    {"help", no_argument, NULL, 'h'}
+/* clang-format on */
+
+typedef struct {
+    const char *broker;     /* --broker as given, or NULL */
+    const char *timeout_ms; /* --timeout-ms as given, or NULL */
+    const char *command;    /* subcommand being run, for messages */
+    /* set by oq_cli_connect */
+    const char *endpoint;
+    int timeout;
+} oq_cli_t;
+
+/* Subcommands: argv[0] is the subcommand's name. Each returns an exit code. */
+int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_ping(oq_cli_t *cli, int argc, char **argv);
+
+/* Handle one getopt_long result that is a global option; 0 if it was one
+   (recorded in cli), -1 otherwise. */
+int oq_cli_global_option(oq_cli_t *cli, int opt, const char *arg);
+
+/* Report a getopt_long error ('?' or ':') for argv; returns OQ_CLI_EXIT_USAGE. */
+int oq_cli_option_error(const oq_cli_t *cli, int opt, char **argv);
+
+/* Print "onceq: <message>" and a hint to --help to stderr; returns
+   OQ_CLI_EXIT_USAGE. */
+int oq_cli_usage_error(const oq_cli_t *cli, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Resolve endpoint and timeout (flag, environment, default) and connect.
+   Returns OQ_CLI_EXIT_OK with *client, or OQ_CLI_EXIT_USAGE after printing why. */
+int oq_cli_connect(oq_cli_t *cli, oq_client_t **client);
+
+/* Print the client's last error to stderr ("onceq: <code>: <message>" for a
+   broker error) and return the matching exit code. */
+int oq_cli_report(const oq_cli_t *cli, const oq_client_t *client);
+
+/* Parse a signed integer in [min, max]; 0 or -1. */
+int oq_cli_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* Unix milliseconds as ISO-8601 UTC, "2024-05-01T12:00:00.123Z". */
+void oq_cli_format_time(int64_t unix_ms, char *out, size_t out_len);
+
+/* A scalar msgpack value as text for a table cell: integers in decimal,
+   floats with %g, strings as they are; "-" if o is NULL or not a scalar. */
+void oq_cli_format_value(const msgpack_object *o, char *out, size_t out_len);
+
+/* Read an integer field of a map; 0 with *out, or -1 if missing or not a
+   non-negative integer. */
+int oq_cli_get_uint(const msgpack_object *map, const char *key, uint64_t *out);
+
+/* Print a reply as one line of JSON, without the envelope (v, cmd, req).
+   Returns an exit code. */
+int oq_cli_print_json(const msgpack_object *reply);
+
+#endif

@@ -1,0 +1,227 @@
+/*  cmd_dispatch.c: `onceq dispatch TYPE [options]`: queue one job and print
+    its id. Options are checked here against the same limits the broker
+    applies, so a typo is a usage error with the flag's name in it rather than
+    a round trip and a broker message about a wire field. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mpjson.h"
+#include "onceq/config.h"
+#include "onceq/limits.h"
+
+/* The payload sits two levels down in a dispatch (message map, job map), and
+   the whole message may nest at most OQ_MAX_DEPTH deep. */
+#define S_MAX_PAYLOAD_DEPTH (OQ_MAX_DEPTH - 2)
+
+static void s_help(void)
+{
+    printf("Usage: onceq dispatch TYPE [options]\n"
+           "\n"
+           "Queue one job of handler TYPE and print its id on stdout.\n"
+           "\n"
+           "Options:\n"
+           "  --payload JSON     handler arguments, a JSON object (default {});\n"
+           "                     @FILE reads it from a file, @- from stdin\n"
+           "  --queue Q          queue name (default %s)\n"
+           "  --delay S          seconds before the job may run (default 0)\n"
+           "  --max-tries N      deliveries before the job fails, 1 to %d\n"
+           "                     (default: the queue's, %d)\n"
+           "  --backoff LIST     seconds between tries, e.g. 10,60,300; the last repeats\n"
+           "  --timeout S        seconds the handler may run (default: the queue's, %d);\n"
+           "                     must be shorter than the queue's retry_after\n"
+           "  --priority P       %d to %d, higher first (default 0)\n"
+           "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
+           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
+           "  -h, --help         show this help\n"
+           "\n"
+           "A job id is new on every dispatch and is not an idempotency key: running\n"
+           "the same command twice queues two jobs. If the broker does not answer in\n"
+           "time the job may still have been queued.\n",
+           OQ_DEFAULT_QUEUE, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES, OQ_DEFAULT_TIMEOUT_MS / 1000,
+           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
+           OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+}
+
+enum {
+    S_OPT_PAYLOAD = OQ_CLI_OPT_FIRST_FREE_,
+    S_OPT_QUEUE,
+    S_OPT_DELAY,
+    S_OPT_MAX_TRIES,
+    S_OPT_BACKOFF,
+    S_OPT_TIMEOUT,
+    S_OPT_PRIORITY,
+};
+
+/* Parse --payload into buf as a msgpack map. Returns an exit code. */
+static int s_payload(oq_cli_t *cli, const char *text, msgpack_sbuffer *buf)
+{
+    /* A single command-line word is limited to 128 KiB on Linux, less than
+       the payload limit: "@FILE" (and "@-" for stdin) lifts that. A JSON
+       object never starts with '@', so the two cannot be confused. */
+    json_error_t error;
+    json_t *json;
+    if (text[0] == '@' && strcmp(text, "@-") == 0)
+        json = json_loadf(stdin, JSON_REJECT_DUPLICATES, &error);
+    else if (text[0] == '@')
+        json = json_load_file(text + 1, JSON_REJECT_DUPLICATES, &error);
+    else
+        json = json_loads(text, JSON_REJECT_DUPLICATES, &error);
+    if (!json && json_error_code(&error) == json_error_cannot_open_file)
+        return oq_cli_usage_error(cli, "--payload: %s", error.text);
+    /* jansson keeps integers in a json_int_t (int64) and reals in a double;
+       a number beyond those is valid JSON all the same, so say what the
+       real limit is. */
+    if (!json && json_error_code(&error) == json_error_numeric_overflow)
+        return oq_cli_usage_error(cli,
+                                  "--payload: number out of range at line %d, column %d "
+                                  "(integers must be within -2^63 .. 2^63-1, reals within "
+                                  "a double)",
+                                  error.line, error.column);
+    if (!json)
+        return oq_cli_usage_error(cli, "--payload is not valid JSON: %s (line %d, column %d)",
+                                  error.text, error.line, error.column);
+    int rc = OQ_CLI_EXIT_OK;
+    char why[128];
+    if (!json_is_object(json)) {
+        rc = oq_cli_usage_error(cli,
+                                "--payload must be a JSON object, like {\"order_id\": 42}; "
+                                "got %s",
+                                oq_mpjson_kind(json));
+    } else {
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+        if (oq_mpjson_pack(&pk, json, S_MAX_PAYLOAD_DEPTH, why, sizeof why) < 0)
+            rc = oq_cli_usage_error(cli, "--payload: %s", why);
+    }
+    json_decref(json);
+    return rc;
+}
+
+/* Fill the job's options from the command line. Returns an exit code. */
+static int s_option(oq_cli_t *cli, int opt, const char *arg, oq_job_msg_t *job,
+                    const char **payload)
+{
+    uint64_t u;
+    int64_t i;
+    switch (opt) {
+    case S_OPT_PAYLOAD:
+        *payload = arg;
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_QUEUE:
+        if (!oq_proto_name_valid(arg, strlen(arg)))
+            return oq_cli_usage_error(
+                cli, "--queue '%s' must be 1 to %d characters of A-Z a-z 0-9 _ . : -", arg,
+                OQ_MAX_NAME_LEN);
+        job->queue = oq_str(arg);
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_DELAY:
+        if (oq_config_seconds(arg, OQ_MAX_DELAY_MS, &job->delay_ms) < 0)
+            return oq_cli_usage_error(cli, "--delay '%s' must be seconds from 0 to %lld", arg,
+                                      OQ_MAX_DELAY_MS / 1000);
+        job->has_delay = true;
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_MAX_TRIES:
+        if (oq_config_uint(arg, 1, OQ_MAX_TRIES_LIMIT, &u) < 0)
+            return oq_cli_usage_error(cli, "--max-tries '%s' must be a whole number from 1 to %d",
+                                      arg, OQ_MAX_TRIES_LIMIT);
+        job->max_tries = (uint32_t)u;
+        job->has_max_tries = true;
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_BACKOFF:
+        if (oq_config_backoff(arg, job->backoff_ms, OQ_MAX_BACKOFF_STEPS, &job->backoff_len) < 0)
+            return oq_cli_usage_error(cli,
+                                      "--backoff '%s' must be 1 to %d comma-separated numbers "
+                                      "of seconds, each at most %lld, e.g. 10,60,300",
+                                      arg, OQ_MAX_BACKOFF_STEPS, OQ_MAX_BACKOFF_MS / 1000);
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_TIMEOUT:
+        if (oq_config_seconds(arg, OQ_MAX_TIMEOUT_MS, &job->timeout_ms) < 0 || job->timeout_ms == 0)
+            return oq_cli_usage_error(cli,
+                                      "--timeout '%s' must be seconds, more than 0 and at "
+                                      "most %lld",
+                                      arg, OQ_MAX_TIMEOUT_MS / 1000);
+        job->has_timeout = true;
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_PRIORITY:
+        if (oq_cli_parse_int(arg, -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, &i) < 0)
+            return oq_cli_usage_error(cli, "--priority '%s' must be a whole number from %d to %d",
+                                      arg, -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY);
+        job->priority = (int32_t)i;
+        job->has_priority = true;
+        return OQ_CLI_EXIT_OK;
+    default:
+        return oq_cli_usage_error(cli, "unexpected option");
+    }
+}
+
+int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {
+        OQ_CLI_GLOBAL_OPTIONS,
+        {"payload", required_argument, NULL, S_OPT_PAYLOAD},
+        {"queue", required_argument, NULL, S_OPT_QUEUE},
+        {"delay", required_argument, NULL, S_OPT_DELAY},
+        {"max-tries", required_argument, NULL, S_OPT_MAX_TRIES},
+        {"backoff", required_argument, NULL, S_OPT_BACKOFF},
+        {"timeout", required_argument, NULL, S_OPT_TIMEOUT},
+        {"priority", required_argument, NULL, S_OPT_PRIORITY},
+        {NULL, 0, NULL, 0},
+    };
+    oq_job_msg_t job;
+    memset(&job, 0, sizeof job);
+    const char *payload = NULL;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':')
+            return oq_cli_option_error(cli, opt, argv);
+        if (oq_cli_global_option(cli, opt, optarg) == 0)
+            continue;
+        int rc = s_option(cli, opt, optarg, &job, &payload);
+        if (rc != OQ_CLI_EXIT_OK)
+            return rc;
+    }
+    if (optind >= argc)
+        return oq_cli_usage_error(cli, "dispatch needs a job TYPE, e.g. 'onceq dispatch noop'");
+    if (optind + 1 < argc)
+        return oq_cli_usage_error(cli, "unexpected argument '%s' after the job type",
+                                  argv[optind + 1]);
+    const char *type = argv[optind];
+    if (!oq_proto_name_valid(type, strlen(type)))
+        return oq_cli_usage_error(cli,
+                                  "job type '%s' must be 1 to %d characters of "
+                                  "A-Z a-z 0-9 _ . : -",
+                                  type, OQ_MAX_NAME_LEN);
+    job.type = oq_str(type);
+
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int rc = OQ_CLI_EXIT_OK;
+    if (payload) {
+        rc = s_payload(cli, payload, &buf);
+        job.payload = (const uint8_t *)buf.data;
+        job.payload_len = buf.size;
+    }
+    oq_client_t *client = NULL;
+    if (rc == OQ_CLI_EXIT_OK)
+        rc = oq_cli_connect(cli, &client);
+    if (rc == OQ_CLI_EXIT_OK) {
+        uint64_t id;
+        if (oq_client_dispatch(client, &job, cli->timeout, &id) == 0)
+            printf("%" PRIu64 "\n", id);
+        else {
+            rc = oq_cli_report(cli, client);
+            if (rc == OQ_CLI_EXIT_NO_REPLY)
+                fprintf(stderr, "onceq: the job may have been queued all the same; "
+                                "check with 'onceq stats' before dispatching it again\n");
+        }
+    }
+    oq_client_destroy(&client);
+    msgpack_sbuffer_destroy(&buf);
+    return rc;
+}

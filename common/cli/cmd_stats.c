@@ -1,0 +1,184 @@
+/*  cmd_stats.c: `onceq stats [--json]`: the broker's queues and workers.
+    The table reads the reply by field name and shows "-" for a field the
+    broker did not send, so an older or newer broker still prints. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "onceq/limits.h"
+#include "table.h"
+
+/* Longest text of one table cell. */
+#define S_CELL_LEN 128
+
+typedef struct {
+    const char *key;    /* field in the reply */
+    const char *header; /* column title */
+    const char *unit;   /* appended to the value, e.g. "s" for seconds */
+    bool text;          /* left-aligned; numbers are right-aligned */
+} s_column_t;
+
+/* What people look at first (jobs waiting, done, failed, redelivered), then
+   the other counters since the broker started, then the queue's settings. */
+static const s_column_t s_queue_columns[] = {
+    {"name", "QUEUE", "", true},
+    {"ready", "READY", "", false},
+    {"delayed", "DELAYED", "", false},
+    {"leased", "LEASED", "", false},
+    {"done", "DONE", "", false},
+    {"failed", "FAILED", "", false},
+    {"redelivered", "REDELIVERED", "", false},
+    {"dispatched", "DISPATCHED", "", false},
+    {"retried", "RETRIED", "", false},
+    {"late_acks", "LATE_ACKS", "", false},
+    {"ignored_acks", "IGNORED_ACKS", "", false},
+    {"duplicates", "DUPLICATES", "", false},
+    {"retry_after", "RETRY_AFTER", "s", false},
+    {"timeout", "TIMEOUT", "s", false},
+};
+
+static const s_column_t s_worker_columns[] = {
+    {"id", "ID", "", true},          {"name", "NAME", "", true},
+    {"pid", "PID", "", false},       {"credit", "CREDIT", "", false},
+    {"leased", "LEASED", "", false}, {"idle_ms", "IDLE_MS", "", false},
+};
+
+#define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void s_help(void)
+{
+    printf("Usage: onceq stats [--json]\n"
+           "\n"
+           "Show the broker's queues and connected workers.\n"
+           "\n"
+           "Per queue: jobs READY, DELAYED, LEASED and FAILED now; DONE, DISPATCHED,\n"
+           "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
+           "a worker died), LATE_ACKS, IGNORED_ACKS and DUPLICATES (acks that found the\n"
+           "effect already applied) since the broker started; the queue's RETRY_AFTER\n"
+           "and default TIMEOUT.\n"
+           "\n"
+           "Options:\n"
+           "  --json             print the broker's reply as one line of JSON\n"
+           "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
+           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
+           "  -h, --help         show this help\n",
+           OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
+           OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+}
+
+/* One table from an array of maps. Returns 0 or -1 (out of memory). */
+static int s_print_rows(const msgpack_object *rows, const s_column_t *columns, size_t count)
+{
+    oq_table_t *table = oq_table_new(count);
+    if (!table)
+        return -1;
+    int rc = 0;
+    for (size_t c = 0; c < count; c++) {
+        rc |= oq_table_add(table, columns[c].header);
+        if (!columns[c].text)
+            oq_table_align_right(table, c);
+    }
+    for (uint32_t r = 0; r < rows->via.array.size; r++) {
+        const msgpack_object *row = &rows->via.array.ptr[r];
+        for (size_t c = 0; c < count; c++) {
+            const msgpack_object *value = oq_proto_map_get(row, columns[c].key);
+            char cell[S_CELL_LEN];
+            oq_cli_format_value(value, cell, sizeof cell);
+            rc |= value ? oq_table_addf(table, "%s%s", cell, columns[c].unit)
+                        : oq_table_add(table, cell);
+        }
+    }
+    if (rc == 0)
+        oq_table_print(table, stdout);
+    oq_table_destroy(&table);
+    return rc;
+}
+
+/* "1h02m03s" from milliseconds. */
+static void s_format_uptime(uint64_t ms, char *out, size_t out_len)
+{
+    uint64_t s = ms / 1000;
+    if (s < 60)
+        snprintf(out, out_len, "%" PRIu64 ".%01" PRIu64 "s", s, ms % 1000 / 100);
+    else if (s < 3600)
+        snprintf(out, out_len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+    else
+        snprintf(out, out_len, "%" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s", s / 3600, s / 60 % 60,
+                 s % 60);
+}
+
+static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
+{
+    const msgpack_object *broker = oq_proto_map_get(reply, "broker");
+    char version[S_CELL_LEN];
+    oq_cli_format_value(oq_proto_map_get(broker, "version"), version, sizeof version);
+    printf("broker %s  version %s", cli->endpoint, version);
+    uint64_t n;
+    if (oq_cli_get_uint(broker, "uptime_ms", &n) == 0) {
+        char uptime[S_CELL_LEN];
+        s_format_uptime(n, uptime, sizeof uptime);
+        printf("  up %s", uptime);
+    }
+    if (oq_cli_get_uint(broker, "jobs", &n) == 0)
+        printf("  live jobs %" PRIu64, n);
+    printf("\n\n");
+
+    int rc = 0;
+    const msgpack_object *queues = oq_proto_map_get(reply, "queues");
+    if (!queues || queues->type != MSGPACK_OBJECT_ARRAY || queues->via.array.size == 0)
+        printf("no queues yet\n");
+    else
+        rc |= s_print_rows(queues, s_queue_columns, S_COUNT(s_queue_columns));
+
+    const msgpack_object *workers = oq_proto_map_get(reply, "workers");
+    uint32_t count = workers && workers->type == MSGPACK_OBJECT_ARRAY ? workers->via.array.size : 0;
+    printf("\nworkers: %" PRIu32 " connected\n", count);
+    if (count > 0)
+        rc |= s_print_rows(workers, s_worker_columns, S_COUNT(s_worker_columns));
+    if (rc != 0) {
+        fprintf(stderr, "onceq: out of memory\n");
+        return OQ_CLI_EXIT_REFUSED;
+    }
+    return OQ_CLI_EXIT_OK;
+}
+
+int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv)
+{
+    enum { S_OPT_JSON = OQ_CLI_OPT_FIRST_FREE_ };
+    static const struct option options[] = {
+        OQ_CLI_GLOBAL_OPTIONS,
+        {"json", no_argument, NULL, S_OPT_JSON},
+        {NULL, 0, NULL, 0},
+    };
+    bool json = false;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':')
+            return oq_cli_option_error(cli, opt, argv);
+        if (opt == S_OPT_JSON)
+            json = true;
+        else
+            oq_cli_global_option(cli, opt, optarg);
+    }
+    if (optind < argc)
+        return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);
+
+    oq_client_t *client = NULL;
+    int rc = oq_cli_connect(cli, &client);
+    if (rc != OQ_CLI_EXIT_OK)
+        return rc;
+    oq_msg_t reply;
+    if (oq_client_stats(client, cli->timeout, &reply) < 0) {
+        rc = oq_cli_report(cli, client);
+    } else {
+        rc = json ? oq_cli_print_json(&reply.root) : s_print_table(cli, &reply.root);
+        oq_proto_msg_release(&reply);
+    }
+    oq_client_destroy(&client);
+    return rc;
+}

@@ -1,0 +1,86 @@
+/*  onceq.c: the onceq command line tool. Global options may come before or
+    after the subcommand (`onceq --broker X stats` and `onceq stats --broker X`
+    are the same); each subcommand parses its own options in its cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "onceq/limits.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(oq_cli_t *cli, int argc, char **argv);
+    const char *summary;
+} s_command_t;
+
+static const s_command_t s_commands[] = {
+    {"dispatch", oq_cmd_dispatch, "queue a job and print its id"},
+    {"stats", oq_cmd_stats, "show queues, counters and connected workers"},
+    {"failed", oq_cmd_failed, "'failed list': show failed jobs and their errors"},
+    {"ping", oq_cmd_ping, "check that the broker answers"},
+};
+
+#define S_COMMAND_COUNT (sizeof s_commands / sizeof s_commands[0])
+
+static void s_help(void)
+{
+    printf("Usage: onceq [--broker ENDPOINT] [--timeout-ms N] COMMAND [options]\n"
+           "\n"
+           "Producer and admin tool for onceq-broker.\n"
+           "\n"
+           "Commands:\n");
+    for (size_t i = 0; i < S_COMMAND_COUNT; i++)
+        printf("  %-10s %s\n", s_commands[i].name, s_commands[i].summary);
+    printf("\n"
+           "Options (also accepted after the command):\n"
+           "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
+           "  --timeout-ms N     how long to wait for the broker's answer, in ms\n"
+           "                     (env %s, default %d)\n"
+           "  -h, --help         show this help; 'onceq COMMAND --help' for a command\n"
+           "\n"
+           "Exit status: %d ok, %d the broker refused the request (its error code and\n"
+           "message are printed), %d bad command line, %d no answer in time.\n",
+           OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
+           OQ_DEFAULT_CLIENT_TIMEOUT_MS, OQ_CLI_EXIT_OK, OQ_CLI_EXIT_REFUSED, OQ_CLI_EXIT_USAGE,
+           OQ_CLI_EXIT_NO_REPLY);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        OQ_CLI_GLOBAL_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    oq_cli_t cli;
+    memset(&cli, 0, sizeof cli);
+    /* Errors are reported by us, with the command's name and a hint. */
+    opterr = 0;
+    int opt;
+    /* "+": stop at the first word that is not an option, the command. */
+    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (oq_cli_global_option(&cli, opt, optarg) < 0)
+            return oq_cli_option_error(&cli, opt, argv);
+    }
+    if (optind >= argc)
+        return oq_cli_usage_error(&cli, "no command given");
+    const char *name = argv[optind];
+    if (strcmp(name, "help") == 0) {
+        s_help();
+        return OQ_CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < S_COMMAND_COUNT; i++) {
+        if (strcmp(name, s_commands[i].name) == 0) {
+            cli.command = name;
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+            /* 0, not 1: GNU getopt then also forgets its internal state. */
+            optind = 0;
+            return s_commands[i].run(&cli, sub_argc, sub_argv);
+        }
+    }
+    return oq_cli_usage_error(&cli, "unknown command '%s'", name);
+}

@@ -1,0 +1,296 @@
+/*  client.c: the producer and admin client. One request is in flight at a
+    time: it is sent with a fresh request id and the client reads replies
+    until one carries that id or the deadline passes. Replies to earlier
+    requests that timed out arrive late on the same socket; their ids are
+    older, so they are dropped here instead of being taken for an answer.
+
+    The client uses libzmq directly with a context of its own rather than
+    czmq's process-wide one: czmq installs SIGINT/SIGTERM handlers on first
+    use, which a library linked into someone else's program must not do.
+
+    A timeout does not mean the broker did nothing. A dispatch may have been
+    queued after all (the request can wait in the socket until the broker
+    comes up, or the reply can be late); callers that dispatch again after a
+    timeout can create a second job, which the at-least-once design already
+    asks handlers to absorb. */
+#include "onceq/client.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "onceq/clock.h"
+
+/* Room for the broker's message plus our own prefix. */
+#define S_ERROR_TEXT_LEN (OQ_MAX_ERROR_LEN + 256)
+
+struct oq_client {
+    void *ctx;                       /* ZeroMQ context owned by this client */
+    void *sock;                      /* DEALER connected to the broker's front socket */
+    char *endpoint;                  /* for error messages */
+    uint64_t next_req;               /* id of the next request; ids only grow */
+    msgpack_sbuffer buf;             /* encoding buffer, reused between requests */
+    oq_err_t err_code;               /* last failure: the broker's code, see s_fail */
+    char err_text[S_ERROR_TEXT_LEN]; /* what oq_client_error returns */
+    char dropped[OQ_MAX_ERROR_LEN];  /* why the last unreadable message was dropped */
+};
+
+static void s_fail(oq_client_t *self, oq_err_t code, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Record a failure. code is the broker's error code, or OQ_ERR_NONE when
+   no usable answer came (timeout, send failure, unreadable reply). A request
+   too large to send gets OQ_ERR_TOO_LARGE, the code the broker would have
+   answered with: a caller that retries on OQ_ERR_NONE must not retry that. */
+static void s_fail(oq_client_t *self, oq_err_t code, const char *format, ...)
+{
+    self->err_code = code;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(self->err_text, sizeof self->err_text, format, args);
+    va_end(args);
+}
+
+oq_client_t *oq_client_new(const char *endpoint)
+{
+    assert(endpoint);
+    oq_client_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->endpoint = strdup(endpoint);
+    self->ctx = zmq_ctx_new();
+    if (!self->endpoint || !self->ctx)
+        goto fail;
+    self->sock = zmq_socket(self->ctx, ZMQ_DEALER);
+    if (!self->sock)
+        goto fail;
+    /* Nothing unsent may outlive the client: a dispatch the caller has given
+       up on must not reach the broker after destroy returns. */
+    int linger_ms = 0;
+    zmq_setsockopt(self->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (zmq_connect(self->sock, endpoint) != 0)
+        goto fail;
+    self->next_req = 1;
+    msgpack_sbuffer_init(&self->buf);
+    return self;
+fail:
+    if (self->sock)
+        zmq_close(self->sock);
+    if (self->ctx)
+        zmq_ctx_term(self->ctx);
+    free(self->endpoint);
+    free(self);
+    return NULL;
+}
+
+void oq_client_destroy(oq_client_t **self_p)
+{
+    assert(self_p);
+    oq_client_t *self = *self_p;
+    if (!self)
+        return;
+    zmq_close(self->sock);
+    zmq_ctx_term(self->ctx);
+    msgpack_sbuffer_destroy(&self->buf);
+    free(self->endpoint);
+    free(self);
+    *self_p = NULL;
+}
+
+oq_err_t oq_client_error_code(const oq_client_t *self)
+{
+    assert(self);
+    return self->err_code;
+}
+
+const char *oq_client_error(const oq_client_t *self)
+{
+    assert(self);
+    return self->err_text;
+}
+
+/* Send the encoded request in self->buf within the deadline. */
+static int s_send(oq_client_t *self, int64_t deadline_ms, int timeout_ms)
+{
+    if (self->buf.size > OQ_MAX_FRAME_BYTES) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "request is %zu bytes, the limit is %d", self->buf.size,
+               OQ_MAX_FRAME_BYTES);
+        return -1;
+    }
+    const oq_clock_t *clock = oq_clock_system();
+    for (;;) {
+        if (zmq_send(self->sock, self->buf.data, self->buf.size, ZMQ_DONTWAIT) >= 0)
+            return 0;
+        if (errno != EAGAIN && errno != EINTR) {
+            s_fail(self, OQ_ERR_NONE, "cannot send to %s: %s", self->endpoint, zmq_strerror(errno));
+            return -1;
+        }
+        int64_t left_ms = deadline_ms - oq_clock_now_ms(clock);
+        if (left_ms <= 0)
+            break;
+        zmq_pollitem_t item = {self->sock, 0, ZMQ_POLLOUT, 0};
+        if (zmq_poll(&item, 1, (long)left_ms) < 0 && errno != EINTR) {
+            s_fail(self, OQ_ERR_NONE, "cannot send to %s: %s", self->endpoint, zmq_strerror(errno));
+            return -1;
+        }
+    }
+    s_fail(self, OQ_ERR_NONE, "cannot send to %s within %d ms", self->endpoint, timeout_ms);
+    return -1;
+}
+
+/* Wait for the reply to request `req` and decode it into *reply. A reply
+   with another id is stale and dropped. An error without an id is taken as
+   the answer: the broker sends one only when it could not read the request's
+   id, and this client always sends one, so it is about our last request. */
+static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int timeout_ms,
+                     oq_cmd_t expect, oq_msg_t *reply)
+{
+    const oq_clock_t *clock = oq_clock_system();
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    for (;;) {
+        int64_t left_ms = deadline_ms - oq_clock_now_ms(clock);
+        if (left_ms < 0)
+            left_ms = 0;
+        zmq_pollitem_t item = {self->sock, 0, ZMQ_POLLIN, 0};
+        int ready = zmq_poll(&item, 1, (long)left_ms);
+        if (ready < 0 && errno != EINTR) {
+            s_fail(self, OQ_ERR_NONE, "cannot receive from %s: %s", self->endpoint,
+                   zmq_strerror(errno));
+            break;
+        }
+        if (ready <= 0) {
+            if (left_ms == 0) {
+                if (self->dropped[0])
+                    s_fail(self, OQ_ERR_NONE,
+                           "no reply from %s within %d ms (dropped an unreadable message: %s)",
+                           self->endpoint, timeout_ms, self->dropped);
+                else
+                    s_fail(self, OQ_ERR_NONE, "no reply from %s within %d ms", self->endpoint,
+                           timeout_ms);
+                break;
+            }
+            continue;
+        }
+        if (zmq_msg_recv(&frame, self->sock, ZMQ_DONTWAIT) < 0)
+            continue;
+        /* The broker speaks single-frame messages on a DEALER; drop the rest
+           of anything longer rather than misread it. */
+        bool multipart = zmq_msg_more(&frame);
+        while (zmq_msg_more(&frame) && zmq_msg_recv(&frame, self->sock, ZMQ_DONTWAIT) >= 0)
+            ;
+        if (multipart)
+            continue;
+
+        const void *data = zmq_msg_data(&frame);
+        size_t size = zmq_msg_size(&frame);
+        oq_err_t code;
+        char why[OQ_MAX_ERROR_LEN];
+        int rc = oq_proto_decode(reply, data, size, &code, why, sizeof why);
+        bool ours = reply->has_req ? reply->req == req : reply->cmd == OQ_CMD_ERROR;
+        if (!ours) {
+            /* Kept for the timeout message: a broker speaking another
+               protocol version would otherwise look like no broker at all. */
+            if (rc < 0)
+                snprintf(self->dropped, sizeof self->dropped, "%s", why);
+            oq_proto_msg_release(reply);
+            continue;
+        }
+        if (rc < 0) {
+            s_fail(self, OQ_ERR_NONE, "bad reply from %s: %s", self->endpoint, why);
+        } else if (reply->cmd == OQ_CMD_ERROR) {
+            char text[OQ_MAX_ERROR_LEN + 1];
+            oq_str_copy(reply->err_text, text, sizeof text);
+            s_fail(self, reply->err_code, "%s", text);
+        } else if (reply->cmd != expect) {
+            s_fail(self, OQ_ERR_NONE, "bad reply from %s: \"%s\" to a \"%s\" request",
+                   self->endpoint, oq_proto_cmd_name(reply->cmd), oq_proto_cmd_name(expect));
+        } else {
+            zmq_msg_close(&frame);
+            return 0;
+        }
+        oq_proto_msg_release(reply);
+        break;
+    }
+    zmq_msg_close(&frame);
+    memset(reply, 0, sizeof *reply);
+    return -1;
+}
+
+/* One round trip: the request is already encoded in self->buf. */
+static int s_request(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
+                     oq_msg_t *reply)
+{
+    assert(timeout_ms >= 0);
+    memset(reply, 0, sizeof *reply);
+    int64_t deadline_ms = oq_clock_now_ms(oq_clock_system()) + timeout_ms;
+    int rc = s_send(self, deadline_ms, timeout_ms);
+    msgpack_sbuffer_clear(&self->buf);
+    if (rc < 0)
+        return -1;
+    return s_receive(self, req, deadline_ms, timeout_ms, expect, reply);
+}
+
+static uint64_t s_next_req(oq_client_t *self)
+{
+    self->err_code = OQ_ERR_NONE;
+    self->err_text[0] = 0;
+    self->dropped[0] = 0;
+    uint64_t req = self->next_req++;
+    /* The protocol allows ids up to 2^63-1; wrapping there takes centuries
+       of requests but costs nothing to get right. */
+    if (self->next_req > (uint64_t)INT64_MAX)
+        self->next_req = 1;
+    return req;
+}
+
+int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id)
+{
+    assert(self && job && id);
+    uint64_t req = s_next_req(self);
+    if (job->payload_len > OQ_MAX_PAYLOAD_BYTES) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", job->payload_len,
+               OQ_MAX_PAYLOAD_BYTES);
+        return -1;
+    }
+    oq_proto_encode_dispatch(&self->buf, (int64_t)req, job);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_DISPATCHED, &reply) < 0)
+        return -1;
+    *id = reply.id;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_stats(oq_client_t *self, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_simple(&self->buf, OQ_CMD_STATS, (int64_t)req);
+    return s_request(self, req, timeout_ms, OQ_CMD_STATS, reply);
+}
+
+int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
+                     oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_failed_request(&self->buf, (int64_t)req, queue, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
+}
+
+int oq_client_ping(oq_client_t *self, int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_simple(&self->buf, OQ_CMD_PING, (int64_t)req);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_PONG, &reply) < 0)
+        return -1;
+    oq_proto_msg_release(&reply);
+    return 0;
+}

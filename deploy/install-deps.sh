@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what onceq needs to build, test and run its demo, from Debian 12
+# packages only. Idempotent: packages already present are left alone, and the
+# package lists are fetched only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libzmq3-dev libczmq-dev libmsgpack-dev libjansson-dev libcmocka-dev
+  jq procps
+)
+# The benchmark's peer; only needed by tests/bench/run.sh.
+if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then
+  packages+=(beanstalkd)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root to install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

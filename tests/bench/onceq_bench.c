@@ -1,0 +1,466 @@
+/*  onceq_bench.c: onceq-bench, a producer that measures how fast onceq-broker
+    and its workers get through noop jobs. It is a benchmark, not a test: it
+    prints numbers and fails only when the system does not answer.
+
+    The broker tells a producer when a job is queued ("dispatched"), never
+    when it is done, and a worker cannot talk to the producer. So completion
+    is read from the broker's own counter, the `done` field of the queue in
+    `stats`:
+
+    - throughput: N jobs are dispatched through one DEALER with at most
+      --window dispatches unanswered; the clock runs from the first dispatch
+      until a stats reply shows done == baseline + N. Stats are polled every
+      S_DRAIN_POLL_US only after the last dispatch was answered, so polling
+      costs the broker nothing while it is busiest and adds at most that
+      interval to a run of seconds.
+    - latency: one job at a time. The job is dispatched and stats are polled
+      back to back until done moves; the sample is the time from sending the
+      dispatch to receiving that stats reply. The job finished somewhere
+      between the previous stats request and this reply, so a sample is an
+      upper bound, too high by at most one stats round trip (printed as
+      poll_rtt_us).
+
+    tests/bench/README.md explains the method and beanstalk-bench, which
+    measures beanstalkd the same way. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "onceq/client.h"
+#include "onceq/clock.h"
+#include "onceq/config.h"
+#include "onceq/limits.h"
+#include "onceq/proto.h"
+#include "samples.h"
+
+/* The job: the built-in noop handler with a payload of exactly this many
+   msgpack bytes, {"pad": "xxx…"}, the same size as beanstalk-bench's bodies. */
+#define S_JOB_TYPE      "noop"
+#define S_PAYLOAD_BYTES 100
+/* fixmap(1) + fixstr "pad"(4) + str8 header(2) */
+#define S_PAD_BYTES (S_PAYLOAD_BYTES - 7)
+
+#define S_DEFAULT_JOBS         20000
+#define S_DEFAULT_WINDOW       64
+#define S_DEFAULT_LATENCY_JOBS 500
+#define S_DEFAULT_WARMUP_JOBS  200
+#define S_DEFAULT_GAP_US       1000
+#define S_DEFAULT_DEADLINE_S   300
+#define S_MAX_JOBS             10000000
+#define S_MAX_WINDOW           10000
+#define S_MAX_DEADLINE_S       3600
+#define S_MAX_WORKERS          OQ_SUPERVISOR_MAX_PROCESSES
+#define S_MAX_GAP_US           1000000
+
+#define S_US_PER_S        1000000
+#define S_DRAIN_POLL_US   1000   /* stats polling while the last jobs finish */
+#define S_WORKER_POLL_US  50000  /* stats polling while waiting for workers */
+#define S_REQUEST_MS      5000   /* one stats or dispatch round trip at most */
+#define S_RECV_SLICE_MS   100    /* wake up this often to check the deadline */
+#define S_MAX_RTT_SAMPLES 100000 /* stats round trips kept for poll_rtt_us */
+
+typedef struct {
+    const char *endpoint;  /* broker front */
+    const char *queue;     /* queue the jobs go to */
+    uint64_t jobs;         /* throughput phase */
+    uint64_t window;       /* unanswered dispatches at most */
+    uint64_t latency_jobs; /* latency phase */
+    uint64_t warmup_jobs;  /* run and discarded before measuring */
+    uint64_t workers;      /* wait until this many workers are connected */
+    uint64_t gap_us;       /* pause between two latency jobs */
+    int64_t deadline_us;   /* monotonic time by which everything must be over */
+    uint64_t deadline_s;   /* the same, as given, for messages */
+} s_opts_t;
+
+static uint8_t s_payload[S_PAYLOAD_BYTES];
+
+static void s_build_payload(void)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    char pad[S_PAD_BYTES];
+    memset(pad, 'x', sizeof pad);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "pad");
+    msgpack_pack_str(&pk, sizeof pad);
+    msgpack_pack_str_body(&pk, pad, sizeof pad);
+    if (buf.size != S_PAYLOAD_BYTES) {
+        fprintf(stderr, "onceq-bench: payload is %zu bytes, meant %d\n", buf.size, S_PAYLOAD_BYTES);
+        exit(1);
+    }
+    memcpy(s_payload, buf.data, buf.size);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static oq_job_msg_t s_job(const s_opts_t *opts)
+{
+    oq_job_msg_t job;
+    memset(&job, 0, sizeof job);
+    job.type = oq_str(S_JOB_TYPE);
+    job.queue = oq_str(opts->queue);
+    job.payload = s_payload;
+    job.payload_len = sizeof s_payload;
+    return job;
+}
+
+static int s_past_deadline(const s_opts_t *opts, const char *doing)
+{
+    if (oq_clock_mono_us() < opts->deadline_us)
+        return 0;
+    fprintf(stderr, "onceq-bench: %" PRIu64 " s deadline passed while %s\n", opts->deadline_s,
+            doing);
+    return -1;
+}
+
+static void s_sleep_us(uint64_t us)
+{
+    struct timespec ts = {(time_t)(us / S_US_PER_S), (long)(us % S_US_PER_S) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* One stats round trip: the queue's done counter (0 if the queue does not
+   exist yet) and the number of connected workers. */
+static int s_stats(oq_client_t *client, const char *queue, uint64_t *done, uint64_t *workers)
+{
+    oq_msg_t reply;
+    if (oq_client_stats(client, S_REQUEST_MS, &reply) < 0) {
+        fprintf(stderr, "onceq-bench: stats: %s\n", oq_client_error(client));
+        return -1;
+    }
+    *done = 0;
+    const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
+    for (uint32_t i = 0;
+         queues && queues->type == MSGPACK_OBJECT_ARRAY && i < queues->via.array.size; i++) {
+        const msgpack_object *q = &queues->via.array.ptr[i];
+        const msgpack_object *name = oq_proto_map_get(q, "name");
+        const msgpack_object *d = oq_proto_map_get(q, "done");
+        if (name && name->type == MSGPACK_OBJECT_STR &&
+            oq_str_eq((oq_str_t){name->via.str.ptr, name->via.str.size}, queue) && d &&
+            d->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            *done = d->via.u64;
+    }
+    const msgpack_object *w = oq_proto_map_get(&reply.root, "workers");
+    *workers = w && w->type == MSGPACK_OBJECT_ARRAY ? w->via.array.size : 0;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+/* Poll stats every interval_us until done reaches target. *at_us gets the
+   time the reply that showed it arrived; *rtt (if given) each round trip. */
+static int s_wait_done(const s_opts_t *opts, oq_client_t *client, uint64_t target,
+                       uint64_t interval_us, int64_t *at_us, oq_samples_t *rtt)
+{
+    for (;;) {
+        uint64_t done, workers;
+        int64_t sent_us = oq_clock_mono_us();
+        if (s_stats(client, opts->queue, &done, &workers) < 0)
+            return -1;
+        int64_t now_us = oq_clock_mono_us();
+        if (rtt)
+            oq_samples_add(rtt, now_us - sent_us);
+        if (done >= target) {
+            *at_us = now_us;
+            return 0;
+        }
+        if (s_past_deadline(opts, "waiting for jobs to be done"))
+            return -1;
+        if (interval_us)
+            s_sleep_us(interval_us);
+    }
+}
+
+static int s_wait_workers(const s_opts_t *opts, oq_client_t *client, uint64_t *done)
+{
+    for (;;) {
+        uint64_t workers;
+        if (s_stats(client, opts->queue, done, &workers) < 0)
+            return -1;
+        if (workers >= opts->workers)
+            return 0;
+        if (s_past_deadline(opts, "waiting for workers to connect"))
+            return -1;
+        s_sleep_us(S_WORKER_POLL_US);
+    }
+}
+
+/* Read every reply that is there; counts answered dispatches in *acked. */
+static int s_drain_replies(void *sock, uint64_t *acked)
+{
+    for (;;) {
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            return errno == EAGAIN ? 0 : -1;
+        }
+        oq_msg_t msg;
+        oq_err_t code;
+        char why[OQ_MAX_ERROR_LEN];
+        int rc = oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why,
+                                 sizeof why);
+        if (rc == 0 && msg.cmd == OQ_CMD_DISPATCHED) {
+            (*acked)++;
+        } else {
+            if (rc == 0 && msg.cmd == OQ_CMD_ERROR)
+                fprintf(stderr, "onceq-bench: dispatch refused: %s: %.*s\n",
+                        oq_proto_err_name(msg.err_code), (int)msg.err_text.len,
+                        msg.err_text.ptr ? msg.err_text.ptr : "");
+            else
+                fprintf(stderr, "onceq-bench: unexpected reply (%s)\n",
+                        rc == 0 ? oq_proto_cmd_name(msg.cmd) : why);
+            rc = -1;
+        }
+        oq_proto_msg_release(&msg);
+        zmq_msg_close(&frame);
+        if (rc < 0)
+            return -1;
+    }
+}
+
+/* Dispatch n jobs through sock with at most opts->window unanswered. The
+   broker answers one connection in order, so a count is all the matching
+   this needs; request ids are still sent, as the protocol asks. */
+static int s_pipeline(const s_opts_t *opts, void *sock, uint64_t n)
+{
+    oq_job_msg_t job = s_job(opts);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    uint64_t sent = 0, acked = 0;
+    int rc = 0;
+    while (acked < n && rc == 0) {
+        while (sent < n && sent - acked < opts->window) {
+            oq_proto_encode_dispatch(&buf, (int64_t)(sent + 1), &job);
+            if (zmq_send(sock, buf.data, buf.size, 0) < 0) {
+                fprintf(stderr, "onceq-bench: send: %s\n", zmq_strerror(errno));
+                rc = -1;
+                break;
+            }
+            msgpack_sbuffer_clear(&buf);
+            sent++;
+        }
+        if (rc < 0 || (rc = s_past_deadline(opts, "dispatching")) < 0)
+            break;
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, S_RECV_SLICE_MS) > 0)
+            rc = s_drain_replies(sock, &acked);
+    }
+    msgpack_sbuffer_destroy(&buf);
+    return rc;
+}
+
+/* Throughput: n jobs from the first dispatch until all are done. */
+static int s_throughput(const s_opts_t *opts, void *sock, oq_client_t *client, uint64_t *done,
+                        double *seconds)
+{
+    int64_t start_us = oq_clock_mono_us();
+    if (s_pipeline(opts, sock, opts->jobs) < 0)
+        return -1;
+    int64_t end_us;
+    if (s_wait_done(opts, client, *done + opts->jobs, S_DRAIN_POLL_US, &end_us, NULL) < 0)
+        return -1;
+    *done += opts->jobs;
+    *seconds = (double)(end_us - start_us) / S_US_PER_S;
+    return 0;
+}
+
+/* Latency: one job at a time, dispatch to a stats reply that shows it done. */
+static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
+                     oq_samples_t *latency, oq_samples_t *rtt)
+{
+    oq_job_msg_t job = s_job(opts);
+    for (uint64_t i = 0; i < opts->latency_jobs; i++) {
+        int64_t start_us = oq_clock_mono_us();
+        uint64_t id;
+        if (oq_client_dispatch(client, &job, S_REQUEST_MS, &id) < 0) {
+            fprintf(stderr, "onceq-bench: dispatch: %s\n", oq_client_error(client));
+            return -1;
+        }
+        int64_t end_us;
+        if (s_wait_done(opts, client, *done + 1, 0, &end_us, rtt) < 0)
+            return -1;
+        (*done)++;
+        oq_samples_add(latency, end_us - start_us);
+        if (opts->gap_us)
+            s_sleep_us(opts->gap_us);
+    }
+    return 0;
+}
+
+static void s_help(void)
+{
+    printf("Usage: onceq-bench [options]\n"
+           "\n"
+           "Dispatch noop jobs with a %d-byte payload to onceq-broker and measure\n"
+           "throughput (pipelined) and end-to-end latency (one job at a time), reading\n"
+           "completion from the broker's stats. Workers must be running already.\n"
+           "\n"
+           "  --broker ENDPOINT   broker front socket (default %s)\n"
+           "  --queue Q           queue to use (default bench)\n"
+           "  --jobs N            jobs in the throughput phase (default %d)\n"
+           "  --window W          unanswered dispatches at most (default %d)\n"
+           "  --latency-jobs M    jobs in the latency phase, 0 to skip (default %d)\n"
+           "  --warmup N          jobs run first and not measured (default %d)\n"
+           "  --gap-us U          pause between two latency jobs (default %d)\n"
+           "  --workers W         wait until W workers are connected (default 0)\n"
+           "  --deadline S        give up after S seconds in all (default %d)\n"
+           "\n"
+           "Prints one line of key=value pairs (times in microseconds).\n",
+           S_PAYLOAD_BYTES, OQ_DEFAULT_FRONT_ENDPOINT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
+           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S);
+}
+
+static int s_parse(int argc, char **argv, s_opts_t *opts)
+{
+    enum {
+        O_BROKER = 0x100,
+        O_QUEUE,
+        O_JOBS,
+        O_WINDOW,
+        O_LATENCY,
+        O_WARMUP,
+        O_GAP,
+        O_WORKERS,
+        O_DEADLINE
+    };
+    static const struct option options[] = {
+        {"broker", required_argument, NULL, O_BROKER},
+        {"queue", required_argument, NULL, O_QUEUE},
+        {"jobs", required_argument, NULL, O_JOBS},
+        {"window", required_argument, NULL, O_WINDOW},
+        {"latency-jobs", required_argument, NULL, O_LATENCY},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"gap-us", required_argument, NULL, O_GAP},
+        {"workers", required_argument, NULL, O_WORKERS},
+        {"deadline", required_argument, NULL, O_DEADLINE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *opts = (s_opts_t){
+        .endpoint = OQ_DEFAULT_FRONT_ENDPOINT,
+        .queue = "bench",
+        .jobs = S_DEFAULT_JOBS,
+        .window = S_DEFAULT_WINDOW,
+        .latency_jobs = S_DEFAULT_LATENCY_JOBS,
+        .warmup_jobs = S_DEFAULT_WARMUP_JOBS,
+        .gap_us = S_DEFAULT_GAP_US,
+        .deadline_s = S_DEFAULT_DEADLINE_S,
+    };
+    int opt, bad = 0;
+    while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'h':
+            s_help();
+            exit(0);
+        case O_BROKER:
+            opts->endpoint = optarg;
+            break;
+        case O_QUEUE:
+            opts->queue = optarg;
+            bad = !oq_proto_name_valid(optarg, strlen(optarg));
+            break;
+        case O_JOBS:
+            bad = oq_config_uint(optarg, 1, S_MAX_JOBS, &opts->jobs);
+            break;
+        case O_WINDOW:
+            bad = oq_config_uint(optarg, 1, S_MAX_WINDOW, &opts->window);
+            break;
+        case O_LATENCY:
+            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->latency_jobs);
+            break;
+        case O_WARMUP:
+            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->warmup_jobs);
+            break;
+        case O_GAP:
+            bad = oq_config_uint(optarg, 0, S_MAX_GAP_US, &opts->gap_us);
+            break;
+        case O_WORKERS:
+            bad = oq_config_uint(optarg, 0, S_MAX_WORKERS, &opts->workers);
+            break;
+        case O_DEADLINE:
+            bad = oq_config_uint(optarg, 1, S_MAX_DEADLINE_S, &opts->deadline_s);
+            break;
+        default:
+            bad = 1;
+            break;
+        }
+        if (bad && opt != '?')
+            fprintf(stderr, "onceq-bench: bad value '%s' for %s\n", optarg, argv[optind - 1]);
+    }
+    if (!bad && optind < argc) {
+        fprintf(stderr, "onceq-bench: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "Try 'onceq-bench --help'.\n");
+        return -1;
+    }
+    opts->deadline_us = oq_clock_mono_us() + (int64_t)opts->deadline_s * S_US_PER_S;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    s_opts_t opts;
+    if (s_parse(argc, argv, &opts) < 0)
+        return 2;
+    s_build_payload();
+
+    oq_client_t *client = oq_client_new(opts.endpoint);
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger_ms = 0;
+    if (!client || !sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) < 0 ||
+        zmq_connect(sock, opts.endpoint) < 0) {
+        fprintf(stderr, "onceq-bench: cannot connect to '%s'\n", opts.endpoint);
+        return 1;
+    }
+    oq_samples_t *latency = oq_samples_new(opts.latency_jobs);
+    oq_samples_t *rtt = oq_samples_new(S_MAX_RTT_SAMPLES);
+    if (!latency || !rtt) {
+        fprintf(stderr, "onceq-bench: out of memory\n");
+        return 1;
+    }
+
+    int rc = 0;
+    uint64_t done = 0;
+    double seconds = 0;
+    int64_t at_us;
+    if (s_wait_workers(&opts, client, &done) < 0)
+        rc = 1;
+    /* Warm-up: connections, allocations and caches, in both processes. */
+    if (rc == 0 && opts.warmup_jobs > 0) {
+        s_opts_t warm = opts;
+        warm.jobs = opts.warmup_jobs;
+        if (s_pipeline(&warm, sock, warm.jobs) < 0 ||
+            s_wait_done(&opts, client, done + warm.jobs, S_DRAIN_POLL_US, &at_us, NULL) < 0)
+            rc = 1;
+        done += warm.jobs;
+    }
+    if (rc == 0 && s_throughput(&opts, sock, client, &done, &seconds) < 0)
+        rc = 1;
+    if (rc == 0 && s_latency(&opts, client, &done, latency, rtt) < 0)
+        rc = 1;
+    if (rc == 0)
+        printf("system=onceq workers=%" PRIu64 " jobs=%" PRIu64 " window=%" PRIu64
+               " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64 " p99_us=%" PRId64
+               " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
+               opts.workers, opts.jobs, opts.window, seconds, (double)opts.jobs / seconds,
+               oq_samples_count(latency), oq_samples_percentile(latency, 50),
+               oq_samples_percentile(latency, 99), oq_samples_percentile(latency, 100),
+               oq_samples_percentile(rtt, 50));
+
+    oq_samples_destroy(&latency);
+    oq_samples_destroy(&rtt);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    oq_client_destroy(&client);
+    return rc;
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# Benchmark onceq against beanstalkd on loopback: noop jobs with 100-byte
+# payloads, one pipelining producer, W = 1, 2, 4 single-job consumers.
+# Prints the median over REPEATS runs of throughput and end-to-end latency
+# for both, their ratio, and the broker's peak RSS. See README.md here.
+#
+#   tests/bench/run.sh [BUILD_DIR]        (or BUILD=... ; default ./build)
+#
+# Environment: JOBS (20000), LATENCY_JOBS (500), WINDOW (64), REPEATS (3),
+# WORKER_COUNTS ("1 2 4"), RUN_DEADLINE_S (300, per benchmark run).
+# Builds nothing: build the tree first (cmake --build BUILD_DIR).
+set -euo pipefail
+
+BUILD=${1:-${BUILD:-./build}}
+JOBS=${JOBS:-20000}
+LATENCY_JOBS=${LATENCY_JOBS:-500}
+WINDOW=${WINDOW:-64}
+REPEATS=${REPEATS:-3}
+WORKER_COUNTS=${WORKER_COUNTS:-"1 2 4"}
+RUN_DEADLINE_S=${RUN_DEADLINE_S:-300}
+
+# Port range for our own servers: high, unprivileged, below the usual
+# ephemeral range (32768+ on Linux is avoided only in part; a taken port is
+# detected and another one tried).
+PORT_BASE=20000
+PORT_SPAN=20000
+START_ATTEMPTS=5
+READY_TRIES=50          # x READY_SLEEP_S: how long a server gets to come up
+READY_SLEEP_S=0.1
+STOP_GRACE_TRIES=100    # x 0.1 s: how long a process gets to exit on SIGTERM
+EXTRA_TIMEOUT_S=30      # on top of RUN_DEADLINE_S for the outer `timeout`
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+# A binary of the build: in BUILD/bin (the tree's layout), or else next to
+# the CMakeLists.txt that declares it.
+binary() {
+    local name=$1 subdir=$2
+    if [[ -x $BUILD/bin/$name ]]; then echo "$BUILD/bin/$name"; else echo "$BUILD/$subdir/$name"; fi
+}
+BROKER_BIN=$(binary onceq-broker broker)
+WORKER_BIN=$(binary onceq-worker worker)
+CLI_BIN=$(binary onceq common)
+ONCEQ_BENCH=$(binary onceq-bench tests/bench)
+BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
+
+for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
+    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
+done
+command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
+for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$REPEATS" "$RUN_DEADLINE_S"; do
+    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
+done
+((REPEATS >= 1)) || die "REPEATS must be at least 1"
+
+WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-bench.XXXXXX")
+BROKER_PID=""
+WORKER_PID=""
+BEANSTALKD_PID=""
+OK=0
+
+# Stop one process we started: SIGTERM, wait, SIGKILL if it will not go.
+# Servers run in a session of their own (setsid), so whatever a worker
+# supervisor left behind is found in its process group and stopped too.
+wait_gone() { # wait_gone KILL-TARGET: up to STOP_GRACE_TRIES x 0.1 s
+    for ((i = 0; i < STOP_GRACE_TRIES; i++)); do
+        kill -0 -- "$1" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+stop_pid() {
+    local pid=$1
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_gone "$pid"; then
+        echo "run.sh: pid $pid ignored SIGTERM, sending SIGKILL" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        echo "run.sh: processes left in group $pid, stopping them" >&2
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        wait_gone "-$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+}
+
+cleanup() {
+    stop_pid "$WORKER_PID"
+    stop_pid "$BROKER_PID"
+    stop_pid "$BEANSTALKD_PID"
+    if ((OK)); then
+        rm -rf "$WORKDIR"
+    else
+        echo "run.sh: failed; logs kept in $WORKDIR" >&2
+        for log in "$WORKDIR"/*.log; do
+            [[ -f $log ]] || continue
+            echo "---- $log (last lines)" >&2
+            tail -n 20 "$log" >&2
+        done
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
+
+# ---- onceq ---------------------------------------------------------------
+
+start_broker() {
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        FRONT_PORT=$(random_port)
+        BACK_PORT=$((FRONT_PORT + 1))
+        FRONT=tcp://127.0.0.1:$FRONT_PORT
+        BACK=tcp://127.0.0.1:$BACK_PORT
+        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
+            --log-level warn) >>"$WORKDIR/broker.log" 2>&1 &
+        BROKER_PID=$!
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            if "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1; then
+                return 0
+            fi
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BROKER_PID"
+        BROKER_PID=""
+    done
+    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+}
+
+start_workers() {
+    local count=$1
+    (cd "$WORKDIR" && exec setsid "$WORKER_BIN" --broker "$BACK" --processes "$count") \
+        >>"$WORKDIR/worker-$count.log" 2>&1 &
+    WORKER_PID=$!
+}
+
+run_onceq() {
+    local workers=$1
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" --broker "$FRONT" \
+        --workers "$workers" --jobs "$JOBS" --window "$WINDOW" \
+        --latency-jobs "$LATENCY_JOBS" --deadline "$RUN_DEADLINE_S"
+}
+
+# ---- beanstalkd ----------------------------------------------------------
+
+start_beanstalkd() {
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        BEANSTALKD_PORT=$(random_port)
+        (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT") \
+            >>"$WORKDIR/beanstalkd.log" 2>&1 &
+        BEANSTALKD_PID=$!
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
+            if (exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT") 2>/dev/null; then
+                return 0
+            fi
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BEANSTALKD_PID"
+        BEANSTALKD_PID=""
+    done
+    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
+}
+
+run_beanstalkd() {
+    local workers=$1
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$BEANSTALK_BENCH" --port "$BEANSTALKD_PORT" \
+        --consumers "$workers" --jobs "$JOBS" --window "$WINDOW" \
+        --latency-jobs "$LATENCY_JOBS" --deadline "$RUN_DEADLINE_S"
+}
+
+# ---- numbers -------------------------------------------------------------
+
+# field LINE KEY: the value of KEY=... in a result line.
+field() {
+    local pair
+    for pair in $1; do
+        if [[ $pair == "$2="* ]]; then
+            echo "${pair#*=}"
+            return 0
+        fi
+    done
+    die "no $2 in result line: $1"
+}
+
+# median V...: the middle value (mean of the two middle ones for an even count).
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+        END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+peak_rss() { awk '/^VmHWM:/ { print $2 " " $3 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+# measure SYSTEM W: REPEATS runs; sets RESULT to "jobs/s p50 p99" medians.
+measure() {
+    local system=$1 workers=$2 line tput=() p50=() p99=()
+    for ((r = 1; r <= REPEATS; r++)); do
+        line=$("run_$system" "$workers") || die "$system benchmark failed (W=$workers, run $r)"
+        echo "  $line" >&2
+        tput+=("$(field "$line" jobs_per_s)")
+        p50+=("$(field "$line" p50_us)")
+        p99+=("$(field "$line" p99_us)")
+    done
+    RESULT="$(median "${tput[@]}") $(median "${p50[@]}") $(median "${p99[@]}")"
+}
+
+declare -A ONCEQ BEANSTALKD
+
+echo "onceq: broker and workers from $BUILD; $JOBS jobs, window $WINDOW," \
+    "$LATENCY_JOBS latency jobs, $REPEATS runs each" >&2
+start_broker
+for w in $WORKER_COUNTS; do
+    start_workers "$w"
+    measure onceq "$w"
+    ONCEQ[$w]=$RESULT
+    stop_pid "$WORKER_PID"
+    WORKER_PID=""
+done
+BROKER_RSS=$(peak_rss "$BROKER_PID")
+stop_pid "$BROKER_PID"
+BROKER_PID=""
+
+echo "beanstalkd: $(beanstalkd -v 2>&1 | head -n 1)" >&2
+start_beanstalkd
+for w in $WORKER_COUNTS; do
+    measure beanstalkd "$w"
+    BEANSTALKD[$w]=$RESULT
+done
+BEANSTALKD_RSS=$(peak_rss "$BEANSTALKD_PID")
+stop_pid "$BEANSTALKD_PID"
+BEANSTALKD_PID=""
+
+echo
+echo "median of $REPEATS runs; $JOBS jobs pipelined (window $WINDOW) for jobs/s;" \
+    "$LATENCY_JOBS jobs one at a time for latency (dispatch to done, in µs)"
+echo
+fmt="%-7s  %14s %8s %8s  %14s %8s %8s  %6s %6s %6s\n"
+# shellcheck disable=SC2059
+printf "$fmt" "workers" "onceq j/s" "p50" "p99" "beanstalkd j/s" "p50" "p99" \
+    "j/s x" "p50 x" "p99 x"
+for w in $WORKER_COUNTS; do
+    read -r ot op50 op99 <<<"${ONCEQ[$w]}"
+    read -r bt bp50 bp99 <<<"${BEANSTALKD[$w]}"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$w" "$ot" "$op50" "$op99" "$bt" "$bp50" "$bp99" \
+        "$(ratio "$ot" "$bt")" "$(ratio "$op50" "$bp50")" "$(ratio "$op99" "$bp99")"
+done
+echo
+echo "ratios are onceq / beanstalkd (j/s: higher is better for onceq; p50, p99: lower is)"
+echo "onceq-broker peak RSS (VmHWM): $BROKER_RSS; beanstalkd: $BEANSTALKD_RSS"
+OK=1

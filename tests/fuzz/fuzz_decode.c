@@ -1,0 +1,94 @@
+/*  fuzz_decode.c: libFuzzer target for the wire protocol decoder. Any bytes
+    must decode or be refused with a reason, never crash, read out of bounds or
+    leak; what decodes must hold to the limits, and a decoded dispatch must
+    survive its own re-encoding unchanged. See README.md to run it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpcheck.h"
+#include "onceq/proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define S_CHECK(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            abort();                                                                               \
+    } while (0)
+
+static void s_check_job(const oq_job_msg_t *j)
+{
+    S_CHECK(oq_proto_name_valid(j->type.ptr, j->type.len));
+    S_CHECK(oq_proto_name_valid(j->queue.ptr, j->queue.len));
+    S_CHECK(j->payload && j->payload_len > 0 && j->payload_len <= OQ_MAX_PAYLOAD_BYTES);
+    S_CHECK(oq_mpcheck(j->payload, j->payload_len, OQ_MAX_DEPTH, NULL, 0) == 0);
+    S_CHECK((j->payload[0] & 0xf0) == 0x80 || j->payload[0] == 0xde || j->payload[0] == 0xdf);
+    S_CHECK(!j->has_timeout || (j->timeout_ms > 0 && j->timeout_ms <= OQ_MAX_TIMEOUT_MS));
+    S_CHECK(!j->has_delay || (j->delay_ms >= 0 && j->delay_ms <= OQ_MAX_DELAY_MS));
+    S_CHECK(j->priority >= -OQ_MAX_PRIORITY && j->priority <= OQ_MAX_PRIORITY);
+    S_CHECK(j->backoff_len <= OQ_MAX_BACKOFF_STEPS);
+    for (uint32_t k = 0; k < j->backoff_len; k++)
+        S_CHECK(j->backoff_ms[k] >= 0 && j->backoff_ms[k] <= OQ_MAX_BACKOFF_MS);
+}
+
+/* Encode a decoded dispatch again; it must decode to the same job. */
+static void s_check_reencode(const oq_msg_t *msg)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_dispatch(&buf, msg->has_req ? (int64_t)msg->req : -1, &msg->job);
+    oq_msg_t again;
+    oq_err_t code;
+    char why[256];
+    S_CHECK(oq_proto_decode(&again, buf.data, buf.size, &code, why, sizeof why) == 0);
+    const oq_job_msg_t *a = &msg->job, *b = &again.job;
+    S_CHECK(again.cmd == OQ_CMD_DISPATCH && again.has_req == msg->has_req && again.req == msg->req);
+    S_CHECK(a->type.len == b->type.len && memcmp(a->type.ptr, b->type.ptr, a->type.len) == 0);
+    S_CHECK(a->queue.len == b->queue.len && memcmp(a->queue.ptr, b->queue.ptr, a->queue.len) == 0);
+    S_CHECK(a->payload_len == b->payload_len &&
+            memcmp(a->payload, b->payload, a->payload_len) == 0);
+    S_CHECK(a->has_max_tries == b->has_max_tries && a->max_tries == b->max_tries);
+    S_CHECK(a->has_timeout == b->has_timeout && a->timeout_ms == b->timeout_ms);
+    S_CHECK(a->has_delay == b->has_delay && a->delay_ms == b->delay_ms);
+    S_CHECK(a->has_priority == b->has_priority && a->priority == b->priority);
+    S_CHECK(a->backoff_len == b->backoff_len &&
+            memcmp(a->backoff_ms, b->backoff_ms, a->backoff_len * sizeof a->backoff_ms[0]) == 0);
+    oq_proto_msg_release(&again);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    oq_msg_t msg;
+    oq_err_t code;
+    char why[256];
+    /* A copy of exactly size bytes, so that any read past the end is caught. */
+    uint8_t *copy = malloc(size ? size : 1);
+    if (size)
+        memcpy(copy, data, size);
+    int rc = oq_proto_decode(&msg, copy, size, &code, why, sizeof why);
+    /* The decoded message must not depend on the input buffer any more. */
+    memset(copy, 0xc1, size);
+    free(copy);
+    if (rc < 0) {
+        S_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_);
+        S_CHECK(why[0] != 0 && memchr(why, 0, sizeof why));
+    } else {
+        S_CHECK(code == OQ_ERR_NONE);
+        S_CHECK(msg.cmd > OQ_CMD_UNKNOWN && msg.cmd < OQ_CMD_COUNT_);
+        S_CHECK(!msg.has_req || msg.req <= INT64_MAX);
+        if (msg.cmd == OQ_CMD_DISPATCH || msg.cmd == OQ_CMD_JOB)
+            s_check_job(&msg.job);
+        if (msg.cmd == OQ_CMD_DISPATCH)
+            s_check_reencode(&msg);
+        if (msg.cmd == OQ_CMD_ACK)
+            S_CHECK(msg.ack.id > 0 && msg.ack.error.len <= OQ_MAX_ERROR_LEN &&
+                    msg.ack.credit <= OQ_MAX_CREDIT);
+        if (msg.cmd == OQ_CMD_READY)
+            S_CHECK(msg.credit <= OQ_MAX_CREDIT);
+    }
+    oq_proto_msg_release(&msg);
+    oq_proto_msg_release(&msg);
+    return 0;
+}

@@ -1,0 +1,410 @@
+/*  harness.c: processes, endpoints, a raw protocol client and polling waits
+    for the integration tests. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define S_POLL_MS      20
+#define S_BROKER_UP_MS 10000
+#define S_CALL_MS      5000
+
+/* Every pid any fixture started, for the at-exit sweep. */
+static pid_t s_pids[IT_MAX_PROCS * 4];
+static size_t s_pid_count;
+static bool s_atexit_set;
+
+int64_t it_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void s_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void s_kill_all(void)
+{
+    for (size_t i = 0; i < s_pid_count; i++) {
+        if (s_pids[i] > 0) {
+            kill(s_pids[i], SIGCONT);
+            kill(s_pids[i], SIGKILL);
+            waitpid(s_pids[i], NULL, 0);
+            s_pids[i] = 0;
+        }
+    }
+    s_pid_count = 0;
+}
+
+static void s_forget(pid_t pid)
+{
+    for (size_t i = 0; i < s_pid_count; i++)
+        if (s_pids[i] == pid)
+            s_pids[i] = 0;
+}
+
+const char *it_bin(const char *name)
+{
+    static char path[512];
+    const char *dir = getenv("ONCEQ_BIN_DIR");
+    if (!dir)
+        dir = ONCEQ_BIN_DIR; /* compiled in by CMake */
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+static int s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+}
+
+it_t *it_new(const char *name)
+{
+    if (!s_atexit_set) {
+        atexit(s_kill_all);
+        s_atexit_set = true;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    it_t *self = calloc(1, sizeof *self);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(self->dir, sizeof self->dir, "%s/onceq-%s-XXXXXX", tmp ? tmp : "/tmp", name);
+    if (!mkdtemp(self->dir)) {
+        free(self);
+        return NULL;
+    }
+    snprintf(self->front, sizeof self->front, "tcp://127.0.0.1:%d", s_free_port());
+    snprintf(self->back, sizeof self->back, "tcp://127.0.0.1:%d", s_free_port());
+    self->zctx = zmq_ctx_new();
+    self->client = zmq_socket(self->zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(self->client, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(self->client, self->front);
+    self->next_req = 1;
+    return self;
+}
+
+void it_destroy(it_t **self_p)
+{
+    it_t *self = *self_p;
+    if (!self)
+        return;
+    s_kill_all();
+    for (size_t i = 0; i < self->socket_count; i++)
+        zmq_close(self->sockets[i]);
+    zmq_close(self->client);
+    zmq_ctx_term(self->zctx);
+    if (!getenv("ONCEQ_KEEP_TEST_DIR")) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", self->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "harness: could not remove %s\n", self->dir);
+    } else {
+        fprintf(stderr, "harness: kept %s\n", self->dir);
+    }
+    free(self);
+    *self_p = NULL;
+}
+
+void *it_socket(it_t *self, int type, const char *endpoint)
+{
+    if (self->socket_count == sizeof self->sockets / sizeof self->sockets[0])
+        return NULL;
+    void *sock = zmq_socket(self->zctx, type);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(sock, endpoint) < 0) {
+        zmq_close(sock);
+        return NULL;
+    }
+    self->sockets[self->socket_count++] = sock;
+    return sock;
+}
+
+pid_t it_spawn(it_t *self, const char *log, const char *const argv[])
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.log", self->dir, log);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setpgid(0, 0); /* own group: a test's SIGINT never reaches it by accident */
+        /* If the test itself is killed (a ctest timeout), take this with it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "harness: cannot exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    if (pid > 0 && s_pid_count < sizeof s_pids / sizeof s_pids[0])
+        s_pids[s_pid_count++] = pid;
+    return pid;
+}
+
+void it_signal(pid_t pid, int sig)
+{
+    kill(pid, sig);
+}
+
+int it_wait_exit(pid_t pid, int timeout_ms)
+{
+    int64_t end = it_now_ms() + timeout_ms;
+    do {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            s_forget(pid);
+            return status;
+        }
+        if (r < 0)
+            return -1;
+        s_sleep_ms(S_POLL_MS);
+    } while (it_now_ms() < end);
+    return -1;
+}
+
+int64_t it_req(it_t *self)
+{
+    return (int64_t)self->next_req++;
+}
+
+int it_call(it_t *self, msgpack_sbuffer *request, int64_t req, oq_msg_t *reply, int timeout_ms)
+{
+    memset(reply, 0, sizeof *reply);
+    if (zmq_send(self->client, request->data, request->size, 0) < 0)
+        return -1;
+    int64_t end = it_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = end - it_now_ms();
+        if (left <= 0)
+            return -1;
+        zmq_pollitem_t item = {self->client, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, (long)left) <= 0)
+            continue;
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        zmq_msg_recv(&frame, self->client, 0);
+        oq_err_t code;
+        char reason[256];
+        int rc = oq_proto_decode(reply, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, reason,
+                                 sizeof reason);
+        zmq_msg_close(&frame);
+        if (rc == 0 && reply->has_req && (int64_t)reply->req == req)
+            return 0;
+        oq_proto_msg_release(reply); /* a stale reply: keep waiting */
+    }
+}
+
+uint64_t it_dispatch(it_t *self, const char *type, const msgpack_sbuffer *payload,
+                     const oq_job_msg_t *options)
+{
+    oq_job_msg_t job;
+    if (options)
+        job = *options;
+    else
+        memset(&job, 0, sizeof job);
+    job.type = oq_str(type);
+    if (!job.queue.ptr)
+        job.queue = oq_str(OQ_DEFAULT_QUEUE);
+    if (payload) {
+        job.payload = (const uint8_t *)payload->data;
+        job.payload_len = payload->size;
+    }
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(self);
+    oq_proto_encode_dispatch(&buf, req, &job);
+    oq_msg_t reply;
+    int rc = it_call(self, &buf, req, &reply, S_CALL_MS);
+    msgpack_sbuffer_destroy(&buf);
+    uint64_t id = 0;
+    if (rc == 0 && reply.cmd == OQ_CMD_DISPATCHED)
+        id = reply.id;
+    else if (rc == 0)
+        fprintf(stderr, "dispatch refused: %.*s\n", (int)reply.err_text.len, reply.err_text.ptr);
+    oq_proto_msg_release(&reply);
+    return id;
+}
+
+void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, key);
+    msgpack_pack_uint64(&pk, value);
+}
+
+static uint64_t s_u64(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
+int it_stats(it_t *self, it_stats_t *s)
+{
+    memset(s, 0, sizeof *s);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(self);
+    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
+    oq_msg_t reply;
+    int rc = it_call(self, &buf, req, &reply, S_CALL_MS);
+    msgpack_sbuffer_destroy(&buf);
+    if (rc < 0 || reply.cmd != OQ_CMD_STATS) {
+        oq_proto_msg_release(&reply);
+        return -1;
+    }
+    const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
+    for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
+        const msgpack_object *q = &queues->via.array.ptr[i];
+        const msgpack_object *name = oq_proto_map_get(q, "name");
+        if (!name || !oq_str_eq((oq_str_t){name->via.str.ptr, name->via.str.size}, "default"))
+            continue;
+        s->ready = s_u64(q, "ready");
+        s->delayed = s_u64(q, "delayed");
+        s->leased = s_u64(q, "leased");
+        s->failed = s_u64(q, "failed");
+        s->dispatched = s_u64(q, "dispatched");
+        s->done = s_u64(q, "done");
+        s->retried = s_u64(q, "retried");
+        s->redelivered = s_u64(q, "redelivered");
+        s->late_acks = s_u64(q, "late_acks");
+        s->ignored_acks = s_u64(q, "ignored_acks");
+        s->duplicates = s_u64(q, "duplicates");
+    }
+    const msgpack_object *workers = oq_proto_map_get(&reply.root, "workers");
+    for (uint32_t i = 0; workers && i < workers->via.array.size && i < IT_MAX_WORKERS; i++) {
+        s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
+        s->worker_leased[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
+        s->workers++;
+    }
+    s->unknown_acks = s_u64(oq_proto_map_get(&reply.root, "broker"), "unknown_acks");
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_ms,
+                      it_stats_t *stats)
+{
+    int64_t start = it_now_ms();
+    for (;;) {
+        if (it_stats(self, stats) == 0 && cond(stats, arg))
+            return it_now_ms() - start;
+        if (it_now_ms() - start > timeout_ms)
+            return -1;
+        s_sleep_ms(S_POLL_MS);
+    }
+}
+
+static bool s_pong(it_t *self)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(self);
+    oq_proto_encode_simple(&buf, OQ_CMD_PING, req);
+    oq_msg_t reply;
+    int rc = it_call(self, &buf, req, &reply, 200);
+    msgpack_sbuffer_destroy(&buf);
+    bool ok = rc == 0 && reply.cmd == OQ_CMD_PONG;
+    oq_proto_msg_release(&reply);
+    return ok;
+}
+
+pid_t it_start_broker(it_t *self, const char *const extra[])
+{
+    const char *argv[48] = {it_bin("onceq-broker"), "--front", self->front, "--back", self->back};
+    size_t n = 5;
+    for (size_t i = 0; extra && extra[i] && n < 47; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    self->broker = it_spawn(self, "broker", argv);
+    int64_t end = it_now_ms() + S_BROKER_UP_MS;
+    while (it_now_ms() < end) {
+        if (s_pong(self))
+            return self->broker;
+        if (waitpid(self->broker, NULL, WNOHANG) == self->broker)
+            break;
+    }
+    return -1;
+}
+
+pid_t it_start_worker(it_t *self, const char *log, const char *const extra[])
+{
+    const char *argv[48] = {it_bin("onceq-worker"), "--broker", self->back};
+    size_t n = 3;
+    for (size_t i = 0; extra && extra[i] && n < 47; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    return it_spawn(self, log, argv);
+}
+
+char *it_read_log(it_t *self, const char *log)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.log", self->dir, log);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    size_t got = fread(text, 1, (size_t)size, f);
+    text[got] = 0;
+    fclose(f);
+    return text;
+}
+
+size_t it_log_count(it_t *self, const char *log, const char *needle)
+{
+    char *text = it_read_log(self, log);
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    free(text);
+    return n;
+}
+
+int it_wait_log(it_t *self, const char *log, const char *needle, size_t count, int timeout_ms)
+{
+    int64_t end = it_now_ms() + timeout_ms;
+    while (it_log_count(self, log, needle) < count) {
+        if (it_now_ms() > end)
+            return -1;
+        s_sleep_ms(S_POLL_MS);
+    }
+    return 0;
+}

@@ -1,0 +1,111 @@
+/*  harness.h: what every integration test needs. A fresh temp dir per test,
+    the real binaries started as child processes with their output in that
+    dir, loopback endpoints on ports the kernel picks, a raw DEALER that
+    speaks the wire protocol, and waits with generous deadlines that poll
+    for a condition instead of sleeping for a guessed time. Every process a
+    test starts is killed and reaped in teardown and at exit, also when an
+    assertion fails. */
+#ifndef ONCEQ_HARNESS_H
+#define ONCEQ_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "onceq/proto.h"
+
+#define IT_MAX_PROCS   32
+#define IT_MAX_WORKERS 64
+#define IT_WAIT_MS     30000 /* generous bound for anything a test waits on */
+
+typedef struct {
+    char dir[256];  /* this test's temp dir */
+    char front[64]; /* tcp://127.0.0.1:PORT */
+    char back[64];
+    pid_t broker;
+    void *zctx;
+    void *client;      /* DEALER to front */
+    void *sockets[16]; /* more sockets a test opened, closed in it_destroy */
+    size_t socket_count;
+    uint64_t next_req;
+} it_t;
+
+typedef struct {
+    uint64_t ready, delayed, leased, failed, dispatched, done, retried, redelivered, late_acks,
+        ignored_acks, duplicates;
+    uint64_t unknown_acks;
+    size_t workers;
+    uint32_t worker_pid[IT_MAX_WORKERS];
+    uint32_t worker_leased[IT_MAX_WORKERS];
+} it_stats_t;
+
+/* A new fixture: temp dir, two free loopback ports, a ZeroMQ context. */
+it_t *it_new(const char *name);
+
+/* Kill (SIGKILL) and reap every process still running, close sockets,
+   remove the temp dir unless ONCEQ_KEEP_TEST_DIR is set; NULL *self_p. */
+void it_destroy(it_t **self_p);
+
+/* A socket of the given type connected to endpoint, linger 0, closed by
+   it_destroy (so a failed assertion cannot leave the context hanging). */
+void *it_socket(it_t *self, int type, const char *endpoint);
+
+/* Path of a binary from the build (ONCEQ_BIN_DIR or the compiled-in path). */
+const char *it_bin(const char *name);
+
+/* Start argv[0] (a name from it_bin) with its output in DIR/log.log.
+   Returns the pid; the process is tracked for cleanup. */
+pid_t it_spawn(it_t *self, const char *log, const char *const argv[]);
+
+/* Start the broker with extra flags (NULL-terminated) and wait until it
+   answers a ping. */
+pid_t it_start_broker(it_t *self, const char *const extra[]);
+
+/* Start `onceq-worker` with extra flags against the broker's back socket. */
+pid_t it_start_worker(it_t *self, const char *log, const char *const extra[]);
+
+/* Send a signal to a tracked pid. */
+void it_signal(pid_t pid, int sig);
+
+/* Wait up to timeout_ms for pid to exit; returns its wait status, or -1. */
+int it_wait_exit(pid_t pid, int timeout_ms);
+
+/* Send an encoded message on the front DEALER and wait for the reply with
+   the same req. Returns 0 with *reply (release it), -1 on timeout. */
+int it_call(it_t *self, msgpack_sbuffer *request, int64_t req, oq_msg_t *reply, int timeout_ms);
+
+/* Next request id. */
+int64_t it_req(it_t *self);
+
+/* Dispatch a job; returns its id (asserts success). payload is JSON-free:
+   a msgpack map built by the caller, or NULL for {}. */
+uint64_t it_dispatch(it_t *self, const char *type, const msgpack_sbuffer *payload,
+                     const oq_job_msg_t *options);
+
+/* Build a payload map with one unsigned field. */
+void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
+
+/* Read the stats of queue "default" and the workers. 0, or -1. */
+int it_stats(it_t *self, it_stats_t *stats);
+
+/* Poll stats every 20 ms until cond(stats, arg) holds or timeout_ms passes.
+   Returns the elapsed ms, or -1 on timeout (stats holds the last reading). */
+typedef bool (*it_cond_fn)(const it_stats_t *stats, const void *arg);
+int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_ms,
+                      it_stats_t *stats);
+
+/* Read a whole log file from the test dir into a malloc'd string. */
+char *it_read_log(it_t *self, const char *log);
+
+/* Count occurrences of needle in a log. */
+size_t it_log_count(it_t *self, const char *log, const char *needle);
+
+/* Wait up to timeout_ms until needle occurs at least count times in a log.
+   0, or -1 on timeout. */
+int it_wait_log(it_t *self, const char *log, const char *needle, size_t count, int timeout_ms);
+
+/* Monotonic ms. */
+int64_t it_now_ms(void);
+
+#endif

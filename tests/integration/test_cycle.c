@@ -1,0 +1,117 @@
+/*  test_cycle: 1,000 noop jobs over 3 worker processes all complete, and
+    none runs twice: every job id appears in exactly one worker's "ok" line
+    and the broker counts 1,000 done. Then SIGTERM stops the supervisor and
+    its workers cleanly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+#define S_JOBS    1000
+#define S_WORKERS 3
+
+static int s_setup(void **state)
+{
+    *state = it_new("cycle");
+    return *state ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+static bool s_workers_up(const it_stats_t *s, const void *arg)
+{
+    return s->workers == *(const size_t *)arg;
+}
+
+static bool s_done_at_least(const it_stats_t *s, const void *arg)
+{
+    return s->done >= *(const uint64_t *)arg;
+}
+
+/* Count "job <id> ... outcome=ok" lines per id. */
+static void s_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
+{
+    for (const char *p = strstr(log, "job "); p; p = strstr(p + 1, "job ")) {
+        char *end;
+        unsigned long long id = strtoull(p + 4, &end, 10);
+        if (end == p + 4 || *end != ' ')
+            continue;
+        const char *eol = strchr(p, '\n');
+        const char *ok = strstr(p, "outcome=ok");
+        if (!ok || (eol && ok > eol))
+            continue;
+        if (id >= first_id && id < first_id + n)
+            counts[id - first_id]++;
+    }
+}
+
+static void test_thousand_noop_jobs_complete_once(void **state)
+{
+    it_t *it = *state;
+    const char *broker_flags[] = {"--heartbeat-ms", "200", NULL};
+    assert_true(it_start_broker(it, broker_flags) > 0);
+    const char *worker_flags[] = {"--processes", "3", NULL};
+    pid_t supervisor = it_start_worker(it, "workers", worker_flags);
+    assert_true(supervisor > 0);
+    it_stats_t s;
+    size_t want_workers = S_WORKERS;
+    assert_true(it_wait_stats(it, s_workers_up, &want_workers, IT_WAIT_MS, &s) >= 0);
+
+    uint64_t first = 0, last = 0;
+    for (int i = 0; i < S_JOBS; i++) {
+        uint64_t id = it_dispatch(it, "noop", NULL, NULL);
+        assert_true(id > 0);
+        if (i == 0)
+            first = id;
+        assert_true(id > last); /* ids are unique and increasing */
+        last = id;
+    }
+    assert_int_equal(last - first + 1, S_JOBS);
+    uint64_t want_done = S_JOBS;
+    assert_true(it_wait_stats(it, s_done_at_least, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.dispatched, S_JOBS);
+    assert_int_equal(s.done, S_JOBS);
+    assert_int_equal(s.redelivered, 0);
+    assert_int_equal(s.ready + s.leased + s.failed, 0);
+
+    /* SIGTERM: the supervisor stops its workers and exits 0. */
+    it_signal(supervisor, SIGTERM);
+    int status = it_wait_exit(supervisor, IT_WAIT_MS);
+    assert_true(status >= 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    char *log = it_read_log(it, "workers");
+    uint32_t *counts = calloc(S_JOBS, sizeof *counts);
+    s_count_ok_lines(log, first, counts, S_JOBS);
+    for (size_t i = 0; i < S_JOBS; i++) {
+        if (counts[i] != 1)
+            fail_msg("job %llu ran %u times", (unsigned long long)(first + i), counts[i]);
+    }
+    /* All three processes took part. */
+    assert_non_null(strstr(log, "started worker pid="));
+    free(counts);
+    free(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_thousand_noop_jobs_complete_once, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

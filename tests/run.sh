@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, and runs every unit
+# and integration test under ctest; then the same suite once more in a build
+# with AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with
+# ONCEQ_NO_SANITIZE=1).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+bash deploy/install-deps.sh
+
+echo "== build"
+BUILD_DIR=$top/build bash deploy/build.sh
+echo "== tests"
+ctest --test-dir "$top/build" --output-on-failure --timeout 300
+
+if [ "${ONCEQ_NO_SANITIZE:-0}" != 1 ]; then
+  echo "== build (address and undefined-behaviour sanitizers)"
+  BUILD_DIR=$top/build-asan BUILD_TYPE=Debug bash deploy/build.sh -DONCEQ_SANITIZE=ON
+  echo "== tests (sanitizers)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir "$top/build-asan" --output-on-failure --timeout 300
+fi
