@@ -49,12 +49,19 @@ typedef struct s_queue {
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
 } s_queue_t;
 
+/* A job type, with the outcomes counted per type: how many duplicates the
+   effect's unique guard absorbed is a question about a handler, not a queue. */
+typedef struct {
+    char *name;
+    uint64_t done, applied, duplicates, failed;
+} s_type_t;
+
 typedef struct s_job {
     uint64_t id;
     s_queue_t *queue;
-    const char *type; /* interned in engine->types */
-    uint8_t state;    /* s_state_t */
-    bool returned;    /* lease ended without an ack: next delivery is a redelivery */
+    s_type_t *type; /* owned by engine->types */
+    uint8_t state;  /* s_state_t */
+    bool returned;  /* lease ended without an ack: next delivery is a redelivery */
     int32_t priority;
     uint32_t attempt;
     uint32_t max_tries;
@@ -94,7 +101,9 @@ struct oq_engine {
     zhashx_t *queues_by_name;
     s_queue_t **queues; /* in creation order, for stats */
     size_t queue_count;
-    zhashx_t *types;   /* interned job type names */
+    zhashx_t *types;      /* name -> s_type_t */
+    s_type_t **type_list; /* in creation order, for stats */
+    size_t type_count;
     zhashx_t *workers; /* hex identity -> oq_worker_t */
     oq_link_t workers_all;
     oq_link_t waiting; /* workers with credit, served round-robin */
@@ -121,9 +130,11 @@ static int64_t s_now(const oq_engine_t *self)
     return oq_clock_now_ms(self->clock);
 }
 
-static void s_free_string(void **item)
+static void s_free_type(void **item)
 {
-    free(*item);
+    s_type_t *type = *item;
+    free(type->name);
+    free(type);
     *item = NULL;
 }
 
@@ -140,12 +151,13 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->types = zhashx_new();
     self->workers = zhashx_new();
     self->queues = calloc(OQ_MAX_QUEUES, sizeof *self->queues);
+    self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     if (!self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues) {
+        !self->queues || !self->type_list) {
         oq_engine_destroy(&self);
         return NULL;
     }
-    zhashx_set_destructor(self->types, s_free_string);
+    zhashx_set_destructor(self->types, s_free_type);
     oq_list_init(&self->workers_all);
     oq_list_init(&self->waiting);
     oq_list_init(&self->active);
@@ -207,6 +219,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_idmap_destroy(&self->jobs);
     zhashx_destroy(&self->queues_by_name);
     zhashx_destroy(&self->types);
+    free(self->type_list);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -393,6 +406,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_
                      (unsigned long long)job->id);
         break;
     case S_FAILED:
+        job->type->failed++;
         job->error = how->error;
         job->failed_at_ms = oq_clock_wall_ms(self->clock);
         oq_list_push_back(&q->failed, &job->link);
@@ -422,7 +436,7 @@ static char *s_format(const char *format, ...)
 static void s_fail(oq_engine_t *self, s_job_t *job, char *error)
 {
     oq_info("job %llu type=%s failed on attempt %u of %u: %s", (unsigned long long)job->id,
-            job->type, job->attempt, job->max_tries, error ? error : "");
+            job->type->name, job->attempt, job->max_tries, error ? error : "");
     s_enter_t how = {.error = error};
     s_transition(self, job, S_FAILED, &how);
 }
@@ -441,18 +455,24 @@ static void s_lease_end(oq_engine_t *self, s_job_t *job, const char *why)
 
 /* ---- dispatch -------------------------------------------------------------- */
 
-static const char *s_intern(oq_engine_t *self, oq_str_t type)
+static s_type_t *s_type_get(oq_engine_t *self, oq_str_t name_str)
 {
     char name[OQ_MAX_NAME_LEN + 1];
-    oq_str_copy(type, name, sizeof name);
-    const char *interned = zhashx_lookup(self->types, name);
-    if (interned)
-        return interned;
-    char *copy = strdup(name);
-    if (!copy)
+    oq_str_copy(name_str, name, sizeof name);
+    s_type_t *type = zhashx_lookup(self->types, name);
+    if (type || self->type_count >= OQ_MAX_TYPES)
+        return type;
+    type = calloc(1, sizeof *type);
+    if (!type)
         return NULL;
-    zhashx_insert(self->types, name, copy);
-    return copy;
+    type->name = strdup(name);
+    if (!type->name) {
+        free(type);
+        return NULL;
+    }
+    zhashx_insert(self->types, name, type);
+    self->type_list[self->type_count++] = type;
+    return type;
 }
 
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id, oq_err_t *code,
@@ -469,18 +489,22 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
     char qname[OQ_MAX_NAME_LEN + 1];
     oq_str_copy(msg->queue, qname, sizeof qname);
-    s_queue_t *q = s_queue_get(self, qname, true);
-    if (!q)
-        S_REFUSE(OQ_ERR_FULL,
-                 "cannot create queue \"%s\": the broker holds its maximum of %d "
-                 "queues",
-                 qname, OQ_MAX_QUEUES);
-    int64_t timeout_ms = msg->has_timeout ? msg->timeout_ms : q->timeout_ms;
-    if (s_check_rule(self, qname, timeout_ms, q->retry_after_ms, reason, reason_len) < 0) {
+    /* Check before creating anything: a refused dispatch leaves no queue behind. */
+    s_queue_t *q = s_queue_get(self, qname, false);
+    int64_t retry_after_ms = q ? q->retry_after_ms : self->config.retry_after_ms;
+    int64_t timeout_ms =
+        msg->has_timeout ? msg->timeout_ms : (q ? q->timeout_ms : self->config.timeout_ms);
+    if (s_check_rule(self, qname, timeout_ms, retry_after_ms, reason, reason_len) < 0) {
         *code = OQ_ERR_TIMEOUT_RULE;
         return -1;
     }
-    const char *type = s_intern(self, msg->type);
+    if (!q && !(q = s_queue_get(self, qname, true)))
+        S_REFUSE(OQ_ERR_FULL,
+                 "cannot create queue \"%s\": the broker holds its maximum of %d queues", qname,
+                 OQ_MAX_QUEUES);
+    s_type_t *type = s_type_get(self, msg->type);
+    if (!type)
+        S_REFUSE(OQ_ERR_FULL, "the broker knows its maximum of %d job types", OQ_MAX_TYPES);
     s_job_t *job = calloc(1, sizeof *job + msg->payload_len);
     int64_t *backoff = NULL;
     if (msg->backoff_len) {
@@ -488,7 +512,7 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         if (backoff)
             memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
     }
-    if (!type || !job || (msg->backoff_len && !backoff)) {
+    if (!job || (msg->backoff_len && !backoff)) {
         free(job);
         free(backoff);
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
@@ -661,7 +685,7 @@ size_t oq_engine_worker_count(const oq_engine_t *self)
 static void s_job_view(const s_job_t *job, oq_job_view_t *v)
 {
     v->id = job->id;
-    v->type = job->type;
+    v->type = job->type->name;
     v->queue = job->queue->name;
     v->payload = job->payload;
     v->payload_len = job->payload_len;
@@ -745,8 +769,13 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         /* Whoever finishes first completes the job: the effect is guarded
            by the database, so an earlier delivery's ok is as good as the
            current one's, and the current holder's later ack is ignored. */
-        if (ack->result == OQ_RESULT_ALREADY_APPLIED)
+        job->type->done++;
+        if (ack->result == OQ_RESULT_APPLIED)
+            job->type->applied++;
+        if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
             q->duplicates++;
+            job->type->duplicates++;
+        }
         if (!current)
             q->late_acks++;
         s_transition(self, job, S_DONE, NULL);
@@ -799,8 +828,8 @@ size_t oq_engine_tick(oq_engine_t *self)
             char why[96];
             snprintf(why, sizeof why, "lease expired after %.3g s",
                      job->queue->retry_after_ms / 1000.0);
-            oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id, job->type,
-                    why, job->attempt);
+            oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id,
+                    job->type->name, why, job->attempt);
             s_lease_end(self, job, why);
         }
         processed++;
@@ -839,6 +868,22 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->late_acks = q->late_acks;
     s->ignored_acks = q->ignored_acks;
     s->duplicates = q->duplicates;
+}
+
+size_t oq_engine_type_count(const oq_engine_t *self)
+{
+    return self->type_count;
+}
+
+void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *stats)
+{
+    assert(i < self->type_count);
+    const s_type_t *t = self->type_list[i];
+    stats->name = t->name;
+    stats->done = t->done;
+    stats->applied = t->applied;
+    stats->duplicates = t->duplicates;
+    stats->failed = t->failed;
 }
 
 uint64_t oq_engine_unknown_acks(const oq_engine_t *self)

@@ -52,6 +52,15 @@ typedef struct {
     uint64_t late_acks, ignored_acks, duplicates;    /* since start */
 } oq_queue_stats_t;
 
+/* Outcomes per job type, since start. */
+typedef struct {
+    const char *name;
+    uint64_t done;       /* completed (ok) */
+    uint64_t applied;    /* ok with result "applied": the effect was written */
+    uint64_t duplicates; /* ok with "already_applied": the unique guard absorbed a rerun */
+    uint64_t failed;     /* went to the failed store */
+} oq_type_stats_t;
+
 typedef struct {
     const void *identity;
     size_t identity_len;
@@ -146,6 +155,11 @@ size_t oq_engine_queue_count(const oq_engine_t *self);
 
 /* Counters of queue i (0 <= i < oq_engine_queue_count). */
 void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *stats);
+
+size_t oq_engine_type_count(const oq_engine_t *self);
+
+/* Counters of job type i (0 <= i < oq_engine_type_count). */
+void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *stats);
 
 /* Acks for ids the broker does not hold (finished long ago or never issued). */
 uint64_t oq_engine_unknown_acks(const oq_engine_t *self);

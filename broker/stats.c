@@ -8,6 +8,7 @@
 #define S_QUEUE_FIELDS  14
 #define S_WORKER_FIELDS 6
 #define S_JOB_FIELDS    8
+#define S_TYPE_FIELDS   5
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -52,7 +53,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 3);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 4);
 
     size_t queues = oq_engine_queue_count(engine);
     s_key(&pk, "queues");
@@ -76,6 +77,21 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "duplicates", s.duplicates);
         s_kv_seconds(&pk, "retry_after", s.retry_after_ms);
         s_kv_seconds(&pk, "timeout", s.timeout_ms);
+    }
+
+    size_t types = oq_engine_type_count(engine);
+    s_key(&pk, "types");
+    msgpack_pack_array(&pk, types);
+    for (size_t i = 0; i < types; i++) {
+        oq_type_stats_t t;
+        oq_engine_type_stats(engine, i, &t);
+        msgpack_pack_map(&pk, S_TYPE_FIELDS);
+        s_key(&pk, "name");
+        oq_proto_pack_cstr(&pk, t.name);
+        s_kv_u64(&pk, "done", t.done);
+        s_kv_u64(&pk, "applied", t.applied);
+        s_kv_u64(&pk, "duplicates", t.duplicates);
+        s_kv_u64(&pk, "failed", t.failed);
     }
 
     s_key(&pk, "workers");

@@ -463,6 +463,53 @@ static void test_full_broker_refuses(void **state)
     assert_int_equal(oq_engine_job_count(f->engine), 100);
 }
 
+static void test_outcomes_counted_per_type(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t a = s_dispatch(f, "grant_points");
+    uint64_t b = s_dispatch(f, "grant_points");
+    uint64_t c = s_dispatch(f, "noop");
+    oq_worker_t *w = s_worker(f, 'a', 3);
+    oq_engine_pump(f->engine, s_deliver, f);
+    oq_ack_msg_t ack = {
+        .id = a, .attempt = 1, .outcome = OQ_OUTCOME_OK, .result = OQ_RESULT_APPLIED};
+    oq_engine_ack(f->engine, w, &ack);
+    ack.id = b;
+    ack.result = OQ_RESULT_ALREADY_APPLIED;
+    oq_engine_ack(f->engine, w, &ack);
+    s_ack(f, w, c, 1, OQ_OUTCOME_FAIL, "no");
+    assert_int_equal(oq_engine_type_count(f->engine), 2);
+    oq_type_stats_t t;
+    oq_engine_type_stats(f->engine, 0, &t);
+    assert_string_equal(t.name, "grant_points");
+    assert_int_equal(t.done, 2);
+    assert_int_equal(t.applied, 1);
+    assert_int_equal(t.duplicates, 1);
+    assert_int_equal(t.failed, 0);
+    oq_engine_type_stats(f->engine, 1, &t);
+    assert_string_equal(t.name, "noop");
+    assert_int_equal(t.failed, 1);
+    assert_int_equal(s_stats(f).duplicates, 1);
+}
+
+static void test_refused_dispatch_creates_no_queue(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("fresh"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .timeout_ms = 60000,
+                        .has_timeout = true};
+    uint64_t id;
+    oq_err_t code;
+    char reason[512];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_TIMEOUT_RULE);
+    assert_int_equal(oq_engine_queue_count(f->engine), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +534,9 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_drain_stops_deliveries, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_full_broker_refuses, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_outcomes_counted_per_type, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_dispatch_creates_no_queue, s_setup,
+                                        s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,7 @@
 #define OQ_DEFAULT_BACK_ENDPOINT  "tcp://127.0.0.1:7751"
 #define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
 #define OQ_MAX_QUEUES             1024
+#define OQ_MAX_TYPES              4096 /* distinct job types counted in stats */
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
 

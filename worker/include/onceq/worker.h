@@ -22,7 +22,7 @@
 /* A delivered job as a handler sees it. Everything is borrowed for the
    duration of the handler call. */
 typedef struct {
-    uint64_t id;      /* broker's id: stable across retries, never an idempotency key */
+    uint64_t id; /* broker's id: stable across retries, never an idempotency key */
     const char *type;
     const char *queue;
     uint32_t attempt; /* 1 on the first delivery */
@@ -55,6 +55,10 @@ int oq_payload_int(const oq_job_t *job, const char *key, int64_t *out);
 int oq_payload_str(const oq_job_t *job, const char *key, oq_str_t *out);
 int oq_payload_bool(const oq_job_t *job, const char *key, bool *out);
 
+/* The raw value under key, or NULL if the payload has no such key: tells an
+   optional field that is absent from one of the wrong type. Borrowed. */
+const msgpack_object *oq_payload_get(const oq_job_t *job, const char *key);
+
 /* The handler registry: job type -> handler. */
 typedef struct oq_registry oq_registry_t;
 
@@ -68,8 +72,7 @@ void oq_registry_destroy(oq_registry_t **self_p);
 int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, void *state);
 
 /* Find the handler of a type: 0 with fn and state, or -1 if none. */
-int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn,
-                     void **state);
+int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn, void **state);
 
 /* Register the built-in handlers: noop, sleep, fail, crash. */
 void oq_builtin_register(oq_registry_t *self);

@@ -1,0 +1,1040 @@
+/*  test_registry.c: the worker's handler side and its decisions: the
+    registry, the report and payload helpers, the built-in handlers, the job
+    thread, the protocol state machine (session) and the supervisor's restart
+    delay. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "job_thread.h"
+#include "onceq/clock.h"
+#include "onceq/limits.h"
+#include "onceq/log.h"
+#include "onceq/worker.h"
+#include "session.h"
+#include "supervisor.h"
+#include "worker_limits.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* A payload map built with msgpack and held unpacked for a handler. */
+typedef struct {
+    msgpack_sbuffer buf;
+    msgpack_packer pk;
+    msgpack_unpacked unpacked;
+    oq_job_t job;
+} s_payload_t;
+
+static void s_payload_begin(s_payload_t *p, uint32_t pairs)
+{
+    memset(p, 0, sizeof *p);
+    msgpack_sbuffer_init(&p->buf);
+    msgpack_packer_init(&p->pk, &p->buf, msgpack_sbuffer_write);
+    msgpack_pack_map(&p->pk, pairs);
+}
+
+static void s_key(s_payload_t *p, const char *key)
+{
+    oq_proto_pack_cstr(&p->pk, key);
+}
+
+/* Unpack what was packed and make a job around it. */
+static const oq_job_t *s_payload_end(s_payload_t *p)
+{
+    msgpack_unpacked_init(&p->unpacked);
+    size_t off = 0;
+    assert_int_equal(msgpack_unpack_next(&p->unpacked, p->buf.data, p->buf.size, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    p->job.id = 42;
+    p->job.type = "test";
+    p->job.queue = "default";
+    p->job.attempt = 1;
+    p->job.max_tries = 3;
+    p->job.timeout_ms = 60000;
+    p->job.payload = &p->unpacked.data;
+    return &p->job;
+}
+
+static void s_payload_free(s_payload_t *p)
+{
+    msgpack_unpacked_destroy(&p->unpacked);
+    msgpack_sbuffer_destroy(&p->buf);
+}
+
+static int s_calls;
+
+static void s_counting_handler(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    s_calls++;
+    int *seen = state;
+    if (seen)
+        *seen = (int)job->attempt;
+    oq_report_ok(report, OQ_RESULT_APPLIED);
+}
+
+static void s_other_handler(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    oq_report_fail(report, "other");
+}
+
+static void s_silent_handler(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    /* forgets to report */
+}
+
+/* Run a registered handler the way the job thread does. */
+static void s_run(oq_registry_t *registry, const char *type, const oq_job_t *job,
+                  oq_report_t *report)
+{
+    oq_handler_fn fn;
+    void *state;
+    assert_int_equal(oq_registry_find(registry, type, &fn, &state), 0);
+    memset(report, 0, sizeof *report);
+    fn(job, state, report);
+}
+
+/* ---- registry ------------------------------------------------------------ */
+
+static void test_registry_add_and_find(void **unused)
+{
+    oq_registry_t *registry = oq_registry_new();
+    int seen = 0;
+    assert_int_equal(oq_registry_add(registry, "count", s_counting_handler, &seen), 0);
+    assert_int_equal(oq_registry_add(registry, "other:v2", s_other_handler, NULL), 0);
+
+    oq_handler_fn fn = NULL;
+    void *state = NULL;
+    assert_int_equal(oq_registry_find(registry, "count", &fn, &state), 0);
+    assert_ptr_equal(fn, s_counting_handler);
+    assert_ptr_equal(state, &seen);
+    assert_int_equal(oq_registry_find(registry, "other:v2", &fn, &state), 0);
+    assert_ptr_equal(fn, s_other_handler);
+    assert_null(state);
+
+    assert_int_equal(oq_registry_find(registry, "missing", &fn, &state), -1);
+    assert_int_equal(oq_registry_find(registry, "coun", &fn, &state), -1);
+    assert_int_equal(oq_registry_find(registry, NULL, &fn, &state), -1);
+
+    oq_registry_destroy(&registry);
+    assert_null(registry);
+    oq_registry_destroy(&registry); /* a second destroy is harmless */
+}
+
+static void test_registry_refuses_bad_and_taken_types(void **unused)
+{
+    oq_registry_t *registry = oq_registry_new();
+    char too_long[OQ_MAX_NAME_LEN + 2];
+    memset(too_long, 'a', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = 0;
+    char longest[OQ_MAX_NAME_LEN + 1];
+    memset(longest, 'b', sizeof longest - 1);
+    longest[sizeof longest - 1] = 0;
+
+    assert_int_equal(oq_registry_add(registry, "", s_other_handler, NULL), -1);
+    assert_int_equal(oq_registry_add(registry, "has space", s_other_handler, NULL), -1);
+    assert_int_equal(oq_registry_add(registry, "slash/no", s_other_handler, NULL), -1);
+    assert_int_equal(oq_registry_add(registry, too_long, s_other_handler, NULL), -1);
+    assert_int_equal(oq_registry_add(registry, NULL, s_other_handler, NULL), -1);
+    assert_int_equal(oq_registry_add(registry, longest, s_other_handler, NULL), 0);
+
+    assert_int_equal(oq_registry_add(registry, "job", s_counting_handler, NULL), 0);
+    assert_int_equal(oq_registry_add(registry, "job", s_other_handler, NULL), -1);
+    oq_handler_fn fn;
+    assert_int_equal(oq_registry_find(registry, "job", &fn, NULL), 0);
+    assert_ptr_equal(fn, s_counting_handler); /* the first one stays */
+    oq_registry_destroy(&registry);
+}
+
+static void test_registry_is_bounded(void **unused)
+{
+    oq_registry_t *registry = oq_registry_new();
+    char type[32];
+    for (int i = 0; i < OQ_WORKER_MAX_HANDLERS; i++) {
+        snprintf(type, sizeof type, "type%d", i);
+        assert_int_equal(oq_registry_add(registry, type, s_other_handler, NULL), 0);
+    }
+    assert_int_equal(oq_registry_add(registry, "one_more", s_other_handler, NULL), -1);
+    oq_handler_fn fn;
+    snprintf(type, sizeof type, "type%d", OQ_WORKER_MAX_HANDLERS - 1);
+    assert_int_equal(oq_registry_find(registry, type, &fn, NULL), 0);
+    assert_int_equal(oq_registry_find(registry, "type0", &fn, NULL), 0);
+    oq_registry_destroy(&registry);
+}
+
+static void test_builtins_are_registered(void **unused)
+{
+    oq_registry_t *registry = oq_registry_new();
+    oq_builtin_register(registry);
+    oq_handler_fn fn;
+    assert_int_equal(oq_registry_find(registry, "noop", &fn, NULL), 0);
+    assert_int_equal(oq_registry_find(registry, "sleep", &fn, NULL), 0);
+    assert_int_equal(oq_registry_find(registry, "fail", &fn, NULL), 0);
+    assert_int_equal(oq_registry_find(registry, "crash", &fn, NULL), 0);
+    /* A user's handler cannot take a built-in's type. */
+    assert_int_equal(oq_registry_add(registry, "noop", s_other_handler, NULL), -1);
+    oq_registry_destroy(&registry);
+}
+
+/* ---- report helpers ------------------------------------------------------ */
+
+static void test_report_helpers(void **unused)
+{
+    oq_report_t report;
+    memset(&report, 0, sizeof report);
+    oq_report_retry(&report, "database down: %s (%d)", "ECONNREFUSED", 111);
+    assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
+    assert_string_equal(report.error, "database down: ECONNREFUSED (111)");
+
+    oq_report_fail(&report, "bad order id %d", -1);
+    assert_int_equal(report.outcome, OQ_OUTCOME_FAIL);
+    assert_int_equal(report.result, OQ_RESULT_NONE);
+    assert_string_equal(report.error, "bad order id -1");
+
+    oq_report_ok(&report, OQ_RESULT_ALREADY_APPLIED);
+    assert_int_equal(report.outcome, OQ_OUTCOME_OK);
+    assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
+    assert_string_equal(report.error, "");
+}
+
+static void test_report_cuts_long_errors_at_a_character(void **unused)
+{
+    oq_report_t report;
+    char text[OQ_MAX_ERROR_LEN * 2];
+
+    /* ASCII: cut at exactly the limit. */
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = 0;
+    oq_report_fail(&report, "%s", text);
+    assert_int_equal(strlen(report.error), OQ_MAX_ERROR_LEN);
+
+    /* One byte, then two-byte characters: the limit falls inside one, which
+       is dropped whole. */
+    text[0] = 'a';
+    size_t n = 1;
+    while (n + 2 < sizeof text) {
+        text[n++] = (char)0xc3;
+        text[n++] = (char)0xa9; /* é */
+    }
+    text[n] = 0;
+    oq_report_retry(&report, "%s", text);
+    assert_int_equal(strlen(report.error), OQ_MAX_ERROR_LEN - 1);
+    assert_int_equal((unsigned char)report.error[OQ_MAX_ERROR_LEN - 2], 0xa9);
+
+    /* A three-byte character that ends right at the limit stays. */
+    memset(text, 'x', OQ_MAX_ERROR_LEN - 3);
+    memcpy(text + OQ_MAX_ERROR_LEN - 3,
+           "\xe2\x82\xac"
+           "yyy",
+           6); /* € */
+    text[OQ_MAX_ERROR_LEN + 3] = 0;
+    oq_report_fail(&report, "%s", text);
+    assert_int_equal(strlen(report.error), OQ_MAX_ERROR_LEN);
+}
+
+/* ---- payload accessors --------------------------------------------------- */
+
+static void test_payload_accessors(void **unused)
+{
+    s_payload_t p;
+    s_payload_begin(&p, 7);
+    s_key(&p, "u");
+    msgpack_pack_uint64(&p.pk, 5);
+    s_key(&p, "i");
+    msgpack_pack_int64(&p.pk, -3);
+    s_key(&p, "big");
+    msgpack_pack_uint64(&p.pk, UINT64_MAX);
+    s_key(&p, "s");
+    oq_proto_pack_cstr(&p.pk, "hi");
+    s_key(&p, "b");
+    msgpack_pack_true(&p.pk);
+    s_key(&p, "f");
+    msgpack_pack_double(&p.pk, 1.5);
+    s_key(&p, "n");
+    msgpack_pack_nil(&p.pk);
+    const oq_job_t *job = s_payload_end(&p);
+
+    uint64_t u = 0;
+    int64_t i = 0;
+    oq_str_t s = {0};
+    bool b = false;
+    assert_int_equal(oq_payload_uint(job, "u", &u), 0);
+    assert_int_equal(u, 5);
+    assert_int_equal(oq_payload_uint(job, "big", &u), 0);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(oq_payload_uint(job, "i", &u), -1); /* negative */
+    assert_int_equal(oq_payload_uint(job, "f", &u), -1);
+    assert_int_equal(oq_payload_uint(job, "missing", &u), -1);
+
+    assert_int_equal(oq_payload_int(job, "i", &i), 0);
+    assert_int_equal(i, -3);
+    assert_int_equal(oq_payload_int(job, "u", &i), 0);
+    assert_int_equal(i, 5);
+    assert_int_equal(oq_payload_int(job, "big", &i), -1); /* past INT64_MAX */
+    assert_int_equal(oq_payload_int(job, "s", &i), -1);
+
+    assert_int_equal(oq_payload_str(job, "s", &s), 0);
+    assert_true(oq_str_eq(s, "hi"));
+    assert_int_equal(oq_payload_str(job, "u", &s), -1);
+    assert_int_equal(oq_payload_str(job, "n", &s), -1);
+
+    assert_int_equal(oq_payload_bool(job, "b", &b), 0);
+    assert_true(b);
+    assert_int_equal(oq_payload_bool(job, "u", &b), -1);
+    assert_int_equal(oq_payload_bool(job, "missing", &b), -1);
+
+    assert_non_null(oq_payload_get(job, "n"));
+    assert_int_equal(oq_payload_get(job, "f")->type, MSGPACK_OBJECT_FLOAT64);
+    assert_null(oq_payload_get(job, "missing"));
+    s_payload_free(&p);
+}
+
+/* ---- built-in handlers --------------------------------------------------- */
+
+static oq_registry_t *s_builtins(void)
+{
+    oq_registry_t *registry = oq_registry_new();
+    oq_builtin_register(registry);
+    return registry;
+}
+
+static void test_builtin_noop_and_sleep(void **unused)
+{
+    oq_registry_t *registry = s_builtins();
+    oq_report_t report;
+    s_payload_t p;
+
+    s_payload_begin(&p, 0);
+    s_run(registry, "noop", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_OK);
+    s_payload_free(&p);
+
+    s_payload_begin(&p, 1);
+    s_key(&p, "ms");
+    msgpack_pack_uint32(&p.pk, 30);
+    int64_t started = oq_clock_mono_us();
+    s_run(registry, "sleep", s_payload_end(&p), &report);
+    int64_t slept_ms = (oq_clock_mono_us() - started) / 1000;
+    assert_int_equal(report.outcome, OQ_OUTCOME_OK);
+    assert_true(slept_ms >= 30);
+    s_payload_free(&p);
+
+    /* Missing, of the wrong type, negative, longer than any timeout. */
+    for (int k = 0; k < 4; k++) {
+        s_payload_begin(&p, k == 0 ? 0 : 1);
+        if (k > 0)
+            s_key(&p, "ms");
+        if (k == 1)
+            oq_proto_pack_cstr(&p.pk, "100");
+        if (k == 2)
+            msgpack_pack_int32(&p.pk, -5);
+        if (k == 3)
+            msgpack_pack_uint64(&p.pk, (uint64_t)OQ_MAX_TIMEOUT_MS + 1);
+        s_run(registry, "sleep", s_payload_end(&p), &report);
+        assert_int_equal(report.outcome, OQ_OUTCOME_FAIL);
+        assert_non_null(strstr(report.error, "\"ms\""));
+        s_payload_free(&p);
+    }
+    oq_registry_destroy(&registry);
+}
+
+static void test_builtin_fail(void **unused)
+{
+    oq_registry_t *registry = s_builtins();
+    oq_report_t report;
+    s_payload_t p;
+
+    s_payload_begin(&p, 0);
+    s_run(registry, "fail", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
+    assert_string_equal(report.error, "failed on purpose");
+    s_payload_free(&p);
+
+    s_payload_begin(&p, 2);
+    s_key(&p, "permanent");
+    msgpack_pack_true(&p.pk);
+    s_key(&p, "message");
+    oq_proto_pack_cstr(&p.pk, "card declined");
+    s_run(registry, "fail", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_FAIL);
+    assert_string_equal(report.error, "card declined");
+    s_payload_free(&p);
+
+    s_payload_begin(&p, 2);
+    s_key(&p, "permanent");
+    msgpack_pack_false(&p.pk);
+    s_key(&p, "message");
+    oq_proto_pack_cstr(&p.pk, "try later");
+    s_run(registry, "fail", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
+    assert_string_equal(report.error, "try later");
+    s_payload_free(&p);
+
+    /* Bad payloads are permanent failures that say which field. */
+    s_payload_begin(&p, 1);
+    s_key(&p, "permanent");
+    oq_proto_pack_cstr(&p.pk, "yes");
+    s_run(registry, "fail", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_FAIL);
+    assert_non_null(strstr(report.error, "\"permanent\""));
+    s_payload_free(&p);
+
+    s_payload_begin(&p, 1);
+    s_key(&p, "message");
+    msgpack_pack_uint32(&p.pk, 5);
+    s_run(registry, "fail", s_payload_end(&p), &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_FAIL);
+    assert_non_null(strstr(report.error, "\"message\""));
+    s_payload_free(&p);
+    oq_registry_destroy(&registry);
+}
+
+static void test_builtin_crash_aborts_the_process(void **unused)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        oq_registry_t *registry = s_builtins();
+        oq_report_t report;
+        s_payload_t p;
+        s_payload_begin(&p, 0);
+        s_run(registry, "crash", s_payload_end(&p), &report);
+        _exit(0); /* not reached */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    assert_false(WCOREDUMP(status));
+}
+
+/* ---- job thread ---------------------------------------------------------- */
+
+static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_sbuffer *payload)
+{
+    memset(job, 0, sizeof *job);
+    job->id = id;
+    job->attempt = 2;
+    job->type = oq_str(type);
+    job->queue = oq_str("default");
+    job->payload = (const uint8_t *)payload->data;
+    job->payload_len = payload->size;
+}
+
+static void s_wait_done(oq_job_thread_t *jobs, oq_job_done_t *done)
+{
+    zmq_pollitem_t item = {oq_job_thread_socket(jobs), 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
+    assert_int_equal(oq_job_thread_recv(jobs, done), 0);
+}
+
+static void test_job_thread_runs_handlers(void **unused)
+{
+    oq_registry_t *registry = s_builtins();
+    int seen = 0;
+    assert_int_equal(oq_registry_add(registry, "count", s_counting_handler, &seen), 0);
+    assert_int_equal(oq_registry_add(registry, "silent", s_silent_handler, NULL), 0);
+    oq_job_thread_t *jobs = oq_job_thread_new(&registry);
+    assert_non_null(jobs);
+    assert_null(registry); /* taken */
+
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "ms");
+    msgpack_pack_uint32(&pk, 20);
+
+    oq_job_done_t done;
+    oq_job_msg_t job;
+    assert_int_equal(oq_job_thread_recv(jobs, &done), -1); /* nothing yet */
+
+    s_job_msg(&job, 11, "sleep", &payload);
+    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
+    s_wait_done(jobs, &done);
+    assert_int_equal(done.id, 11);
+    assert_int_equal(done.attempt, 2);
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_OK);
+    assert_true(done.elapsed_ms >= 20);
+
+    s_calls = 0;
+    s_job_msg(&job, 12, "count", &payload);
+    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
+    s_wait_done(jobs, &done);
+    assert_int_equal(done.id, 12);
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_OK);
+    assert_int_equal(done.report.result, OQ_RESULT_APPLIED);
+
+    s_job_msg(&job, 13, "no_such_type", &payload);
+    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
+    s_wait_done(jobs, &done);
+    assert_int_equal(done.id, 13);
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
+    assert_string_equal(done.report.error, "no handler for job type no_such_type");
+
+    s_job_msg(&job, 14, "silent", &payload);
+    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
+    s_wait_done(jobs, &done);
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
+    assert_non_null(strstr(done.report.error, "without reporting an outcome"));
+
+    oq_job_thread_destroy(&jobs);
+    assert_null(jobs);
+    /* Read after the thread is joined: the handler ran there, once. */
+    assert_int_equal(s_calls, 1);
+    assert_int_equal(seen, 2);
+    msgpack_sbuffer_destroy(&payload);
+}
+
+/* ---- session ------------------------------------------------------------- */
+
+#define S_HB 100 /* ms: heartbeat the tests' broker announces */
+
+static oq_action_t s_next(oq_session_t *session, oq_action_kind_t kind)
+{
+    oq_action_t action;
+    assert_int_equal(oq_session_next(session, &action), 0);
+    assert_int_equal(action.kind, kind);
+    return action;
+}
+
+static oq_action_t s_next_send(oq_session_t *session, oq_cmd_t cmd)
+{
+    oq_action_t action = s_next(session, OQ_ACTION_SEND);
+    assert_string_equal(oq_proto_cmd_name(action.cmd), oq_proto_cmd_name(cmd));
+    return action;
+}
+
+static void s_no_action(oq_session_t *session)
+{
+    oq_action_t action;
+    assert_int_equal(oq_session_next(session, &action), -1);
+}
+
+static void s_receive(oq_session_t *session, oq_cmd_t cmd, int64_t now)
+{
+    oq_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.cmd = cmd;
+    msg.heartbeat_ms = S_HB;
+    msg.liveness = 3;
+    msg.err_text = oq_str("unknown worker");
+    oq_session_on_message(session, &msg, now);
+}
+
+static void s_deliver(oq_session_t *session, uint64_t id, int64_t timeout_ms, int64_t now)
+{
+    oq_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.cmd = OQ_CMD_JOB;
+    msg.job.id = id;
+    msg.job.attempt = 1;
+    msg.job.type = oq_str("sleep");
+    msg.job.has_timeout = true;
+    msg.job.timeout_ms = timeout_ms;
+    oq_session_on_message(session, &msg, now);
+}
+
+static void s_finish(oq_session_t *session, uint64_t id, oq_outcome_t outcome, int64_t now)
+{
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = id;
+    done.attempt = 1;
+    done.elapsed_ms = 5;
+    done.report.outcome = outcome;
+    if (outcome != OQ_OUTCOME_OK)
+        snprintf(done.report.error, sizeof done.report.error, "it broke");
+    oq_session_on_done(session, &done, now);
+}
+
+/* A session that connected at 0 and was welcomed at 1. */
+static oq_session_t *s_session_up(void)
+{
+    oq_session_config_t config = {1000, 3};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_UP);
+    return session;
+}
+
+static void test_session_registers_and_heartbeats(void **unused)
+{
+    oq_session_config_t config = {1000, 3};
+    oq_session_t *session = oq_session_new(&config, 0);
+    assert_int_equal(oq_session_link(session), OQ_LINK_DOWN);
+    assert_int_equal(oq_session_deadline(session), 0); /* connect at once */
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_REGISTERING);
+
+    /* No heartbeat before welcome: the broker does not know us yet. */
+    oq_session_on_tick(session, 1500);
+    s_no_action(session);
+
+    /* Welcome: its heartbeat replaces ours. */
+    s_receive(session, OQ_CMD_WELCOME, 1600);
+    assert_int_equal(oq_session_link(session), OQ_LINK_UP);
+    assert_int_equal(oq_session_heartbeat_ms(session), S_HB);
+    assert_int_equal(oq_session_deadline(session), S_HB); /* the ready at 0 was the last send */
+    oq_session_on_tick(session, 1600);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    oq_session_on_tick(session, 1600 + S_HB - 1);
+    s_no_action(session);
+    s_receive(session, OQ_CMD_HEARTBEAT, 1650);
+    oq_session_on_tick(session, 1600 + S_HB);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    oq_session_destroy(&session);
+    assert_null(session);
+}
+
+static void test_session_silent_broker_reconnects_with_backoff(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    int64_t now = 1;
+    int64_t expected_ms = OQ_RECONNECT_MIN_MS;
+    for (int round = 0; round < 8; round++) {
+        /* Keep heartbeating: sending is not hearing. */
+        for (int64_t t = now + S_HB; t < now + 3 * S_HB; t += S_HB) {
+            oq_session_on_tick(session, t);
+            if (oq_session_link(session) == OQ_LINK_UP)
+                s_next_send(session, OQ_CMD_HEARTBEAT);
+            s_no_action(session);
+        }
+        now += 3 * S_HB;
+        oq_session_on_tick(session, now);
+        s_next(session, OQ_ACTION_CLOSE);
+        s_no_action(session);
+        assert_int_equal(oq_session_link(session), OQ_LINK_DOWN);
+        assert_int_equal(oq_session_deadline(session), now + expected_ms);
+        oq_session_on_tick(session, now + expected_ms - 1);
+        s_no_action(session);
+        now += expected_ms;
+        oq_session_on_tick(session, now);
+        s_next(session, OQ_ACTION_CONNECT); /* a fresh socket: a new identity */
+        assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+        s_no_action(session);
+        expected_ms *= 2;
+        if (expected_ms > OQ_RECONNECT_MAX_MS)
+            expected_ms = OQ_RECONNECT_MAX_MS;
+    }
+    assert_int_equal(expected_ms, OQ_RECONNECT_MAX_MS);
+
+    /* A welcome resets the backoff. */
+    s_receive(session, OQ_CMD_WELCOME, now);
+    now += 3 * S_HB;
+    oq_session_on_tick(session, now);
+    s_next(session, OQ_ACTION_CLOSE);
+    assert_int_equal(oq_session_deadline(session), now + OQ_RECONNECT_MIN_MS);
+    oq_session_destroy(&session);
+}
+
+static void test_session_job_is_acked_with_credit(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 7, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_no_action(session);
+    assert_true(oq_session_busy(session));
+
+    s_finish(session, 7, OQ_OUTCOME_RETRY, 20);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    s_no_action(session);
+    assert_int_equal(ack.ack.id, 7);
+    assert_int_equal(ack.ack.attempt, 1);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_RETRY);
+    assert_int_equal(ack.ack.credit, 1);
+    assert_true(oq_str_eq(ack.ack.error, "it broke"));
+    assert_false(oq_session_busy(session));
+    oq_session_destroy(&session);
+}
+
+static void test_session_job_done_while_down_is_acked_after_reconnect(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 8, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_tick(session, 10 + 3 * S_HB - 1);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    oq_session_on_tick(session, 10 + 3 * S_HB); /* silent since 10 */
+    s_next(session, OQ_ACTION_CLOSE);
+    s_no_action(session);
+
+    s_finish(session, 8, OQ_OUTCOME_OK, 400);
+    s_no_action(session); /* no link: owed */
+
+    oq_session_on_tick(session, 10 + 3 * S_HB + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    /* The ack gives the credit back; the ready must not add a second. */
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 8);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_OK);
+    assert_int_equal(ack.ack.credit, 1);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_unconfirmed_ack_is_sent_again(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 9, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish(session, 9, OQ_OUTCOME_OK, 20);
+    s_next_send(session, OQ_CMD_ACK);
+
+    /* Nothing heard since the ack: it may have died with the socket. */
+    oq_session_on_tick(session, 10 + 3 * S_HB);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_on_tick(session, 10 + 3 * S_HB + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 9);
+    s_no_action(session);
+
+    /* Heard after it: settled, not sent again on the next link. */
+    int64_t now = 10 + 3 * S_HB + OQ_RECONNECT_MIN_MS;
+    s_receive(session, OQ_CMD_WELCOME, now + 1);
+    now += 1 + 3 * S_HB;
+    oq_session_on_tick(session, now);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_on_tick(session, now + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_reconnect_offers_free_credit_once(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    /* Idle: one credit. */
+    s_receive(session, OQ_CMD_RECONNECT, 10);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_REGISTERING);
+    /* A second reconnect before welcome answers something sent before that
+       ready: another ready would double the credit. */
+    s_receive(session, OQ_CMD_RECONNECT, 11);
+    s_no_action(session);
+    s_receive(session, OQ_CMD_WELCOME, 12);
+    assert_int_equal(oq_session_link(session), OQ_LINK_UP);
+
+    /* Busy: no credit now, the ack brings it. */
+    s_deliver(session, 10, 60000, 20);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_receive(session, OQ_CMD_RECONNECT, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    s_receive(session, OQ_CMD_WELCOME, 31);
+    s_finish(session, 10, OQ_OUTCOME_OK, 40);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_watchdog_reports_timeout_and_exits(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 11, 1000, 100);
+    s_next(session, OQ_ACTION_START_JOB);
+    assert_int_equal(oq_session_deadline(session), S_HB); /* a heartbeat first */
+    for (int64_t t = 100; t < 1100; t += S_HB) {
+        s_receive(session, OQ_CMD_HEARTBEAT, t);
+        oq_session_on_tick(session, t + S_HB - 1);
+        oq_action_t action;
+        while (oq_session_next(session, &action) == 0)
+            assert_int_equal(action.kind, OQ_ACTION_SEND); /* heartbeats only */
+    }
+    oq_session_on_tick(session, 1100);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 11);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_TIMEOUT);
+    assert_int_equal(ack.ack.credit, 0);
+    assert_true(oq_str_eq(ack.ack.error, "handler ran past its timeout of 1 s"));
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, OQ_EXIT_TIMEOUT);
+    s_no_action(session);
+    assert_true(oq_session_exiting(session));
+    /* Nothing happens after the exit. */
+    s_finish(session, 11, OQ_OUTCOME_OK, 1200);
+    oq_session_on_tick(session, 99999);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_stall_is_not_silence_nor_handler_time(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 12, 2000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+
+    /* SIGSTOP at 50, SIGCONT at 10050: the worker wakes 10 s late. */
+    oq_session_on_stall(session, 10000, 10050);
+    oq_session_on_tick(session, 10050);
+    s_next_send(session, OQ_CMD_HEARTBEAT); /* overdue, and it is all */
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_UP);
+    assert_true(oq_session_busy(session));
+
+    /* The handler then finishes and its ack goes out, lease or no lease. */
+    s_finish(session, 12, OQ_OUTCOME_OK, 10060);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.outcome, OQ_OUTCOME_OK);
+    s_no_action(session);
+
+    /* The time limit still holds for running time. */
+    s_deliver(session, 13, 2000, 10100);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_stall(session, 500, 10700);
+    s_receive(session, OQ_CMD_HEARTBEAT, 12599);
+    oq_session_on_tick(session, 12599);
+    oq_action_t action;
+    while (oq_session_next(session, &action) == 0)
+        assert_int_equal(action.kind, OQ_ACTION_SEND);
+    oq_session_on_tick(session, 12600);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.outcome, OQ_OUTCOME_TIMEOUT);
+    oq_session_destroy(&session);
+}
+
+static void test_session_stall_extends_only_what_it_stalled(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    /* A job that arrived after the stall, in the same turn, was not
+       stalled: its time limit starts when it arrived. */
+    s_deliver(session, 20, 1000, 5000);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_stall(session, 4000, 5000);
+    s_receive(session, OQ_CMD_HEARTBEAT, 5900);
+    oq_session_on_tick(session, 5999);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    oq_session_on_tick(session, 6000);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.outcome, OQ_OUTCOME_TIMEOUT);
+    oq_session_destroy(&session);
+
+    /* Silence since 1, a stall of 200 ms before 250: silent since 201. */
+    session = s_session_up();
+    oq_session_on_stall(session, 200, 250);
+    oq_session_on_tick(session, 201 + 3 * S_HB - 1);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    oq_session_on_tick(session, 201 + 3 * S_HB);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_destroy(&session);
+
+    /* A stall longer than the time since the last tick moves nothing
+       past now. */
+    session = s_session_up();
+    oq_session_on_stall(session, 5000, 250);
+    oq_session_on_tick(session, 250 + 3 * S_HB - 1);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    oq_session_on_tick(session, 250 + 3 * S_HB);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_destroy(&session);
+}
+
+static void test_session_sigterm_when_idle(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    oq_session_on_signal(session, 10);
+    s_next_send(session, OQ_CMD_DRAIN);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_sigterm_finishes_the_job_first(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 14, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_signal(session, 20);
+    s_next_send(session, OQ_CMD_DRAIN);
+    s_no_action(session);
+    oq_session_on_signal(session, 21); /* a second signal changes nothing */
+    s_no_action(session);
+
+    /* A delivery the broker sent before it read the drain is handed back. */
+    s_deliver(session, 15, 60000, 25);
+    oq_action_t refused = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(refused.ack.id, 15);
+    assert_int_equal(refused.ack.outcome, OQ_OUTCOME_RETRY);
+    assert_int_equal(refused.ack.credit, 0);
+    s_no_action(session);
+
+    s_finish(session, 14, OQ_OUTCOME_OK, 30);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 14);
+    assert_int_equal(ack.ack.credit, 0); /* stopping: no new job */
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_sigterm_without_a_link(void **unused)
+{
+    oq_session_config_t config = {1000, 3};
+    /* Idle and disconnected: nothing to tell anyone. */
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_on_signal(session, 0);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+
+    /* Busy, and the link is lost: the ack still gets its chance. */
+    session = s_session_up();
+    s_deliver(session, 16, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_signal(session, 20);
+    s_next_send(session, OQ_CMD_DRAIN);
+    oq_session_on_tick(session, 10 + 3 * S_HB);
+    s_next(session, OQ_ACTION_CLOSE);
+    s_finish(session, 16, OQ_OUTCOME_OK, 320);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 16);
+    assert_int_equal(ack.ack.credit, 0);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_refuses_a_second_job(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 17, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver(session, 18, 60000, 11);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 18);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_RETRY);
+    assert_int_equal(ack.ack.credit, 0);
+    s_no_action(session);
+    assert_true(oq_session_busy(session));
+    s_finish(session, 17, OQ_OUTCOME_OK, 20);
+    ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 17);
+    assert_int_equal(ack.ack.credit, 1);
+    oq_session_destroy(&session);
+}
+
+static void test_session_bad_job_fails_and_returns_credit(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    oq_session_on_bad_job(session, 19, 2, "field \"type\" must be a string", 10);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 19);
+    assert_int_equal(ack.ack.attempt, 2);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_FAIL);
+    assert_int_equal(ack.ack.credit, 1);
+    assert_non_null(strstr(ack.ack.error.ptr, "\"type\""));
+    s_no_action(session);
+    assert_false(oq_session_busy(session));
+    oq_session_destroy(&session);
+}
+
+static void test_session_any_message_is_a_sign_of_life(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_receive(session, OQ_CMD_ERROR, 250); /* logged, nothing sent */
+    s_receive(session, OQ_CMD_PONG, 260);  /* unexpected, ignored */
+    oq_session_on_garbage(session, 280);   /* did not decode */
+    s_no_action(session);
+    oq_session_on_tick(session, 280 + 3 * S_HB - 1);
+    s_next_send(session, OQ_CMD_HEARTBEAT);
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_UP);
+    oq_session_on_tick(session, 280 + 3 * S_HB);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_destroy(&session);
+}
+
+static void test_session_send_error_drops_the_link(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    oq_session_on_send_error(session, 10);
+    s_next(session, OQ_ACTION_CLOSE);
+    s_no_action(session);
+    assert_int_equal(oq_session_link(session), OQ_LINK_DOWN);
+    assert_int_equal(oq_session_deadline(session), 10 + OQ_RECONNECT_MIN_MS);
+    oq_session_destroy(&session);
+}
+
+/* ---- supervisor ---------------------------------------------------------- */
+
+static void test_supervisor_restart_delay(void **unused)
+{
+    assert_int_equal(oq_supervisor_restart_delay(0, 10), OQ_SUPERVISOR_RESTART_MS);
+    assert_int_equal(oq_supervisor_restart_delay(0, 100000), OQ_SUPERVISOR_RESTART_MS);
+    /* Dying again within a second doubles it, up to the cap. */
+    int64_t delay = OQ_SUPERVISOR_RESTART_MS;
+    for (int i = 0; i < 10; i++) {
+        int64_t next = oq_supervisor_restart_delay(delay, OQ_SUPERVISOR_STABLE_MS - 1);
+        assert_true(next == delay * 2 || next == OQ_SUPERVISOR_RESTART_MAX_MS);
+        delay = next;
+    }
+    assert_int_equal(delay, OQ_SUPERVISOR_RESTART_MAX_MS);
+    /* A worker that ran stably starts over. */
+    assert_int_equal(oq_supervisor_restart_delay(delay, OQ_SUPERVISOR_STABLE_MS),
+                     OQ_SUPERVISOR_RESTART_MS);
+}
+
+int main(void)
+{
+    /* The session and registry log their decisions; keep only errors. */
+    oq_log_init("test_registry");
+    oq_log_set_level(OQ_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_add_and_find),
+        cmocka_unit_test(test_registry_refuses_bad_and_taken_types),
+        cmocka_unit_test(test_registry_is_bounded),
+        cmocka_unit_test(test_builtins_are_registered),
+        cmocka_unit_test(test_report_helpers),
+        cmocka_unit_test(test_report_cuts_long_errors_at_a_character),
+        cmocka_unit_test(test_payload_accessors),
+        cmocka_unit_test(test_builtin_noop_and_sleep),
+        cmocka_unit_test(test_builtin_fail),
+        cmocka_unit_test(test_builtin_crash_aborts_the_process),
+        cmocka_unit_test(test_job_thread_runs_handlers),
+        cmocka_unit_test(test_session_registers_and_heartbeats),
+        cmocka_unit_test(test_session_silent_broker_reconnects_with_backoff),
+        cmocka_unit_test(test_session_job_is_acked_with_credit),
+        cmocka_unit_test(test_session_job_done_while_down_is_acked_after_reconnect),
+        cmocka_unit_test(test_session_unconfirmed_ack_is_sent_again),
+        cmocka_unit_test(test_session_reconnect_offers_free_credit_once),
+        cmocka_unit_test(test_session_watchdog_reports_timeout_and_exits),
+        cmocka_unit_test(test_session_stall_is_not_silence_nor_handler_time),
+        cmocka_unit_test(test_session_stall_extends_only_what_it_stalled),
+        cmocka_unit_test(test_session_sigterm_when_idle),
+        cmocka_unit_test(test_session_sigterm_finishes_the_job_first),
+        cmocka_unit_test(test_session_sigterm_without_a_link),
+        cmocka_unit_test(test_session_refuses_a_second_job),
+        cmocka_unit_test(test_session_bad_job_fails_and_returns_credit),
+        cmocka_unit_test(test_session_any_message_is_a_sign_of_life),
+        cmocka_unit_test(test_session_send_error_drops_the_link),
+        cmocka_unit_test(test_supervisor_restart_delay),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

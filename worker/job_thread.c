@@ -1,0 +1,228 @@
+/*  job_thread.c: the actor that runs handlers. Two frames go to the thread
+    for each job (a fixed-size header, then the encoded payload map); one
+    fixed-size oq_job_done_t comes back; an empty frame tells it to stop. The
+    thread decodes the payload, finds the handler, runs it and times it. */
+#include "job_thread.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "onceq/clock.h"
+#include "onceq/log.h"
+
+/* Each job thread has a context of its own, so the name need not be unique. */
+#define S_ENDPOINT "inproc://onceq-job-thread"
+
+/* The header frame of one job: the envelope fields a handler sees. */
+typedef struct {
+    uint64_t id;
+    uint32_t attempt;
+    uint32_t max_tries;
+    int64_t timeout_ms;
+    char type[OQ_MAX_NAME_LEN + 1];
+    char queue[OQ_MAX_NAME_LEN + 1];
+} s_request_t;
+
+struct oq_job_thread {
+    void *ctx;               /* this actor's own context (see job_thread.h) */
+    void *pipe;              /* main thread's end of the PAIR pipe */
+    pthread_t thread;        /* runs s_run */
+    oq_registry_t *registry; /* read only by the job thread once it runs */
+};
+
+/* Make a handler's report one the broker can use: a handler that set no
+   outcome, or failed without saying why, is reported as such. */
+static void s_check_report(oq_report_t *report, const char *type)
+{
+    switch (report->outcome) {
+    case OQ_OUTCOME_OK:
+        report->error[0] = 0;
+        break;
+    case OQ_OUTCOME_RETRY:
+    case OQ_OUTCOME_FAIL:
+        report->result = OQ_RESULT_NONE;
+        if (report->error[0] == 0)
+            oq_report_fail(report, "the %s handler reported %s without a message", type,
+                           oq_proto_outcome_name(report->outcome));
+        break;
+    default:
+        oq_report_fail(report, "the %s handler returned without reporting an outcome", type);
+        break;
+    }
+}
+
+static void s_execute(const oq_registry_t *registry, const s_request_t *request,
+                      const void *payload, size_t payload_len, oq_job_done_t *done)
+{
+    memset(done, 0, sizeof *done);
+    done->id = request->id;
+    done->attempt = request->attempt;
+
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    size_t offset = 0;
+    oq_handler_fn fn;
+    void *state;
+    if (msgpack_unpack_next(&unpacked, payload, payload_len, &offset) != MSGPACK_UNPACK_SUCCESS ||
+        unpacked.data.type != MSGPACK_OBJECT_MAP) {
+        oq_report_fail(&done->report, "the job's payload is not a msgpack map");
+    } else if (oq_registry_find(registry, request->type, &fn, &state) < 0) {
+        oq_report_fail(&done->report, "no handler for job type %s", request->type);
+    } else {
+        oq_job_t job = {
+            .id = request->id,
+            .type = request->type,
+            .queue = request->queue,
+            .attempt = request->attempt,
+            .max_tries = request->max_tries,
+            .timeout_ms = request->timeout_ms,
+            .payload = &unpacked.data,
+        };
+        int64_t started_us = oq_clock_mono_us();
+        fn(&job, state, &done->report);
+        done->elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+        s_check_report(&done->report, request->type);
+    }
+    msgpack_unpacked_destroy(&unpacked);
+}
+
+static int s_recv(void *socket, zmq_msg_t *msg)
+{
+    while (zmq_msg_recv(msg, socket, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
+static void *s_run(void *arg)
+{
+    oq_job_thread_t *self = arg;
+    void *pipe = zmq_socket(self->ctx, ZMQ_PAIR);
+    assert(pipe);
+    int rc = zmq_connect(pipe, S_ENDPOINT);
+    assert(rc == 0);
+    (void)rc;
+    for (;;) {
+        zmq_msg_t header, payload;
+        zmq_msg_init(&header);
+        if (s_recv(pipe, &header) < 0 || zmq_msg_size(&header) == 0) {
+            zmq_msg_close(&header);
+            break;
+        }
+        /* Both frames come from oq_job_thread_start in this process. */
+        assert(zmq_msg_size(&header) == sizeof(s_request_t) && zmq_msg_more(&header));
+        s_request_t request;
+        memcpy(&request, zmq_msg_data(&header), sizeof request);
+        zmq_msg_close(&header);
+        zmq_msg_init(&payload);
+        if (s_recv(pipe, &payload) < 0) {
+            zmq_msg_close(&payload);
+            break;
+        }
+        oq_job_done_t done;
+        s_execute(self->registry, &request, zmq_msg_data(&payload), zmq_msg_size(&payload), &done);
+        zmq_msg_close(&payload);
+        while (zmq_send(pipe, &done, sizeof done, 0) < 0 && errno == EINTR)
+            ;
+    }
+    zmq_close(pipe);
+    return NULL;
+}
+
+oq_job_thread_t *oq_job_thread_new(oq_registry_t **registry_p)
+{
+    assert(registry_p && *registry_p);
+    oq_job_thread_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->ctx = zmq_ctx_new();
+    if (!self->ctx) {
+        free(self);
+        return NULL;
+    }
+    /* inproc needs no I/O thread. */
+    zmq_ctx_set(self->ctx, ZMQ_IO_THREADS, 0);
+    self->pipe = zmq_socket(self->ctx, ZMQ_PAIR);
+    if (!self->pipe || zmq_bind(self->pipe, S_ENDPOINT) < 0) {
+        oq_error("job thread: cannot open its pipe: %s", zmq_strerror(errno));
+        if (self->pipe)
+            zmq_close(self->pipe);
+        zmq_ctx_term(self->ctx);
+        free(self);
+        return NULL;
+    }
+    self->registry = *registry_p;
+    *registry_p = NULL;
+    if (pthread_create(&self->thread, NULL, s_run, self) != 0) {
+        oq_error("job thread: cannot start the thread");
+        *registry_p = self->registry;
+        zmq_close(self->pipe);
+        zmq_ctx_term(self->ctx);
+        free(self);
+        return NULL;
+    }
+    pthread_setname_np(self->thread, "onceq-job");
+    return self;
+}
+
+void oq_job_thread_destroy(oq_job_thread_t **self_p)
+{
+    assert(self_p);
+    oq_job_thread_t *self = *self_p;
+    if (!self)
+        return;
+    while (zmq_send(self->pipe, "", 0, 0) < 0 && errno == EINTR)
+        ;
+    pthread_join(self->thread, NULL);
+    zmq_close(self->pipe);
+    zmq_ctx_term(self->ctx);
+    oq_registry_destroy(&self->registry);
+    free(self);
+    *self_p = NULL;
+}
+
+void *oq_job_thread_socket(oq_job_thread_t *self)
+{
+    assert(self);
+    return self->pipe;
+}
+
+int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
+{
+    assert(self);
+    assert(job);
+    s_request_t request;
+    memset(&request, 0, sizeof request);
+    request.id = job->id;
+    request.attempt = job->attempt;
+    request.max_tries = job->has_max_tries ? job->max_tries : OQ_DEFAULT_MAX_TRIES;
+    request.timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
+    oq_str_copy(job->type, request.type, sizeof request.type);
+    oq_str_copy(job->queue.ptr ? job->queue : oq_str(OQ_DEFAULT_QUEUE), request.queue,
+                sizeof request.queue);
+    /* The codec always gives at least an empty map; a job built by hand
+       without a payload means the same. */
+    static const uint8_t empty_map = 0x80;
+    const void *payload = job->payload_len ? (const void *)job->payload : &empty_map;
+    size_t payload_len = job->payload_len ? job->payload_len : sizeof empty_map;
+    if (zmq_send(self->pipe, &request, sizeof request, ZMQ_SNDMORE) < 0 ||
+        zmq_send(self->pipe, payload, payload_len, 0) < 0) {
+        oq_error("job thread: cannot hand over job %llu: %s", (unsigned long long)job->id,
+                 zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done)
+{
+    assert(self);
+    int n = zmq_recv(self->pipe, done, sizeof *done, ZMQ_DONTWAIT);
+    if (n < 0)
+        return -1;
+    assert((size_t)n == sizeof *done);
+    return 0;
+}

@@ -1,0 +1,94 @@
+/*  registry.c: job type -> handler. A flat array searched in order: a worker
+    registers a handful of handlers, and one lookup per job costs nothing next
+    to the job itself. The registry is filled before the job thread starts and
+    only read after that, so it needs no lock. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onceq/log.h"
+#include "onceq/worker.h"
+#include "worker_limits.h"
+
+typedef struct {
+    char type[OQ_MAX_NAME_LEN + 1]; /* the job type, NUL-terminated */
+    oq_handler_fn fn;
+    void *state; /* handed to fn; used only on the job thread */
+} s_entry_t;
+
+struct oq_registry {
+    s_entry_t *entries; /* in registration order */
+    size_t count;
+    size_t capacity;
+};
+
+oq_registry_t *oq_registry_new(void)
+{
+    oq_registry_t *self = calloc(1, sizeof *self);
+    assert(self);
+    return self;
+}
+
+void oq_registry_destroy(oq_registry_t **self_p)
+{
+    assert(self_p);
+    oq_registry_t *self = *self_p;
+    if (!self)
+        return;
+    free(self->entries);
+    free(self);
+    *self_p = NULL;
+}
+
+static s_entry_t *s_lookup(const oq_registry_t *self, const char *type)
+{
+    for (size_t i = 0; i < self->count; i++)
+        if (strcmp(self->entries[i].type, type) == 0)
+            return &self->entries[i];
+    return NULL;
+}
+
+int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, void *state)
+{
+    assert(self);
+    assert(fn);
+    if (!type || !oq_proto_name_valid(type, strlen(type))) {
+        oq_error("cannot register handler \"%s\": a job type is 1 to %d characters of "
+                 "A-Z a-z 0-9 _ . : -",
+                 type ? type : "(null)", OQ_MAX_NAME_LEN);
+        return -1;
+    }
+    if (s_lookup(self, type)) {
+        oq_error("cannot register handler \"%s\": the type has a handler already", type);
+        return -1;
+    }
+    if (self->count == OQ_WORKER_MAX_HANDLERS) {
+        oq_error("cannot register handler \"%s\": a registry holds at most %d", type,
+                 OQ_WORKER_MAX_HANDLERS);
+        return -1;
+    }
+    if (self->count == self->capacity) {
+        size_t capacity = self->capacity ? self->capacity * 2 : 8;
+        s_entry_t *entries = realloc(self->entries, capacity * sizeof *entries);
+        assert(entries);
+        self->entries = entries;
+        self->capacity = capacity;
+    }
+    s_entry_t *entry = &self->entries[self->count++];
+    strcpy(entry->type, type); /* fits: checked by oq_proto_name_valid */
+    entry->fn = fn;
+    entry->state = state;
+    return 0;
+}
+
+int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn, void **state)
+{
+    assert(self);
+    const s_entry_t *entry = type ? s_lookup(self, type) : NULL;
+    if (!entry)
+        return -1;
+    *fn = entry->fn;
+    if (state)
+        *state = entry->state;
+    return 0;
+}

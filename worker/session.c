@@ -1,0 +1,511 @@
+/*  session.c: the worker's protocol state machine (see session.h). Events
+    change the state through s_set_link and s_set_job only, and queue actions
+    for the worker loop to carry out. Nothing here blocks, reads the clock or
+    does I/O beyond logging. */
+#include "session.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onceq/limits.h"
+#include "onceq/log.h"
+
+/* Actions one event can queue: connect, ready, ack, disconnect and exit are
+   the most (a job that finishes while stopping and disconnected); the rest
+   is headroom. */
+#define S_ACTIONS_MAX 16
+
+typedef enum {
+    S_JOB_IDLE,    /* no job: credit 1 is out (unless stopping) */
+    S_JOB_RUNNING, /* one job on the job thread */
+} s_job_t;
+
+typedef enum {
+    S_ACK_NONE, /* nothing owed */
+    S_ACK_OWED, /* made but not sent on the current link */
+    S_ACK_SENT, /* sent, but the broker has not been heard from since */
+} s_ack_t;
+
+struct oq_session {
+    oq_link_state_t link;
+    s_job_t job;
+    uint32_t heartbeat_ms; /* ours until welcome, then the broker's */
+    uint32_t liveness;     /* likewise */
+    int64_t heard_ms;      /* last message from the broker, or the link's start */
+    int64_t sent_ms;       /* last message to the broker */
+    int64_t reconnect_ms;  /* link down: when to open the next socket */
+    int64_t backoff_ms;    /* delay before the reconnect after the next loss */
+    bool draining;         /* stopping: take no job, offer no credit */
+    bool exiting;          /* exit queued: every later event is ignored */
+
+    /* The running job, as the watchdog and the log need it. */
+    uint64_t job_id;
+    uint32_t job_attempt;
+    char job_type[OQ_MAX_NAME_LEN + 1];
+    int64_t job_timeout_ms;
+    int64_t job_started_ms;
+    int64_t job_deadline_ms; /* moved on by stalls */
+
+    /* The ack owed; at most one, since there is one job at a time. */
+    s_ack_t ack_state;
+    bool ack_returns_credit; /* false for a delivery refused while busy */
+    oq_ack_msg_t ack;        /* credit is filled in when it is sent */
+    char ack_error[OQ_MAX_ERROR_LEN + 1];
+
+    oq_action_t actions[S_ACTIONS_MAX]; /* ring of queued actions */
+    size_t action_head, action_count;
+};
+
+static int64_t s_min(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ---- state transitions -------------------------------------------------- */
+
+/* Every change of the link goes through here: DOWN -> REGISTERING (a new
+   socket), REGISTERING -> UP (welcome), UP -> REGISTERING (the broker asked
+   for a new ready), REGISTERING or UP -> DOWN (lost). */
+static void s_set_link(oq_session_t *self, oq_link_state_t to)
+{
+    switch (to) {
+    case OQ_LINK_DOWN:
+        assert(self->link != OQ_LINK_DOWN);
+        break;
+    case OQ_LINK_REGISTERING:
+        assert(self->link != OQ_LINK_REGISTERING);
+        break;
+    case OQ_LINK_UP:
+        assert(self->link == OQ_LINK_REGISTERING);
+        break;
+    }
+    self->link = to;
+}
+
+/* IDLE -> RUNNING on a delivery, RUNNING -> IDLE on the job thread's report.
+   (A job that overran is never idle again: the process exits.) */
+static void s_set_job(oq_session_t *self, s_job_t to)
+{
+    assert(self->job != to);
+    self->job = to;
+}
+
+/* ---- actions ------------------------------------------------------------ */
+
+static oq_action_t *s_push(oq_session_t *self, oq_action_kind_t kind)
+{
+    assert(self->action_count < S_ACTIONS_MAX);
+    oq_action_t *action =
+        &self->actions[(self->action_head + self->action_count++) % S_ACTIONS_MAX];
+    memset(action, 0, sizeof *action);
+    action->kind = kind;
+    return action;
+}
+
+static void s_send(oq_session_t *self, oq_cmd_t cmd, int64_t now_ms)
+{
+    s_push(self, OQ_ACTION_SEND)->cmd = cmd;
+    self->sent_ms = now_ms;
+}
+
+/* The credit a ready offers: one job, if the worker has none, owes no ack
+   that will give the credit back itself, and is not stopping. */
+static uint32_t s_free_credit(const oq_session_t *self)
+{
+    bool ack_will_return = self->ack_state == S_ACK_OWED && self->ack_returns_credit;
+    return self->job == S_JOB_IDLE && !self->draining && !ack_will_return ? 1 : 0;
+}
+
+static void s_send_ready(oq_session_t *self, int64_t now_ms)
+{
+    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+    action->cmd = OQ_CMD_READY;
+    action->credit = s_free_credit(self);
+    self->sent_ms = now_ms;
+}
+
+static void s_send_ack(oq_session_t *self, int64_t now_ms)
+{
+    assert(self->ack_state != S_ACK_NONE);
+    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+    action->cmd = OQ_CMD_ACK;
+    action->ack = self->ack;
+    action->ack.credit = self->ack_returns_credit && !self->draining ? 1 : 0;
+    action->ack.error = oq_str(self->ack_error);
+    self->ack_state = S_ACK_SENT;
+    self->sent_ms = now_ms;
+}
+
+/* Record the ack of one delivery and send it if there is a link; if there is
+   none it goes out on the next one. */
+static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, oq_outcome_t outcome,
+                      oq_result_t result, const char *error, bool returns_credit, int64_t now_ms)
+{
+    memset(&self->ack, 0, sizeof self->ack);
+    self->ack.id = id;
+    self->ack.attempt = attempt;
+    self->ack.outcome = outcome;
+    self->ack.result = result;
+    snprintf(self->ack_error, sizeof self->ack_error, "%s", error ? error : "");
+    self->ack_returns_credit = returns_credit;
+    self->ack_state = S_ACK_OWED;
+    if (self->link != OQ_LINK_DOWN)
+        s_send_ack(self, now_ms);
+}
+
+/* A fresh socket: a new identity the broker has never seen, so ready comes
+   first, then whatever ack is still owed. */
+static void s_connect(oq_session_t *self, int64_t now_ms)
+{
+    s_push(self, OQ_ACTION_CONNECT);
+    s_set_link(self, OQ_LINK_REGISTERING);
+    self->heard_ms = now_ms; /* the broker gets a full liveness period to answer */
+    s_send_ready(self, now_ms);
+    if (self->ack_state == S_ACK_OWED)
+        s_send_ack(self, now_ms);
+}
+
+static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
+{
+    s_push(self, OQ_ACTION_CLOSE);
+    s_set_link(self, OQ_LINK_DOWN);
+    /* The close drops what the socket still held: an ack not yet confirmed
+       may be among it. */
+    if (self->ack_state == S_ACK_SENT)
+        self->ack_state = S_ACK_OWED;
+    self->reconnect_ms = now_ms + self->backoff_ms;
+    oq_warn("%s; reconnecting in %lld ms", why, (long long)self->backoff_ms);
+    self->backoff_ms *= 2;
+    if (self->backoff_ms > OQ_RECONNECT_MAX_MS)
+        self->backoff_ms = OQ_RECONNECT_MAX_MS;
+}
+
+/* Leave: deliver what is owed as well as can be done within the socket's
+   linger, tell the broker, and queue the exit. */
+static void s_exit(oq_session_t *self, int status, int64_t now_ms)
+{
+    if (self->link == OQ_LINK_DOWN && self->ack_state == S_ACK_OWED)
+        s_connect(self, now_ms);
+    if (self->link != OQ_LINK_DOWN)
+        s_send(self, OQ_CMD_DISCONNECT, now_ms);
+    s_push(self, OQ_ACTION_EXIT)->status = status;
+    self->exiting = true;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
+{
+    assert(config);
+    assert(config->heartbeat_ms > 0 && config->liveness > 0);
+    oq_session_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->link = OQ_LINK_DOWN;
+    self->job = S_JOB_IDLE;
+    self->heartbeat_ms = config->heartbeat_ms;
+    self->liveness = config->liveness;
+    self->reconnect_ms = now_ms; /* connect on the first tick */
+    self->backoff_ms = OQ_RECONNECT_MIN_MS;
+    return self;
+}
+
+void oq_session_destroy(oq_session_t **self_p)
+{
+    assert(self_p);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+/* Any message proves the broker alive. It also settles an ack sent before
+   it: not a proof that the ack was read (the two can cross on the wire),
+   but a broker that dies in that instant gives the lease back and the job
+   runs again, which at-least-once allows. Waiting for proof instead would
+   resend every ack after every reconnect. */
+static void s_heard(oq_session_t *self, int64_t now_ms)
+{
+    self->heard_ms = now_ms;
+    if (self->ack_state == S_ACK_SENT)
+        self->ack_state = S_ACK_NONE;
+}
+
+/* A delivery the worker will not run: it has a job already or is stopping.
+   The broker never sends more than the credit, so this is its bug or a
+   doubled credit; a retry ack hands the job back without keeping the
+   credit. */
+static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, int64_t now_ms)
+{
+    assert(self->ack_state == S_ACK_NONE); /* s_heard settled a sent one */
+    char why[128];
+    if (self->job == S_JOB_RUNNING)
+        snprintf(why, sizeof why,
+                 "worker is busy with job %llu: the broker sent more jobs than "
+                 "its credit",
+                 (unsigned long long)self->job_id);
+    else
+        snprintf(why, sizeof why, "worker is stopping");
+    oq_warn("refusing delivery id=%llu: %s", (unsigned long long)id, why);
+    s_owe_ack(self, id, attempt, OQ_OUTCOME_RETRY, OQ_RESULT_NONE, why, false, now_ms);
+}
+
+static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
+{
+    if (self->job == S_JOB_RUNNING || self->draining) {
+        s_refuse(self, job->id, job->attempt, now_ms);
+        return;
+    }
+    s_set_job(self, S_JOB_RUNNING);
+    self->job_id = job->id;
+    self->job_attempt = job->attempt;
+    oq_str_copy(job->type, self->job_type, sizeof self->job_type);
+    self->job_timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
+    self->job_started_ms = now_ms;
+    self->job_deadline_ms = now_ms + self->job_timeout_ms;
+    s_push(self, OQ_ACTION_START_JOB);
+}
+
+void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms)
+{
+    assert(self);
+    assert(msg);
+    if (self->exiting || self->link == OQ_LINK_DOWN)
+        return;
+    s_heard(self, now_ms);
+    switch (msg->cmd) {
+    case OQ_CMD_WELCOME:
+        self->heartbeat_ms = msg->heartbeat_ms;
+        self->liveness = msg->liveness;
+        self->backoff_ms = OQ_RECONNECT_MIN_MS;
+        if (self->link == OQ_LINK_REGISTERING) {
+            s_set_link(self, OQ_LINK_UP);
+            oq_info("registered with the broker (heartbeat %u ms, liveness %u)", self->heartbeat_ms,
+                    self->liveness);
+        }
+        break;
+    case OQ_CMD_JOB:
+        s_on_job(self, &msg->job, now_ms);
+        break;
+    case OQ_CMD_HEARTBEAT:
+        break;
+    case OQ_CMD_RECONNECT:
+        /* Before welcome a reconnect answers something sent before our
+           ready (a heartbeat, an ack): the ready is already on its way, and
+           a second one would add a second credit. */
+        if (self->link == OQ_LINK_REGISTERING) {
+            oq_debug("ignoring a reconnect sent before our ready");
+            break;
+        }
+        oq_info("the broker asked us to register again (%.*s)", (int)msg->err_text.len,
+                msg->err_text.ptr ? msg->err_text.ptr : "");
+        s_set_link(self, OQ_LINK_REGISTERING);
+        s_send_ready(self, now_ms);
+        break;
+    case OQ_CMD_ERROR:
+        oq_warn("broker error %s: %.*s", oq_proto_err_name(msg->err_code), (int)msg->err_text.len,
+                msg->err_text.ptr ? msg->err_text.ptr : "");
+        break;
+    default:
+        oq_warn("ignoring an unexpected \"%s\" from the broker", oq_proto_cmd_name(msg->cmd));
+        break;
+    }
+}
+
+void oq_session_on_garbage(oq_session_t *self, int64_t now_ms)
+{
+    assert(self);
+    if (!self->exiting && self->link != OQ_LINK_DOWN)
+        s_heard(self, now_ms);
+}
+
+void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, const char *reason,
+                           int64_t now_ms)
+{
+    assert(self);
+    if (self->exiting || self->link == OQ_LINK_DOWN)
+        return;
+    s_heard(self, now_ms);
+    if (self->job == S_JOB_RUNNING || self->draining) {
+        s_refuse(self, id, attempt, now_ms);
+        return;
+    }
+    char error[OQ_MAX_ERROR_LEN + 1];
+    snprintf(error, sizeof error, "the worker could not decode the job: %s", reason);
+    oq_warn("job %llu failed: %s", (unsigned long long)id, error);
+    s_owe_ack(self, id, attempt, OQ_OUTCOME_FAIL, OQ_RESULT_NONE, error, true, now_ms);
+}
+
+void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms)
+{
+    assert(self);
+    assert(done);
+    if (self->exiting)
+        return;
+    assert(self->job == S_JOB_RUNNING && done->id == self->job_id);
+    s_set_job(self, S_JOB_IDLE);
+    const oq_report_t *report = &done->report;
+    /* The one line per job that operators and tests read. */
+    oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
+            self->job_type, done->attempt, oq_proto_outcome_name(report->outcome),
+            (long long)done->elapsed_ms);
+    if (report->outcome != OQ_OUTCOME_OK)
+        oq_warn("job %llu %s: %s", (unsigned long long)done->id,
+                oq_proto_outcome_name(report->outcome), report->error);
+    s_owe_ack(self, done->id, done->attempt, report->outcome, report->result, report->error, true,
+              now_ms);
+    if (self->draining)
+        s_exit(self, 0, now_ms);
+}
+
+void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
+{
+    assert(self);
+    if (self->exiting)
+        return;
+    if (self->draining) {
+        oq_info("already stopping; waiting for job %llu", (unsigned long long)self->job_id);
+        return;
+    }
+    self->draining = true;
+    if (self->job == S_JOB_RUNNING)
+        oq_info("stopping after job %llu", (unsigned long long)self->job_id);
+    else
+        oq_info("stopping");
+    if (self->link != OQ_LINK_DOWN)
+        s_send(self, OQ_CMD_DRAIN, now_ms);
+    if (self->job == S_JOB_IDLE)
+        s_exit(self, 0, now_ms);
+}
+
+void oq_session_on_send_error(oq_session_t *self, int64_t now_ms)
+{
+    assert(self);
+    if (!self->exiting && self->link != OQ_LINK_DOWN)
+        s_lose_link(self, "cannot send to the broker", now_ms);
+}
+
+void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms)
+{
+    assert(self);
+    assert(stalled_ms >= 0);
+    /* Short stalls happen on a busy machine; only one that could have cost
+       the link is worth an operator's attention. */
+    oq_log(stalled_ms >= self->heartbeat_ms ? OQ_LOG_INFO : OQ_LOG_DEBUG,
+           "the process did not run for up to %lld ms (stopped or starved); deadlines move on "
+           "by as much",
+           (long long)stalled_ms);
+    /* Never further than a fresh start now: a message or a job that came
+       in after the stall was not stalled. */
+    self->heard_ms = s_min(self->heard_ms + stalled_ms, now_ms);
+    if (self->job == S_JOB_RUNNING)
+        self->job_deadline_ms =
+            s_min(self->job_deadline_ms + stalled_ms, now_ms + self->job_timeout_ms);
+}
+
+/* The handler overran: report it and leave. The handler's thread cannot be
+   cancelled safely, so the process exits and its supervisor starts a fresh
+   one. */
+static void s_watchdog(oq_session_t *self, int64_t now_ms)
+{
+    double timeout_s = (double)self->job_timeout_ms / 1000.0;
+    oq_info("job %llu type=%s attempt=%u outcome=timeout ms=%lld", (unsigned long long)self->job_id,
+            self->job_type, self->job_attempt, (long long)(now_ms - self->job_started_ms));
+    oq_error("job %llu: the %s handler ran past its timeout of %g s; exiting with status %d",
+             (unsigned long long)self->job_id, self->job_type, timeout_s, OQ_EXIT_TIMEOUT);
+    char error[OQ_MAX_ERROR_LEN + 1];
+    snprintf(error, sizeof error, "handler ran past its timeout of %g s", timeout_s);
+    self->draining = true;
+    s_owe_ack(self, self->job_id, self->job_attempt, OQ_OUTCOME_TIMEOUT, OQ_RESULT_NONE, error,
+              false, now_ms);
+    s_exit(self, OQ_EXIT_TIMEOUT, now_ms);
+}
+
+void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
+{
+    assert(self);
+    if (self->exiting)
+        return;
+    if (self->job == S_JOB_RUNNING && now_ms >= self->job_deadline_ms) {
+        s_watchdog(self, now_ms);
+        return;
+    }
+    int64_t silence_ms = (int64_t)self->liveness * self->heartbeat_ms;
+    switch (self->link) {
+    case OQ_LINK_DOWN:
+        if (now_ms >= self->reconnect_ms)
+            s_connect(self, now_ms);
+        break;
+    case OQ_LINK_REGISTERING:
+    case OQ_LINK_UP:
+        if (now_ms - self->heard_ms >= silence_ms) {
+            char why[96];
+            snprintf(why, sizeof why, "the broker has been silent for %lld ms",
+                     (long long)(now_ms - self->heard_ms));
+            s_lose_link(self, why, now_ms);
+        } else if (self->link == OQ_LINK_UP && now_ms - self->sent_ms >= self->heartbeat_ms) {
+            /* Before welcome the broker does not know us yet: a heartbeat
+               would only earn a reconnect. */
+            s_send(self, OQ_CMD_HEARTBEAT, now_ms);
+        }
+        break;
+    }
+}
+
+int oq_session_next(oq_session_t *self, oq_action_t *action)
+{
+    assert(self);
+    if (self->action_count == 0)
+        return -1;
+    *action = self->actions[self->action_head];
+    self->action_head = (self->action_head + 1) % S_ACTIONS_MAX;
+    self->action_count--;
+    return 0;
+}
+
+int64_t oq_session_deadline(const oq_session_t *self)
+{
+    assert(self);
+    int64_t deadline = INT64_MAX;
+    if (self->exiting)
+        return deadline;
+    if (self->job == S_JOB_RUNNING)
+        deadline = self->job_deadline_ms;
+    int64_t silence_ms = (int64_t)self->liveness * self->heartbeat_ms;
+    switch (self->link) {
+    case OQ_LINK_DOWN:
+        deadline = s_min(deadline, self->reconnect_ms);
+        break;
+    case OQ_LINK_REGISTERING:
+        deadline = s_min(deadline, self->heard_ms + silence_ms);
+        break;
+    case OQ_LINK_UP:
+        deadline = s_min(deadline, self->heard_ms + silence_ms);
+        deadline = s_min(deadline, self->sent_ms + self->heartbeat_ms);
+        break;
+    }
+    return deadline;
+}
+
+oq_link_state_t oq_session_link(const oq_session_t *self)
+{
+    assert(self);
+    return self->link;
+}
+
+bool oq_session_busy(const oq_session_t *self)
+{
+    assert(self);
+    return self->job == S_JOB_RUNNING;
+}
+
+bool oq_session_exiting(const oq_session_t *self)
+{
+    assert(self);
+    return self->exiting;
+}
+
+uint32_t oq_session_heartbeat_ms(const oq_session_t *self)
+{
+    assert(self);
+    return self->heartbeat_ms;
+}

@@ -1,0 +1,106 @@
+/*  session.h: the worker's side of the protocol (docs/protocol.md §6) as a
+    state machine that reads no clock and touches no socket. The worker loop
+    feeds it events (a broker message, a finished job, a signal, the time) with
+    the current time and carries out the actions it queues: connect, send,
+    start the job, close, exit. So every decision (when to heartbeat, when the
+    broker is dead, what credit to offer, which ack to send again, when the
+    watchdog fires) is tested with a clock moved by hand.
+
+    Two states: the link to the broker (oq_link_state_t) and the job (idle or
+    running). The rules they keep:
+    - exactly one credit out: ready offers 1 only when idle with no ack owed,
+      and the ack of each job gives the credit back;
+    - an ack is owed until the broker has been heard from after it was sent;
+      one still owed when the link goes down is sent again on the next link
+      (acks are idempotent);
+    - time the process did not run is neither broker silence nor handler
+      time (oq_session_on_stall). */
+#ifndef ONCEQ_WORKER_SESSION_H
+#define ONCEQ_WORKER_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "job_thread.h"
+#include "onceq/proto.h"
+
+typedef enum {
+    OQ_LINK_DOWN,        /* no socket; a new one is opened at the reconnect time */
+    OQ_LINK_REGISTERING, /* ready sent, welcome not yet received */
+    OQ_LINK_UP,          /* registered: heartbeats flow both ways */
+} oq_link_state_t;
+
+typedef enum {
+    OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
+    OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
+    OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack) */
+    OQ_ACTION_START_JOB, /* hand the job just received to the job thread */
+    OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
+} oq_action_kind_t;
+
+typedef struct {
+    oq_action_kind_t kind;
+    oq_cmd_t cmd;     /* SEND: ready, heartbeat, ack, drain or disconnect */
+    uint32_t credit;  /* SEND ready */
+    oq_ack_msg_t ack; /* SEND ack; ack.error is borrowed until the next event */
+    int status;       /* EXIT: the process exit status */
+} oq_action_t;
+
+typedef struct {
+    uint32_t heartbeat_ms; /* until the broker's welcome says otherwise */
+    uint32_t liveness;     /* heartbeats of silence that make the broker dead */
+} oq_session_config_t;
+
+typedef struct oq_session oq_session_t;
+
+/* A session with no link; its first action (on the first tick) is to
+   connect. */
+oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms);
+
+/* Free the session and set *self_p to NULL. */
+void oq_session_destroy(oq_session_t **self_p);
+
+/* A decoded message from the broker. A job in it may be started. */
+void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms);
+
+/* A frame from the broker that did not decode: still a sign of life. */
+void oq_session_on_garbage(oq_session_t *self, int64_t now_ms);
+
+/* A job the worker could not decode but whose id and attempt it read: it
+   counts as done with outcome fail and reason as the error. */
+void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, const char *reason,
+                           int64_t now_ms);
+
+/* The job thread's report on the running job. */
+void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms);
+
+/* SIGTERM or SIGINT: take nothing new, finish the job, ack, exit 0. */
+void oq_session_on_signal(oq_session_t *self, int64_t now_ms);
+
+/* A message could not be queued on the socket: the link is treated as lost. */
+void oq_session_on_send_error(oq_session_t *self, int64_t now_ms);
+
+/* The process may not have run for up to stalled_ms before now_ms (the
+   loop found that much time it cannot account for). The broker's silence
+   and the handler's time limit are counted from later by as much, but never
+   from later than now. */
+void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms);
+
+/* Time has passed: heartbeat, declare the broker dead, reconnect, or fire
+   the watchdog, as due. */
+void oq_session_on_tick(oq_session_t *self, int64_t now_ms);
+
+/* Take the next queued action: 0 with *action filled, -1 if none is queued.
+   The worker carries out every action before the next event. */
+int oq_session_next(oq_session_t *self, oq_action_t *action);
+
+/* The time of the next tick that has something to do (INT64_MAX if none). */
+int64_t oq_session_deadline(const oq_session_t *self);
+
+/* State, for the worker's logs and for tests. */
+oq_link_state_t oq_session_link(const oq_session_t *self);
+bool oq_session_busy(const oq_session_t *self);
+bool oq_session_exiting(const oq_session_t *self);
+uint32_t oq_session_heartbeat_ms(const oq_session_t *self);
+
+#endif

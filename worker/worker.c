@@ -1,0 +1,328 @@
+/*  worker.c: the worker's main thread. One loop turn: poll the signalfd, the
+    job thread's pipe and the broker socket until the session's next deadline;
+    read everything that came from the broker, then the job thread's report,
+    then signals; then let the session act on the time. Reading before acting
+    on the time matters after the process was stopped (SIGSTOP): what the
+    broker sent meanwhile is proof of life and must be seen before the broker
+    is declared dead; and the time the process was stopped is not held
+    against the broker or the handler (oq_session_on_stall). */
+#include "worker.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "job_thread.h"
+#include "onceq/clock.h"
+#include "onceq/limits.h"
+#include "onceq/log.h"
+#include "session.h"
+#include "worker_limits.h"
+
+typedef struct {
+    const oq_worker_config_t *config;
+    const oq_clock_t *clock;
+    void *ctx;             /* the broker socket's context (see job_thread.h) */
+    void *socket;          /* DEALER to the broker; NULL while the link is down */
+    oq_job_thread_t *jobs; /* runs the handlers */
+    oq_session_t *session; /* decides; this module only carries out */
+    int signal_fd;         /* SIGTERM and SIGINT */
+    const oq_msg_t *msg;   /* the broker message being handled, for START_JOB */
+    bool finished;         /* the loop ends; status is the exit status */
+    int status;
+} s_worker_t;
+
+static void s_act(s_worker_t *self);
+
+static int64_t s_now(const s_worker_t *self)
+{
+    return oq_clock_now_ms(self->clock);
+}
+
+static void s_open(s_worker_t *self)
+{
+    assert(!self->socket);
+    int linger_ms = 0; /* a socket closed on a lost link drops what it held */
+    self->socket = zmq_socket(self->ctx, ZMQ_DEALER);
+    if (!self->socket || zmq_setsockopt(self->socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms) ||
+        zmq_connect(self->socket, self->config->endpoint) < 0) {
+        oq_error("cannot connect to %s: %s", self->config->endpoint, zmq_strerror(errno));
+        if (self->socket)
+            zmq_close(self->socket);
+        self->socket = NULL;
+        self->finished = true;
+        self->status = OQ_EXIT_BROKEN;
+        return;
+    }
+    oq_info("connecting to %s", self->config->endpoint);
+}
+
+static void s_close(s_worker_t *self)
+{
+    if (self->socket)
+        zmq_close(self->socket);
+    self->socket = NULL;
+}
+
+static void s_send(s_worker_t *self, const oq_action_t *action)
+{
+    assert(self->socket);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    switch (action->cmd) {
+    case OQ_CMD_READY:
+        oq_proto_encode_ready(&buf, action->credit, self->config->name, (uint32_t)getpid());
+        break;
+    case OQ_CMD_ACK:
+        oq_proto_encode_ack(&buf, &action->ack);
+        break;
+    default:
+        oq_proto_encode_simple(&buf, action->cmd, -1);
+        break;
+    }
+    if (zmq_send(self->socket, buf.data, buf.size, ZMQ_DONTWAIT) < 0) {
+        oq_warn("cannot send %s to the broker: %s", oq_proto_cmd_name(action->cmd),
+                zmq_strerror(errno));
+        oq_session_on_send_error(self->session, s_now(self));
+    } else {
+        oq_debug("sent %s", oq_proto_cmd_name(action->cmd));
+    }
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void s_start_job(s_worker_t *self)
+{
+    assert(self->msg && self->msg->cmd == OQ_CMD_JOB);
+    if (oq_job_thread_start(self->jobs, &self->msg->job) == 0)
+        return;
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = self->msg->job.id;
+    done.attempt = self->msg->job.attempt;
+    oq_report_retry(&done.report, "the worker could not hand the job to its job thread");
+    oq_session_on_done(self->session, &done, s_now(self));
+}
+
+/* Stop talking to the broker: give the last messages up to the linger time
+   to leave (terminating the context waits for exactly that), then exit or
+   end the loop. */
+static void s_exit(s_worker_t *self, int status)
+{
+    if (self->socket) {
+        int linger_ms = OQ_WORKER_LINGER_MS;
+        zmq_setsockopt(self->socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+        s_close(self);
+    }
+    while (zmq_ctx_term(self->ctx) < 0 && errno == EINTR)
+        ;
+    self->ctx = NULL;
+    oq_info("exiting with status %d", status);
+    if (status == OQ_EXIT_TIMEOUT) {
+        /* The job thread is still inside the handler and cannot be joined;
+           nothing else needs cleaning up in a process that ends now. */
+        _exit(status);
+    }
+    self->finished = true;
+    self->status = status;
+}
+
+static void s_act(s_worker_t *self)
+{
+    oq_action_t action;
+    while (!self->finished && oq_session_next(self->session, &action) == 0) {
+        switch (action.kind) {
+        case OQ_ACTION_CONNECT:
+            s_open(self);
+            break;
+        case OQ_ACTION_CLOSE:
+            s_close(self);
+            break;
+        case OQ_ACTION_SEND:
+            s_send(self, &action);
+            break;
+        case OQ_ACTION_START_JOB:
+            s_start_job(self);
+            break;
+        case OQ_ACTION_EXIT:
+            s_exit(self, action.status);
+            break;
+        }
+    }
+}
+
+/* The id and attempt of a job whose envelope did not decode, if they can be
+   read: then the job can be failed instead of waiting for its lease. */
+static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt)
+{
+    const msgpack_object *job = oq_proto_map_get(&msg->root, "job");
+    const msgpack_object *o_id = oq_proto_map_get(job, "id");
+    const msgpack_object *o_attempt = oq_proto_map_get(job, "attempt");
+    if (!o_id || o_id->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o_id->via.u64 == 0 ||
+        !o_attempt || o_attempt->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        o_attempt->via.u64 == 0 || o_attempt->via.u64 > UINT32_MAX)
+        return -1;
+    *id = o_id->via.u64;
+    *attempt = (uint32_t)o_attempt->via.u64;
+    return 0;
+}
+
+static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
+{
+    oq_msg_t msg;
+    oq_err_t code;
+    char reason[256];
+    uint64_t id;
+    uint32_t attempt;
+    int64_t now = s_now(self);
+    if (oq_proto_decode(&msg, data, size, &code, reason, sizeof reason) == 0) {
+        oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
+        self->msg = &msg;
+        oq_session_on_message(self->session, &msg, now);
+        s_act(self);
+        self->msg = NULL;
+    } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt) == 0) {
+        oq_session_on_bad_job(self->session, id, attempt, reason, now);
+        s_act(self);
+    } else {
+        oq_warn("ignoring a message from the broker that does not decode (%s): %s",
+                oq_proto_err_name(code), reason);
+        oq_session_on_garbage(self->session, now);
+    }
+    oq_proto_msg_release(&msg);
+}
+
+static void s_read_broker(s_worker_t *self)
+{
+    for (int i = 0; i < OQ_WORKER_BATCH_MSGS && self->socket && !self->finished; i++) {
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, self->socket, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            break;
+        }
+        if (zmq_msg_more(&frame)) {
+            /* The protocol is one frame per message; skip the rest whole. */
+            oq_warn("ignoring a message of more than one frame from the broker");
+            while (zmq_msg_more(&frame) && zmq_msg_recv(&frame, self->socket, 0) >= 0)
+                ;
+            oq_session_on_garbage(self->session, s_now(self));
+        } else {
+            s_handle_frame(self, zmq_msg_data(&frame), zmq_msg_size(&frame));
+        }
+        zmq_msg_close(&frame);
+    }
+}
+
+static void s_read_done(s_worker_t *self)
+{
+    oq_job_done_t done;
+    while (!self->finished && oq_job_thread_recv(self->jobs, &done) == 0) {
+        oq_session_on_done(self->session, &done, s_now(self));
+        s_act(self);
+    }
+}
+
+static void s_read_signals(s_worker_t *self)
+{
+    struct signalfd_siginfo info;
+    while (!self->finished && read(self->signal_fd, &info, sizeof info) == sizeof info) {
+        oq_info("received %s", strsignal((int)info.ssi_signo));
+        oq_session_on_signal(self->session, s_now(self));
+        s_act(self);
+    }
+}
+
+static void s_loop(s_worker_t *self)
+{
+    int64_t last_tick = s_now(self);
+    int64_t waited_ms = 0; /* of the time since last_tick, what the poll was asked to wait */
+    while (!self->finished) {
+        /* Since the last tick the loop either waited in poll, as it asked,
+           or ran, which takes a blink. Anything more means the process did
+           not run (SIGSTOP) somewhere in that time: in the wait or in the
+           reading, wherever the stop fell. All of it counts as not running,
+           so that a handler that would have finished within its timeout
+           still has the time it needs. */
+        int64_t now = s_now(self);
+        if (now - last_tick - waited_ms > OQ_WORKER_STALL_MS)
+            oq_session_on_stall(self->session, now - last_tick, now);
+        last_tick = now;
+        oq_session_on_tick(self->session, now);
+        s_act(self);
+        if (self->finished)
+            break;
+
+        int64_t before = s_now(self);
+        int64_t wait_ms = oq_session_deadline(self->session) - before;
+        if (wait_ms < 0)
+            wait_ms = 0;
+        if (wait_ms > OQ_MAX_HEARTBEAT_MS)
+            wait_ms = OQ_MAX_HEARTBEAT_MS;
+        zmq_pollitem_t items[] = {
+            {NULL, self->signal_fd, ZMQ_POLLIN, 0},
+            {oq_job_thread_socket(self->jobs), 0, ZMQ_POLLIN, 0},
+            {self->socket, 0, ZMQ_POLLIN, 0},
+        };
+        int count = self->socket ? 3 : 2;
+        if (zmq_poll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
+            oq_error("poll failed: %s", zmq_strerror(errno));
+            self->finished = true;
+            self->status = OQ_EXIT_BROKEN;
+            break;
+        }
+        /* A wait that ended early was only as long as it lasted. */
+        int64_t polled_ms = s_now(self) - before;
+        waited_ms = polled_ms < wait_ms ? polled_ms : wait_ms;
+
+        s_read_broker(self);
+        s_read_done(self);
+        s_read_signals(self);
+    }
+}
+
+int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
+{
+    assert(config && config->endpoint);
+    assert(registry_p && *registry_p);
+    s_worker_t self;
+    memset(&self, 0, sizeof self);
+    self.config = config;
+    self.clock = oq_clock_system();
+    self.status = OQ_EXIT_BROKEN;
+
+    sigset_t stop_signals, old_mask;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+    self.signal_fd = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (self.signal_fd < 0) {
+        oq_error("cannot open a signalfd: %s", strerror(errno));
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        return OQ_EXIT_BROKEN;
+    }
+    self.ctx = zmq_ctx_new();
+    self.jobs = self.ctx ? oq_job_thread_new(registry_p) : NULL;
+    if (self.jobs) {
+        oq_session_config_t session_config = {config->heartbeat_ms, OQ_DEFAULT_LIVENESS};
+        self.session = oq_session_new(&session_config, s_now(&self));
+        oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
+        s_loop(&self);
+    } else {
+        oq_error("cannot start: %s", self.ctx ? "no job thread" : zmq_strerror(errno));
+    }
+
+    s_close(&self);
+    if (self.ctx)
+        zmq_ctx_term(self.ctx);
+    oq_job_thread_destroy(&self.jobs);
+    oq_session_destroy(&self.session);
+    close(self.signal_fd);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    return self.status;
+}

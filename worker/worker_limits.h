@@ -1,0 +1,38 @@
+/*  worker_limits.h: the timers and limits only onceq-worker uses, in one
+    place and with their units in the names. The ones the protocol or other
+    parts share (reconnect backoff, exit statuses, the first restart delay)
+    live in onceq/limits.h. */
+#ifndef ONCEQ_WORKER_LIMITS_H
+#define ONCEQ_WORKER_LIMITS_H
+
+/* Handlers one registry holds. A worker registers a handful; the bound only
+   keeps a runaway registration loop from eating memory. */
+#define OQ_WORKER_MAX_HANDLERS 1024
+
+/* How long a stopping worker keeps trying to deliver its last messages (the
+   final ack, disconnect) before it exits anyway. */
+#define OQ_WORKER_LINGER_MS 1000
+
+/* Between two turns of the worker loop, this much time beyond what it asked
+   poll to wait means the process did not run (SIGSTOP, a suspended VM, a
+   starved machine). That time is neither silence from the broker nor time
+   the handler spent running, so deadlines move on by it. */
+#define OQ_WORKER_STALL_MS 50
+
+/* Broker messages read per loop turn, so a flood cannot starve the job
+   thread's report or a signal. */
+#define OQ_WORKER_BATCH_MSGS 64
+
+/* Supervisor: a worker that lived at least this long before it died gets the
+   first restart delay again; one that died sooner doubles it ... */
+#define OQ_SUPERVISOR_STABLE_MS 1000
+/* ... up to this. */
+#define OQ_SUPERVISOR_RESTART_MAX_MS 5000
+
+/* Supervisor: how long workers get to finish their jobs after SIGTERM before
+   they are killed. A worker's own watchdog ends a job at its timeout (60 s by
+   default), so this is that plus room to ack, and below systemd's default
+   stop timeout of 90 s. */
+#define OQ_SUPERVISOR_STOP_MS 75000
+
+#endif
