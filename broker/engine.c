@@ -78,6 +78,16 @@ typedef struct s_job {
     uint8_t payload[]; /* encoded msgpack map */
 } s_job_t;
 
+/* A job recently done, remembered so that an ack arriving after it (the
+   slower of two overlapping deliveries) is still attributed: it is counted
+   as ignored, and an "already_applied" in it as a duplicate the unique
+   guard absorbed. A ring of OQ_RECENT_DONE_JOBS; the oldest is forgotten. */
+typedef struct {
+    uint64_t id; /* 0: empty slot */
+    s_type_t *type;
+    s_queue_t *queue;
+} s_recent_t;
+
 struct oq_worker {
     uint8_t identity[256];
     size_t identity_len;
@@ -110,6 +120,9 @@ struct oq_engine {
     oq_link_t active;  /* queues with ready jobs, served round-robin */
     uint64_t next_id;
     uint64_t unknown_acks;
+    s_recent_t *recent;       /* ring of recently done jobs */
+    size_t recent_next;       /* slot the next done job takes */
+    oq_idmap_t *recent_index; /* id -> s_recent_t */
 };
 
 oq_engine_config_t oq_engine_config_default(void)
@@ -152,8 +165,10 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->workers = zhashx_new();
     self->queues = calloc(OQ_MAX_QUEUES, sizeof *self->queues);
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
+    self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
+    self->recent_index = oq_idmap_new();
     if (!self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues || !self->type_list) {
+        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -220,6 +235,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     zhashx_destroy(&self->queues_by_name);
     zhashx_destroy(&self->types);
     free(self->type_list);
+    free(self->recent);
+    oq_idmap_destroy(&self->recent_index);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -373,6 +390,17 @@ typedef struct {
     char *error;         /* S_FAILED: taken over */
 } s_enter_t;
 
+static void s_remember_done(oq_engine_t *self, const s_job_t *job)
+{
+    s_recent_t *slot = &self->recent[self->recent_next];
+    if (slot->id)
+        oq_idmap_remove(self->recent_index, slot->id);
+    *slot = (s_recent_t){job->id, job->type, job->queue};
+    if (oq_idmap_put(self->recent_index, job->id, slot) < 0)
+        slot->id = 0; /* out of memory: simply not remembered */
+    self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;
+}
+
 /* The one place a job changes state. A job entering S_DONE is freed. */
 static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_t *how)
 {
@@ -414,6 +442,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_
     case S_DONE:
         q->done++;
         oq_idmap_remove(self->jobs, job->id);
+        s_remember_done(self, job);
         s_job_free(job);
         return;
     case S_NEW:
@@ -759,7 +788,16 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
     }
     s_job_t *job = oq_idmap_get(self->jobs, ack->id);
     if (!job) {
-        self->unknown_acks++;
+        s_recent_t *done = oq_idmap_get(self->recent_index, ack->id);
+        if (!done) {
+            self->unknown_acks++;
+            return OQ_ACK_IGNORED;
+        }
+        done->queue->ignored_acks++;
+        if (ack->outcome == OQ_OUTCOME_OK && ack->result == OQ_RESULT_ALREADY_APPLIED) {
+            done->queue->duplicates++;
+            done->type->duplicates++;
+        }
         return OQ_ACK_IGNORED;
     }
     s_queue_t *q = job->queue;

@@ -161,7 +161,8 @@ size_t oq_engine_type_count(const oq_engine_t *self);
 /* Counters of job type i (0 <= i < oq_engine_type_count). */
 void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *stats);
 
-/* Acks for ids the broker does not hold (finished long ago or never issued). */
+/* Acks for ids the broker does not hold and does not remember (done longer
+   ago than the last OQ_RECENT_DONE_JOBS, or never issued). */
 uint64_t oq_engine_unknown_acks(const oq_engine_t *self);
 
 /* Live jobs (ready, delayed, leased, failed). */

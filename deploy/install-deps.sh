@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libjansson-dev libcmocka-dev
+  libpq-dev postgresql-15 postgresql-client-15
   jq procps
 )
 # The benchmark's peer; only needed by tests/bench/run.sh.

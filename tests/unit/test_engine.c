@@ -186,11 +186,22 @@ static void test_lease_expiry_redelivers_with_next_attempt(void **state)
     /* The first worker wakes up and reports ok: the job is done, once. */
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
     assert_null(oq_engine_job_state(f->engine, id));
-    /* The second worker's ack finds nothing to do. */
-    assert_int_equal(s_ack(f, b, id, 2, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    /* The second worker's ack finds nothing to do; its "already_applied"
+       is still counted as a duplicate the unique guard absorbed. */
+    oq_ack_msg_t second = {.id = id,
+                           .attempt = 2,
+                           .outcome = OQ_OUTCOME_OK,
+                           .result = OQ_RESULT_ALREADY_APPLIED,
+                           .credit = 1};
+    assert_int_equal(oq_engine_ack(f->engine, b, &second), OQ_ACK_IGNORED);
     oq_queue_stats_t s = s_stats(f);
     assert_int_equal(s.done, 1);
     assert_int_equal(s.late_acks, 1);
+    assert_int_equal(s.ignored_acks, 1);
+    assert_int_equal(s.duplicates, 1);
+    assert_int_equal(oq_engine_unknown_acks(f->engine), 0);
+    /* An id never issued is unknown. */
+    assert_int_equal(s_ack(f, b, 999999, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
     assert_int_equal(oq_engine_unknown_acks(f->engine), 1);
     assert_int_equal(s.leased, 0);
 }

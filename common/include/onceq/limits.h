@@ -39,6 +39,7 @@
 #define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
 #define OQ_MAX_QUEUES             1024
 #define OQ_MAX_TYPES              4096 /* distinct job types counted in stats */
+#define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
 
