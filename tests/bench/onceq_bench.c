@@ -65,16 +65,17 @@
 #define S_MAX_RTT_SAMPLES 100000 /* stats round trips kept for poll_rtt_us */
 
 typedef struct {
-    const char *endpoint;  /* broker front */
-    const char *queue;     /* queue the jobs go to */
-    uint64_t jobs;         /* throughput phase */
-    uint64_t window;       /* unanswered dispatches at most */
-    uint64_t latency_jobs; /* latency phase */
-    uint64_t warmup_jobs;  /* run and discarded before measuring */
-    uint64_t workers;      /* wait until this many workers are connected */
-    uint64_t gap_us;       /* pause between two latency jobs */
-    int64_t deadline_us;   /* monotonic time by which everything must be over */
-    uint64_t deadline_s;   /* the same, as given, for messages */
+    const char *endpoint;     /* broker front */
+    const char *queue;        /* queue the jobs go to */
+    uint64_t jobs;            /* throughput phase */
+    uint64_t window;          /* unanswered dispatches at most */
+    uint64_t latency_jobs;    /* latency phase */
+    uint64_t warmup_jobs;     /* run and discarded before measuring */
+    uint64_t workers;         /* wait until this many workers are connected */
+    uint64_t gap_us;          /* pause between two latency jobs */
+    uint64_t grant_customers; /* >0: grant_points jobs over this many customers */
+    int64_t deadline_us;      /* monotonic time by which everything must be over */
+    uint64_t deadline_s;      /* the same, as given, for messages */
 } s_opts_t;
 
 static uint8_t s_payload[S_PAYLOAD_BYTES];
@@ -99,14 +100,39 @@ static void s_build_payload(void)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* With --grant, each job is a new order of the article's grant_points:
+   {order_id, customer_id, points: 1}, order ids unique across runs (they
+   start from the wall clock) and customers taken in turn. */
+static msgpack_sbuffer s_grant_buf;
+static uint64_t s_next_order;
+
 static oq_job_msg_t s_job(const s_opts_t *opts)
 {
     oq_job_msg_t job;
     memset(&job, 0, sizeof job);
-    job.type = oq_str(S_JOB_TYPE);
     job.queue = oq_str(opts->queue);
-    job.payload = s_payload;
-    job.payload_len = sizeof s_payload;
+    if (!opts->grant_customers) {
+        job.type = oq_str(S_JOB_TYPE);
+        job.payload = s_payload;
+        job.payload_len = sizeof s_payload;
+        return job;
+    }
+    if (!s_next_order)
+        s_next_order = (uint64_t)time(NULL) * S_US_PER_S;
+    uint64_t order = s_next_order++;
+    msgpack_sbuffer_clear(&s_grant_buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &s_grant_buf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    oq_proto_pack_cstr(&pk, "order_id");
+    msgpack_pack_uint64(&pk, order);
+    oq_proto_pack_cstr(&pk, "customer_id");
+    msgpack_pack_uint64(&pk, 1 + order % opts->grant_customers);
+    oq_proto_pack_cstr(&pk, "points");
+    msgpack_pack_uint64(&pk, 1);
+    job.type = oq_str("grant_points");
+    job.payload = (const uint8_t *)s_grant_buf.data;
+    job.payload_len = s_grant_buf.size;
     return job;
 }
 
@@ -230,13 +256,13 @@ static int s_drain_replies(void *sock, uint64_t *acked)
    this needs; request ids are still sent, as the protocol asks. */
 static int s_pipeline(const s_opts_t *opts, void *sock, uint64_t n)
 {
-    oq_job_msg_t job = s_job(opts);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     uint64_t sent = 0, acked = 0;
     int rc = 0;
     while (acked < n && rc == 0) {
         while (sent < n && sent - acked < opts->window) {
+            oq_job_msg_t job = s_job(opts);
             oq_proto_encode_dispatch(&buf, (int64_t)(sent + 1), &job);
             if (zmq_send(sock, buf.data, buf.size, 0) < 0) {
                 fprintf(stderr, "onceq-bench: send: %s\n", zmq_strerror(errno));
@@ -275,8 +301,8 @@ static int s_throughput(const s_opts_t *opts, void *sock, oq_client_t *client, u
 static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
                      oq_samples_t *latency, oq_samples_t *rtt)
 {
-    oq_job_msg_t job = s_job(opts);
     for (uint64_t i = 0; i < opts->latency_jobs; i++) {
+        oq_job_msg_t job = s_job(opts);
         int64_t start_us = oq_clock_mono_us();
         uint64_t id;
         if (oq_client_dispatch(client, &job, S_REQUEST_MS, &id) < 0) {
@@ -311,6 +337,8 @@ static void s_help(void)
            "  --gap-us U          pause between two latency jobs (default %d)\n"
            "  --workers W         wait until W workers are connected (default 0)\n"
            "  --deadline S        give up after S seconds in all (default %d)\n"
+           "  --grant C           grant_points jobs (new order each, customers 1..C) instead\n"
+           "                      of noop: the article's effect, for tests/bench/pg_run.sh\n"
            "\n"
            "Prints one line of key=value pairs (times in microseconds).\n",
            S_PAYLOAD_BYTES, OQ_DEFAULT_FRONT_ENDPOINT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
@@ -328,7 +356,8 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         O_WARMUP,
         O_GAP,
         O_WORKERS,
-        O_DEADLINE
+        O_DEADLINE,
+        O_GRANT
     };
     static const struct option options[] = {
         {"broker", required_argument, NULL, O_BROKER},
@@ -340,6 +369,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"gap-us", required_argument, NULL, O_GAP},
         {"workers", required_argument, NULL, O_WORKERS},
         {"deadline", required_argument, NULL, O_DEADLINE},
+        {"grant", required_argument, NULL, O_GRANT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -387,6 +417,9 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         case O_DEADLINE:
             bad = oq_config_uint(optarg, 1, S_MAX_DEADLINE_S, &opts->deadline_s);
             break;
+        case O_GRANT:
+            bad = oq_config_uint(optarg, 1, UINT32_MAX, &opts->grant_customers);
+            break;
         default:
             bad = 1;
             break;
@@ -412,6 +445,7 @@ int main(int argc, char **argv)
     if (s_parse(argc, argv, &opts) < 0)
         return 2;
     s_build_payload();
+    msgpack_sbuffer_init(&s_grant_buf);
 
     oq_client_t *client = oq_client_new(opts.endpoint);
     void *ctx = zmq_ctx_new();

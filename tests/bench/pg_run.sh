@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# End-to-end grant jobs per second against the project-local PostgreSQL
+# cluster, next to the ceiling: pgbench running the same transaction with the
+# same number of connections, in the same run, and the ratio.
+#
+#   tests/bench/pg_run.sh [BUILD_DIR]
+#
+# JOBS (per run, default 5000), REPEATS (default 3, the median is reported),
+# WORKER_COUNTS (default "1 2 4 8"), CUSTOMERS (default 1000).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-${BUILD:-$top/build}}" && pwd)
+bin=$build/bin
+jobs=${JOBS:-5000}
+repeats=${REPEATS:-3}
+worker_counts=${WORKER_COUNTS:-1 2 4 8}
+customers=${CUSTOMERS:-1000}
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+
+run=$(mktemp -d /tmp/onceq-pgbench-XXXXXX)
+chmod 755 "$run"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  bash "$top/deploy/pg.sh" stop "$run/pg" >/dev/null 2>&1 || true
+  rm -rf "$run"
+}
+trap cleanup EXIT
+
+export ONCEQ_PG_PORT=$((40000 + RANDOM % 20000))
+ONCEQ_BIN=$bin/onceq bash "$top/deploy/pg.sh" start "$run/pg" >/dev/null
+export ONCEQ_DATABASE_URL=$(bash "$top/deploy/pg.sh" url "$run/pg")
+psql "$ONCEQ_DATABASE_URL" -qAtX -c "INSERT INTO point_balances (customer_id, balance)
+  SELECT g, 0 FROM generate_series(1, $customers) g ON CONFLICT DO NOTHING"
+
+cat >"$run/grant.sql" <<'SQL'
+\set order random(1, 9000000000000000000)
+\set customer random(1, :customers)
+BEGIN;
+INSERT INTO point_grants (order_id, reason, customer_id, points)
+  VALUES (:order, 'order_points', :customer, 1) ON CONFLICT (order_id, reason) DO NOTHING;
+UPDATE point_balances SET balance = balance + 1 WHERE customer_id = :customer;
+COMMIT;
+SQL
+
+port=$((20000 + RANDOM % 20000))
+front=tcp://127.0.0.1:$port
+back=tcp://127.0.0.1:$((port + 1))
+"$bin/onceq-broker" --front "$front" --back "$back" --log-level warn >"$run/broker.log" 2>&1 &
+pids+=("$!")
+sleep 0.3
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+printf "%-8s %14s %14s %8s\n" workers "onceq jobs/s" "pgbench tps" ratio
+for w in $worker_counts; do
+  "$bin/onceq-worker" --broker "$back" --processes "$w" --log-level warn >"$run/workers.log" 2>&1 &
+  wpid=$!
+  onceq_rates=(); pg_rates=()
+  for r in $(seq "$repeats"); do
+    line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+             --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
+    onceq_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    per_client=$((jobs / w))
+    tps=$("$pgbin/pgbench" -n -M prepared -c "$w" -j "$w" -t "$per_client" -D customers="$customers" \
+            -f "$run/grant.sql" "$ONCEQ_DATABASE_URL" 2>/dev/null |
+          sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
+    pg_rates+=("$tps")
+  done
+  kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+  o=$(printf "%s\n" "${onceq_rates[@]}" | median)
+  p=$(printf "%s\n" "${pg_rates[@]}" | median)
+  printf "%-8s %14.0f %14.0f %8.2f   (runs: onceq %s; pgbench %s)\n" "$w" "$o" "$p" \
+    "$(awk -v a="$o" -v b="$p" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
+    "${onceq_rates[*]}" "${pg_rates[*]}"
+done
+echo "ratio = onceq / pgbench, same transaction (INSERT ... ON CONFLICT DO NOTHING, UPDATE balance, COMMIT),"
+echo "same connection count, $jobs transactions per run, median of $repeats runs"
