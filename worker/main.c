@@ -11,6 +11,8 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
+#include "pg/txn.h"
+#include "points/handler.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "worker_limits.h"
@@ -18,6 +20,15 @@
 #define S_PROGRAM    "onceq-worker"
 #define S_EXIT_USAGE 2
 #define S_MAX_PORT   65535
+/* Test hooks are on only when this variable is exactly "1". */
+#define S_ENV_TEST_HOOKS "ONCEQ_TEST_HOOKS"
+
+/* What each worker process needs: its own settings and those of the
+   handlers that keep per-process state. */
+typedef struct {
+    oq_worker_config_t worker;
+    oq_points_config_t points;
+} s_config_t;
 
 static void s_usage(FILE *out)
 {
@@ -44,6 +55,11 @@ static void s_usage(FILE *out)
             "                         [ONCEQ_WORKER_STOP_TIMEOUT] (default %d)\n"
             "  --log-level LEVEL      debug, info, warn or error [ONCEQ_LOG_LEVEL]\n"
             "                         (default info)\n"
+            "  --database URL         PostgreSQL for grant_points, a libpq conninfo or URI\n"
+            "                         [ONCEQ_DATABASE_URL] (default: libpq's defaults,\n"
+            "                         PGHOST, PGDATABASE, ...); connected on the first job\n"
+            "  --isolation LEVEL      read-committed, repeatable-read or serializable\n"
+            "                         [ONCEQ_DB_ISOLATION] (default read-committed)\n"
             "  --help                 this text\n"
             "  --version              the version\n"
             "\n"
@@ -53,12 +69,17 @@ static void s_usage(FILE *out)
             "  fail  {permanent?: bool, message?: str}       retry, or fail if permanent\n"
             "  crash {}                                      aborts the process mid-job\n"
             "\n"
+            "Database job types:\n"
+            "  grant_points {order_id: uint, customer_id: uint, points: 1..%d}\n"
+            "      grants an order's points once: ok applied, or ok already_applied if\n"
+            "      the order was granted before; fail for an unknown customer\n"
+            "\n"
             "SIGTERM or SIGINT: take no new job, finish the current one, ack it, exit 0.\n"
             "Exit status: 0 after a graceful stop, %d on a usage error, %d after a handler\n"
             "ran past its job's timeout, %d if the worker could not start.\n",
             OQ_DEFAULT_BACK_ENDPOINT, OQ_MAX_NAME_LEN, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS,
             OQ_DEFAULT_HEARTBEAT_MS, OQ_SUPERVISOR_MAX_PROCESSES, OQ_SUPERVISOR_STOP_MS / 1000,
-            S_EXIT_USAGE, OQ_EXIT_TIMEOUT, OQ_EXIT_BROKEN);
+            OQ_MAX_POINTS, S_EXIT_USAGE, OQ_EXIT_TIMEOUT, OQ_EXIT_BROKEN);
 }
 
 /* A value from its flag, else from its environment variable; *origin names
@@ -103,7 +124,7 @@ static const char *s_default_name(void)
 /* One worker process: the body of the process itself or of each child. */
 static int s_run_worker(void *arg)
 {
-    const oq_worker_config_t *config = arg;
+    const s_config_t *config = arg;
     /* Each process's lines carry its pid, so that a supervisor's children
        can be told apart in one log. */
     static char log_name[sizeof S_PROGRAM + 24];
@@ -111,8 +132,15 @@ static int s_run_worker(void *arg)
     oq_log_init(log_name);
     oq_registry_t *registry = oq_registry_new();
     oq_builtin_register(registry);
-    int status = oq_worker_run(config, &registry);
+    /* Made here, in the process that runs the jobs: a database connection
+       must not cross a fork. It connects on the first job. */
+    oq_points_handler_t *points = oq_points_handler_new(&config->points);
+    if (oq_points_handler_register(points, registry) < 0)
+        oq_error("the %s handler is not available", OQ_POINTS_JOB_TYPE);
+    int status = oq_worker_run(&config->worker, &registry);
     oq_registry_destroy(&registry);
+    /* After oq_worker_run, which has stopped the job thread. */
+    oq_points_handler_destroy(&points);
     return status;
 }
 
@@ -126,6 +154,8 @@ int main(int argc, char **argv)
         O_PROCESSES,
         O_STOP,
         O_LOG_LEVEL,
+        O_DATABASE,
+        O_ISOLATION,
         O_HELP,
         O_VERSION
     };
@@ -136,12 +166,14 @@ int main(int argc, char **argv)
         {"processes", required_argument, 0, O_PROCESSES},
         {"stop-timeout", required_argument, 0, O_STOP},
         {"log-level", required_argument, 0, O_LOG_LEVEL},
+        {"database", required_argument, 0, O_DATABASE},
+        {"isolation", required_argument, 0, O_ISOLATION},
         {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
     };
     const char *broker = NULL, *name = NULL, *heartbeat = NULL, *processes = NULL, *stop = NULL,
-               *log_level = NULL;
+               *log_level = NULL, *database = NULL, *isolation = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
@@ -162,6 +194,12 @@ int main(int argc, char **argv)
             break;
         case O_LOG_LEVEL:
             log_level = optarg;
+            break;
+        case O_DATABASE:
+            database = optarg;
+            break;
+        case O_ISOLATION:
+            isolation = optarg;
             break;
         case O_HELP:
             s_usage(stdout);
@@ -188,27 +226,38 @@ int main(int argc, char **argv)
         oq_log_set_level(level);
     }
 
-    oq_worker_config_t config = {
-        .endpoint = OQ_DEFAULT_BACK_ENDPOINT,
-        .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS,
+    s_config_t all = {
+        .worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT, .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS},
+        .points = {.isolation = OQ_TXN_READ_COMMITTED},
     };
+    oq_worker_config_t *config = &all.worker;
     if ((v = s_value(broker, "--broker", "ONCEQ_WORKER_BROKER", &origin))) {
         if (!s_endpoint_valid(v))
             return s_bad(origin, v, "tcp://HOST:PORT or ipc://PATH");
-        config.endpoint = v;
+        config->endpoint = v;
     }
     if ((v = s_value(name, "--name", "ONCEQ_WORKER_NAME", &origin))) {
         if (!oq_proto_name_valid(v, strlen(v)))
             return s_bad(origin, v, "1 to 64 characters of A-Z a-z 0-9 _ . : -");
-        config.name = v;
+        config->name = v;
     } else {
-        config.name = s_default_name();
+        config->name = s_default_name();
     }
     if ((v = s_value(heartbeat, "--heartbeat-ms", "ONCEQ_HEARTBEAT_MS", &origin))) {
         if (oq_config_uint(v, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS, &u) < 0)
             return s_bad(origin, v, "milliseconds from 10 to 60000");
-        config.heartbeat_ms = (uint32_t)u;
+        config->heartbeat_ms = (uint32_t)u;
     }
+
+    /* The URL is not checked here: libpq says what is wrong with it on the
+       first job, and a worker without a database still runs the others. */
+    all.points.database_url = oq_config_str(database, "ONCEQ_DATABASE_URL", "");
+    if ((v = s_value(isolation, "--isolation", "ONCEQ_DB_ISOLATION", &origin))) {
+        if (oq_txn_isolation_parse(v, &all.points.isolation) < 0)
+            return s_bad(origin, v, "read-committed, repeatable-read or serializable");
+    }
+    const char *hooks = getenv(S_ENV_TEST_HOOKS);
+    all.points.test_hooks = hooks && strcmp(hooks, "1") == 0;
 
     oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
     if ((v = s_value(processes, "--processes", "ONCEQ_WORKER_PROCESSES", &origin))) {
@@ -226,6 +275,6 @@ int main(int argc, char **argv)
     }
 
     if (supervisor.processes == 0)
-        return s_run_worker(&config);
-    return oq_supervisor_run(&supervisor, s_run_worker, &config) == 0 ? 0 : OQ_EXIT_BROKEN;
+        return s_run_worker(&all);
+    return oq_supervisor_run(&supervisor, s_run_worker, &all) == 0 ? 0 : OQ_EXIT_BROKEN;
 }

@@ -22,6 +22,9 @@ int oq_cli_global_option(oq_cli_t *cli, int opt, const char *arg)
     case OQ_CLI_OPT_TIMEOUT_MS:
         cli->timeout_ms = arg;
         return 0;
+    case OQ_CLI_OPT_DATABASE:
+        cli->database = arg;
+        return 0;
     default:
         return -1;
     }

@@ -1,7 +1,8 @@
 /*  cli.h: what the subcommands of the onceq tool share: the global options
-    (--broker, --timeout-ms), the exit codes, connecting, reporting a failed
-    request, and a few parsers and formatters. Each subcommand lives in its
-    own cmd_*.c and returns an exit code. */
+    (--broker, --timeout-ms, --database), the exit codes, connecting,
+    reporting a failed request, and a few parsers and formatters. Each
+    subcommand lives in its own cmd_*.c and returns an exit code; the
+    database ones share cli_db.h too. */
 #ifndef ONCEQ_CLI_H
 #define ONCEQ_CLI_H
 
@@ -15,30 +16,38 @@
 /* Exit codes. Scripts rely on them; docs in --help. */
 enum {
     OQ_CLI_EXIT_OK = 0,
-    OQ_CLI_EXIT_REFUSED = 1,  /* the broker answered with an error */
+    OQ_CLI_EXIT_REFUSED = 1,  /* the broker or the database answered with an error */
     OQ_CLI_EXIT_USAGE = 2,    /* bad command line */
-    OQ_CLI_EXIT_NO_REPLY = 3, /* no (readable) answer in time */
+    OQ_CLI_EXIT_NO_REPLY = 3, /* no (readable) answer in time, or no connection */
 };
 
 /* Environment fallbacks of the global options. */
 #define OQ_CLI_ENV_BROKER     "ONCEQ_BROKER"
 #define OQ_CLI_ENV_TIMEOUT_MS "ONCEQ_CLIENT_TIMEOUT_MS"
+#define OQ_CLI_ENV_DATABASE   "ONCEQ_DATABASE_URL"
 /* Longest request timeout accepted: one hour. */
 #define OQ_CLI_MAX_TIMEOUT_MS (3600 * 1000)
 
 /* getopt_long values of the options every subcommand accepts. */
-enum { OQ_CLI_OPT_BROKER = 0x100, OQ_CLI_OPT_TIMEOUT_MS, OQ_CLI_OPT_FIRST_FREE_ };
+enum {
+    OQ_CLI_OPT_BROKER = 0x100,
+    OQ_CLI_OPT_TIMEOUT_MS,
+    OQ_CLI_OPT_DATABASE,
+    OQ_CLI_OPT_FIRST_FREE_
+};
 
 /* clang-format off */
 #define OQ_CLI_GLOBAL_OPTIONS                                          \
     {"broker", required_argument, NULL, OQ_CLI_OPT_BROKER},            \
     {"timeout-ms", required_argument, NULL, OQ_CLI_OPT_TIMEOUT_MS},    \
+    {"database", required_argument, NULL, OQ_CLI_OPT_DATABASE},        \
     {"help", no_argument, NULL, 'h'}
 /* clang-format on */
 
 typedef struct {
     const char *broker;     /* --broker as given, or NULL */
     const char *timeout_ms; /* --timeout-ms as given, or NULL */
+    const char *database;   /* --database as given, or NULL */
     const char *command;    /* subcommand being run, for messages */
     /* set by oq_cli_connect */
     const char *endpoint;
@@ -50,6 +59,10 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_ping(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_db(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_customer(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
 
 /* Handle one getopt_long result that is a global option; 0 if it was one
    (recorded in cli), -1 otherwise. */

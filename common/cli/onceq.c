@@ -18,15 +18,19 @@ static const s_command_t s_commands[] = {
     {"stats", oq_cmd_stats, "show queues, counters and connected workers"},
     {"failed", oq_cmd_failed, "'failed list': show failed jobs and their errors"},
     {"ping", oq_cmd_ping, "check that the broker answers"},
+    {"db", oq_cmd_db, "'db migrate': apply the database migrations"},
+    {"customer", oq_cmd_customer, "'customer add ID': give a customer a balance row"},
+    {"grant", oq_cmd_grant, "grant an order's points once, through the same guard as the jobs"},
+    {"balance", oq_cmd_balance, "print a customer's point balance"},
 };
 
 #define S_COMMAND_COUNT (sizeof s_commands / sizeof s_commands[0])
 
 static void s_help(void)
 {
-    printf("Usage: onceq [--broker ENDPOINT] [--timeout-ms N] COMMAND [options]\n"
+    printf("Usage: onceq [--broker ENDPOINT] [--timeout-ms N] [--database URL] COMMAND [options]\n"
            "\n"
-           "Producer and admin tool for onceq-broker.\n"
+           "Producer and admin tool for onceq-broker and its PostgreSQL database.\n"
            "\n"
            "Commands:\n");
     for (size_t i = 0; i < S_COMMAND_COUNT; i++)
@@ -36,13 +40,16 @@ static void s_help(void)
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
            "  --timeout-ms N     how long to wait for the broker's answer, in ms\n"
            "                     (env %s, default %d)\n"
+           "  --database URL     PostgreSQL for db, customer, grant and balance: a libpq\n"
+           "                     conninfo or URI (env %s, default: libpq's defaults)\n"
            "  -h, --help         show this help; 'onceq COMMAND --help' for a command\n"
            "\n"
-           "Exit status: %d ok, %d the broker refused the request (its error code and\n"
-           "message are printed), %d bad command line, %d no answer in time.\n",
+           "Exit status: %d ok, %d the broker or the database refused the request (the\n"
+           "reason is printed), %d bad command line, %d no answer in time or no\n"
+           "connection.\n",
            OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
-           OQ_DEFAULT_CLIENT_TIMEOUT_MS, OQ_CLI_EXIT_OK, OQ_CLI_EXIT_REFUSED, OQ_CLI_EXIT_USAGE,
-           OQ_CLI_EXIT_NO_REPLY);
+           OQ_DEFAULT_CLIENT_TIMEOUT_MS, OQ_CLI_ENV_DATABASE, OQ_CLI_EXIT_OK, OQ_CLI_EXIT_REFUSED,
+           OQ_CLI_EXIT_USAGE, OQ_CLI_EXIT_NO_REPLY);
 }
 
 int main(int argc, char **argv)

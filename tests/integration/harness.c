@@ -2,6 +2,12 @@
     for the integration tests. */
 #include "harness.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <libpq-fe.h>
 #include <zmq.h>
 
 #define S_POLL_MS      20
@@ -118,6 +125,15 @@ void it_destroy(it_t **self_p)
     if (!self)
         return;
     s_kill_all();
+    if (self->db)
+        PQfinish(self->db);
+    if (self->pg_dir[0]) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "bash '%s/deploy/pg.sh' stop '%s' >/dev/null 2>&1",
+                 ONCEQ_SOURCE_DIR, self->pg_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "harness: could not stop the cluster in %s\n", self->pg_dir);
+    }
     for (size_t i = 0; i < self->socket_count; i++)
         zmq_close(self->sockets[i]);
     zmq_close(self->client);
@@ -305,6 +321,18 @@ int it_stats(it_t *self, it_stats_t *s)
         s->ignored_acks = s_u64(q, "ignored_acks");
         s->duplicates = s_u64(q, "duplicates");
     }
+    const msgpack_object *types = oq_proto_map_get(&reply.root, "types");
+    for (uint32_t i = 0; self->stats_type && types && i < types->via.array.size; i++) {
+        const msgpack_object *t = &types->via.array.ptr[i];
+        const msgpack_object *name = oq_proto_map_get(t, "name");
+        if (!name ||
+            !oq_str_eq((oq_str_t){name->via.str.ptr, name->via.str.size}, self->stats_type))
+            continue;
+        s->type_done = s_u64(t, "done");
+        s->type_applied = s_u64(t, "applied");
+        s->type_duplicates = s_u64(t, "duplicates");
+        s->type_failed = s_u64(t, "failed");
+    }
     const msgpack_object *workers = oq_proto_map_get(&reply.root, "workers");
     for (uint32_t i = 0; workers && i < workers->via.array.size && i < IT_MAX_WORKERS; i++) {
         s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
@@ -347,6 +375,16 @@ pid_t it_start_broker(it_t *self, const char *const extra[])
 {
     const char *argv[48] = {it_bin("onceq-broker"), "--front", self->front, "--back", self->back};
     size_t n = 5;
+    /* The journal goes in the test's own dir unless the test says where. */
+    bool own_dir = false;
+    for (size_t i = 0; extra && extra[i]; i++)
+        own_dir |= strcmp(extra[i], "--data-dir") == 0 || strcmp(extra[i], "--no-journal") == 0;
+    char data_dir[sizeof self->dir + 8];
+    if (!own_dir) {
+        snprintf(data_dir, sizeof data_dir, "%s/data", self->dir);
+        argv[n++] = "--data-dir";
+        argv[n++] = data_dir;
+    }
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -407,4 +445,55 @@ int it_wait_log(it_t *self, const char *log, const char *needle, size_t count, i
         s_sleep_ms(S_POLL_MS);
     }
     return 0;
+}
+
+void it_kill_all(it_t *self)
+{
+    (void)self;
+    s_kill_all();
+}
+
+int it_start_pg(it_t *self)
+{
+    /* The server runs as the postgres user when we are root: it must be
+       able to reach its directory. */
+    chmod(self->dir, 0755);
+    snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->dir);
+    int port = s_free_port();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "ONCEQ_PG_PORT=%d ONCEQ_BIN='%s' bash '%s/deploy/pg.sh' start '%s' > '%s/pg.log' 2>&1",
+             port, it_bin("onceq"), ONCEQ_SOURCE_DIR, self->pg_dir, self->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "harness: the cluster did not start; see %s/pg.log\n", self->dir);
+        return -1;
+    }
+    snprintf(self->db_url, sizeof self->db_url, "host=%s port=%d dbname=onceq user=onceq",
+             self->pg_dir, port);
+    setenv("ONCEQ_DATABASE_URL", self->db_url, 1);
+    self->db = PQconnectdb(self->db_url);
+    if (PQstatus(self->db) != CONNECTION_OK) {
+        fprintf(stderr, "harness: %s", PQerrorMessage(self->db));
+        return -1;
+    }
+    return 0;
+}
+
+void it_sql(it_t *self, const char *sql)
+{
+    PGresult *res = PQexec(self->db, sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        fail_msg("SQL failed: %s: %s", sql, PQerrorMessage(self->db));
+    PQclear(res);
+}
+
+int64_t it_sql_int(it_t *self, const char *sql)
+{
+    PGresult *res = PQexec(self->db, sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+        fail_msg("SQL failed: %s: %s", sql, PQerrorMessage(self->db));
+    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return v;
 }

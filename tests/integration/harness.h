@@ -29,12 +29,17 @@ typedef struct {
     void *sockets[16]; /* more sockets a test opened, closed in it_destroy */
     size_t socket_count;
     uint64_t next_req;
+    char pg_dir[300]; /* the test's own PostgreSQL cluster, if started */
+    char db_url[512];
+    void *db;               /* PGconn of the test itself */
+    const char *stats_type; /* job type whose counters it_stats reads, or NULL */
 } it_t;
 
 typedef struct {
     uint64_t ready, delayed, leased, failed, dispatched, done, retried, redelivered, late_acks,
         ignored_acks, duplicates;
     uint64_t unknown_acks;
+    uint64_t type_done, type_applied, type_duplicates, type_failed; /* of it->stats_type */
     size_t workers;
     uint32_t worker_pid[IT_MAX_WORKERS];
     uint32_t worker_leased[IT_MAX_WORKERS];
@@ -97,6 +102,21 @@ int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_
 
 /* Read a whole log file from the test dir into a malloc'd string. */
 char *it_read_log(it_t *self, const char *log);
+
+/* Start a PostgreSQL cluster of this fixture's own (deploy/pg.sh, on a free
+   loopback port, in DIR/pg), create the database and apply the migrations;
+   set ONCEQ_DATABASE_URL for the processes started afterwards. 0 or -1.
+   It is stopped by it_destroy. */
+int it_start_pg(it_t *self);
+
+/* Run SQL on the fixture's database; asserts success. */
+void it_sql(it_t *self, const char *sql);
+
+/* Run a query returning one integer (NULL reads as 0); asserts success. */
+int64_t it_sql_int(it_t *self, const char *sql);
+
+/* Kill every process this fixture started (not the database). */
+void it_kill_all(it_t *self);
 
 /* Count occurrences of needle in a log. */
 size_t it_log_count(it_t *self, const char *log, const char *needle);

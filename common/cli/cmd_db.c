@@ -1,0 +1,122 @@
+/*  cmd_db.c: `onceq db migrate [--sql-dir DIR]`: bring the database schema
+    up to date with the versioned SQL files (pg/migrate.h). */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_db.h"
+#include "onceq/config.h"
+#include "pg/migrate.h"
+
+#define S_ENV_SQL_DIR "ONCEQ_SQL_DIR"
+
+/* Where migrations live: compiled in by common/CMakeLists.txt. */
+#ifndef ONCEQ_SQL_DIR_INSTALLED
+#error "ONCEQ_SQL_DIR_INSTALLED must name the installed migrations directory"
+#endif
+#ifndef ONCEQ_SQL_DIR_SOURCE
+#error "ONCEQ_SQL_DIR_SOURCE must name the source tree's deploy/sql"
+#endif
+#ifndef ONCEQ_BUILD_DIR
+#error "ONCEQ_BUILD_DIR must name the build tree"
+#endif
+
+static void s_help(void)
+{
+    printf("Usage: onceq db migrate [--sql-dir DIR]\n"
+           "\n"
+           "Apply the migrations (DIR/NNNN_name.sql) the database does not record yet,\n"
+           "in version order, each in one transaction with its row in onceq_migrations.\n"
+           "Prints each migration applied, or \"up to date\"; running it again changes\n"
+           "nothing. Two migrators started at once take turns (advisory lock).\n"
+           "\n"
+           "Options:\n"
+           "  --sql-dir DIR      the migrations (env %s; default %s, or\n"
+           "                     %s for a binary run from its build tree)\n"
+           "  --database URL     libpq conninfo or URI (env %s, default: libpq's\n"
+           "                     defaults)\n"
+           "  -h, --help         show this help\n"
+           "\n"
+           "Exit status 0 applied or up to date, 1 a migration failed (nothing of it\n"
+           "was kept), 2 bad command line, 3 no connection to the database.\n",
+           S_ENV_SQL_DIR, ONCEQ_SQL_DIR_INSTALLED, ONCEQ_SQL_DIR_SOURCE, OQ_CLI_ENV_DATABASE);
+}
+
+/* The default migrations directory. A binary in its build tree uses the
+   checkout's files, so that an older installed copy never shadows them;
+   an installed one uses the installed files. */
+static const char *s_default_sql_dir(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    size_t build_len = strlen(ONCEQ_BUILD_DIR);
+    if (n > 0) {
+        exe[n] = 0;
+        if (strncmp(exe, ONCEQ_BUILD_DIR, build_len) == 0 && exe[build_len] == '/')
+            return ONCEQ_SQL_DIR_SOURCE;
+    }
+    if (access(ONCEQ_SQL_DIR_INSTALLED, R_OK | X_OK) == 0)
+        return ONCEQ_SQL_DIR_INSTALLED;
+    return ONCEQ_SQL_DIR_SOURCE;
+}
+
+static void s_applied(void *ctx, uint32_t version, const char *name)
+{
+    printf("applied %04" PRIu32 "_%s\n", version, name);
+    fflush(stdout);
+}
+
+int oq_cmd_db(oq_cli_t *cli, int argc, char **argv)
+{
+    enum { S_OPT_SQL_DIR = OQ_CLI_OPT_FIRST_FREE_ };
+    static const struct option options[] = {
+        OQ_CLI_GLOBAL_OPTIONS,
+        {"sql-dir", required_argument, NULL, S_OPT_SQL_DIR},
+        {NULL, 0, NULL, 0},
+    };
+    const char *sql_dir = NULL;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':')
+            return oq_cli_option_error(cli, opt, argv);
+        if (opt == S_OPT_SQL_DIR)
+            sql_dir = optarg;
+        else
+            oq_cli_global_option(cli, opt, optarg);
+    }
+    if (optind >= argc)
+        return oq_cli_usage_error(cli, "no action given (expected: migrate)");
+    if (strcmp(argv[optind], "migrate") != 0)
+        return oq_cli_usage_error(cli, "unknown action '%s' (expected: migrate)", argv[optind]);
+    if (optind + 1 < argc)
+        return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind + 1]);
+    const char *dir = oq_config_str(sql_dir, S_ENV_SQL_DIR, NULL);
+    if (!dir)
+        dir = s_default_sql_dir();
+
+    /* No time bound: a migration may rewrite a large table, and waiting
+       for another migrator's lock is the point of the lock. */
+    oq_pg_t *pg = NULL;
+    int rc = oq_cli_db_open(cli, 0, &pg);
+    if (rc != OQ_CLI_EXIT_OK)
+        return rc;
+    uint32_t applied, latest;
+    oq_pg_error_t error;
+    if (oq_migrate_run(pg, dir, s_applied, NULL, &applied, &latest, &error) < 0) {
+        rc = oq_cli_db_report(cli, "migration failed", &error);
+    } else if (applied == 0) {
+        if (latest)
+            printf("up to date (latest migration %04" PRIu32 ", from %s)\n", latest, dir);
+        else
+            printf("up to date (no migrations in %s)\n", dir);
+    }
+    oq_pg_destroy(&pg);
+    return rc;
+}

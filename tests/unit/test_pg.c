@@ -1,0 +1,507 @@
+/*  test_pg.c: the PostgreSQL side of onceq_points against a real server:
+    migrations (idempotent, concurrent, one transaction per file), the PG
+    ledger under the grant use case, real serialization failures re-run in
+    place, a lost connection and the reconnect, the job's statement_timeout,
+    and the onceq tool's database commands.
+
+    It starts a cluster of its own with deploy/pg.sh in a temp dir on a
+    random port (which also runs `onceq db migrate` from the build tree) and
+    stops it at the end. Label `pg`. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "onceq/clock.h"
+#include "onceq/log.h"
+#include "pg/migrate.h"
+#include "pg/pg.h"
+#include "pg/txn.h"
+#include "points/grant.h"
+#include "points/ledger_pg.h"
+
+#ifndef ONCEQ_SOURCE_DIR
+#error "ONCEQ_SOURCE_DIR must name the source tree"
+#endif
+#ifndef ONCEQ_CLI
+#error "ONCEQ_CLI must name the onceq binary"
+#endif
+
+#define S_PORT_BASE   20000
+#define S_PORT_RANGE  30000
+#define S_START_TRIES 3
+#define S_TEXT_LEN    1024
+/* pg_terminate_backend waits this long for the session to be gone. */
+#define S_TERMINATE_WAIT_MS 5000
+
+static char s_dir[256];  /* the cluster's directory */
+static int s_port;       /* its port */
+static char s_url[512];  /* conninfo of database onceq */
+static oq_pg_t *s_admin; /* the test's own connection, for checks */
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int s_pg_sh(const char *action)
+{
+    char cmd[S_TEXT_LEN];
+    snprintf(cmd, sizeof cmd,
+             "ONCEQ_BIN='%s' ONCEQ_PG_PORT=%d bash '%s/deploy/pg.sh' %s '%s' >>'%s.log' 2>&1",
+             ONCEQ_CLI, s_port, ONCEQ_SOURCE_DIR, action, s_dir, s_dir);
+    int status = system(cmd);
+    return status == 0 ? 0 : -1;
+}
+
+static void s_url_for(const char *db, char *out, size_t len)
+{
+    snprintf(out, len, "host=%s port=%d dbname=%s user=onceq", s_dir, s_port, db);
+}
+
+/* Run SQL on the admin connection; asserts success. */
+static void s_sql(const char *sql)
+{
+    oq_pg_error_t error;
+    if (oq_pg_exec(s_admin, sql, 0, NULL, NULL, &error) < 0)
+        fail_msg("%s: %s", sql, error.message);
+}
+
+/* One integer from a query (NULL as 0). */
+static int64_t s_sql_int(const char *sql)
+{
+    oq_pg_error_t error;
+    PGresult *res;
+    if (oq_pg_exec(s_admin, sql, 0, NULL, &res, &error) < 0)
+        fail_msg("%s: %s", sql, error.message);
+    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return v;
+}
+
+/* Run the onceq tool with args; its stdout in out, its exit status back. */
+static int s_onceq(const char *args, char *out, size_t len)
+{
+    char cmd[S_TEXT_LEN];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", ONCEQ_CLI, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- group fixture ------------------------------------------------------ */
+
+static int s_group_setup(void **state)
+{
+    snprintf(s_dir, sizeof s_dir, "/tmp/onceq-test-pg-XXXXXX");
+    if (!mkdtemp(s_dir))
+        return -1;
+    srand((unsigned)(getpid() ^ time(NULL)));
+    for (int i = 0; i < S_START_TRIES; i++) {
+        s_port = S_PORT_BASE + rand() % S_PORT_RANGE;
+        if (s_pg_sh("start") == 0) {
+            s_url_for("onceq", s_url, sizeof s_url);
+            s_admin = oq_pg_new(s_url, "test_pg");
+            oq_pg_error_t error;
+            if (oq_pg_connect(s_admin, &error) < 0) {
+                fprintf(stderr, "test_pg: %s\n", error.message);
+                return -1;
+            }
+            return 0;
+        }
+        s_pg_sh("stop");
+    }
+    fprintf(stderr, "test_pg: could not start a cluster; see %s.log\n", s_dir);
+    return -1;
+}
+
+static int s_group_teardown(void **state)
+{
+    oq_pg_destroy(&s_admin);
+    s_pg_sh("stop");
+    char cmd[S_TEXT_LEN];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", s_dir, s_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Each test: empty point tables, customers 1 and 2 at 0. */
+static int s_setup(void **state)
+{
+    s_sql("TRUNCATE point_grants, point_balances");
+    s_sql("INSERT INTO point_balances (customer_id, balance) VALUES (1, 0), (2, 0)");
+    return 0;
+}
+
+/* A worker's view: its connection, ledger and runner. */
+typedef struct {
+    oq_pg_t *pg;
+    oq_ledger_t *ledger;
+    oq_txn_t *txn;
+} s_worker_t;
+
+static void s_worker_open(s_worker_t *w, oq_txn_isolation_t isolation)
+{
+    w->pg = oq_pg_new(s_url, "test_pg_worker");
+    w->ledger = oq_ledger_pg_new(w->pg);
+    w->txn = oq_txn_new(oq_txn_pg_ops(), w->pg, isolation);
+}
+
+static void s_worker_close(s_worker_t *w)
+{
+    oq_txn_destroy(&w->txn);
+    oq_ledger_destroy(&w->ledger);
+    oq_pg_destroy(&w->pg);
+}
+
+static oq_grant_status_t s_grant(s_worker_t *w, int64_t order, int64_t customer, int64_t points,
+                                 oq_grant_result_t *r)
+{
+    oq_grant_order_points(w->ledger, w->txn, order, customer, points, NULL, r);
+    return r->status;
+}
+
+/* ---- migrations --------------------------------------------------------- */
+
+static void test_migrate_is_idempotent(void **state)
+{
+    /* pg.sh start has applied the migrations with the onceq tool. */
+    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), 1);
+    uint32_t applied, latest;
+    oq_pg_error_t error;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(oq_migrate_run(s_admin, ONCEQ_SOURCE_DIR "/deploy/sql", NULL, NULL,
+                                        &applied, &latest, &error),
+                         0);
+        assert_int_equal(applied, 0);
+        assert_int_equal(latest, 1);
+    }
+    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), 1);
+    char out[S_TEXT_LEN];
+    char args[S_TEXT_LEN];
+    snprintf(args, sizeof args, "db migrate --database '%s'", s_url);
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "up to date"));
+}
+
+/* Two migrators at once on a fresh database: one applies, the other waits
+   for the lock and finds it done. */
+static void test_migrate_concurrent(void **state)
+{
+    s_sql("DROP DATABASE IF EXISTS onceq_race");
+    s_sql("CREATE DATABASE onceq_race");
+    char url[512], cmd[S_TEXT_LEN];
+    s_url_for("onceq_race", url, sizeof url);
+    snprintf(cmd, sizeof cmd, "'%s' db migrate --database '%s' 2>&1", ONCEQ_CLI, url);
+    FILE *a = popen(cmd, "r"), *b = popen(cmd, "r");
+    assert_non_null(a);
+    assert_non_null(b);
+    char out_a[S_TEXT_LEN] = {0}, out_b[S_TEXT_LEN] = {0};
+    size_t na = fread(out_a, 1, sizeof out_a - 1, a), nb = fread(out_b, 1, sizeof out_b - 1, b);
+    out_a[na] = 0;
+    out_b[nb] = 0;
+    assert_int_equal(pclose(a), 0);
+    assert_int_equal(pclose(b), 0);
+    int applied = (strstr(out_a, "applied 0001_points") != NULL) +
+                  (strstr(out_b, "applied 0001_points") != NULL);
+    int up_to_date = (strstr(out_a, "up to date") != NULL) + (strstr(out_b, "up to date") != NULL);
+    if (applied != 1 || up_to_date != 1)
+        fail_msg("first: %s\nsecond: %s", out_a, out_b);
+}
+
+static void s_write(const char *dir, const char *file, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Each file is one transaction with its record: a broken file leaves
+   neither half of itself nor a record, and the ones before it stay. */
+static void test_migrate_broken_file_rolls_back(void **state)
+{
+    s_sql("DROP DATABASE IF EXISTS onceq_broken");
+    s_sql("CREATE DATABASE onceq_broken");
+    char dir[] = "/tmp/onceq-test-sql-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    s_write(dir, "0001_ok.sql", "CREATE TABLE t_ok (x int);\n");
+    s_write(dir, "0002_broken.sql", "CREATE TABLE t_half (x int);\nSELEC 1;\n");
+    s_write(dir, "README", "not a migration\n");
+    char url[512];
+    s_url_for("onceq_broken", url, sizeof url);
+    oq_pg_t *pg = oq_pg_new(url, "test_pg");
+    uint32_t applied, latest;
+    oq_pg_error_t error;
+    assert_int_equal(oq_migrate_run(pg, dir, NULL, NULL, &applied, &latest, &error), -1);
+    assert_int_equal(applied, 1);
+    assert_int_equal(error.cls, OQ_PG_ERR_FAIL);
+    assert_string_equal(error.sqlstate, "42601");
+    assert_non_null(strstr(error.message, "0002_broken.sql"));
+    PGresult *res;
+    assert_int_equal(oq_pg_exec(pg,
+                                "SELECT (SELECT count(*) FROM onceq_migrations), "
+                                "to_regclass('t_ok') IS NOT NULL, to_regclass('t_half') IS NULL",
+                                0, NULL, &res, &error),
+                     0);
+    assert_string_equal(PQgetvalue(res, 0, 0), "1");
+    assert_string_equal(PQgetvalue(res, 0, 1), "t");
+    assert_string_equal(PQgetvalue(res, 0, 2), "t");
+    PQclear(res);
+
+    /* A .sql file with a bad name stops the run before anything. */
+    s_write(dir, "2_typo.sql", "SELECT 1;\n");
+    assert_int_equal(oq_migrate_run(pg, dir, NULL, NULL, &applied, &latest, &error), -1);
+    assert_int_equal(applied, 0);
+    assert_non_null(strstr(error.message, "2_typo.sql"));
+    oq_pg_destroy(&pg);
+    char cmd[S_TEXT_LEN];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the PG ledger under the use case ----------------------------------- */
+
+static void test_grant_once_on_postgres(void **state)
+{
+    s_worker_t w;
+    s_worker_open(&w, OQ_TXN_READ_COMMITTED);
+    oq_grant_result_t r;
+    assert_int_equal(s_grant(&w, 100, 1, 40, &r), OQ_GRANT_GRANTED);
+    assert_int_equal(s_grant(&w, 100, 1, 40, &r), OQ_GRANT_ALREADY_GRANTED);
+    assert_int_equal(r.existing_customer_id, 1);
+    assert_int_equal(r.existing_points, 40);
+    assert_int_equal(s_grant(&w, 101, 1, 2, &r), OQ_GRANT_GRANTED);
+    assert_int_equal(s_grant(&w, 100, 2, 40, &r), OQ_GRANT_CONFLICT);
+    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 42);
+    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 2"), 0);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 2);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE reason = 'order_points'"),
+                     2);
+
+    /* Unknown customer: refused by the foreign key, nothing recorded. */
+    assert_int_equal(s_grant(&w, 102, 999, 5, &r), OQ_GRANT_UNKNOWN_CUSTOMER);
+    assert_non_null(strstr(r.error.message, "onceq customer add 999"));
+    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 102"), 0);
+    /* The connection is fine after the aborted transaction. */
+    assert_int_equal(s_grant(&w, 103, 2, 5, &r), OQ_GRANT_GRANTED);
+    s_worker_close(&w);
+}
+
+/* Values travel as parameters: text that would break spliced SQL is data. */
+static void test_parameters_are_bound(void **state)
+{
+    const char *hostile = "x'); DROP TABLE point_grants; --";
+    const char *params[] = {hostile};
+    PGresult *res;
+    oq_pg_error_t error;
+    assert_int_equal(oq_pg_exec(s_admin, "SELECT $1::text", 1, params, &res, &error), 0);
+    assert_string_equal(PQgetvalue(res, 0, 0), hostile);
+    PQclear(res);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 0);
+}
+
+/* REPEATABLE READ: another session changes the balance after this one's
+   snapshot; the UPDATE fails with 40001 and the runner re-runs the whole
+   transaction, which then passes. */
+typedef struct {
+    s_worker_t *w;
+    int runs;
+} s_rr_t;
+
+static int s_rr_body(void *arg, oq_pg_error_t *error)
+{
+    s_rr_t *ctx = arg;
+    ctx->runs++;
+    PGresult *res;
+    if (oq_pg_exec(ctx->w->pg, "SELECT balance FROM point_balances WHERE customer_id = 1", 0, NULL,
+                   &res, error) < 0)
+        return -1;
+    PQclear(res);
+    if (ctx->runs == 1)
+        s_sql("UPDATE point_balances SET balance = balance + 1 WHERE customer_id = 1");
+    bool found;
+    return oq_ledger_add_to_balance(ctx->w->ledger, 1, 10, &found, error);
+}
+
+static void test_serialization_failure_rerun_on_postgres(void **state)
+{
+    s_worker_t w;
+    s_worker_open(&w, OQ_TXN_REPEATABLE_READ);
+    s_rr_t ctx = {&w, 0};
+    oq_pg_error_t error;
+    assert_int_equal(oq_txn_run(w.txn, s_rr_body, &ctx, &error), 0);
+    assert_int_equal(ctx.runs, 2);
+    assert_int_equal(oq_txn_attempts(w.txn), 2);
+    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 11);
+    s_worker_close(&w);
+}
+
+/* ---- connection loss ---------------------------------------------------- */
+
+static void s_terminate(const oq_pg_t *pg)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, %d)", oq_pg_backend_pid(pg),
+             S_TERMINATE_WAIT_MS);
+    s_sql(sql);
+}
+
+static void test_connection_lost_then_reconnect(void **state)
+{
+    s_worker_t w;
+    s_worker_open(&w, OQ_TXN_READ_COMMITTED);
+    oq_pg_error_t error;
+    assert_int_equal(oq_pg_connect(w.pg, &error), 0);
+    s_terminate(w.pg);
+    /* A plain statement on the dead connection: classified, dropped. */
+    assert_int_equal(oq_pg_exec(w.pg, "SELECT 1", 0, NULL, NULL, &error), -1);
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    assert_false(oq_pg_connected(w.pg));
+    /* The next statement connects again. */
+    assert_int_equal(oq_pg_exec(w.pg, "SELECT 1", 0, NULL, NULL, &error), 0);
+
+    /* A connection that died while idle is replaced at BEGIN: the grant
+       goes through without a retry. */
+    s_terminate(w.pg);
+    oq_grant_result_t r;
+    assert_int_equal(s_grant(&w, 200, 1, 7, &r), OQ_GRANT_GRANTED);
+    s_worker_close(&w);
+}
+
+/* Lost in the middle of the transaction: retry the job, nothing written. */
+typedef struct {
+    s_worker_t *w;
+} s_mid_t;
+
+static int s_mid_body(void *arg, oq_pg_error_t *error)
+{
+    s_mid_t *ctx = arg;
+    oq_ledger_grant_t grant = {300, OQ_GRANT_REASON_ORDER, 1, 9};
+    oq_ledger_insert_t inserted;
+    if (oq_ledger_insert_grant(ctx->w->ledger, &grant, &inserted, error) < 0)
+        return -1;
+    s_terminate(ctx->w->pg);
+    bool found;
+    return oq_ledger_add_to_balance(ctx->w->ledger, 1, 9, &found, error);
+}
+
+static void test_connection_lost_inside_transaction(void **state)
+{
+    s_worker_t w;
+    s_worker_open(&w, OQ_TXN_READ_COMMITTED);
+    s_mid_t ctx = {&w};
+    oq_pg_error_t error;
+    assert_int_equal(oq_txn_run(w.txn, s_mid_body, &ctx, &error), -1);
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_errors_outcome(error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_txn_attempts(w.txn), 1);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 300"), 0);
+    /* The job's retry. */
+    oq_grant_result_t r;
+    assert_int_equal(s_grant(&w, 300, 1, 9, &r), OQ_GRANT_GRANTED);
+    s_worker_close(&w);
+}
+
+/* ---- the job's timeout ---------------------------------------------------- */
+
+/* Another session holds the same order's grant row uncommitted (a second
+   delivery of the job, running late): this one waits on the unique key,
+   and statement_timeout ends the wait before the job's timeout. */
+static void test_statement_timeout_from_job_timeout(void **state)
+{
+    s_worker_t w;
+    s_worker_open(&w, OQ_TXN_READ_COMMITTED);
+    oq_pg_t *other = oq_pg_new(s_url, "test_pg_other");
+    oq_pg_error_t error;
+    assert_int_equal(oq_pg_begin(other, "BEGIN", &error), 0);
+    assert_int_equal(oq_pg_exec(other,
+                                "INSERT INTO point_grants (order_id, reason, customer_id, points) "
+                                "VALUES (400, 'order_points', 1, 5)",
+                                0, NULL, NULL, &error),
+                     0);
+
+    const int64_t job_timeout_ms = 1000;
+    oq_pg_set_timeout(w.pg, job_timeout_ms);
+    int64_t start_ms = oq_clock_now_ms(oq_clock_system());
+    oq_grant_result_t r;
+    assert_int_equal(s_grant(&w, 400, 1, 5, &r), OQ_GRANT_ERROR);
+    int64_t took_ms = oq_clock_now_ms(oq_clock_system()) - start_ms;
+    assert_string_equal(r.error.sqlstate, "57014");
+    assert_int_equal(r.error.cls, OQ_PG_ERR_TRANSIENT);
+    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_true(took_ms < job_timeout_ms);
+    assert_true(took_ms >= job_timeout_ms / 2);
+
+    /* The other run gives up; this job's retry then grants. */
+    oq_pg_rollback(other);
+    assert_int_equal(s_grant(&w, 400, 1, 5, &r), OQ_GRANT_GRANTED);
+    oq_pg_destroy(&other);
+    s_worker_close(&w);
+}
+
+/* ---- the onceq tool ----------------------------------------------------- */
+
+static void test_cli_commands(void **state)
+{
+    char out[S_TEXT_LEN], args[S_TEXT_LEN];
+    const char *db = s_url;
+    snprintf(args, sizeof args, "customer add 5 --database '%s'", db);
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_string_equal(out, "added customer 5 with balance 0\n");
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_string_equal(out, "customer 5 exists already, balance 0 (unchanged)\n");
+
+    snprintf(args, sizeof args, "--database '%s' grant --order 500 --customer 5 --points 30", db);
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_string_equal(out, "granted 30 points to customer 5 for order 500\n");
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_string_equal(out, "already granted for order 500\n");
+
+    snprintf(args, sizeof args, "balance 5 --database '%s'", db);
+    assert_int_equal(s_onceq(args, out, sizeof out), 0);
+    assert_string_equal(out, "30\n");
+
+    snprintf(args, sizeof args, "grant --order 501 --customer 6 --points 1 --database '%s'", db);
+    assert_int_equal(s_onceq(args, out, sizeof out), 1);
+    assert_non_null(
+        strstr(out, "customer 6 has no balance row (add it with: onceq customer add 6)"));
+    snprintf(args, sizeof args, "balance 6 --database '%s'", db);
+    assert_int_equal(s_onceq(args, out, sizeof out), 1);
+
+    assert_int_equal(s_onceq("grant --order 1 --customer 1 --points 0", out, sizeof out), 2);
+    assert_int_equal(s_onceq("customer add x", out, sizeof out), 2);
+    assert_int_equal(
+        s_onceq("balance 1 --database 'host=/nonexistent port=1 dbname=x'", out, sizeof out), 3);
+}
+
+#define S_TEST(name) cmocka_unit_test_setup_teardown(name, s_setup, NULL)
+
+int main(void)
+{
+    oq_log_set_level(OQ_LOG_WARN);
+    const struct CMUnitTest tests[] = {
+        S_TEST(test_migrate_is_idempotent),
+        S_TEST(test_migrate_concurrent),
+        S_TEST(test_migrate_broken_file_rolls_back),
+        S_TEST(test_grant_once_on_postgres),
+        S_TEST(test_parameters_are_bound),
+        S_TEST(test_serialization_failure_rerun_on_postgres),
+        S_TEST(test_connection_lost_then_reconnect),
+        S_TEST(test_connection_lost_inside_transaction),
+        S_TEST(test_statement_timeout_from_job_timeout),
+        S_TEST(test_cli_commands),
+    };
+    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+}

@@ -1,0 +1,173 @@
+/*  test_pg_errors.c: the SQLSTATE classification (pg/pg_errors.h): every
+    code the table names, the class fallbacks, the two connection facts that
+    come before the table, and the outcome each class maps to. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "pg/pg_errors.h"
+
+typedef struct {
+    const char *sqlstate;
+    oq_pg_class_t cls;
+} s_case_t;
+
+#define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* With the connection up and the statement not COMMIT. */
+static const s_case_t s_cases[] = {
+    /* the two that retry the transaction in place */
+    {"40001", OQ_PG_ERR_RETRY_TXN},
+    {"40P01", OQ_PG_ERR_RETRY_TXN},
+    /* the server cannot say whether it completed */
+    {"40003", OQ_PG_ERR_UNKNOWN},
+    /* other transaction rollbacks: retry the job */
+    {"40000", OQ_PG_ERR_TRANSIENT},
+    {"40002", OQ_PG_ERR_TRANSIENT},
+    /* the session is being ended */
+    {"57P01", OQ_PG_ERR_CONNECTION},
+    {"57P02", OQ_PG_ERR_CONNECTION},
+    {"57P03", OQ_PG_ERR_CONNECTION},
+    {"57P05", OQ_PG_ERR_CONNECTION},
+    {"25P03", OQ_PG_ERR_CONNECTION},
+    {"08006", OQ_PG_ERR_CONNECTION},
+    {"08003", OQ_PG_ERR_CONNECTION},
+    {"08000", OQ_PG_ERR_CONNECTION},
+    /* timeouts, resources, locks: retry the job */
+    {"57014", OQ_PG_ERR_TRANSIENT},
+    {"57000", OQ_PG_ERR_TRANSIENT},
+    {"53300", OQ_PG_ERR_TRANSIENT},
+    {"53100", OQ_PG_ERR_TRANSIENT},
+    {"55P03", OQ_PG_ERR_TRANSIENT},
+    {"55006", OQ_PG_ERR_TRANSIENT},
+    {"58030", OQ_PG_ERR_TRANSIENT},
+    {"72000", OQ_PG_ERR_TRANSIENT},
+    /* data and schema errors: fail the job */
+    {"22003", OQ_PG_ERR_FAIL},
+    {"22P02", OQ_PG_ERR_FAIL},
+    {"23505", OQ_PG_ERR_FAIL},
+    {"23503", OQ_PG_ERR_FAIL},
+    {"23514", OQ_PG_ERR_FAIL},
+    {"42P01", OQ_PG_ERR_FAIL},
+    {"42601", OQ_PG_ERR_FAIL},
+    {"55000", OQ_PG_ERR_FAIL},
+    {"25001", OQ_PG_ERR_FAIL},
+    {"XX000", OQ_PG_ERR_FAIL},
+    /* a family no rule names */
+    {"HV000", OQ_PG_ERR_FAIL},
+};
+
+static void test_table(void **state)
+{
+    for (size_t i = 0; i < S_COUNT(s_cases); i++) {
+        oq_pg_class_t got = oq_pg_errors_classify(s_cases[i].sqlstate, true, false);
+        if (got != s_cases[i].cls)
+            fail_msg("SQLSTATE %s: %s, expected %s", s_cases[i].sqlstate,
+                     oq_pg_errors_class_name(got), oq_pg_errors_class_name(s_cases[i].cls));
+    }
+}
+
+/* An error answer to COMMIT is the server saying it rolled back: classified
+   like any other statement's. */
+static void test_commit_answered_is_not_unknown(void **state)
+{
+    assert_int_equal(oq_pg_errors_classify("40001", true, true), OQ_PG_ERR_RETRY_TXN);
+    assert_int_equal(oq_pg_errors_classify("40P01", true, true), OQ_PG_ERR_RETRY_TXN);
+    assert_int_equal(oq_pg_errors_classify("23505", true, true), OQ_PG_ERR_FAIL);
+    assert_int_equal(oq_pg_errors_classify("57014", true, true), OQ_PG_ERR_TRANSIENT);
+}
+
+/* A connection gone after the error: retry the job, and during COMMIT the
+   outcome is unknown, whatever the SQLSTATE said. */
+static void test_connection_lost(void **state)
+{
+    assert_int_equal(oq_pg_errors_classify(NULL, false, false), OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_errors_classify("", false, false), OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_errors_classify("57P01", false, false), OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_errors_classify("22003", false, false), OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_errors_classify(NULL, false, true), OQ_PG_ERR_UNKNOWN);
+    assert_int_equal(oq_pg_errors_classify("57P01", false, true), OQ_PG_ERR_UNKNOWN);
+    assert_int_equal(oq_pg_errors_classify("08006", false, true), OQ_PG_ERR_UNKNOWN);
+}
+
+/* libpq's own errors carry no SQLSTATE. */
+static void test_no_sqlstate(void **state)
+{
+    assert_int_equal(oq_pg_errors_classify(NULL, true, false), OQ_PG_ERR_TRANSIENT);
+    assert_int_equal(oq_pg_errors_classify(NULL, true, true), OQ_PG_ERR_UNKNOWN);
+    assert_int_equal(oq_pg_errors_classify("4000", true, false), OQ_PG_ERR_TRANSIENT);
+    assert_int_equal(oq_pg_errors_classify("400011", true, false), OQ_PG_ERR_TRANSIENT);
+}
+
+static void test_outcomes(void **state)
+{
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_NONE), OQ_OUTCOME_OK);
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_RETRY_TXN), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_CONNECTION), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_UNKNOWN), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_TRANSIENT), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_FAIL), OQ_OUTCOME_FAIL);
+}
+
+static void test_set_makes_one_line(void **state)
+{
+    oq_pg_error_t error;
+    oq_pg_errors_set(&error, OQ_PG_ERR_CONNECTION, NULL,
+                     "server closed the connection unexpectedly\n\tThis probably means %s\n",
+                     "the server terminated abnormally");
+    assert_string_equal(error.message, "server closed the connection unexpectedly This probably "
+                                       "means the server terminated abnormally");
+    assert_string_equal(error.sqlstate, "");
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+
+    oq_pg_errors_set(&error, OQ_PG_ERR_FAIL, "23505", "  duplicate key  ");
+    assert_string_equal(error.message, "duplicate key");
+    assert_string_equal(error.sqlstate, "23505");
+
+    /* A message longer than the buffer is cut, not overrun. */
+    char long_text[2 * OQ_PG_MAX_ERROR_LEN];
+    memset(long_text, 'x', sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = 0;
+    oq_pg_errors_set(&error, OQ_PG_ERR_FAIL, NULL, "%s", long_text);
+    assert_int_equal(strlen(error.message), OQ_PG_MAX_ERROR_LEN);
+
+    oq_pg_errors_clear(&error);
+    assert_int_equal(error.cls, OQ_PG_ERR_NONE);
+    assert_string_equal(error.message, "");
+}
+
+static void test_hints(void **state)
+{
+    oq_pg_error_t error;
+    oq_pg_errors_set(&error, OQ_PG_ERR_FAIL, "42P01", "relation \"point_grants\" does not exist");
+    assert_non_null(oq_pg_errors_hint(&error));
+    assert_non_null(strstr(oq_pg_errors_hint(&error), "onceq db migrate"));
+    oq_pg_errors_set(&error, OQ_PG_ERR_FAIL, "22003", "bigint out of range");
+    assert_null(oq_pg_errors_hint(&error));
+}
+
+static void test_names(void **state)
+{
+    assert_string_equal(oq_pg_errors_class_name(OQ_PG_ERR_RETRY_TXN), "retry_txn");
+    assert_string_equal(oq_pg_errors_class_name(OQ_PG_ERR_UNKNOWN), "unknown");
+    assert_string_equal(oq_pg_errors_class_name(OQ_PG_ERR_FAIL), "fail");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_commit_answered_is_not_unknown),
+        cmocka_unit_test(test_connection_lost),
+        cmocka_unit_test(test_no_sqlstate),
+        cmocka_unit_test(test_outcomes),
+        cmocka_unit_test(test_set_makes_one_line),
+        cmocka_unit_test(test_hints),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

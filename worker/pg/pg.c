@@ -1,0 +1,429 @@
+/*  pg.c: the per-process PostgreSQL connection.
+
+    libpq's blocking calls wait as long as the network lets them, which can
+    be longer than a job may run. So statements are sent with the
+    asynchronous API and their answers awaited with poll(). Two bounds
+    cooperate, both derived from the job's timeout:
+
+    - statement_timeout on the server, the job's timeout less a margin,
+      stops a statement that waits on a lock or runs long, rolls its
+      transaction back and frees what it held; the client gets 57014 and
+      retries the job, before the worker's watchdog would end the process.
+    - the client waits for any one answer at most statement_timeout plus
+      half a margin. A server that has not even reported its own timeout by
+      then is unreachable (a dead network, a stopped host), and the client
+      drops the connection, which is what the server would see from a
+      crashed worker anyway.
+
+    The client's bound counts only time spent waiting in poll(), per
+    statement (or per connection attempt), not a deadline from the job's
+    start: time the worker process did not run (SIGSTOP, a suspended VM) is
+    not time the server failed to answer, and the worker's watchdog too
+    leaves such time out of the job's. */
+#include "pg/pg.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onceq/clock.h"
+#include "onceq/log.h"
+#include "worker_limits.h"
+
+/* statement_timeout as set_config() text: milliseconds, at most 20 digits. */
+#define S_TIMEOUT_TEXT_LEN 24
+/* Applied statement_timeout of a session we have not set yet. */
+#define S_TIMEOUT_UNKNOWN (-1)
+
+struct oq_pg {
+    char *conninfo;             /* as given; "" = libpq's defaults */
+    char *application_name;     /* fallback_application_name */
+    PGconn *conn;               /* NULL before the first use and after a loss */
+    bool in_txn;                /* between BEGIN and COMMIT/ROLLBACK */
+    int64_t timeout_ms;         /* statement_timeout the current job wants; 0 = none */
+    int64_t grace_ms;           /* how much longer the client waits for an answer */
+    int64_t applied_timeout_ms; /* what the session has, or S_TIMEOUT_UNKNOWN */
+};
+
+static int64_t s_now_ms(void)
+{
+    return oq_clock_now_ms(oq_clock_system());
+}
+
+/* The server logs notices (CREATE TABLE IF NOT EXISTS ... skipping); libpq
+   would print them on stderr, in no log format. */
+static void s_notice(void *arg, const char *message)
+{
+    oq_debug("postgres: %.*s", (int)strcspn(message, "\n"), message);
+}
+
+oq_pg_t *oq_pg_new(const char *conninfo, const char *application_name)
+{
+    oq_pg_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->conninfo = strdup(conninfo ? conninfo : "");
+    self->application_name = strdup(application_name ? application_name : "onceq");
+    assert(self->conninfo && self->application_name);
+    self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
+    return self;
+}
+
+static void s_drop(oq_pg_t *self)
+{
+    if (self->conn)
+        PQfinish(self->conn);
+    self->conn = NULL;
+    self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
+}
+
+void oq_pg_destroy(oq_pg_t **self_p)
+{
+    assert(self_p);
+    oq_pg_t *self = *self_p;
+    if (!self)
+        return;
+    s_drop(self);
+    free(self->conninfo);
+    free(self->application_name);
+    free(self);
+    *self_p = NULL;
+}
+
+void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms)
+{
+    assert(self);
+    if (timeout_ms <= 0) {
+        self->timeout_ms = 0;
+        self->grace_ms = 0;
+        return;
+    }
+    int64_t margin_ms = timeout_ms / OQ_PG_MARGIN_DIVISOR;
+    if (margin_ms > OQ_PG_MARGIN_MAX_MS)
+        margin_ms = OQ_PG_MARGIN_MAX_MS;
+    /* statement_timeout 0 would mean "none": keep at least 1 ms. */
+    self->timeout_ms = timeout_ms - margin_ms > 0 ? timeout_ms - margin_ms : 1;
+    self->grace_ms = margin_ms / 2;
+}
+
+/* How long the client waits for the answer to one statement, or -1 for as
+   long as it takes. */
+static int64_t s_answer_budget_ms(const oq_pg_t *self)
+{
+    return self->timeout_ms ? self->timeout_ms + self->grace_ms : -1;
+}
+
+/* Wait until fd is ready for events, spending at most *budget_ms (-1: no
+   limit) and taking what was spent off it. 1 ready, 0 budget spent, -1
+   poll error. A poll() that came back much later than it asked to means
+   the process was stopped meanwhile: that wait is not counted, and the
+   socket is looked at again. */
+static int s_poll(int fd, short events, int64_t *budget_ms)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events};
+        int wait_ms = *budget_ms < 0 ? -1 : (int)(*budget_ms < INT32_MAX ? *budget_ms : INT32_MAX);
+        int64_t start_ms = s_now_ms();
+        int n = poll(&p, 1, wait_ms);
+        int64_t waited_ms = s_now_ms() - start_ms;
+        bool stalled = wait_ms >= 0 && waited_ms > wait_ms + OQ_WORKER_STALL_MS;
+        if (*budget_ms > 0 && !stalled)
+            *budget_ms -= waited_ms < wait_ms ? waited_ms : wait_ms;
+        if (n > 0)
+            return 1;
+        if (n == 0 && !stalled)
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Open the connection, waiting at most OQ_PG_CONNECT_TIMEOUT_MS, or less if
+   the job's statements may not wait that long. */
+static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
+{
+    const char *keys[3], *values[3];
+    int n = 0;
+    if (self->conninfo[0]) {
+        /* With expand_dbname, a conninfo string or URI given as dbname is
+           parsed as a whole, as PQconnectdb would. */
+        keys[n] = "dbname";
+        values[n++] = self->conninfo;
+    }
+    keys[n] = "fallback_application_name";
+    values[n++] = self->application_name;
+    keys[n] = NULL;
+    values[n] = NULL;
+
+    int64_t budget_ms = s_answer_budget_ms(self);
+    if (budget_ms < 0 || budget_ms > OQ_PG_CONNECT_TIMEOUT_MS)
+        budget_ms = OQ_PG_CONNECT_TIMEOUT_MS;
+    PGconn *conn = PQconnectStartParams(keys, values, 1);
+    if (!conn) {
+        oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
+                         "cannot connect to the database: out of memory");
+        return -1;
+    }
+    /* libpq's polling loop: begin as if PQconnectPoll had asked to write. */
+    PostgresPollingStatusType status =
+        PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED) {
+        short events = status == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+        int ready = s_poll(PQsocket(conn), events, &budget_ms);
+        if (ready <= 0) {
+            oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
+                             "cannot connect to the database: %s",
+                             ready == 0 ? "no answer in time" : strerror(errno));
+            PQfinish(conn);
+            return -1;
+        }
+        status = PQconnectPoll(conn);
+    }
+    if (status == PGRES_POLLING_FAILED) {
+        oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL, "cannot connect to the database: %s",
+                         PQerrorMessage(conn));
+        PQfinish(conn);
+        return -1;
+    }
+    PQsetNoticeProcessor(conn, s_notice, NULL);
+    self->conn = conn;
+    self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
+    oq_debug("connected to the database (server pid %d)", PQbackendPID(conn));
+    return 0;
+}
+
+int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error)
+{
+    assert(self && error);
+    oq_pg_errors_clear(error);
+    return self->conn ? 0 : s_connect(self, error);
+}
+
+/* The error of a failed result (or of the connection if res is NULL). A
+   FATAL or PANIC error ends the session even if libpq has not noticed yet. */
+static void s_error(oq_pg_t *self, const PGresult *res, bool in_commit, oq_pg_error_t *error)
+{
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *severity = res ? PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+    const char *message = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (!message)
+        message = PQerrorMessage(self->conn);
+    bool fatal = severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0);
+    bool connection_ok = !fatal && PQstatus(self->conn) == CONNECTION_OK;
+    oq_pg_class_t cls = oq_pg_errors_classify(sqlstate, connection_ok, in_commit);
+    oq_pg_errors_set(error, cls, sqlstate, "%s", message && *message ? message : "unknown error");
+    if (!connection_ok)
+        s_drop(self);
+}
+
+/* Read the answers to what was sent, within the answer budget. Keeps the first
+   error (later statements of a script are skipped by the server anyway),
+   else the last result, in *last if last is non-NULL. */
+static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error_t *error)
+{
+    int64_t budget_ms = s_answer_budget_ms(self);
+    PGresult *kept = NULL;
+    bool failed = false;
+    for (;;) {
+        while (PQisBusy(self->conn)) {
+            int ready = s_poll(PQsocket(self->conn), POLLIN, &budget_ms);
+            if (ready <= 0 || !PQconsumeInput(self->conn)) {
+                if (ready == 0) {
+                    /* Not even the server's own statement_timeout came
+                       back: the network or the server is stuck. Give the
+                       connection up; the server rolls back what it had. */
+                    oq_pg_errors_set(error, in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION,
+                                     NULL, "no answer from the database within %" PRId64 " ms",
+                                     self->timeout_ms + self->grace_ms);
+                } else {
+                    s_error(self, NULL, in_commit, error);
+                    error->cls = in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION;
+                }
+                PQclear(kept);
+                s_drop(self);
+                return -1;
+            }
+        }
+        PGresult *res = PQgetResult(self->conn);
+        if (!res)
+            break;
+        ExecStatusType status = PQresultStatus(res);
+        bool ok =
+            status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY;
+        if (!ok && !failed) {
+            failed = true;
+            s_error(self, res, in_commit, error);
+            PQclear(kept);
+            kept = NULL;
+            if (!self->conn) {
+                PQclear(res);
+                return -1;
+            }
+        }
+        if (ok && !failed) {
+            PQclear(kept);
+            kept = res;
+        } else {
+            PQclear(res);
+        }
+    }
+    if (failed) {
+        PQclear(kept);
+        return -1;
+    }
+    if (last)
+        *last = kept;
+    else
+        PQclear(kept);
+    return 0;
+}
+
+/* Make the connection ready for a statement: connected (unless that would
+   silently leave a transaction), and with the job's statement_timeout. */
+static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
+{
+    if (!self->conn) {
+        if (self->in_txn) {
+            /* Connecting again now would run the rest of the transaction
+               outside of it. */
+            oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
+                             "the database connection was lost inside a transaction");
+            return -1;
+        }
+        if (s_connect(self, error) < 0)
+            return -1;
+    }
+    /* Set outside transactions only: inside one, a rollback would undo it. */
+    if (self->applied_timeout_ms != self->timeout_ms && !self->in_txn) {
+        char text[S_TIMEOUT_TEXT_LEN];
+        snprintf(text, sizeof text, "%" PRId64, self->timeout_ms);
+        const char *params[] = {text};
+        if (PQsendQueryParams(self->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
+                              NULL, params, NULL, NULL, 0) == 0) {
+            s_error(self, NULL, false, error);
+            return -1;
+        }
+        if (s_collect(self, false, NULL, error) < 0)
+            return -1;
+        self->applied_timeout_ms = self->timeout_ms;
+    }
+    return 0;
+}
+
+/* Send a statement (with parameters, or as a script if params is NULL and
+   nparams is -1) and collect its answer. */
+static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+                 bool in_commit, PGresult **result, oq_pg_error_t *error)
+{
+    if (s_ready(self, error) < 0)
+        return -1;
+    int sent = nparams < 0
+                   ? PQsendQuery(self->conn, sql)
+                   : PQsendQueryParams(self->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (!sent) {
+        s_error(self, NULL, in_commit, error);
+        if (self->conn && error->cls != OQ_PG_ERR_UNKNOWN) {
+            /* Not sent and the connection still up: nothing reached the
+               server. */
+            error->cls = OQ_PG_ERR_TRANSIENT;
+        }
+        return -1;
+    }
+    return s_collect(self, in_commit, result, error);
+}
+
+int oq_pg_exec(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+               PGresult **result, oq_pg_error_t *error)
+{
+    assert(self && sql && error);
+    assert(nparams >= 0);
+    oq_pg_errors_clear(error);
+    if (result)
+        *result = NULL;
+    return s_run(self, sql, nparams, params, false, result, error);
+}
+
+int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error)
+{
+    assert(self && sql && error);
+    oq_pg_errors_clear(error);
+    return s_run(self, sql, -1, NULL, false, NULL, error);
+}
+
+int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
+{
+    assert(self && begin_sql && error);
+    assert(!self->in_txn);
+    oq_pg_errors_clear(error);
+    bool reused = self->conn != NULL;
+    if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0) {
+        /* A connection that died while idle (the server restarted, an
+           idle timeout) is found out by the first statement sent on it.
+           Nothing of this transaction has happened yet, so connecting
+           again now is safe and spares the job a retry. Once only: a
+           fresh connection that fails is a real outage. */
+        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION)
+            return -1;
+        oq_info("the database connection was lost while idle (%s); connecting again",
+                error->message);
+        oq_pg_errors_clear(error);
+        if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0)
+            return -1;
+    }
+    self->in_txn = true;
+    return 0;
+}
+
+int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error)
+{
+    assert(self && error);
+    oq_pg_errors_clear(error);
+    PGresult *res = NULL;
+    int rc = s_run(self, "COMMIT", 0, NULL, true, &res, error);
+    /* Whatever the answer, the transaction is over: committed, rolled back
+       by the server, or unknown with the connection gone. */
+    self->in_txn = false;
+    if (rc < 0)
+        return -1;
+    /* COMMIT of a transaction that had failed answers "ROLLBACK", with no
+       error: not a commit. */
+    bool committed = res && strcmp(PQcmdStatus(res), "COMMIT") == 0;
+    PQclear(res);
+    if (!committed) {
+        oq_pg_errors_set(error, OQ_PG_ERR_TRANSIENT, NULL,
+                         "the transaction had failed and was rolled back at COMMIT");
+        return -1;
+    }
+    return 0;
+}
+
+void oq_pg_rollback(oq_pg_t *self)
+{
+    assert(self);
+    /* Sent as is, without s_ready: nothing else may go first in a
+       transaction that failed. */
+    if (self->conn && PQtransactionStatus(self->conn) != PQTRANS_IDLE) {
+        oq_pg_error_t error;
+        oq_pg_errors_clear(&error);
+        if (!PQsendQuery(self->conn, "ROLLBACK"))
+            s_drop(self);
+        else if (s_collect(self, false, NULL, &error) < 0)
+            oq_debug("ROLLBACK failed (%s): %s", oq_pg_errors_class_name(error.cls), error.message);
+    }
+    self->in_txn = false;
+}
+
+bool oq_pg_connected(const oq_pg_t *self)
+{
+    assert(self);
+    return self->conn != NULL;
+}
+
+int oq_pg_backend_pid(const oq_pg_t *self)
+{
+    assert(self);
+    return self->conn ? PQbackendPID(self->conn) : 0;
+}

@@ -1,0 +1,73 @@
+/*  ledger.c: the point ledger's dispatch to its implementation. */
+#include "points/ledger.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+struct oq_ledger {
+    const oq_ledger_ops_t *ops; /* static */
+    void *impl;                 /* owned if ops->destroy is set */
+};
+
+oq_ledger_t *oq_ledger_new(const oq_ledger_ops_t *ops, void *impl)
+{
+    assert(ops && ops->insert_grant && ops->add_to_balance && ops->find_grant && ops->get_balance &&
+           ops->add_customer);
+    oq_ledger_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->ops = ops;
+    self->impl = impl;
+    return self;
+}
+
+void oq_ledger_destroy(oq_ledger_t **self_p)
+{
+    assert(self_p);
+    oq_ledger_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->ops->destroy)
+        self->ops->destroy(self->impl);
+    free(self);
+    *self_p = NULL;
+}
+
+int oq_ledger_insert_grant(oq_ledger_t *self, const oq_ledger_grant_t *grant,
+                           oq_ledger_insert_t *outcome, oq_pg_error_t *error)
+{
+    assert(self && grant && grant->reason && outcome && error);
+    oq_pg_errors_clear(error);
+    return self->ops->insert_grant(self->impl, grant, outcome, error);
+}
+
+int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,
+                             oq_pg_error_t *error)
+{
+    assert(self && found && error);
+    oq_pg_errors_clear(error);
+    return self->ops->add_to_balance(self->impl, customer_id, points, found, error);
+}
+
+int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,
+                         oq_pg_error_t *error)
+{
+    assert(self && grant && grant->reason && found && error);
+    oq_pg_errors_clear(error);
+    return self->ops->find_grant(self->impl, grant, found, error);
+}
+
+int oq_ledger_get_balance(oq_ledger_t *self, int64_t customer_id, int64_t *balance, bool *found,
+                          oq_pg_error_t *error)
+{
+    assert(self && balance && found && error);
+    oq_pg_errors_clear(error);
+    return self->ops->get_balance(self->impl, customer_id, balance, found, error);
+}
+
+int oq_ledger_add_customer(oq_ledger_t *self, int64_t customer_id, int64_t balance, bool *created,
+                           oq_pg_error_t *error)
+{
+    assert(self && created && error);
+    oq_pg_errors_clear(error);
+    return self->ops->add_customer(self->impl, customer_id, balance, created, error);
+}

@@ -1,0 +1,163 @@
+/*  ledger_pg.c: the point ledger in PostgreSQL.
+
+    The guard is the table's UNIQUE (order_id, reason): the INSERT says
+    ON CONFLICT DO NOTHING, and the number of rows it reports (1 or 0) is
+    the answer to "is this the first time?". Under READ COMMITTED an INSERT
+    that meets a concurrent, uncommitted row with the same key waits for
+    that transaction and then reports 0 if it committed; under REPEATABLE
+    READ and SERIALIZABLE a conflict with a row the snapshot cannot see is a
+    serialization failure, which the runner re-runs with a fresh snapshot.
+    Either way, two runs of one grant never both see 1. */
+#include "points/ledger_pg.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An int64 as text: sign and 19 digits. */
+#define S_INT_TEXT_LEN 21
+/* foreign_key_violation: point_grants.customer_id has no balance row. */
+#define S_SQLSTATE_FOREIGN_KEY "23503"
+
+#define S_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef struct {
+    char text[S_INT_TEXT_LEN];
+} s_int_t;
+
+static s_int_t s_int(int64_t value)
+{
+    s_int_t out;
+    snprintf(out.text, sizeof out.text, "%" PRId64, value);
+    return out;
+}
+
+/* Rows a command touched, from its tag ("INSERT 0 1", "UPDATE 0"). */
+static long s_rows(const PGresult *res)
+{
+    return strtol(PQcmdTuples((PGresult *)res), NULL, 10);
+}
+
+/* Column col of row 0 as an int64. 0, or -1 with error if it is not one. */
+static int s_get_int(const PGresult *res, int col, int64_t *out, oq_pg_error_t *error)
+{
+    const char *text = PQgetvalue(res, 0, col);
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end) {
+        oq_pg_errors_set(error, OQ_PG_ERR_FAIL, NULL,
+                         "the database returned \"%s\" where a whole number was expected", text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int s_insert_grant(void *impl, const oq_ledger_grant_t *grant, oq_ledger_insert_t *outcome,
+                          oq_pg_error_t *error)
+{
+    s_int_t order = s_int(grant->order_id), customer = s_int(grant->customer_id),
+            points = s_int(grant->points);
+    const char *params[] = {order.text, grant->reason, customer.text, points.text};
+    PGresult *res;
+    if (oq_pg_exec(impl,
+                   "INSERT INTO point_grants (order_id, reason, customer_id, points) "
+                   "VALUES ($1, $2, $3, $4) ON CONFLICT (order_id, reason) DO NOTHING",
+                   S_COUNT(params), params, &res, error) < 0) {
+        /* The foreign key to point_balances refuses a grant for a customer
+           without a balance row: an answer about the data. The
+           transaction is aborted now; the caller rolls it back. */
+        if (strcmp(error->sqlstate, S_SQLSTATE_FOREIGN_KEY) == 0) {
+            oq_pg_errors_clear(error);
+            *outcome = OQ_LEDGER_NO_CUSTOMER;
+            return 0;
+        }
+        return -1;
+    }
+    *outcome = s_rows(res) == 1 ? OQ_LEDGER_INSERTED : OQ_LEDGER_EXISTS;
+    PQclear(res);
+    return 0;
+}
+
+static int s_add_to_balance(void *impl, int64_t customer_id, int64_t points, bool *found,
+                            oq_pg_error_t *error)
+{
+    s_int_t customer = s_int(customer_id), amount = s_int(points);
+    const char *params[] = {customer.text, amount.text};
+    PGresult *res;
+    if (oq_pg_exec(impl, "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1",
+                   S_COUNT(params), params, &res, error) < 0)
+        return -1;
+    *found = s_rows(res) == 1;
+    PQclear(res);
+    return 0;
+}
+
+static int s_find_grant(void *impl, oq_ledger_grant_t *grant, bool *found, oq_pg_error_t *error)
+{
+    s_int_t order = s_int(grant->order_id);
+    const char *params[] = {order.text, grant->reason};
+    PGresult *res;
+    if (oq_pg_exec(impl,
+                   "SELECT customer_id, points FROM point_grants "
+                   "WHERE order_id = $1 AND reason = $2",
+                   S_COUNT(params), params, &res, error) < 0)
+        return -1;
+    *found = PQntuples(res) == 1;
+    int rc = 0;
+    if (*found && (s_get_int(res, 0, &grant->customer_id, error) < 0 ||
+                   s_get_int(res, 1, &grant->points, error) < 0))
+        rc = -1;
+    PQclear(res);
+    return rc;
+}
+
+static int s_get_balance(void *impl, int64_t customer_id, int64_t *balance, bool *found,
+                         oq_pg_error_t *error)
+{
+    s_int_t customer = s_int(customer_id);
+    const char *params[] = {customer.text};
+    PGresult *res;
+    if (oq_pg_exec(impl, "SELECT balance FROM point_balances WHERE customer_id = $1",
+                   S_COUNT(params), params, &res, error) < 0)
+        return -1;
+    *found = PQntuples(res) == 1;
+    int rc = *found ? s_get_int(res, 0, balance, error) : 0;
+    PQclear(res);
+    return rc;
+}
+
+static int s_add_customer(void *impl, int64_t customer_id, int64_t balance, bool *created,
+                          oq_pg_error_t *error)
+{
+    s_int_t customer = s_int(customer_id), amount = s_int(balance);
+    const char *params[] = {customer.text, amount.text};
+    PGresult *res;
+    if (oq_pg_exec(impl,
+                   "INSERT INTO point_balances (customer_id, balance) VALUES ($1, $2) "
+                   "ON CONFLICT (customer_id) DO NOTHING",
+                   S_COUNT(params), params, &res, error) < 0)
+        return -1;
+    *created = s_rows(res) == 1;
+    PQclear(res);
+    return 0;
+}
+
+oq_ledger_t *oq_ledger_pg_new(oq_pg_t *pg)
+{
+    assert(pg);
+    /* No destroy: the ledger borrows the connection. */
+    static const oq_ledger_ops_t ops = {
+        .insert_grant = s_insert_grant,
+        .add_to_balance = s_add_to_balance,
+        .find_grant = s_find_grant,
+        .get_balance = s_get_balance,
+        .add_customer = s_add_customer,
+        .destroy = NULL,
+    };
+    return oq_ledger_new(&ops, pg);
+}
