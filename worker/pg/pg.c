@@ -38,15 +38,21 @@
 #define S_TIMEOUT_TEXT_LEN 24
 /* Applied statement_timeout of a session we have not set yet. */
 #define S_TIMEOUT_UNKNOWN (-1)
+/* Statements with parameters prepared per connection; beyond this many the
+   rest run unprepared. The ledger uses a handful. */
+#define S_MAX_PREPARED  16
+#define S_STMT_NAME_LEN 16
 
 struct oq_pg {
-    char *conninfo;             /* as given; "" = libpq's defaults */
-    char *application_name;     /* fallback_application_name */
-    PGconn *conn;               /* NULL before the first use and after a loss */
-    bool in_txn;                /* between BEGIN and COMMIT/ROLLBACK */
-    int64_t timeout_ms;         /* statement_timeout the current job wants; 0 = none */
-    int64_t grace_ms;           /* how much longer the client waits for an answer */
-    int64_t applied_timeout_ms; /* what the session has, or S_TIMEOUT_UNKNOWN */
+    char *conninfo;                 /* as given; "" = libpq's defaults */
+    char *application_name;         /* fallback_application_name */
+    PGconn *conn;                   /* NULL before the first use and after a loss */
+    bool in_txn;                    /* between BEGIN and COMMIT/ROLLBACK */
+    int64_t timeout_ms;             /* statement_timeout the current job wants; 0 = none */
+    int64_t grace_ms;               /* how much longer the client waits for an answer */
+    int64_t applied_timeout_ms;     /* what the session has, or S_TIMEOUT_UNKNOWN */
+    char *prepared[S_MAX_PREPARED]; /* SQL prepared on this connection as "oq_<index>" */
+    int prepared_count;
 };
 
 static int64_t s_now_ms(void)
@@ -72,11 +78,20 @@ oq_pg_t *oq_pg_new(const char *conninfo, const char *application_name)
     return self;
 }
 
+/* Prepared statements live and die with their connection. */
+static void s_forget_prepared(oq_pg_t *self)
+{
+    for (int i = 0; i < self->prepared_count; i++)
+        free(self->prepared[i]);
+    self->prepared_count = 0;
+}
+
 static void s_drop(oq_pg_t *self)
 {
     if (self->conn)
         PQfinish(self->conn);
     self->conn = NULL;
+    s_forget_prepared(self);
     self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
 }
 
@@ -313,6 +328,33 @@ static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
     return 0;
 }
 
+/* The index of sql's prepared statement on this connection, preparing it
+   the first time (a round trip once per connection, then the server skips
+   parsing and planning on every job); -1 to run it unprepared (no room
+   left), -2 if preparing failed (error is set). */
+static int s_prepared(oq_pg_t *self, const char *sql, int nparams, bool in_commit,
+                      oq_pg_error_t *error)
+{
+    for (int i = 0; i < self->prepared_count; i++)
+        if (strcmp(self->prepared[i], sql) == 0)
+            return i;
+    if (self->prepared_count == S_MAX_PREPARED)
+        return -1;
+    char name[S_STMT_NAME_LEN];
+    snprintf(name, sizeof name, "oq_%d", self->prepared_count);
+    if (!PQsendPrepare(self->conn, name, sql, nparams, NULL)) {
+        s_error(self, NULL, in_commit, error);
+        return -2;
+    }
+    if (s_collect(self, in_commit, NULL, error) < 0)
+        return -2;
+    char *copy = strdup(sql);
+    if (!copy)
+        return -1;
+    self->prepared[self->prepared_count] = copy;
+    return self->prepared_count++;
+}
+
 /* Send a statement (with parameters, or as a script if params is NULL and
    nparams is -1) and collect its answer. */
 static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
@@ -320,9 +362,19 @@ static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const 
 {
     if (s_ready(self, error) < 0)
         return -1;
-    int sent = nparams < 0
+    int sent;
+    int stmt = nparams > 0 ? s_prepared(self, sql, nparams, in_commit, error) : -1;
+    if (stmt == -2)
+        return -1;
+    if (stmt >= 0) {
+        char name[S_STMT_NAME_LEN];
+        snprintf(name, sizeof name, "oq_%d", stmt);
+        sent = PQsendQueryPrepared(self->conn, name, nparams, params, NULL, NULL, 0);
+    } else {
+        sent = nparams < 0
                    ? PQsendQuery(self->conn, sql)
                    : PQsendQueryParams(self->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    }
     if (!sent) {
         s_error(self, NULL, in_commit, error);
         if (self->conn && error->cls != OQ_PG_ERR_UNKNOWN) {
