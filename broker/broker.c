@@ -11,7 +11,22 @@
     the limits of the protocol, and anything wrong is answered with an error
     on the socket it came from. Sends never block (ZMQ_DONTWAIT); with
     ROUTER_MANDATORY a send to a worker that has gone fails at once, and the
-    worker's leases are given back. */
+    worker's leases are given back.
+
+    Group commit. The engine reports every change to the journal, which
+    buffers the records. Replies that promise something a restart must keep
+    (dispatched, requeued) go to the outbox, tagged with the journal position
+    their record ends at. At the end of the turn ("before sleep") the journal
+    writes the turn's records in one write and, under --fsync always, makes
+    them durable with one fsync; then the outbox sends every reply whose
+    records are durable. However many producers dispatched in the turn, they
+    share that fsync. Jobs are handed to workers before their record is
+    durable: a job lost with an unwritten record was never confirmed.
+
+    Disk errors. While the journal cannot write, dispatches are refused with
+    "unavailable" (naming the OS error), replies already promised wait in the
+    outbox, and workers are served as usual: their acks only add records,
+    which wait in memory until a write succeeds. */
 #include "broker.h"
 
 #include <assert.h>
@@ -22,12 +37,19 @@
 #include <string.h>
 #include <zmq.h>
 
+#include <sys/random.h>
+
+#include "dedupe.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/proto.h"
+#include "outbox.h"
+#include "replay.h"
+#include "siphash.h"
 #include "stats.h"
 
 #define S_MAX_IDENTITY 255
+#define S_POLL_ITEMS   3 /* front, back, and a compaction's child while one runs */
 
 struct oq_broker {
     oq_broker_config_t config;
@@ -36,10 +58,35 @@ struct oq_broker {
     void *front;
     void *back;
     oq_engine_t *engine;
+    oq_journal_t *journal; /* NULL with --no-journal */
+    oq_compact_t *compact; /* NULL with --no-journal */
+    oq_dedupe_t *dedupe;
+    uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* the journal's, or random */
+    uint64_t dedupe_hits;
+    oq_outbox_t *outbox;
+    bool paused;         /* deliveries paused: too many records wait for the disk */
     msgpack_sbuffer out; /* reused encoding buffer */
     int64_t started_ms;
     int64_t next_heartbeat_ms;
 };
+
+oq_broker_config_t oq_broker_config_default(void)
+{
+    oq_broker_config_t c = {
+        .front_endpoint = OQ_DEFAULT_FRONT_ENDPOINT,
+        .back_endpoint = OQ_DEFAULT_BACK_ENDPOINT,
+        .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS,
+        .liveness = OQ_DEFAULT_LIVENESS,
+        .engine = oq_engine_config_default(),
+        .journal = {.dir = OQ_DEFAULT_DATA_DIR,
+                    .fsync = OQ_FSYNC_ALWAYS,
+                    .fsync_interval_ms = OQ_DEFAULT_FSYNC_INTERVAL_MS},
+        .compact = {.min_bytes = OQ_DEFAULT_COMPACT_MIN_BYTES, .ratio = OQ_DEFAULT_COMPACT_RATIO},
+        .dedupe_window_ms = OQ_DEFAULT_DEDUPE_WINDOW_MS,
+        .dedupe_max = OQ_MAX_DEDUPE_ENTRIES,
+    };
+    return c;
+}
 
 /* Where a message came from and how to answer it. */
 typedef struct {
@@ -76,6 +123,38 @@ fail:
     return NULL;
 }
 
+/* Open the journal and read it back into the engine and the dedupe table,
+   then let the journal see every change from now on. */
+static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
+{
+    const oq_broker_config_t *c = &self->config;
+    self->journal = oq_journal_new(&c->journal, self->clock, reason, reason_len);
+    if (!self->journal)
+        return -1;
+    memcpy(self->dedupe_key, oq_journal_header(self->journal)->dedupe_key, sizeof self->dedupe_key);
+    oq_replay_report_t r;
+    if (oq_replay_run(self->journal, self->engine, self->dedupe, self->clock, c->dedupe_window_ms,
+                      c->repair, &r, reason, reason_len) < 0)
+        return -1;
+    oq_info("journal %s: replayed %llu records (%llu bytes) in %lld ms: %zu ready, %zu delayed, "
+            "%zu failed, %zu dispatch ids; fsync %s",
+            oq_journal_path(self->journal), (unsigned long long)r.records,
+            (unsigned long long)r.bytes, (long long)r.elapsed_ms, r.ready, r.delayed, r.failed,
+            r.dispatch_ids, oq_fsync_name(c->journal.fsync));
+    if (r.ignored)
+        oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
+                (unsigned long long)r.ignored);
+    oq_engine_hooks_t hooks = oq_journal_hooks(self->journal);
+    oq_engine_set_hooks(self->engine, &hooks);
+    self->compact =
+        oq_compact_new(&c->compact, self->journal, self->engine, self->dedupe, self->clock);
+    if (!self->compact) {
+        snprintf(reason, reason_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *clock, char *reason,
                            size_t reason_len)
 {
@@ -88,14 +167,28 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     self->clock = clock;
     msgpack_sbuffer_init(&self->out);
     self->engine = oq_engine_new(&config->engine, clock);
+    self->dedupe = oq_dedupe_new(config->dedupe_max);
+    self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES);
     self->ctx = zmq_ctx_new();
-    if (!self->engine || !self->ctx) {
+    if (!self->engine || !self->dedupe || !self->outbox || !self->ctx) {
         snprintf(reason, reason_len, "out of memory");
         oq_broker_destroy(&self);
         return NULL;
     }
-    if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0 ||
-        !(self->front = s_bind(self->ctx, config->front_endpoint, reason, reason_len)) ||
+    if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0) {
+        oq_broker_destroy(&self);
+        return NULL;
+    }
+    /* Replay before binding: a producer that can connect finds the jobs. */
+    if (config->no_journal) {
+        oq_warn("running without a journal (--no-journal): a restart loses every job");
+        if (getrandom(self->dedupe_key, sizeof self->dedupe_key, 0) < 0)
+            oq_warn("no random bytes for the dispatch id key: %s", strerror(errno));
+    } else if (s_open_journal(self, reason, reason_len) < 0) {
+        oq_broker_destroy(&self);
+        return NULL;
+    }
+    if (!(self->front = s_bind(self->ctx, config->front_endpoint, reason, reason_len)) ||
         !(self->back = s_bind(self->ctx, config->back_endpoint, reason, reason_len))) {
         oq_broker_destroy(&self);
         return NULL;
@@ -117,7 +210,13 @@ void oq_broker_destroy(oq_broker_t **self_p)
         zmq_close(self->back);
     if (self->ctx)
         zmq_ctx_term(self->ctx);
+    oq_compact_destroy(&self->compact);
+    if (self->engine)
+        oq_engine_set_hooks(self->engine, NULL);
+    oq_journal_destroy(&self->journal);
     oq_engine_destroy(&self->engine);
+    oq_dedupe_destroy(&self->dedupe);
+    oq_outbox_destroy(&self->outbox);
     msgpack_sbuffer_destroy(&self->out);
     free(self);
     *self_p = NULL;
@@ -208,24 +307,133 @@ static int s_recv(oq_broker_t *self, void *sock, s_envelope_t *env, zmq_msg_t *b
 
 /* ---- front socket: producers and admin ------------------------------------------ */
 
-static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
+/* The position a reply's records end at in the journal (0 without one). */
+static uint64_t s_appended(const oq_broker_t *self)
 {
-    int64_t req = msg->has_req ? (int64_t)msg->req : -1;
-    char reason[512];
-    switch (msg->cmd) {
-    case OQ_CMD_DISPATCH: {
-        uint64_t id;
+    return self->journal ? oq_journal_appended(self->journal) : 0;
+}
+
+/* Before taking anything a restart must keep: can the journal take it? */
+static bool s_can_promise(oq_broker_t *self, const s_envelope_t *env, int64_t req)
+{
+    char reason[OQ_MAX_ERROR_LEN];
+    if (self->journal && !oq_journal_healthy(self->journal)) {
+        snprintf(reason, sizeof reason,
+                 "the broker cannot make jobs durable (%s); nothing was queued, try again later",
+                 oq_journal_error(self->journal));
+    } else if (oq_outbox_count(self->outbox) >= OQ_MAX_OUTBOX_REPLIES) {
+        snprintf(reason, sizeof reason,
+                 "%d replies are waiting for the journal already; try again later",
+                 OQ_MAX_OUTBOX_REPLIES);
+    } else {
+        return true;
+    }
+    s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE, reason);
+    return false;
+}
+
+/* Put the encoded reply in self->out into the outbox, to leave once the
+   journal is durable up to needs. */
+static void s_promise(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t needs)
+{
+    int rc = oq_outbox_add(self->outbox, needs, env->identity, env->identity_len, env->delimiter,
+                           self->out.data, self->out.size);
+    msgpack_sbuffer_clear(&self->out);
+    if (rc < 0)
+        s_reply_error(self, self->front, env, req, OQ_ERR_INTERNAL,
+                      "out of memory keeping the reply; the request was carried out");
+}
+
+static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                       const oq_job_msg_t *job)
+{
+    if (!s_can_promise(self, env, req))
+        return;
+    int64_t wall_ms = oq_clock_wall_ms(self->clock);
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    uint64_t id = 0;
+    if (job->dispatch_id.len) {
+        oq_siphash128(self->dedupe_key, job->dispatch_id.ptr, job->dispatch_id.len, digest);
+        id = oq_dedupe_find(self->dedupe, digest, wall_ms);
+    }
+    if (id) {
+        /* A resend: the first dispatch's answer, which waits like it for its
+           record to be durable if it still has to. */
+        self->dedupe_hits++;
+        oq_debug("dispatch id %.*s seen before: job %llu", (int)job->dispatch_id.len,
+                 job->dispatch_id.ptr, (unsigned long long)id);
+    } else {
+        char reason[512];
         oq_err_t code;
-        if (oq_engine_dispatch(self->engine, &msg->job, &id, &code, reason, sizeof reason) < 0) {
+        uint64_t before = s_appended(self);
+        if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
             s_reply_error(self, self->front, env, req, code, reason);
             return;
         }
-        oq_proto_encode_dispatched(&self->out, req, id);
-        break;
+        if (self->journal && s_appended(self) == before) {
+            s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE,
+                          "the journal could not hold the job's record (out of memory); it "
+                          "may run, but is not kept across a restart");
+            return;
+        }
+        if (job->dispatch_id.len &&
+            oq_dedupe_add(self->dedupe, digest, id, wall_ms + self->config.dedupe_window_ms) < 0)
+            oq_warn("out of memory remembering dispatch id of job %llu", (unsigned long long)id);
     }
+    oq_proto_encode_dispatched(&self->out, req, id);
+    s_promise(self, env, req, s_appended(self));
+}
+
+static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id)
+{
+    char reason[256];
+    if (!s_can_promise(self, env, req))
+        return;
+    if (oq_engine_requeue(self->engine, id, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, reason);
+        return;
+    }
+    oq_info("job %llu requeued from the failed store", (unsigned long long)id);
+    oq_proto_encode_requeue(&self->out, OQ_CMD_REQUEUED, req, id);
+    s_promise(self, env, req, s_appended(self));
+}
+
+static void s_stats(oq_broker_t *self, int64_t req)
+{
+    oq_stats_journal_t j = {
+        .enabled = self->journal != NULL,
+        .dispatch_ids = oq_dedupe_count(self->dedupe),
+        .dedupe_hits = self->dedupe_hits,
+        .dedupe_evicted = oq_dedupe_evicted(self->dedupe),
+        .error = "",
+        .fsync = "none",
+    };
+    if (self->journal) {
+        j.fsync = oq_fsync_name(oq_journal_policy(self->journal));
+        j.bytes = oq_journal_file_bytes(self->journal);
+        j.live_bytes = oq_journal_live_bytes(self->journal);
+        j.fsyncs = oq_journal_fsyncs(self->journal);
+        j.failures = oq_journal_failures(self->journal);
+        j.backlog_bytes = oq_journal_backlog_bytes(self->journal);
+        j.compactions = oq_compact_count(self->compact);
+        j.error = oq_journal_error(self->journal);
+    }
+    oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
+                    &j);
+}
+
+static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
+{
+    int64_t req = msg->has_req ? (int64_t)msg->req : -1;
+    switch (msg->cmd) {
+    case OQ_CMD_DISPATCH:
+        s_dispatch(self, env, req, &msg->job);
+        return;
+    case OQ_CMD_REQUEUE:
+        s_requeue(self, env, req, msg->id);
+        return;
     case OQ_CMD_STATS:
-        oq_stats_encode(&self->out, req, self->engine,
-                        oq_clock_now_ms(self->clock) - self->started_ms);
+        s_stats(self, req);
         break;
     case OQ_CMD_FAILED: {
         char queue[OQ_MAX_NAME_LEN + 1];
@@ -314,7 +522,7 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
 {
     if (sock == self->front)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
-               cmd == OQ_CMD_PING;
+               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT;
 }
@@ -423,6 +631,98 @@ static void s_heartbeat(oq_broker_t *self)
                            (int64_t)self->config.heartbeat_ms * self->config.liveness);
 }
 
+/* ---- before sleep: the journal, then the replies that waited on it ---------------- */
+
+static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
+                         const void *body, size_t body_len)
+{
+    oq_broker_t *self = ctx;
+    int rc = zmq_send(self->front, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && delimiter)
+        rc = zmq_send(self->front, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0)
+        rc = zmq_send(self->front, body, body_len, ZMQ_DONTWAIT);
+    if (rc < 0)
+        oq_debug("producer went away before its reply");
+    return rc < 0 ? -1 : 0;
+}
+
+/* Once per turn, for everything the turn did: start a compaction if one is
+   due, write (and under the policy fsync) the turn's records, then send the
+   replies whose records are durable. */
+static void s_before_sleep(oq_broker_t *self)
+{
+    uint64_t durable = UINT64_MAX;
+    if (self->journal) {
+        if (oq_journal_healthy(self->journal) && oq_compact_due(self->compact))
+            oq_compact_start(self->compact);
+        oq_journal_flush(self->journal, oq_outbox_needs(self->outbox));
+        durable = oq_journal_durable(self->journal);
+    }
+    oq_outbox_flush(self->outbox, durable, s_outbox_send, self);
+    oq_dedupe_expire(self->dedupe, oq_clock_wall_ms(self->clock));
+}
+
+/* Deliveries add records; stop adding while too many wait for the disk. */
+static bool s_may_deliver(oq_broker_t *self)
+{
+    bool over = self->journal &&
+                oq_journal_backlog_bytes(self->journal) > (uint64_t)OQ_JOURNAL_MAX_BACKLOG_BYTES;
+    if (over != self->paused)
+        oq_warn(over ? "deliveries paused: %llu journal bytes wait for the disk"
+                     : "deliveries resume: %llu journal bytes wait for the disk",
+                (unsigned long long)oq_journal_backlog_bytes(self->journal));
+    self->paused = over;
+    return !over;
+}
+
+int oq_broker_turn(oq_broker_t *self, long timeout_ms)
+{
+    zmq_pollitem_t items[S_POLL_ITEMS] = {{self->front, 0, ZMQ_POLLIN, 0},
+                                          {self->back, 0, ZMQ_POLLIN, 0}};
+    int count = 2;
+    int compact_fd = self->compact ? oq_compact_fd(self->compact) : -1;
+    if (compact_fd >= 0)
+        items[count++] = (zmq_pollitem_t){NULL, compact_fd, ZMQ_POLLIN, 0};
+    if (zmq_poll(items, count, timeout_ms) < 0) {
+        if (zmq_errno() == EINTR)
+            return 0;
+        oq_error("poll failed: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    if (items[1].revents & ZMQ_POLLIN)
+        s_drain_socket(self, self->back);
+    if (items[0].revents & ZMQ_POLLIN)
+        s_drain_socket(self, self->front);
+    if (count > 2 && (items[2].revents & ZMQ_POLLIN))
+        oq_compact_poll(self->compact);
+    oq_engine_tick(self->engine);
+    int64_t now = oq_clock_now_ms(self->clock);
+    if (now >= self->next_heartbeat_ms) {
+        s_heartbeat(self);
+        self->next_heartbeat_ms = now + self->config.heartbeat_ms;
+    }
+    if (s_may_deliver(self))
+        oq_engine_pump(self->engine, s_deliver, self);
+    s_before_sleep(self);
+    return 0;
+}
+
+/* Sleep until the nearest of: a job deadline, the next heartbeat, the
+   journal's next batch fsync or retry. */
+static long s_timeout_ms(const oq_broker_t *self)
+{
+    int64_t now = oq_clock_now_ms(self->clock);
+    int64_t wake = self->next_heartbeat_ms;
+    int64_t deadline = oq_engine_next_deadline(self->engine);
+    if (deadline >= 0 && deadline < wake)
+        wake = deadline;
+    deadline = self->journal ? oq_journal_next_deadline(self->journal) : -1;
+    if (deadline >= 0 && deadline < wake)
+        wake = deadline;
+    return wake > now ? (long)(wake - now) : 0;
+}
+
 int oq_broker_run(oq_broker_t *self)
 {
     struct sigaction sa;
@@ -432,35 +732,18 @@ int oq_broker_run(oq_broker_t *self)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    zmq_pollitem_t items[] = {{self->front, 0, ZMQ_POLLIN, 0}, {self->back, 0, ZMQ_POLLIN, 0}};
     oq_info("serving: front %s, back %s, heartbeat %d ms x %d", self->config.front_endpoint,
             self->config.back_endpoint, self->config.heartbeat_ms, self->config.liveness);
-    while (!s_stop) {
-        int64_t now = oq_clock_now_ms(self->clock);
-        int64_t wake = self->next_heartbeat_ms;
-        int64_t deadline = oq_engine_next_deadline(self->engine);
-        if (deadline >= 0 && deadline < wake)
-            wake = deadline;
-        long timeout = wake > now ? (long)(wake - now) : 0;
-        if (zmq_poll(items, 2, timeout) < 0) {
-            if (zmq_errno() == EINTR)
-                continue;
-            oq_error("poll failed: %s", zmq_strerror(zmq_errno()));
-            return -1;
-        }
-        if (items[1].revents & ZMQ_POLLIN)
-            s_drain_socket(self, self->back);
-        if (items[0].revents & ZMQ_POLLIN)
-            s_drain_socket(self, self->front);
-        oq_engine_tick(self->engine);
-        now = oq_clock_now_ms(self->clock);
-        if (now >= self->next_heartbeat_ms) {
-            s_heartbeat(self);
-            self->next_heartbeat_ms = now + self->config.heartbeat_ms;
-        }
-        oq_engine_pump(self->engine, s_deliver, self);
-    }
+    int rc = 0;
+    while (!s_stop && rc == 0)
+        rc = oq_broker_turn(self, s_timeout_ms(self));
+    if (self->journal && oq_journal_sync(self->journal) < 0)
+        oq_error("stopping with journal records not durable: %s", oq_journal_error(self->journal));
+    if (self->journal)
+        oq_outbox_flush(self->outbox, oq_journal_durable(self->journal), s_outbox_send, self);
+    else
+        oq_outbox_flush(self->outbox, UINT64_MAX, s_outbox_send, self);
     oq_info("stopping: %zu job(s) held, %zu worker(s) connected", oq_engine_job_count(self->engine),
             oq_engine_worker_count(self->engine));
-    return 0;
+    return rc;
 }

@@ -1,14 +1,18 @@
 /*  broker.h: onceq-broker's event loop. One thread, two ROUTER sockets
     (front: producers and admin; back: workers) and the engine. The loop
-    sleeps until the nearest deadline (a job timer or the next heartbeat),
-    reads what arrived in batches, applies it to the engine, then hands ready
-    jobs to workers with credit. */
+    sleeps until the nearest deadline (a job timer, the next heartbeat, a
+    batch fsync), reads what arrived in batches, applies it to the engine,
+    hands ready jobs to workers with credit, and before it sleeps again makes
+    the turn's journal records durable and only then sends the replies that
+    depend on them (group commit). */
 #ifndef ONCEQ_BROKER_H
 #define ONCEQ_BROKER_H
 
 #include <stddef.h>
 
+#include "compact.h"
 #include "engine.h"
+#include "journal.h"
 #include "onceq/clock.h"
 
 typedef struct {
@@ -17,11 +21,21 @@ typedef struct {
     int heartbeat_ms; /* interval of heartbeats both ways */
     int liveness;     /* intervals of silence before a worker is dead */
     oq_engine_config_t engine;
+    bool no_journal;             /* jobs in memory only: a restart loses them */
+    oq_journal_config_t journal; /* data directory, fsync policy, disk seam */
+    bool repair;                 /* keep a damaged journal's good prefix */
+    oq_compact_config_t compact;
+    int64_t dedupe_window_ms; /* a repeated dispatch_id maps to its job this long */
+    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two) */
 } oq_broker_config_t;
+
+/* The defaults from onceq/limits.h (journal in OQ_DEFAULT_DATA_DIR). */
+oq_broker_config_t oq_broker_config_default(void);
 
 typedef struct oq_broker oq_broker_t;
 
-/* Bind both sockets. NULL with a reason (e.g. "address in use") on failure. */
+/* Open and replay the journal, then bind both sockets. NULL with a reason
+   (a damaged journal, "address in use", ...) on failure. */
 oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *clock, char *reason,
                            size_t reason_len);
 
@@ -34,5 +48,9 @@ oq_engine_t *oq_broker_engine(oq_broker_t *self);
 /* Serve until SIGINT or SIGTERM. Returns 0 on a clean stop, -1 on a fatal
    socket error. */
 int oq_broker_run(oq_broker_t *self);
+
+/* One loop turn with a poll of at most timeout_ms, for tests that drive
+   the broker without its signal handling. 0, or -1 on a fatal error. */
+int oq_broker_turn(oq_broker_t *self, long timeout_ms);
 
 #endif

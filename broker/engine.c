@@ -11,7 +11,13 @@
     its priority band so it is not starved behind newer work, and is counted
     as redelivered when it is next handed out. On the last allowed attempt it
     goes to failed instead, so a job that kills every worker it touches
-    stops circling. */
+    stops circling.
+
+    Observer. s_transition reports each change to the hooks (the journal),
+    except a lease, which the pump reports only once the job has really
+    been sent. Replay rebuilds jobs through the restore calls, whose moves
+    are legal only while restoring (a leased job comes back ready, so a
+    retry or a failure is replayed from ready). */
 #include "engine.h"
 
 #include <assert.h>
@@ -36,6 +42,12 @@ typedef enum {
     S_DONE, /* terminal: freed right after */
 } s_state_t;
 
+_Static_assert(S_READY == (int)OQ_STATE_READY && S_DELAYED == (int)OQ_STATE_DELAYED &&
+                   S_LEASED == (int)OQ_STATE_LEASED && S_FAILED == (int)OQ_STATE_FAILED,
+               "the public states mirror the private ones");
+_Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
+_Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
+
 static const char *s_state_names[] = {"new", "ready", "delayed", "leased", "failed", "done"};
 
 typedef struct s_queue {
@@ -56,26 +68,35 @@ typedef struct {
     uint64_t done, applied, duplicates, failed;
 } s_type_t;
 
+/* A job is one allocation: this header and its payload. The header is kept
+   small because a broker holds up to a million of them: fields used only in
+   some states share storage (the union), and one link serves whichever list
+   the state puts the job on. */
 typedef struct s_job {
     uint64_t id;
     s_queue_t *queue;
-    s_type_t *type; /* owned by engine->types */
-    uint8_t state;  /* s_state_t */
-    bool returned;  /* lease ended without an ack: next delivery is a redelivery */
+    s_type_t *type;      /* owned by engine->types */
+    int64_t *backoff_ms; /* NULL: the engine default */
+    oq_link_t link;      /* queue->ready, queue->failed, or worker->leases while leased */
+    union {
+        struct {
+            oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
+            oq_worker_t *worker;  /* leased only */
+        } t;
+        struct {
+            char *error; /* failed only: the error that ended it */
+            int64_t failed_at_ms;
+        } f;
+    } u;
     int32_t priority;
     uint32_t attempt;
     uint32_t max_tries;
-    uint32_t backoff_len;
     uint32_t payload_len;
-    int64_t timeout_ms;
-    int64_t *backoff_ms; /* NULL: the engine default */
-    oq_heap_node_t timer;
-    oq_link_t link;  /* queue->ready or queue->failed */
-    oq_link_t lease; /* worker->leases while leased */
-    oq_worker_t *worker;
-    char *error;
-    int64_t failed_at_ms;
-    uint8_t payload[]; /* encoded msgpack map */
+    uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint8_t state;       /* s_state_t */
+    uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
+    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t payload[];   /* encoded msgpack map */
 } s_job_t;
 
 /* A job recently done, remembered so that an ack arriving after it (the
@@ -123,6 +144,7 @@ struct oq_engine {
     s_recent_t *recent;       /* ring of recently done jobs */
     size_t recent_next;       /* slot the next done job takes */
     oq_idmap_t *recent_index; /* id -> s_recent_t */
+    oq_engine_hooks_t hooks;  /* the observer; changed is NULL when none */
 };
 
 oq_engine_config_t oq_engine_config_default(void)
@@ -183,7 +205,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 static void s_job_free(s_job_t *job)
 {
     free(job->backoff_ms);
-    free(job->error);
+    if (job->state == S_FAILED)
+        free(job->u.f.error);
     free(job);
 }
 
@@ -198,7 +221,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     if (self->timers) {
         oq_heap_node_t *node;
         while ((node = oq_heap_pop_due(self->timers, INT64_MAX)) != NULL) {
-            s_job_t *job = oq_container_of(node, s_job_t, timer);
+            s_job_t *job = oq_container_of(node, s_job_t, u.t.timer);
             if (job->state == S_DELAYED)
                 s_job_free(job);
         }
@@ -218,8 +241,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     while (!oq_list_empty(&self->workers_all)) {
         oq_worker_t *w = oq_container_of(self->workers_all.next, oq_worker_t, all);
         while (!oq_list_empty(&w->leases)) {
-            s_job_t *job = oq_container_of(w->leases.next, s_job_t, lease);
-            oq_list_remove(&job->lease);
+            s_job_t *job = oq_container_of(w->leases.next, s_job_t, link);
+            oq_list_remove(&job->link);
             s_job_free(job);
         }
         oq_list_remove(&w->all);
@@ -240,6 +263,14 @@ void oq_engine_destroy(oq_engine_t **self_p)
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
+}
+
+void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks)
+{
+    if (hooks)
+        self->hooks = *hooks;
+    else
+        memset(&self->hooks, 0, sizeof self->hooks);
 }
 
 /* ---- queues -------------------------------------------------------------- */
@@ -343,18 +374,19 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
             oq_list_remove(&q->active);
         break;
     case S_DELAYED:
-        oq_heap_remove(self->timers, &job->timer);
+        oq_heap_remove(self->timers, &job->u.t.timer);
         break;
     case S_LEASED:
-        oq_heap_remove(self->timers, &job->timer);
-        oq_list_remove(&job->lease);
-        job->worker->leased--;
-        job->worker = NULL;
+        oq_heap_remove(self->timers, &job->u.t.timer);
+        oq_list_remove(&job->link);
+        job->u.t.worker->leased--;
+        job->u.t.worker = NULL;
         break;
     case S_FAILED:
         oq_list_remove(&job->link);
-        free(job->error);
-        job->error = NULL;
+        free(job->u.f.error);
+        /* The timer shares this storage and must read as "not in the heap". */
+        memset(&job->u, 0, sizeof job->u);
         break;
     case S_NEW:
         return;
@@ -364,8 +396,16 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
     q->count[job->state]--;
 }
 
-static bool s_legal(s_state_t from, s_state_t to)
+static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
 {
+    if (event == OQ_EVENT_RESTORED && from != S_NEW) {
+        /* Replay sees no leases: a job handed out before the stop is ready,
+           and its retry or failure is replayed from there. */
+        if (to == S_DONE)
+            return from == S_READY || from == S_DELAYED || from == S_FAILED;
+        return (from == S_READY || from == S_DELAYED) &&
+               (to == S_READY || to == S_DELAYED || to == S_FAILED);
+    }
     switch (from) {
     case S_NEW:
         return to == S_READY || to == S_DELAYED;
@@ -376,7 +416,7 @@ static bool s_legal(s_state_t from, s_state_t to)
     case S_LEASED:
         return to == S_READY || to == S_DELAYED || to == S_FAILED || to == S_DONE;
     case S_FAILED:
-        return to == S_DONE;
+        return to == S_DONE || to == S_READY; /* done by a late ok; ready by a requeue */
     case S_DONE:
         return false;
     }
@@ -384,11 +424,25 @@ static bool s_legal(s_state_t from, s_state_t to)
 }
 
 typedef struct {
-    int64_t until_ms;    /* S_DELAYED, S_LEASED: deadline */
-    oq_worker_t *worker; /* S_LEASED */
-    bool in_front;       /* S_READY: given back after a lease ended */
-    char *error;         /* S_FAILED: taken over */
+    int64_t until_ms;             /* S_DELAYED, S_LEASED: deadline */
+    oq_worker_t *worker;          /* S_LEASED */
+    bool in_front;                /* S_READY: given back after a lease ended */
+    char *error;                  /* S_FAILED: taken over */
+    int64_t failed_at_ms;         /* S_FAILED: 0 for now */
+    const oq_job_msg_t *dispatch; /* OQ_EVENT_DISPATCHED: the request */
 } s_enter_t;
+
+static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_t *v);
+
+static void s_notify(oq_engine_t *self, oq_job_event_t event, const s_job_t *job,
+                     const oq_job_msg_t *dispatch)
+{
+    if (!self->hooks.changed || event == OQ_EVENT_RESTORED)
+        return;
+    oq_job_view_t view;
+    s_job_view(self, job, &view);
+    self->hooks.changed(self->hooks.ctx, event, &view, dispatch);
+}
 
 static void s_remember_done(oq_engine_t *self, const s_job_t *job)
 {
@@ -401,10 +455,12 @@ static void s_remember_done(oq_engine_t *self, const s_job_t *job)
     self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;
 }
 
-/* The one place a job changes state. A job entering S_DONE is freed. */
-static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_t *how)
+/* The one place a job changes state. A job entering S_DONE is freed. The
+   observer hears of every change but a lease (see oq_engine_pump). */
+static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_event_t event,
+                         s_enter_t *how)
 {
-    assert(s_legal((s_state_t)job->state, to));
+    assert(s_legal((s_state_t)job->state, to, event));
     s_leave(self, job);
     s_queue_t *q = job->queue;
     job->state = (uint8_t)to;
@@ -415,7 +471,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_
         s_ready_insert(q, job, how && how->in_front);
         break;
     case S_DELAYED:
-        if (oq_heap_push(self->timers, &job->timer, how->until_ms) < 0) {
+        if (oq_heap_push(self->timers, &job->u.t.timer, how->until_ms) < 0) {
             /* Out of memory for the heap: make it ready now rather than lose it. */
             oq_error("job %llu: no memory for its timer, making it ready now",
                      (unsigned long long)job->id);
@@ -426,29 +482,36 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, s_enter_
         }
         break;
     case S_LEASED:
-        job->worker = how->worker;
-        oq_list_push_back(&how->worker->leases, &job->lease);
+        job->u.t.worker = how->worker;
+        oq_list_push_back(&how->worker->leases, &job->link);
         how->worker->leased++;
-        if (oq_heap_push(self->timers, &job->timer, how->until_ms) < 0)
+        if (oq_heap_push(self->timers, &job->u.t.timer, how->until_ms) < 0)
             oq_error("job %llu: no memory for its lease timer; it ends with its worker",
                      (unsigned long long)job->id);
         break;
     case S_FAILED:
-        job->type->failed++;
-        job->error = how->error;
-        job->failed_at_ms = oq_clock_wall_ms(self->clock);
+        if (event != OQ_EVENT_RESTORED)
+            job->type->failed++;
+        job->u.f.error = how->error;
+        job->u.f.failed_at_ms =
+            how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
         oq_list_push_back(&q->failed, &job->link);
         break;
     case S_DONE:
-        q->done++;
+        s_notify(self, event, job, NULL);
+        if (event != OQ_EVENT_RESTORED) {
+            q->done++;
+            s_remember_done(self, job);
+        }
         oq_idmap_remove(self->jobs, job->id);
-        s_remember_done(self, job);
         s_job_free(job);
         return;
     case S_NEW:
         assert(!"no way back to new");
     }
-    q->count[to]++;
+    q->count[job->state]++;
+    if (event != OQ_EVENT_LEASED)
+        s_notify(self, event, job, how ? how->dispatch : NULL);
 }
 
 static char *s_format(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -467,7 +530,7 @@ static void s_fail(oq_engine_t *self, s_job_t *job, char *error)
     oq_info("job %llu type=%s failed on attempt %u of %u: %s", (unsigned long long)job->id,
             job->type->name, job->attempt, job->max_tries, error ? error : "");
     s_enter_t how = {.error = error};
-    s_transition(self, job, S_FAILED, &how);
+    s_transition(self, job, S_FAILED, OQ_EVENT_FAILED, &how);
 }
 
 /* A lease ended without an ack (ran out, or the worker is gone). */
@@ -479,7 +542,7 @@ static void s_lease_end(oq_engine_t *self, s_job_t *job, const char *why)
     }
     job->returned = true;
     s_enter_t how = {.in_front = true};
-    s_transition(self, job, S_READY, &how);
+    s_transition(self, job, S_READY, OQ_EVENT_RETURNED, &how);
 }
 
 /* ---- dispatch -------------------------------------------------------------- */
@@ -502,6 +565,45 @@ static s_type_t *s_type_get(oq_engine_t *self, oq_str_t name_str)
     zhashx_insert(self->types, name, type);
     self->type_list[self->type_count++] = type;
     return type;
+}
+
+/* Allocate a job for msg with the given id in queue q, held in the id map
+   and still S_NEW, into *job_p. 0; 1 if the id is held already; -1 if
+   memory runs out. Nothing is left behind unless it returns 0. */
+static int s_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, s_queue_t *q,
+                     s_type_t *type, int64_t timeout_ms, s_job_t **job_p)
+{
+    s_job_t *job = calloc(1, sizeof *job + msg->payload_len);
+    int64_t *backoff = NULL;
+    if (msg->backoff_len) {
+        backoff = malloc(msg->backoff_len * sizeof *backoff);
+        if (backoff)
+            memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
+    }
+    if (!job || (msg->backoff_len && !backoff)) {
+        free(job);
+        free(backoff);
+        return -1;
+    }
+    job->id = id;
+    job->queue = q;
+    job->type = type;
+    job->priority = msg->priority;
+    job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
+    job->timeout_ms = (uint32_t)timeout_ms;
+    job->backoff_ms = backoff;
+    job->backoff_len = (uint8_t)msg->backoff_len;
+    job->payload_len = (uint32_t)msg->payload_len;
+    if (msg->payload_len)
+        memcpy(job->payload, msg->payload, msg->payload_len);
+    oq_link_clear(&job->link);
+    int rc = oq_idmap_insert(self->jobs, job->id, job);
+    if (rc != 0) {
+        s_job_free(job);
+        return rc;
+    }
+    *job_p = job;
+    return 0;
 }
 
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id, oq_err_t *code,
@@ -534,41 +636,17 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     s_type_t *type = s_type_get(self, msg->type);
     if (!type)
         S_REFUSE(OQ_ERR_FULL, "the broker knows its maximum of %d job types", OQ_MAX_TYPES);
-    s_job_t *job = calloc(1, sizeof *job + msg->payload_len);
-    int64_t *backoff = NULL;
-    if (msg->backoff_len) {
-        backoff = malloc(msg->backoff_len * sizeof *backoff);
-        if (backoff)
-            memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
-    }
-    if (!job || (msg->backoff_len && !backoff)) {
-        free(job);
-        free(backoff);
+    s_job_t *job;
+    if (s_job_new(self, msg, self->next_id, q, type, timeout_ms, &job) != 0)
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
-    }
-    job->id = self->next_id;
-    job->queue = q;
-    job->type = type;
-    job->priority = msg->priority;
-    job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
-    job->timeout_ms = timeout_ms;
-    job->backoff_ms = backoff;
-    job->backoff_len = msg->backoff_len;
-    job->payload_len = (uint32_t)msg->payload_len;
-    memcpy(job->payload, msg->payload, msg->payload_len);
-    oq_link_clear(&job->link);
-    oq_link_clear(&job->lease);
-    if (oq_idmap_put(self->jobs, job->id, job) < 0) {
-        s_job_free(job);
-        S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
-    }
     self->next_id++;
     q->dispatched++;
+    s_enter_t how = {.dispatch = msg};
     if (msg->has_delay && msg->delay_ms > 0) {
-        s_enter_t how = {.until_ms = s_now(self) + msg->delay_ms};
-        s_transition(self, job, S_DELAYED, &how);
+        how.until_ms = s_now(self) + msg->delay_ms;
+        s_transition(self, job, S_DELAYED, OQ_EVENT_DISPATCHED, &how);
     } else {
-        s_transition(self, job, S_READY, NULL);
+        s_transition(self, job, S_READY, OQ_EVENT_DISPATCHED, &how);
     }
     *id = job->id;
     return 0;
@@ -654,7 +732,7 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
     char why[160];
     snprintf(why, sizeof why, "worker died (%s)", reason);
     while (!oq_list_empty(&w->leases)) {
-        s_job_t *job = oq_container_of(w->leases.next, s_job_t, lease);
+        s_job_t *job = oq_container_of(w->leases.next, s_job_t, link);
         s_lease_end(self, job, why);
     }
     if (oq_list_linked(&w->waiting))
@@ -711,9 +789,10 @@ size_t oq_engine_worker_count(const oq_engine_t *self)
 
 /* ---- deliveries ---------------------------------------------------------------- */
 
-static void s_job_view(const s_job_t *job, oq_job_view_t *v)
+static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_t *v)
 {
     v->id = job->id;
+    v->state = (oq_job_state_t)job->state;
     v->type = job->type->name;
     v->queue = job->queue->name;
     v->payload = job->payload;
@@ -723,8 +802,17 @@ static void s_job_view(const s_job_t *job, oq_job_view_t *v)
     v->timeout_ms = job->timeout_ms;
     v->backoff_ms = job->backoff_ms;
     v->backoff_len = job->backoff_len;
-    v->error = job->error;
-    v->failed_at_ms = job->failed_at_ms;
+    v->priority = job->priority;
+    bool failed = job->state == S_FAILED;
+    v->error = failed ? job->u.f.error : NULL;
+    v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;
+    v->not_before_ms = 0;
+    if (job->state == S_DELAYED) {
+        /* The timer runs on the monotonic clock; outside the process only
+           wall-clock time means anything. */
+        int64_t left_ms = job->u.t.timer.deadline_ms - s_now(self);
+        v->not_before_ms = oq_clock_wall_ms(self->clock) + (left_ms > 0 ? left_ms : 0);
+    }
 }
 
 size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
@@ -746,21 +834,24 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
         job->attempt++;
         job->returned = false;
         s_enter_t how = {.until_ms = s_now(self) + q->retry_after_ms, .worker = w};
-        s_transition(self, job, S_LEASED, &how);
+        s_transition(self, job, S_LEASED, OQ_EVENT_LEASED, &how);
 
         oq_worker_view_t wv;
         oq_job_view_t jv;
         s_worker_view(self, w, &wv);
-        s_job_view(job, &jv);
+        s_job_view(self, job, &jv);
         if (deliver(ctx, &wv, &jv) < 0) {
             /* Never left the broker: not an attempt, not a redelivery. */
             job->attempt--;
             job->returned = redelivery;
             s_enter_t back = {.in_front = true};
-            s_transition(self, job, S_READY, &back);
+            s_transition(self, job, S_READY, OQ_EVENT_RETURNED, &back);
             oq_engine_worker_remove(self, &w, "unreachable");
             continue;
         }
+        /* Reported only now that the job is out: a lease the worker never
+           got must not raise the attempt count a restart would restore. */
+        s_notify(self, OQ_EVENT_LEASED, job, NULL);
         if (redelivery)
             q->redelivered++;
         delivered++;
@@ -816,7 +907,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         }
         if (!current)
             q->late_acks++;
-        s_transition(self, job, S_DONE, NULL);
+        s_transition(self, job, S_DONE, OQ_EVENT_DONE, NULL);
         return current ? OQ_ACK_APPLIED : OQ_ACK_LATE;
     }
     if (!current) {
@@ -842,10 +933,10 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
     }
     int64_t wait_ms = s_backoff_ms(self, job);
     if (wait_ms == 0) {
-        s_transition(self, job, S_READY, NULL);
+        s_transition(self, job, S_READY, OQ_EVENT_RETRY, NULL);
     } else {
         s_enter_t how = {.until_ms = s_now(self) + wait_ms};
-        s_transition(self, job, S_DELAYED, &how);
+        s_transition(self, job, S_DELAYED, OQ_EVENT_RETRY, &how);
     }
     return OQ_ACK_APPLIED;
 }
@@ -858,9 +949,9 @@ size_t oq_engine_tick(oq_engine_t *self)
     size_t processed = 0;
     oq_heap_node_t *node;
     while ((node = oq_heap_pop_due(self->timers, now)) != NULL) {
-        s_job_t *job = oq_container_of(node, s_job_t, timer);
+        s_job_t *job = oq_container_of(node, s_job_t, u.t.timer);
         if (job->state == S_DELAYED) {
-            s_transition(self, job, S_READY, NULL);
+            s_transition(self, job, S_READY, OQ_EVENT_DUE, NULL);
         } else {
             assert(job->state == S_LEASED);
             char why[96];
@@ -945,7 +1036,7 @@ size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
         for (oq_link_t *n = q->failed.next; n != &q->failed; n = n->next) {
             if (total < limit) {
                 oq_job_view_t view;
-                s_job_view(oq_container_of(n, s_job_t, link), &view);
+                s_job_view(self, oq_container_of(n, s_job_t, link), &view);
                 fn(ctx, &view);
             }
             total++;
@@ -965,6 +1056,160 @@ int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view
     const s_job_t *job = oq_idmap_get(self->jobs, id);
     if (!job)
         return -1;
-    s_job_view(job, view);
+    s_job_view(self, job, view);
     return 0;
+}
+
+void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
+                        void *ctx)
+{
+    oq_job_view_t view;
+    for (oq_link_t *n = self->workers_all.next; n != &self->workers_all; n = n->next) {
+        oq_worker_t *w = oq_container_of(n, oq_worker_t, all);
+        for (oq_link_t *l = w->leases.next; l != &w->leases; l = l->next) {
+            s_job_view(self, oq_container_of(l, s_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->ready.next; l != &q->ready; l = l->next) {
+            s_job_view(self, oq_container_of(l, s_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+    for (size_t i = 0; i < oq_heap_size(self->timers); i++) {
+        s_job_t *job = oq_container_of(oq_heap_at(self->timers, i), s_job_t, u.t.timer);
+        if (job->state != S_DELAYED)
+            continue;
+        s_job_view(self, job, &view);
+        fn(ctx, &view);
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
+            s_job_view(self, oq_container_of(l, s_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+}
+
+uint64_t oq_engine_next_id(const oq_engine_t *self)
+{
+    return self->next_id;
+}
+
+int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || job->state != S_FAILED) {
+        snprintf(reason, reason_len, "job %llu is not in the failed store%s",
+                 (unsigned long long)id, job ? "" : " (it is done, or the broker never had it)");
+        return -1;
+    }
+    /* A fresh budget: the operator decided the cause is fixed. */
+    job->attempt = 0;
+    job->returned = false;
+    s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
+    return 0;
+}
+
+/* ---- replay ---------------------------------------------------------------------- */
+
+/* A job replay may change: held and not leased (replay leases nothing). */
+static s_job_t *s_restored(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    return job && job->state != S_LEASED ? job : NULL;
+}
+
+/* Ready now, or delayed until a wall-clock time still to come. */
+static void s_restore_timed(oq_engine_t *self, s_job_t *job, int64_t not_before_ms)
+{
+    int64_t left_ms = not_before_ms - oq_clock_wall_ms(self->clock);
+    if (not_before_ms > 0 && left_ms > 0) {
+        s_enter_t how = {.until_ms = s_now(self) + left_ms};
+        s_transition(self, job, S_DELAYED, OQ_EVENT_RESTORED, &how);
+    } else if (job->state != S_READY) {
+        s_transition(self, job, S_READY, OQ_EVENT_RESTORED, NULL);
+    }
+}
+
+int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *msg, int64_t not_before_ms,
+                      char *reason, size_t reason_len)
+{
+    char qname[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(msg->queue, qname, sizeof qname);
+    s_queue_t *q = s_queue_get(self, qname, true);
+    s_type_t *type = q ? s_type_get(self, msg->type) : NULL;
+    if (!q || !type) {
+        snprintf(reason, reason_len, "cannot restore job %llu: too many queues or types",
+                 (unsigned long long)msg->id);
+        return -1;
+    }
+    int64_t timeout_ms = msg->has_timeout ? msg->timeout_ms : q->timeout_ms;
+    s_job_t *job;
+    int rc = s_job_new(self, msg, msg->id, q, type, timeout_ms, &job);
+    if (rc != 0) {
+        snprintf(reason, reason_len,
+                 rc > 0 ? "job %llu is restored twice" : "out of memory restoring job %llu",
+                 (unsigned long long)msg->id);
+        return rc;
+    }
+    if (msg->id >= self->next_id)
+        self->next_id = msg->id + 1;
+    s_restore_timed(self, job, not_before_ms);
+    return 0;
+}
+
+int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED)
+        return -1;
+    job->attempt = attempt;
+    job->returned = true; /* its next delivery is a redelivery */
+    s_restore_timed(self, job, 0);
+    return 0;
+}
+
+int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt, int64_t not_before_ms)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED)
+        return -1;
+    job->attempt = attempt;
+    job->returned = false;
+    s_restore_timed(self, job, not_before_ms);
+    return 0;
+}
+
+int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, const char *error,
+                             int64_t failed_at_ms)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED)
+        return -1;
+    char *copy = strdup(error ? error : "");
+    if (!copy)
+        return -1;
+    job->attempt = attempt;
+    s_enter_t how = {.error = copy, .failed_at_ms = failed_at_ms};
+    s_transition(self, job, S_FAILED, OQ_EVENT_RESTORED, &how);
+    return 0;
+}
+
+int oq_engine_restore_done(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job)
+        return -1;
+    s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
+    return 0;
+}
+
+void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id)
+{
+    if (next_id > self->next_id)
+        self->next_id = next_id;
 }

@@ -2,7 +2,11 @@
     state machine (ready, delayed, leased, done, failed), workers with their
     credit and leases, and every deadline, all driven by calls from the event
     loop and by an injected clock. Keeping the sockets out makes leases,
-    redelivery and heartbeat deaths testable without a network or sleeps. */
+    redelivery and heartbeat deaths testable without a network or sleeps.
+
+    The engine knows nothing of files either: every change of a job's state
+    is reported to an observer (oq_engine_set_hooks), which is how the journal
+    sees them, and a journal is read back through the restore calls below. */
 #ifndef ONCEQ_ENGINE_H
 #define ONCEQ_ENGINE_H
 
@@ -28,10 +32,19 @@ typedef struct {
 /* The defaults from onceq/limits.h. */
 oq_engine_config_t oq_engine_config_default(void);
 
-/* What a job looks like from outside (stats, failed listing, deliveries).
-   All pointers borrowed until the next engine call. */
+/* A live job's state (done jobs are gone). */
+typedef enum {
+    OQ_STATE_READY = 1,
+    OQ_STATE_DELAYED,
+    OQ_STATE_LEASED,
+    OQ_STATE_FAILED,
+} oq_job_state_t;
+
+/* What a job looks like from outside (stats, failed listing, deliveries,
+   the journal). All pointers borrowed until the next engine call. */
 typedef struct {
     uint64_t id;
+    oq_job_state_t state;
     const char *type;
     const char *queue;
     const uint8_t *payload;
@@ -40,9 +53,33 @@ typedef struct {
     int64_t timeout_ms;
     const int64_t *backoff_ms; /* NULL when the job has no own backoff */
     uint32_t backoff_len;
-    const char *error;    /* last error, or NULL */
+    const char *error;    /* failed jobs: the error that ended them; NULL otherwise */
     int64_t failed_at_ms; /* wall clock, failed jobs only */
+    int32_t priority;
+    int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
 } oq_job_view_t;
+
+/* What happened to a job, as reported to the observer. */
+typedef enum {
+    OQ_EVENT_DISPATCHED, /* queued: ready, or delayed until not_before_ms */
+    OQ_EVENT_LEASED,     /* handed to a worker (reported after the send): attempt */
+    OQ_EVENT_RETURNED,   /* lease ended without an ack, or the send failed: ready again */
+    OQ_EVENT_RETRY,      /* a retry outcome: ready, or delayed until not_before_ms */
+    OQ_EVENT_DUE,        /* a delayed job became ready */
+    OQ_EVENT_FAILED,     /* to the failed store: attempt, error, failed_at_ms */
+    OQ_EVENT_DONE,       /* completed; the job is freed right after the call */
+    OQ_EVENT_REQUEUED,   /* from the failed store back to ready, attempt 0 */
+    OQ_EVENT_RESTORED,   /* rebuilt by replay; never reported */
+} oq_job_event_t;
+
+/* The observer. changed is called after the change, with the job as it is
+   now; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
+   included) and NULL otherwise. It must not call back into the engine. */
+typedef struct {
+    void (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                    const oq_job_msg_t *dispatch);
+    void *ctx;
+} oq_engine_hooks_t;
 
 typedef struct {
     const char *name;
@@ -80,6 +117,9 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 
 /* Free every job, queue and worker; set *self_p to NULL. */
 void oq_engine_destroy(oq_engine_t **self_p);
+
+/* Report every state change to hooks (copied); NULL stops reporting. */
+void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks);
 
 /* Configure a queue's retry_after and default timeout (timeout_ms <= 0 keeps
    the engine default). Refuses (-1, reason naming the numbers) a timeout not
@@ -179,5 +219,50 @@ const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id);
 
 /* The view of a held job, or -1 if not held. */
 int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view);
+
+/* Call fn for every live job, in the order a restart should restore them:
+   leased jobs first (they are given back first), then each queue's ready
+   jobs in delivery order, then delayed jobs, then failed jobs oldest first.
+   fn must not change the engine. */
+void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
+                        void *ctx);
+
+/* The id the next dispatch will get. */
+uint64_t oq_engine_next_id(const oq_engine_t *self);
+
+/* Put a failed job back to ready with a fresh retry budget (attempt 0).
+   0, or -1 with reason if the job is not in the failed store. */
+int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len);
+
+/* ---- replay (broker/replay.c) --------------------------------------------
+   The journal is read back through these calls before the broker serves.
+   They bypass the dispatch limits (a job once accepted is never refused on
+   the way back) and report nothing to the hooks. A job that was leased when
+   the broker stopped comes back ready, with its attempt count. */
+
+/* Recreate a dispatched job with its own id (job->id) and its resolved
+   max_tries and timeout (has_max_tries, has_timeout set): ready, or delayed
+   if not_before_ms (wall clock) is in the future. The next id becomes at
+   least id + 1. 0; 1 if a job with that id is held already (nothing
+   changes); -1 with reason if memory runs out. */
+int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *job, int64_t not_before_ms,
+                      char *reason, size_t reason_len);
+
+/* The job was handed out on this attempt: ready again with that count. */
+int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt);
+
+/* A retry outcome: ready, or delayed until not_before_ms (wall clock). */
+int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt,
+                            int64_t not_before_ms);
+
+/* The job went to the failed store. error is copied. */
+int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, const char *error,
+                             int64_t failed_at_ms);
+
+/* The job completed: it is forgotten. */
+int oq_engine_restore_done(oq_engine_t *self, uint64_t id);
+
+/* Never hand out an id below next_id (a snapshot remembers it). */
+void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);
 
 #endif

@@ -133,3 +133,9 @@ size_t oq_heap_size(const oq_heap_t *self)
 {
     return self->size;
 }
+
+oq_heap_node_t *oq_heap_at(const oq_heap_t *self, size_t i)
+{
+    assert(i < self->size);
+    return self->items[i];
+}

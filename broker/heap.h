@@ -40,6 +40,10 @@ oq_heap_node_t *oq_heap_pop_due(oq_heap_t *self, int64_t now_ms);
 /* Number of nodes in the heap. */
 size_t oq_heap_size(const oq_heap_t *self);
 
+/* The node in position i (0 <= i < oq_heap_size), in no particular order:
+   for walks over every node, with no change to the heap in between. */
+oq_heap_node_t *oq_heap_at(const oq_heap_t *self, size_t i);
+
 /* True if node is in a heap. */
 static inline bool oq_heap_contains(const oq_heap_node_t *node)
 {

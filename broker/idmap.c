@@ -88,6 +88,22 @@ int oq_idmap_put(oq_idmap_t *self, uint64_t id, void *value)
     return 0;
 }
 
+int oq_idmap_insert(oq_idmap_t *self, uint64_t id, void *value)
+{
+    assert(id != 0 && value);
+    if ((self->size + 1) * 100 > (self->mask + 1) * S_MAX_LOAD_PCT && s_grow(self) < 0)
+        return -1;
+    size_t i = s_hash(id) & self->mask;
+    while (self->slots[i].id && self->slots[i].id != id)
+        i = (i + 1) & self->mask;
+    if (self->slots[i].id)
+        return 1;
+    self->size++;
+    self->slots[i].id = id;
+    self->slots[i].value = value;
+    return 0;
+}
+
 void *oq_idmap_get(const oq_idmap_t *self, uint64_t id)
 {
     if (id == 0)

@@ -19,6 +19,11 @@ void oq_idmap_destroy(oq_idmap_t **self_p);
    0, or -1 if memory runs out. */
 int oq_idmap_put(oq_idmap_t *self, uint64_t id, void *value);
 
+/* Map id (never 0) to value (never NULL) unless id is mapped already: 0 if
+   added, 1 if id was there (nothing changed), -1 if memory runs out. One
+   probe where a lookup and a put would take two. */
+int oq_idmap_insert(oq_idmap_t *self, uint64_t id, void *value);
+
 /* The value of id, or NULL. Borrowed. */
 void *oq_idmap_get(const oq_idmap_t *self, uint64_t id);
 

@@ -1,6 +1,7 @@
 /*  main.c: onceq-broker's command line. Flags fall back to environment
     variables, then to the defaults in onceq/limits.h. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 
 #define S_MAX_QUEUE_FLAGS 64
 #define S_MAX_JOBS_LIMIT  1000000000
+#define S_MAX_COMPACT_MIN_BYTES (1LL << 50)
+#define S_MS_PER_S              1000
 #define S_STR_(x)         #x
 #define S_STR(x)          S_STR_(x)
 
@@ -44,11 +47,34 @@ static void s_usage(FILE *out)
         "  --help                 this text\n"
         "  --version              the version\n"
         "\n"
+        "durability (docs/journal.md):\n"
+        "  --data-dir DIR         where the journal lives; created if missing\n"
+        "                         [ONCEQ_DATA_DIR] (default %s)\n"
+        "  --fsync POLICY         always: a dispatch is confirmed only once its record is\n"
+        "                         fsynced (one fsync per loop turn for all of its writes);\n"
+        "                         batch: fsync at most every --fsync-interval-ms, replies\n"
+        "                         wait for it; off: confirmed once written, the OS flushes\n"
+        "                         when it likes (a machine crash can lose confirmed jobs)\n"
+        "                         [ONCEQ_FSYNC] (default always)\n"
+        "  --fsync-interval-ms N  batch: longest wait for an fsync; always: for records no\n"
+        "                         reply waits on [ONCEQ_FSYNC_INTERVAL_MS] (default %d)\n"
+        "  --repair               start even if the journal is damaged: keep the records\n"
+        "                         before the damage, save the rest aside and drop it\n"
+        "  --compact-min-bytes N  never compact a journal smaller than this\n"
+        "                         [ONCEQ_COMPACT_MIN_BYTES] (default %lld)\n"
+        "  --compact-ratio R      compact when the journal is over R x the live jobs\n"
+        "                         [ONCEQ_COMPACT_RATIO] (default %d)\n"
+        "  --dedupe-window S      a dispatch_id sent again within S seconds gets the first\n"
+        "                         job's id [ONCEQ_DEDUPE_WINDOW] (default %lld)\n"
+        "  --no-journal           keep jobs in memory only: a restart LOSES every job\n"
+        "\n"
         "Seconds may have decimals (0.5). SIGINT or SIGTERM stops the broker.\n",
         OQ_DEFAULT_FRONT_ENDPOINT, OQ_DEFAULT_BACK_ENDPOINT, OQ_DEFAULT_RETRY_AFTER_MS / 1000,
         OQ_DEFAULT_TIMEOUT_MS / 1000, OQ_DEFAULT_MARGIN_MS / 1000, OQ_DEFAULT_MAX_TRIES,
         OQ_DEFAULT_BACKOFF_MS / 1000, OQ_DEFAULT_HEARTBEAT_MS, OQ_DEFAULT_LIVENESS,
-        OQ_DEFAULT_MAX_JOBS);
+        OQ_DEFAULT_MAX_JOBS, OQ_DEFAULT_DATA_DIR, OQ_DEFAULT_FSYNC_INTERVAL_MS,
+        (long long)OQ_DEFAULT_COMPACT_MIN_BYTES, OQ_DEFAULT_COMPACT_RATIO,
+        (long long)(OQ_DEFAULT_DEDUPE_WINDOW_MS / S_MS_PER_S));
 }
 
 static int s_bad(const char *flag, const char *value, const char *expected)
@@ -73,6 +99,14 @@ int main(int argc, char **argv)
         O_LIVENESS,
         O_MAX_JOBS,
         O_LOG_LEVEL,
+        O_DATA_DIR,
+        O_FSYNC,
+        O_FSYNC_INTERVAL,
+        O_REPAIR,
+        O_COMPACT_MIN,
+        O_COMPACT_RATIO,
+        O_DEDUPE_WINDOW,
+        O_NO_JOURNAL,
         O_HELP,
         O_VERSION
     };
@@ -89,13 +123,24 @@ int main(int argc, char **argv)
         {"liveness", required_argument, 0, O_LIVENESS},
         {"max-jobs", required_argument, 0, O_MAX_JOBS},
         {"log-level", required_argument, 0, O_LOG_LEVEL},
+        {"data-dir", required_argument, 0, O_DATA_DIR},
+        {"fsync", required_argument, 0, O_FSYNC},
+        {"fsync-interval-ms", required_argument, 0, O_FSYNC_INTERVAL},
+        {"repair", no_argument, 0, O_REPAIR},
+        {"compact-min-bytes", required_argument, 0, O_COMPACT_MIN},
+        {"compact-ratio", required_argument, 0, O_COMPACT_RATIO},
+        {"dedupe-window", required_argument, 0, O_DEDUPE_WINDOW},
+        {"no-journal", no_argument, 0, O_NO_JOURNAL},
         {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
     };
     const char *front = NULL, *back = NULL, *retry_after = NULL, *timeout = NULL, *margin = NULL,
                *max_tries = NULL, *backoff = NULL, *heartbeat = NULL, *liveness = NULL,
-               *max_jobs = NULL, *log_level = NULL;
+               *max_jobs = NULL, *log_level = NULL, *data_dir = NULL, *fsync = NULL,
+               *fsync_interval = NULL, *compact_min = NULL, *compact_ratio = NULL,
+               *dedupe_window = NULL;
+    bool repair = false, no_journal = false;
     const char *queues[S_MAX_QUEUE_FLAGS];
     int queue_count = 0;
     int opt;
@@ -141,6 +186,30 @@ int main(int argc, char **argv)
         case O_LOG_LEVEL:
             log_level = optarg;
             break;
+        case O_DATA_DIR:
+            data_dir = optarg;
+            break;
+        case O_FSYNC:
+            fsync = optarg;
+            break;
+        case O_FSYNC_INTERVAL:
+            fsync_interval = optarg;
+            break;
+        case O_REPAIR:
+            repair = true;
+            break;
+        case O_COMPACT_MIN:
+            compact_min = optarg;
+            break;
+        case O_COMPACT_RATIO:
+            compact_ratio = optarg;
+            break;
+        case O_DEDUPE_WINDOW:
+            dedupe_window = optarg;
+            break;
+        case O_NO_JOURNAL:
+            no_journal = true;
+            break;
         case O_HELP:
             s_usage(stdout);
             return 0;
@@ -157,11 +226,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    oq_broker_config_t config = {
-        .front_endpoint = oq_config_str(front, "ONCEQ_FRONT", OQ_DEFAULT_FRONT_ENDPOINT),
-        .back_endpoint = oq_config_str(back, "ONCEQ_BACK", OQ_DEFAULT_BACK_ENDPOINT),
-        .engine = oq_engine_config_default(),
-    };
+    oq_broker_config_t config = oq_broker_config_default();
+    config.front_endpoint = oq_config_str(front, "ONCEQ_FRONT", OQ_DEFAULT_FRONT_ENDPOINT);
+    config.back_endpoint = oq_config_str(back, "ONCEQ_BACK", OQ_DEFAULT_BACK_ENDPOINT);
     uint64_t u;
     const char *v;
     if ((v = oq_config_str(log_level, "ONCEQ_LOG_LEVEL", NULL))) {
@@ -189,13 +256,11 @@ int main(int argc, char **argv)
     if ((v = oq_config_str(backoff, "ONCEQ_BACKOFF", NULL)) &&
         oq_config_seconds(v, OQ_MAX_BACKOFF_MS, &config.engine.backoff_ms) < 0)
         return s_bad("--backoff", v, "seconds");
-    config.heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS;
     if ((v = oq_config_str(heartbeat, "ONCEQ_HEARTBEAT_MS", NULL))) {
         if (oq_config_uint(v, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS, &u) < 0)
             return s_bad("--heartbeat-ms", v, "10 to 60000");
         config.heartbeat_ms = (int)u;
     }
-    config.liveness = OQ_DEFAULT_LIVENESS;
     if ((v = oq_config_str(liveness, "ONCEQ_LIVENESS", NULL))) {
         if (oq_config_uint(v, 1, OQ_MAX_LIVENESS, &u) < 0)
             return s_bad("--liveness", v, "1 to " S_STR(OQ_MAX_LIVENESS));
@@ -206,6 +271,31 @@ int main(int argc, char **argv)
             return s_bad("--max-jobs", v, "1 to " S_STR(S_MAX_JOBS_LIMIT));
         config.engine.max_jobs = (size_t)u;
     }
+    config.no_journal = no_journal;
+    config.repair = repair;
+    config.journal.dir = oq_config_str(data_dir, "ONCEQ_DATA_DIR", OQ_DEFAULT_DATA_DIR);
+    if ((v = oq_config_str(fsync, "ONCEQ_FSYNC", NULL)) &&
+        oq_fsync_parse(v, &config.journal.fsync) < 0)
+        return s_bad("--fsync", v, "always, batch or off");
+    if ((v = oq_config_str(fsync_interval, "ONCEQ_FSYNC_INTERVAL_MS", NULL))) {
+        if (oq_config_uint(v, 1, OQ_MAX_FSYNC_INTERVAL_MS, &u) < 0)
+            return s_bad("--fsync-interval-ms", v, "1 to " S_STR(OQ_MAX_FSYNC_INTERVAL_MS));
+        config.journal.fsync_interval_ms = (int64_t)u;
+    }
+    if ((v = oq_config_str(compact_min, "ONCEQ_COMPACT_MIN_BYTES", NULL))) {
+        if (oq_config_uint(v, 0, S_MAX_COMPACT_MIN_BYTES, &u) < 0)
+            return s_bad("--compact-min-bytes", v, "a number of bytes");
+        config.compact.min_bytes = u;
+    }
+    if ((v = oq_config_str(compact_ratio, "ONCEQ_COMPACT_RATIO", NULL))) {
+        if (oq_config_uint(v, 2, OQ_MAX_COMPACT_RATIO, &u) < 0)
+            return s_bad("--compact-ratio", v, "2 to " S_STR(OQ_MAX_COMPACT_RATIO));
+        config.compact.ratio = (uint32_t)u;
+    }
+    if ((v = oq_config_str(dedupe_window, "ONCEQ_DEDUPE_WINDOW", NULL)) &&
+        (oq_config_seconds(v, OQ_MAX_DEDUPE_WINDOW_MS, &config.dedupe_window_ms) < 0 ||
+         config.dedupe_window_ms == 0))
+        return s_bad("--dedupe-window", v, "seconds, more than 0 and at most 7 days");
 
     char reason[512];
     oq_broker_t *broker = oq_broker_new(&config, oq_clock_system(), reason, sizeof reason);

@@ -9,6 +9,7 @@
 #define S_WORKER_FIELDS 6
 #define S_JOB_FIELDS    8
 #define S_TYPE_FIELDS   5
+#define S_JOURNAL_FIELDS 12
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -49,11 +50,33 @@ static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
     s_kv_u64(pk, "idle_ms", w->idle_ms > 0 ? (uint64_t)w->idle_ms : 0);
 }
 
-void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms)
+void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
+                     const oq_stats_journal_t *journal)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 4);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 5);
+
+    s_key(&pk, "journal");
+    msgpack_pack_map(&pk, S_JOURNAL_FIELDS);
+    s_key(&pk, "enabled");
+    if (journal->enabled)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    s_key(&pk, "fsync");
+    oq_proto_pack_cstr(&pk, journal->fsync);
+    s_kv_u64(&pk, "bytes", journal->bytes);
+    s_kv_u64(&pk, "live_bytes", journal->live_bytes);
+    s_kv_u64(&pk, "fsyncs", journal->fsyncs);
+    s_kv_u64(&pk, "failures", journal->failures);
+    s_kv_u64(&pk, "compactions", journal->compactions);
+    s_kv_u64(&pk, "backlog_bytes", journal->backlog_bytes);
+    s_key(&pk, "error");
+    oq_proto_pack_cstr(&pk, journal->error);
+    s_kv_u64(&pk, "dispatch_ids", journal->dispatch_ids);
+    s_kv_u64(&pk, "dedupe_hits", journal->dedupe_hits);
+    s_kv_u64(&pk, "dedupe_evicted", journal->dedupe_evicted);
 
     size_t queues = oq_engine_queue_count(engine);
     s_key(&pk, "queues");

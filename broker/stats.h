@@ -4,12 +4,25 @@
 #define ONCEQ_STATS_H
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine.h"
 
+/* The journal's and the dedupe table's numbers for the "journal" map. */
+typedef struct {
+    bool enabled;                           /* false with --no-journal */
+    const char *fsync;                      /* the policy's name */
+    uint64_t bytes, live_bytes;             /* the file, and what a snapshot would take */
+    uint64_t fsyncs, failures, compactions; /* since start */
+    uint64_t backlog_bytes;                 /* appended, not durable yet */
+    const char *error;                      /* "" while writes succeed */
+    uint64_t dispatch_ids, dedupe_hits, dedupe_evicted;
+} oq_stats_journal_t;
+
 /* Append a "stats" reply for request req to buf. */
-void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms);
+void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
+                     const oq_stats_journal_t *journal);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues), oldest first. */

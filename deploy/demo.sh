@@ -72,7 +72,8 @@ for _ in $(seq 20); do
   port=$((20000 + RANDOM % 20000))
   export ONCEQ_BROKER=tcp://127.0.0.1:$port
   back=tcp://127.0.0.1:$((port + 1))
-  onceq-broker --front "$ONCEQ_BROKER" --back "$back" --heartbeat-ms 250 >"$run/broker.log" 2>&1 &
+  onceq-broker --front "$ONCEQ_BROKER" --back "$back" --heartbeat-ms 250 --data-dir "$run/data" \
+    >"$run/broker.log" 2>&1 &
   broker=$!
   sleep 0.3
   if kill -0 "$broker" 2>/dev/null && onceq ping >/dev/null 2>&1; then break; fi

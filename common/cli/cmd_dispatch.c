@@ -32,15 +32,23 @@ static void s_help(void)
            "  --timeout S        seconds the handler may run (default: the queue's, %d);\n"
            "                     must be shorter than the queue's retry_after\n"
            "  --priority P       %d to %d, higher first (default 0)\n"
+           "  --dispatch-id ID   this dispatch's id, 1 to %d printable characters without\n"
+           "                     spaces (default: a new random one); the broker answers an\n"
+           "                     id it has seen within its dedupe window with the same job\n"
+           "  --retries N        send again, with the same dispatch id, up to N times when\n"
+           "                     the broker does not answer in time, 0 to %d (default %d)\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
-           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
+           "  --timeout-ms N     how long to wait for each answer (env %s, default %d)\n"
            "  -h, --help         show this help\n"
            "\n"
+           "The id printed means the job is durable under the broker's fsync policy.\n"
            "A job id is new on every dispatch and is not an idempotency key: running\n"
-           "the same command twice queues two jobs. If the broker does not answer in\n"
-           "time the job may still have been queued.\n",
+           "the same command twice queues two jobs, unless both pass the same\n"
+           "--dispatch-id. If the broker does not answer at all, the job may still\n"
+           "have been queued: run the command again with the dispatch id it prints.\n",
            OQ_DEFAULT_QUEUE, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES, OQ_DEFAULT_TIMEOUT_MS / 1000,
-           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
+           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN, OQ_MAX_CLIENT_RETRIES,
+           OQ_DEFAULT_CLIENT_RETRIES, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
            OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
 
@@ -52,6 +60,8 @@ enum {
     S_OPT_BACKOFF,
     S_OPT_TIMEOUT,
     S_OPT_PRIORITY,
+    S_OPT_DISPATCH_ID,
+    S_OPT_RETRIES,
 };
 
 /* Parse --payload into buf as a msgpack map. Returns an exit code. */
@@ -167,11 +177,15 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         {"backoff", required_argument, NULL, S_OPT_BACKOFF},
         {"timeout", required_argument, NULL, S_OPT_TIMEOUT},
         {"priority", required_argument, NULL, S_OPT_PRIORITY},
+        {"dispatch-id", required_argument, NULL, S_OPT_DISPATCH_ID},
+        {"retries", required_argument, NULL, S_OPT_RETRIES},
         {NULL, 0, NULL, 0},
     };
     oq_job_msg_t job;
     memset(&job, 0, sizeof job);
     const char *payload = NULL;
+    uint64_t retries = OQ_DEFAULT_CLIENT_RETRIES;
+    char made_id[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
     int opt;
     while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         if (opt == 'h') {
@@ -182,6 +196,21 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
             return oq_cli_option_error(cli, opt, argv);
         if (oq_cli_global_option(cli, opt, optarg) == 0)
             continue;
+        if (opt == S_OPT_DISPATCH_ID) {
+            if (!oq_proto_dispatch_id_valid(optarg, strlen(optarg)))
+                return oq_cli_usage_error(cli,
+                                          "--dispatch-id '%s' must be 1 to %d printable "
+                                          "characters without spaces",
+                                          optarg, OQ_MAX_DISPATCH_ID_LEN);
+            job.dispatch_id = oq_str(optarg);
+            continue;
+        }
+        if (opt == S_OPT_RETRIES) {
+            if (oq_config_uint(optarg, 0, OQ_MAX_CLIENT_RETRIES, &retries) < 0)
+                return oq_cli_usage_error(cli, "--retries '%s' must be a whole number from 0 to %d",
+                                          optarg, OQ_MAX_CLIENT_RETRIES);
+            continue;
+        }
         int rc = s_option(cli, opt, optarg, &job, &payload);
         if (rc != OQ_CLI_EXIT_OK)
             return rc;
@@ -198,6 +227,15 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                                   "A-Z a-z 0-9 _ . : -",
                                   type, OQ_MAX_NAME_LEN);
     job.type = oq_str(type);
+    /* Made here rather than in the client so that it can be shown if no
+       answer comes: running again with it cannot queue a second job. */
+    if (!job.dispatch_id.len) {
+        if (oq_client_new_dispatch_id(made_id, sizeof made_id) < 0) {
+            fprintf(stderr, "onceq: cannot make a dispatch id (no randomness)\n");
+            return OQ_CLI_EXIT_REFUSED;
+        }
+        job.dispatch_id = oq_str(made_id);
+    }
 
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
@@ -212,13 +250,17 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         rc = oq_cli_connect(cli, &client);
     if (rc == OQ_CLI_EXIT_OK) {
         uint64_t id;
+        oq_client_set_retries(client, (uint32_t)retries);
         if (oq_client_dispatch(client, &job, cli->timeout, &id) == 0)
             printf("%" PRIu64 "\n", id);
         else {
             rc = oq_cli_report(cli, client);
             if (rc == OQ_CLI_EXIT_NO_REPLY)
-                fprintf(stderr, "onceq: the job may have been queued all the same; "
-                                "check with 'onceq stats' before dispatching it again\n");
+                fprintf(stderr,
+                        "onceq: the job may have been queued all the same; dispatching again "
+                        "with --dispatch-id %.*s cannot queue it twice (within the broker's "
+                        "dedupe window)\n",
+                        (int)job.dispatch_id.len, job.dispatch_id.ptr);
         }
     }
     oq_client_destroy(&client);

@@ -1,5 +1,6 @@
 /*  cmd_failed.c: `onceq failed list`: the jobs in the failed store, oldest
-    first, with the error that ended each of them. */
+    first, with the error that ended each of them; `onceq failed retry ID`:
+    one of them back to ready with a fresh retry budget. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,9 +16,12 @@
 static void s_help(void)
 {
     printf("Usage: onceq failed list [--queue Q] [--limit N] [--json]\n"
+           "       onceq failed retry ID\n"
            "\n"
-           "List failed jobs, oldest first: ID, TYPE, QUEUE, ATTEMPT (of MAX_TRIES),\n"
+           "list: failed jobs, oldest first: ID, TYPE, QUEUE, ATTEMPT (of MAX_TRIES),\n"
            "FAILED_AT (UTC) and the ERROR that ended the job.\n"
+           "retry: put failed job ID back to ready, with attempt 0 and its full retry\n"
+           "budget; done once the broker has made it durable.\n"
            "\n"
            "Options:\n"
            "  --queue Q          only jobs of this queue\n"
@@ -93,6 +97,38 @@ static int s_print_table(const msgpack_object *reply, uint32_t limit)
     return OQ_CLI_EXIT_OK;
 }
 
+/* `onceq failed retry ID`. Returns an exit code. */
+static int s_retry(oq_cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {OQ_CLI_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':')
+            return oq_cli_option_error(cli, opt, argv);
+        oq_cli_global_option(cli, opt, optarg);
+    }
+    if (optind + 1 != argc)
+        return oq_cli_usage_error(cli, "failed retry needs exactly one job ID, e.g. "
+                                       "'onceq failed retry 42'");
+    uint64_t id;
+    if (oq_config_uint(argv[optind], 1, UINT64_MAX, &id) < 0)
+        return oq_cli_usage_error(cli, "job ID '%s' must be a whole number from 1", argv[optind]);
+    oq_client_t *client = NULL;
+    int rc = oq_cli_connect(cli, &client);
+    if (rc != OQ_CLI_EXIT_OK)
+        return rc;
+    if (oq_client_requeue(client, id, cli->timeout) < 0)
+        rc = oq_cli_report(cli, client);
+    else
+        printf("job %" PRIu64 " is ready again\n", id);
+    oq_client_destroy(&client);
+    return rc;
+}
+
 int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
 {
     enum { S_OPT_QUEUE = OQ_CLI_OPT_FIRST_FREE_, S_OPT_LIMIT, S_OPT_JSON };
@@ -108,10 +144,16 @@ int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
         return OQ_CLI_EXIT_OK;
     }
     if (argc < 2)
-        return oq_cli_usage_error(cli, "failed needs a subcommand: 'onceq failed list'");
+        return oq_cli_usage_error(
+            cli, "failed needs a subcommand: 'onceq failed list' or 'onceq failed retry ID'");
+    if (strcmp(argv[1], "retry") == 0) {
+        cli->command = "failed retry";
+        return s_retry(cli, argc - 1, argv + 1);
+    }
     if (strcmp(argv[1], "list") != 0)
-        return oq_cli_usage_error(cli, "unknown subcommand 'failed %s'; try 'onceq failed list'",
-                                  argv[1]);
+        return oq_cli_usage_error(
+            cli, "unknown subcommand 'failed %s'; try 'onceq failed list' or 'onceq failed retry'",
+            argv[1]);
     cli->command = "failed list";
     argc--;
     argv++;

@@ -58,6 +58,10 @@ static void s_help(void)
            "effect already applied) since the broker started; the queue's RETRY_AFTER\n"
            "and default TIMEOUT.\n"
            "\n"
+           "The journal line: the fsync policy, the journal's size next to what its live\n"
+           "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
+           "the broker cannot write it (dispatches are refused until it can).\n"
+           "\n"
            "Options:\n"
            "  --json             print the broker's reply as one line of JSON\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
@@ -108,6 +112,34 @@ static void s_format_uptime(uint64_t ms, char *out, size_t out_len)
                  s % 60);
 }
 
+/* The "journal" map in one line; nothing from a broker that sends none. */
+static void s_print_journal(const msgpack_object *reply)
+{
+    const msgpack_object *j = oq_proto_map_get(reply, "journal");
+    const msgpack_object *enabled = oq_proto_map_get(j, "enabled");
+    if (!j || !enabled || enabled->type != MSGPACK_OBJECT_BOOLEAN)
+        return;
+    if (!enabled->via.boolean) {
+        printf("journal off (--no-journal): a restart loses every job\n");
+        return;
+    }
+    char fsync[S_CELL_LEN], error[OQ_MAX_ERROR_LEN + 1] = "";
+    oq_cli_format_value(oq_proto_map_get(j, "fsync"), fsync, sizeof fsync);
+    const msgpack_object *e = oq_proto_map_get(j, "error");
+    if (e && e->type == MSGPACK_OBJECT_STR)
+        oq_str_copy((oq_str_t){e->via.str.ptr, e->via.str.size}, error, sizeof error);
+    uint64_t bytes = 0, live = 0, compactions = 0, ids = 0;
+    oq_cli_get_uint(j, "bytes", &bytes);
+    oq_cli_get_uint(j, "live_bytes", &live);
+    oq_cli_get_uint(j, "compactions", &compactions);
+    oq_cli_get_uint(j, "dispatch_ids", &ids);
+    printf("journal fsync %s  %" PRIu64 " bytes (live %" PRIu64 ")  compactions %" PRIu64
+           "  dispatch ids %" PRIu64 "\n",
+           fsync, bytes, live, compactions, ids);
+    if (error[0])
+        printf("journal CANNOT WRITE: %s\n", error);
+}
+
 static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
 {
     const msgpack_object *broker = oq_proto_map_get(reply, "broker");
@@ -122,7 +154,9 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
     }
     if (oq_cli_get_uint(broker, "jobs", &n) == 0)
         printf("  live jobs %" PRIu64, n);
-    printf("\n\n");
+    printf("\n");
+    s_print_journal(reply);
+    printf("\n");
 
     int rc = 0;
     const msgpack_object *queues = oq_proto_map_get(reply, "queues");

@@ -8,11 +8,13 @@
     czmq's process-wide one: czmq installs SIGINT/SIGTERM handlers on first
     use, which a library linked into someone else's program must not do.
 
-    A timeout does not mean the broker did nothing. A dispatch may have been
+    A timeout does not mean the broker did nothing: a dispatch may have been
     queued after all (the request can wait in the socket until the broker
-    comes up, or the reply can be late); callers that dispatch again after a
-    timeout can create a second job, which the at-least-once design already
-    asks handlers to absorb. */
+    comes up, or the reply can be late, e.g. behind a broker restart). So a
+    dispatch carries a dispatch_id and is resent as it was, same request id
+    and same dispatch_id (Lazy Pirate): the broker answers a dispatch_id it
+    knows with the first job's id, and a late reply to the first send is as
+    good as the reply to the last, since both carry the same request id. */
 #include "onceq/client.h"
 
 #include <assert.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <zmq.h>
 
 #include "onceq/clock.h"
@@ -33,6 +36,7 @@ struct oq_client {
     void *sock;                      /* DEALER connected to the broker's front socket */
     char *endpoint;                  /* for error messages */
     uint64_t next_req;               /* id of the next request; ids only grow */
+    uint32_t retries;                /* dispatch resends after a timeout */
     msgpack_sbuffer buf;             /* encoding buffer, reused between requests */
     oq_err_t err_code;               /* last failure: the broker's code, see s_fail */
     char err_text[S_ERROR_TEXT_LEN]; /* what oq_client_error returns */
@@ -75,6 +79,7 @@ oq_client_t *oq_client_new(const char *endpoint)
     if (zmq_connect(self->sock, endpoint) != 0)
         goto fail;
     self->next_req = 1;
+    self->retries = OQ_DEFAULT_CLIENT_RETRIES;
     msgpack_sbuffer_init(&self->buf);
     return self;
 fail:
@@ -221,18 +226,25 @@ static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int t
     return -1;
 }
 
-/* One round trip: the request is already encoded in self->buf. */
-static int s_request(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
-                     oq_msg_t *reply)
+/* One round trip: the request is already encoded in self->buf, and stays
+   there (the caller clears it) so that it can be sent again. */
+static int s_round_trip(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
+                        oq_msg_t *reply)
 {
     assert(timeout_ms >= 0);
     memset(reply, 0, sizeof *reply);
     int64_t deadline_ms = oq_clock_now_ms(oq_clock_system()) + timeout_ms;
-    int rc = s_send(self, deadline_ms, timeout_ms);
-    msgpack_sbuffer_clear(&self->buf);
-    if (rc < 0)
+    if (s_send(self, deadline_ms, timeout_ms) < 0)
         return -1;
     return s_receive(self, req, deadline_ms, timeout_ms, expect, reply);
+}
+
+static int s_request(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
+                     oq_msg_t *reply)
+{
+    int rc = s_round_trip(self, req, timeout_ms, expect, reply);
+    msgpack_sbuffer_clear(&self->buf);
+    return rc;
 }
 
 static uint64_t s_next_req(oq_client_t *self)
@@ -248,6 +260,26 @@ static uint64_t s_next_req(oq_client_t *self)
     return req;
 }
 
+void oq_client_set_retries(oq_client_t *self, uint32_t retries)
+{
+    assert(self);
+    self->retries = retries > OQ_MAX_CLIENT_RETRIES ? OQ_MAX_CLIENT_RETRIES : retries;
+}
+
+int oq_client_new_dispatch_id(char *out, size_t out_len)
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t bytes[OQ_DISPATCH_ID_RANDOM_BYTES];
+    if (out_len < 2 * sizeof bytes + 1 || getrandom(bytes, sizeof bytes, 0) != sizeof bytes)
+        return -1;
+    for (size_t i = 0; i < sizeof bytes; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 15];
+    }
+    out[2 * sizeof bytes] = 0;
+    return 0;
+}
+
 int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id)
 {
     assert(self && job && id);
@@ -257,11 +289,48 @@ int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_m
                OQ_MAX_PAYLOAD_BYTES);
         return -1;
     }
-    oq_proto_encode_dispatch(&self->buf, (int64_t)req, job);
+    oq_job_msg_t request = *job;
+    char made[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
+    if (!request.dispatch_id.len) {
+        if (oq_client_new_dispatch_id(made, sizeof made) < 0) {
+            s_fail(self, OQ_ERR_NONE, "cannot make a dispatch id: %s", strerror(errno));
+            return -1;
+        }
+        request.dispatch_id = oq_str(made);
+    }
+    oq_proto_encode_dispatch(&self->buf, (int64_t)req, &request);
     oq_msg_t reply;
-    if (s_request(self, req, timeout_ms, OQ_CMD_DISPATCHED, &reply) < 0)
+    int rc = -1;
+    /* Bounded: one send and at most self->retries resends. Only silence is
+       worth a resend; an answer, even an error, is final. */
+    for (uint32_t attempt = 0; attempt <= self->retries; attempt++) {
+        rc = s_round_trip(self, req, timeout_ms, OQ_CMD_DISPATCHED, &reply);
+        if (rc == 0 || self->err_code != OQ_ERR_NONE)
+            break;
+    }
+    msgpack_sbuffer_clear(&self->buf);
+    if (rc < 0) {
+        if (self->err_code == OQ_ERR_NONE && self->retries > 0) {
+            char last[S_ERROR_TEXT_LEN];
+            snprintf(last, sizeof last, "%s", self->err_text);
+            s_fail(self, OQ_ERR_NONE, "%s (sent %u times with dispatch_id %.*s)", last,
+                   self->retries + 1, (int)request.dispatch_id.len, request.dispatch_id.ptr);
+        }
         return -1;
+    }
     *id = reply.id;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_requeue(oq_client_t *self, uint64_t id, int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_requeue(&self->buf, OQ_CMD_REQUEUE, (int64_t)req, id);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_REQUEUED, &reply) < 0)
+        return -1;
     oq_proto_msg_release(&reply);
     return 0;
 }

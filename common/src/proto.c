@@ -12,14 +12,24 @@
 #include "mpcheck.h"
 
 static const char *s_cmd_names[OQ_CMD_COUNT_] = {
-    [OQ_CMD_UNKNOWN] = "unknown",     [OQ_CMD_DISPATCH] = "dispatch",
-    [OQ_CMD_STATS] = "stats",         [OQ_CMD_FAILED] = "failed",
-    [OQ_CMD_PING] = "ping",           [OQ_CMD_DISPATCHED] = "dispatched",
-    [OQ_CMD_PONG] = "pong",           [OQ_CMD_ERROR] = "error",
-    [OQ_CMD_READY] = "ready",         [OQ_CMD_HEARTBEAT] = "heartbeat",
-    [OQ_CMD_ACK] = "ack",             [OQ_CMD_DRAIN] = "drain",
-    [OQ_CMD_DISCONNECT] = "disconnect", [OQ_CMD_WELCOME] = "welcome",
-    [OQ_CMD_JOB] = "job",             [OQ_CMD_RECONNECT] = "reconnect",
+    [OQ_CMD_UNKNOWN] = "unknown",
+    [OQ_CMD_DISPATCH] = "dispatch",
+    [OQ_CMD_STATS] = "stats",
+    [OQ_CMD_FAILED] = "failed",
+    [OQ_CMD_PING] = "ping",
+    [OQ_CMD_DISPATCHED] = "dispatched",
+    [OQ_CMD_PONG] = "pong",
+    [OQ_CMD_ERROR] = "error",
+    [OQ_CMD_READY] = "ready",
+    [OQ_CMD_HEARTBEAT] = "heartbeat",
+    [OQ_CMD_ACK] = "ack",
+    [OQ_CMD_DRAIN] = "drain",
+    [OQ_CMD_DISCONNECT] = "disconnect",
+    [OQ_CMD_WELCOME] = "welcome",
+    [OQ_CMD_JOB] = "job",
+    [OQ_CMD_RECONNECT] = "reconnect",
+    [OQ_CMD_REQUEUE] = "requeue",
+    [OQ_CMD_REQUEUED] = "requeued",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -32,6 +42,7 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_TIMEOUT_RULE] = "timeout_rule",
     [OQ_ERR_FULL] = "full",
     [OQ_ERR_INTERNAL] = "internal",
+    [OQ_ERR_UNAVAILABLE] = "unavailable",
 };
 
 static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout"};
@@ -80,6 +91,16 @@ bool oq_proto_name_valid(const char *name, size_t len)
         if (!ok)
             return false;
     }
+    return true;
+}
+
+bool oq_proto_dispatch_id_valid(const char *id, size_t len)
+{
+    if (len == 0 || len > OQ_MAX_DISPATCH_ID_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (id[i] < 0x21 || id[i] > 0x7e)
+            return false;
     return true;
 }
 
@@ -320,7 +341,20 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
     oq_str_t s;
     switch (msg->cmd) {
     case OQ_CMD_DISPATCH:
-        return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), false);
+        if (s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), false) < 0 ||
+            s_get_str(ctx, root, "dispatch_id", false, OQ_MAX_DISPATCH_ID_LEN,
+                      &msg->job.dispatch_id) < 0)
+            return -1;
+        if (msg->job.dispatch_id.ptr &&
+            !oq_proto_dispatch_id_valid(msg->job.dispatch_id.ptr, msg->job.dispatch_id.len))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"dispatch_id\" must be 1 to %d printable ASCII characters without "
+                   "spaces",
+                   OQ_MAX_DISPATCH_ID_LEN);
+        return 0;
+    case OQ_CMD_REQUEUE:
+    case OQ_CMD_REQUEUED:
+        return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
     case OQ_CMD_DISPATCHED:
@@ -594,7 +628,12 @@ void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_ms
 {
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1);
+    bool has_dispatch_id = job->dispatch_id.len > 0;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1 + has_dispatch_id);
+    if (has_dispatch_id) {
+        oq_proto_pack_cstr(&pk, "dispatch_id");
+        oq_proto_pack_str(&pk, job->dispatch_id);
+    }
     oq_proto_pack_cstr(&pk, "job");
     s_pack_job(&pk, job, false);
 }
@@ -613,6 +652,15 @@ void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id)
     msgpack_packer pk;
     s_init(&pk, buf);
     oq_proto_begin(&pk, OQ_CMD_DISPATCHED, req, 1);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+}
+
+void oq_proto_encode_requeue(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, 1);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, id);
 }

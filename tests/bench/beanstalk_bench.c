@@ -15,6 +15,11 @@
       is one job at a time, from sending the put to the stats-tube reply that
       shows it deleted, polled back to back.
 
+    With --producers N the throughput phase is put by N forked processes,
+    each with its own connection and window, as onceq-bench does; --put-only
+    just puts the jobs (no consumers) and reports the put rate, for the
+    memory and replay measurements of tests/bench/durable_run.sh.
+
     tests/bench/README.md explains the method. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,6 +57,7 @@
 #define S_MAX_JOBS             10000000
 #define S_MAX_WINDOW           10000
 #define S_MAX_CONSUMERS        256
+#define S_MAX_PRODUCERS        64
 #define S_MAX_DEADLINE_S       3600
 #define S_MAX_GAP_US           1000000
 #define S_MAX_PORT             65535
@@ -75,6 +81,8 @@ typedef struct {
     uint64_t port;
     char tube[S_NAME_MAX + 1];
     uint64_t jobs, window, latency_jobs, warmup_jobs, consumers, gap_us, deadline_s;
+    uint64_t producers;  /* processes putting the throughput phase */
+    bool put_only;       /* put the jobs and stop: no consumers, no waiting */
     int64_t deadline_us; /* monotonic time by which everything must be over */
 } s_opts_t;
 
@@ -353,6 +361,52 @@ static int s_pipeline(s_conn_t *c, const s_opts_t *opts, uint64_t n)
     return rc;
 }
 
+/* One forked producer: its own connection, its share of the jobs. */
+static int s_producer(const s_opts_t *opts, uint64_t n)
+{
+    s_conn_t *c = malloc(sizeof *c);
+    char request[S_NAME_MAX + 32];
+    snprintf(request, sizeof request, "use %s\r\n", opts->tube);
+    if (!c || s_connect(c, opts) < 0 || s_send(c, request, strlen(request)) < 0 ||
+        s_expect(c, "USING") < 0 || s_pipeline(c, opts, n) < 0)
+        return 1;
+    close(c->fd);
+    free(c);
+    return 0;
+}
+
+/* Put n jobs: on c with one producer, else by opts->producers forked
+   processes sharing them. Returns once every put is answered. */
+static int s_produce(s_conn_t *c, const s_opts_t *opts, uint64_t n)
+{
+    if (opts->producers <= 1)
+        return s_pipeline(c, opts, n);
+    pid_t children[S_MAX_PRODUCERS];
+    uint64_t started = 0;
+    int rc = 0;
+    fflush(stdout);
+    for (; started < opts->producers; started++) {
+        uint64_t share = n / opts->producers + (started < n % opts->producers ? 1 : 0);
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "beanstalk-bench: fork: %s\n", strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (pid == 0)
+            _exit(s_producer(opts, share));
+        children[started] = pid;
+    }
+    for (uint64_t i = 0; i < started; i++) {
+        int status = 0;
+        while (waitpid(children[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
 static int s_latency(s_conn_t *c, const s_opts_t *opts, uint64_t *deleted, oq_samples_t *latency,
                      oq_samples_t *rtt)
 {
@@ -390,10 +444,14 @@ static void s_help(void)
            "  --warmup N          jobs run first and not measured (default %d)\n"
            "  --gap-us U          pause between two latency jobs (default %d)\n"
            "  --deadline S        give up after S seconds in all (default %d)\n"
+           "  --producers N       N processes put the throughput phase, each with its own\n"
+           "                      connection and window (default 1, at most %d)\n"
+           "  --put-only          only put --jobs jobs (no consumers) and print the put rate\n"
            "\n"
            "Prints one line of key=value pairs (times in microseconds).\n",
            S_BODY_BYTES, S_DEFAULT_HOST, S_DEFAULT_PORT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
-           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S);
+           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S,
+           S_MAX_PRODUCERS);
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *opts)
@@ -408,7 +466,9 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         O_LATENCY,
         O_WARMUP,
         O_GAP,
-        O_DEADLINE
+        O_DEADLINE,
+        O_PRODUCERS,
+        O_PUT_ONLY
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, O_HOST},
@@ -421,6 +481,8 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"warmup", required_argument, NULL, O_WARMUP},
         {"gap-us", required_argument, NULL, O_GAP},
         {"deadline", required_argument, NULL, O_DEADLINE},
+        {"producers", required_argument, NULL, O_PRODUCERS},
+        {"put-only", no_argument, NULL, O_PUT_ONLY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -434,6 +496,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         .consumers = 1,
         .gap_us = S_DEFAULT_GAP_US,
         .deadline_s = S_DEFAULT_DEADLINE_S,
+        .producers = 1,
     };
     snprintf(opts->tube, sizeof opts->tube, "bench-%ld", (long)getpid());
     int opt, bad = 0;
@@ -476,6 +539,12 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         case O_DEADLINE:
             bad = oq_config_uint(optarg, 1, S_MAX_DEADLINE_S, &opts->deadline_s);
             break;
+        case O_PRODUCERS:
+            bad = oq_config_uint(optarg, 1, S_MAX_PRODUCERS, &opts->producers);
+            break;
+        case O_PUT_ONLY:
+            opts->put_only = true;
+            break;
         default:
             bad = 1;
             break;
@@ -502,6 +571,16 @@ static int s_run(const s_opts_t *opts, s_conn_t *c)
     snprintf(request, sizeof request, "use %s\r\n", opts->tube);
     if (s_send(c, request, strlen(request)) < 0 || s_expect(c, "USING") < 0)
         return -1;
+    if (opts->put_only) {
+        int64_t start_us = oq_clock_mono_us();
+        if (s_produce(c, opts, opts->jobs) < 0)
+            return -1;
+        double seconds = (double)(oq_clock_mono_us() - start_us) / S_US_PER_S;
+        printf("system=beanstalkd mode=put_only producers=%" PRIu64 " jobs=%" PRIu64
+               " window=%" PRIu64 " seconds=%.3f jobs_per_s=%.0f\n",
+               opts->producers, opts->jobs, opts->window, seconds, (double)opts->jobs / seconds);
+        return 0;
+    }
     uint64_t deleted = 0, watching = 0;
     while (watching < opts->consumers) {
         if (s_stats(c, opts->tube, &deleted, &watching) < 0)
@@ -522,7 +601,7 @@ static int s_run(const s_opts_t *opts, s_conn_t *c)
     }
 
     int64_t start_us = oq_clock_mono_us();
-    if (s_pipeline(c, opts, opts->jobs) < 0 ||
+    if (s_produce(c, opts, opts->jobs) < 0 ||
         s_wait_deleted(c, opts, deleted + opts->jobs, S_DRAIN_POLL_US, &at_us, NULL) < 0)
         return -1;
     deleted += opts->jobs;
@@ -532,13 +611,13 @@ static int s_run(const s_opts_t *opts, s_conn_t *c)
     oq_samples_t *rtt = oq_samples_new(S_MAX_RTT_SAMPLES);
     int rc = latency && rtt ? s_latency(c, opts, &deleted, latency, rtt) : -1;
     if (rc == 0)
-        printf("system=beanstalkd workers=%" PRIu64 " jobs=%" PRIu64 " window=%" PRIu64
-               " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64 " p99_us=%" PRId64
-               " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
-               opts->consumers, opts->jobs, opts->window, seconds, (double)opts->jobs / seconds,
-               oq_samples_count(latency), oq_samples_percentile(latency, 50),
-               oq_samples_percentile(latency, 99), oq_samples_percentile(latency, 100),
-               oq_samples_percentile(rtt, 50));
+        printf("system=beanstalkd producers=%" PRIu64 " workers=%" PRIu64 " jobs=%" PRIu64
+               " window=%" PRIu64 " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64
+               " p99_us=%" PRId64 " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
+               opts->producers, opts->consumers, opts->jobs, opts->window, seconds,
+               (double)opts->jobs / seconds, oq_samples_count(latency),
+               oq_samples_percentile(latency, 50), oq_samples_percentile(latency, 99),
+               oq_samples_percentile(latency, 100), oq_samples_percentile(rtt, 50));
     oq_samples_destroy(&latency);
     oq_samples_destroy(&rtt);
     return rc;
@@ -557,7 +636,7 @@ int main(int argc, char **argv)
     pid_t children[S_MAX_CONSUMERS];
     uint64_t started = 0;
     int rc = 0;
-    for (; started < opts.consumers; started++) {
+    for (; !opts.put_only && started < opts.consumers; started++) {
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "beanstalk-bench: fork: %s\n", strerror(errno));

@@ -20,6 +20,13 @@
       upper bound, too high by at most one stats round trip (printed as
       poll_rtt_us).
 
+    With --producers N the throughput phase is dispatched by N forked
+    processes, each with its own connection and window, sharing the jobs;
+    with --dispatch-ids each dispatch carries a random dispatch_id as the C
+    client sends; --dispatch-only just queues the jobs (no workers) and
+    reports the dispatch rate, for the memory and replay measurements of
+    tests/bench/durable_run.sh.
+
     tests/bench/README.md explains the method and beanstalk-bench, which
     measures beanstalkd the same way. */
 #include <errno.h>
@@ -28,7 +35,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "onceq/client.h"
@@ -56,6 +67,7 @@
 #define S_MAX_DEADLINE_S       3600
 #define S_MAX_WORKERS          OQ_SUPERVISOR_MAX_PROCESSES
 #define S_MAX_GAP_US           1000000
+#define S_MAX_PRODUCERS        64
 
 #define S_US_PER_S        1000000
 #define S_DRAIN_POLL_US   1000   /* stats polling while the last jobs finish */
@@ -74,6 +86,9 @@ typedef struct {
     uint64_t workers;         /* wait until this many workers are connected */
     uint64_t gap_us;          /* pause between two latency jobs */
     uint64_t grant_customers; /* >0: grant_points jobs over this many customers */
+    uint64_t producers;       /* processes dispatching the throughput phase */
+    bool dispatch_ids;        /* send a random dispatch_id with every dispatch */
+    bool dispatch_only;       /* queue the jobs and stop: no workers, no waiting */
     int64_t deadline_us;      /* monotonic time by which everything must be over */
     uint64_t deadline_s;      /* the same, as given, for messages */
 } s_opts_t;
@@ -260,9 +275,18 @@ static int s_pipeline(const s_opts_t *opts, void *sock, uint64_t n)
     msgpack_sbuffer_init(&buf);
     uint64_t sent = 0, acked = 0;
     int rc = 0;
+    char dispatch_id[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
     while (acked < n && rc == 0) {
         while (sent < n && sent - acked < opts->window) {
             oq_job_msg_t job = s_job(opts);
+            if (opts->dispatch_ids) {
+                if (oq_client_new_dispatch_id(dispatch_id, sizeof dispatch_id) < 0) {
+                    fprintf(stderr, "onceq-bench: no random bytes for a dispatch id\n");
+                    rc = -1;
+                    break;
+                }
+                job.dispatch_id = oq_str(dispatch_id);
+            }
             oq_proto_encode_dispatch(&buf, (int64_t)(sent + 1), &job);
             if (zmq_send(sock, buf.data, buf.size, 0) < 0) {
                 fprintf(stderr, "onceq-bench: send: %s\n", zmq_strerror(errno));
@@ -282,12 +306,60 @@ static int s_pipeline(const s_opts_t *opts, void *sock, uint64_t n)
     return rc;
 }
 
+/* One forked producer: its own context and connection, its share of the
+   jobs. Returns the exit status. */
+static int s_producer(const s_opts_t *opts, uint64_t n)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger_ms = 0;
+    if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) < 0 ||
+        zmq_connect(sock, opts->endpoint) < 0)
+        return 1;
+    int rc = s_pipeline(opts, sock, n) < 0 ? 1 : 0;
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+/* Dispatch n jobs: through sock with one producer, else by opts->producers
+   forked processes sharing them. Returns once every dispatch is answered. */
+static int s_produce(const s_opts_t *opts, void *sock, uint64_t n)
+{
+    if (opts->producers <= 1)
+        return s_pipeline(opts, sock, n);
+    pid_t children[S_MAX_PRODUCERS];
+    uint64_t started = 0;
+    int rc = 0;
+    fflush(stdout); /* nothing buffered may be printed twice */
+    for (; started < opts->producers; started++) {
+        uint64_t share = n / opts->producers + (started < n % opts->producers ? 1 : 0);
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "onceq-bench: fork: %s\n", strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (pid == 0)
+            _exit(s_producer(opts, share));
+        children[started] = pid;
+    }
+    for (uint64_t i = 0; i < started; i++) {
+        int status = 0;
+        while (waitpid(children[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
 /* Throughput: n jobs from the first dispatch until all are done. */
 static int s_throughput(const s_opts_t *opts, void *sock, oq_client_t *client, uint64_t *done,
                         double *seconds)
 {
     int64_t start_us = oq_clock_mono_us();
-    if (s_pipeline(opts, sock, opts->jobs) < 0)
+    if (s_produce(opts, sock, opts->jobs) < 0)
         return -1;
     int64_t end_us;
     if (s_wait_done(opts, client, *done + opts->jobs, S_DRAIN_POLL_US, &end_us, NULL) < 0)
@@ -339,10 +411,17 @@ static void s_help(void)
            "  --deadline S        give up after S seconds in all (default %d)\n"
            "  --grant C           grant_points jobs (new order each, customers 1..C) instead\n"
            "                      of noop: the article's effect, for tests/bench/pg_run.sh\n"
+           "  --producers N       N processes dispatch the throughput phase, each with its\n"
+           "                      own connection and window (default 1, at most %d)\n"
+           "  --dispatch-ids      send a random dispatch_id with every dispatch, as the C\n"
+           "                      client does\n"
+           "  --dispatch-only     only queue --jobs jobs (no workers needed) and print the\n"
+           "                      dispatch rate\n"
            "\n"
            "Prints one line of key=value pairs (times in microseconds).\n",
            S_PAYLOAD_BYTES, OQ_DEFAULT_FRONT_ENDPOINT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
-           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S);
+           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S,
+           S_MAX_PRODUCERS);
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *opts)
@@ -357,7 +436,10 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         O_GAP,
         O_WORKERS,
         O_DEADLINE,
-        O_GRANT
+        O_GRANT,
+        O_PRODUCERS,
+        O_DISPATCH_IDS,
+        O_DISPATCH_ONLY
     };
     static const struct option options[] = {
         {"broker", required_argument, NULL, O_BROKER},
@@ -370,6 +452,9 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"workers", required_argument, NULL, O_WORKERS},
         {"deadline", required_argument, NULL, O_DEADLINE},
         {"grant", required_argument, NULL, O_GRANT},
+        {"producers", required_argument, NULL, O_PRODUCERS},
+        {"dispatch-ids", no_argument, NULL, O_DISPATCH_IDS},
+        {"dispatch-only", no_argument, NULL, O_DISPATCH_ONLY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -382,6 +467,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         .warmup_jobs = S_DEFAULT_WARMUP_JOBS,
         .gap_us = S_DEFAULT_GAP_US,
         .deadline_s = S_DEFAULT_DEADLINE_S,
+        .producers = 1,
     };
     int opt, bad = 0;
     while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -419,6 +505,15 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
             break;
         case O_GRANT:
             bad = oq_config_uint(optarg, 1, UINT32_MAX, &opts->grant_customers);
+            break;
+        case O_PRODUCERS:
+            bad = oq_config_uint(optarg, 1, S_MAX_PRODUCERS, &opts->producers);
+            break;
+        case O_DISPATCH_IDS:
+            opts->dispatch_ids = true;
+            break;
+        case O_DISPATCH_ONLY:
+            opts->dispatch_only = true;
             break;
         default:
             bad = 1;
@@ -467,8 +562,20 @@ int main(int argc, char **argv)
     uint64_t done = 0;
     double seconds = 0;
     int64_t at_us;
-    if (s_wait_workers(&opts, client, &done) < 0)
+    if (opts.dispatch_only) {
+        int64_t start_us = oq_clock_mono_us();
+        rc = s_produce(&opts, sock, opts.jobs) < 0 ? 1 : 0;
+        seconds = (double)(oq_clock_mono_us() - start_us) / S_US_PER_S;
+        if (rc == 0)
+            printf("system=onceq mode=dispatch_only producers=%" PRIu64 " jobs=%" PRIu64
+                   " window=%" PRIu64 " dispatch_ids=%d seconds=%.3f jobs_per_s=%.0f\n",
+                   opts.producers, opts.jobs, opts.window, opts.dispatch_ids, seconds,
+                   (double)opts.jobs / seconds);
+        opts.warmup_jobs = opts.latency_jobs = 0;
+        opts.jobs = 0;
+    } else if (s_wait_workers(&opts, client, &done) < 0) {
         rc = 1;
+    }
     /* Warm-up: connections, allocations and caches, in both processes. */
     if (rc == 0 && opts.warmup_jobs > 0) {
         s_opts_t warm = opts;
@@ -478,18 +585,18 @@ int main(int argc, char **argv)
             rc = 1;
         done += warm.jobs;
     }
-    if (rc == 0 && s_throughput(&opts, sock, client, &done, &seconds) < 0)
+    if (rc == 0 && opts.jobs && s_throughput(&opts, sock, client, &done, &seconds) < 0)
         rc = 1;
     if (rc == 0 && s_latency(&opts, client, &done, latency, rtt) < 0)
         rc = 1;
-    if (rc == 0)
-        printf("system=onceq workers=%" PRIu64 " jobs=%" PRIu64 " window=%" PRIu64
-               " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64 " p99_us=%" PRId64
-               " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
-               opts.workers, opts.jobs, opts.window, seconds, (double)opts.jobs / seconds,
-               oq_samples_count(latency), oq_samples_percentile(latency, 50),
-               oq_samples_percentile(latency, 99), oq_samples_percentile(latency, 100),
-               oq_samples_percentile(rtt, 50));
+    if (rc == 0 && !opts.dispatch_only)
+        printf("system=onceq producers=%" PRIu64 " workers=%" PRIu64 " jobs=%" PRIu64
+               " window=%" PRIu64 " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64
+               " p99_us=%" PRId64 " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
+               opts.producers, opts.workers, opts.jobs, opts.window, seconds,
+               (double)opts.jobs / seconds, oq_samples_count(latency),
+               oq_samples_percentile(latency, 50), oq_samples_percentile(latency, 99),
+               oq_samples_percentile(latency, 100), oq_samples_percentile(rtt, 50));
 
     oq_samples_destroy(&latency);
     oq_samples_destroy(&rtt);

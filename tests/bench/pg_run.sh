@@ -47,7 +47,8 @@ SQL
 port=$((20000 + RANDOM % 20000))
 front=tcp://127.0.0.1:$port
 back=tcp://127.0.0.1:$((port + 1))
-"$bin/onceq-broker" --front "$front" --back "$back" --log-level warn >"$run/broker.log" 2>&1 &
+"$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
+  >"$run/broker.log" 2>&1 &
 pids+=("$!")
 sleep 0.3
 

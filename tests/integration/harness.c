@@ -375,6 +375,16 @@ pid_t it_start_broker(it_t *self, const char *const extra[])
 {
     const char *argv[48] = {it_bin("onceq-broker"), "--front", self->front, "--back", self->back};
     size_t n = 5;
+    /* The journal goes in the test's own dir unless the test says where. */
+    bool own_dir = false;
+    for (size_t i = 0; extra && extra[i]; i++)
+        own_dir |= strcmp(extra[i], "--data-dir") == 0 || strcmp(extra[i], "--no-journal") == 0;
+    char data_dir[sizeof self->dir + 8];
+    if (!own_dir) {
+        snprintf(data_dir, sizeof data_dir, "%s/data", self->dir);
+        argv[n++] = "--data-dir";
+        argv[n++] = data_dir;
+    }
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

@@ -521,9 +521,182 @@ static void test_refused_dispatch_creates_no_queue(void **state)
     assert_int_equal(oq_engine_queue_count(f->engine), 0);
 }
 
+/* ---- the observer and replay ------------------------------------------------ */
+
+typedef struct {
+    oq_job_event_t event[32];
+    uint32_t attempt[32];
+    size_t count;
+    bool dispatch_seen; /* the request came with the dispatch event */
+} s_events_t;
+
+static void s_record(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                     const oq_job_msg_t *dispatch)
+{
+    s_events_t *e = ctx;
+    assert_true(e->count < 32);
+    e->event[e->count] = event;
+    e->attempt[e->count++] = job->attempt;
+    if (event == OQ_EVENT_DISPATCHED)
+        e->dispatch_seen = dispatch && oq_str_eq(dispatch->type, "noop");
+    else
+        assert_null(dispatch);
+}
+
+static void test_hooks_hear_every_change_in_order(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t id = s_dispatch(f, "noop");
+    assert_true(e.dispatch_seen);
+    oq_worker_t *a = s_worker(f, 'a', 5);
+    oq_engine_pump(f->engine, s_deliver, f);
+    s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "later"); /* backoff 1 s */
+    f->time.now += 1000;
+    oq_engine_tick(f->engine);
+    oq_engine_pump(f->engine, s_deliver, f);
+    f->time.now += S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine); /* the lease runs out */
+    oq_engine_pump(f->engine, s_deliver, f);
+    s_ack(f, a, id, 3, OQ_OUTCOME_FAIL, "no");
+    char reason[128];
+    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "not in the failed store"));
+    f->unreachable = 'a';
+    oq_engine_pump(f->engine, s_deliver, f); /* never sent: no lease reported */
+    oq_worker_t *b = s_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    s_ack(f, b, id, 1, OQ_OUTCOME_OK, NULL);
+
+    static const oq_job_event_t want[] = {
+        OQ_EVENT_DISPATCHED, OQ_EVENT_LEASED,   OQ_EVENT_RETRY,  OQ_EVENT_DUE,
+        OQ_EVENT_LEASED,     OQ_EVENT_RETURNED, OQ_EVENT_LEASED, OQ_EVENT_FAILED,
+        OQ_EVENT_REQUEUED,   OQ_EVENT_RETURNED, OQ_EVENT_LEASED, OQ_EVENT_DONE,
+    };
+    static const uint32_t attempts[] = {0, 1, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1};
+    assert_int_equal(e.count, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < e.count; i++) {
+        assert_int_equal(e.event[i], want[i]);
+        assert_int_equal(e.attempt[i], attempts[i]);
+    }
+}
+
+static void test_restore_rebuilds_without_reporting(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .timeout_ms = 2000,
+                        .has_timeout = true};
+    char reason[128];
+    int64_t wall = oq_clock_wall_ms(&f->clock);
+    for (uint64_t id = 10; id <= 14; id++) {
+        job.id = id;
+        assert_int_equal(
+            oq_engine_restore(f->engine, &job, id == 11 ? wall + 5000 : 0, reason, sizeof reason),
+            0);
+    }
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, 11), "delayed");
+    assert_int_equal(oq_engine_restore_leased(f->engine, 11, 2), 0); /* delayed -> ready */
+    assert_string_equal(oq_engine_job_state(f->engine, 11), "ready");
+    assert_int_equal(oq_engine_restore_retry(f->engine, 12, 1, wall + 1000), 0);
+    assert_string_equal(oq_engine_job_state(f->engine, 12), "delayed");
+    assert_int_equal(oq_engine_restore_failed(f->engine, 13, 3, "gone", wall - 10), 0);
+    assert_int_equal(oq_engine_restore_done(f->engine, 14), 0);
+    assert_int_equal(oq_engine_restore_done(f->engine, 14), -1);
+    assert_int_equal(oq_engine_restore_leased(f->engine, 99, 1), -1);
+    oq_engine_restore_next_id(f->engine, 50);
+    assert_int_equal(e.count, 0); /* nothing reported */
+
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, 13, &v), 0);
+    assert_int_equal(v.state, OQ_STATE_FAILED);
+    assert_string_equal(v.error, "gone");
+    assert_int_equal(v.failed_at_ms, wall - 10);
+    assert_int_equal(v.attempt, 3);
+    assert_int_equal(oq_engine_job_view(f->engine, 12, &v), 0);
+    assert_int_equal(v.not_before_ms, wall + 1000);
+    assert_int_equal(oq_engine_next_id(f->engine), 50);
+    assert_int_equal(s_dispatch(f, "noop"), 50);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.ready, 3);
+    assert_int_equal(s.delayed, 1);
+    assert_int_equal(s.failed, 1);
+    assert_int_equal(s.dispatched, 1); /* restored jobs were dispatched before this start */
+    assert_int_equal(s.done, 0);
+    /* A restored job that was handed out counts as redelivered next time. */
+    s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_int_equal(f->sent[0].id, 10);
+    assert_int_equal(s_stats(f).redelivered, 0);
+}
+
+typedef struct {
+    uint64_t ids[8];
+    oq_job_state_t states[8];
+    size_t count;
+} s_walk_t;
+
+static void s_walk(void *ctx, const oq_job_view_t *job)
+{
+    s_walk_t *w = ctx;
+    w->ids[w->count] = job->id;
+    w->states[w->count++] = job->state;
+}
+
+static void test_job_each_goes_leased_ready_delayed_failed(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t failed = s_dispatch(f, "noop");
+    uint64_t leased = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 2);
+    oq_engine_pump(f->engine, s_deliver, f);
+    s_ack(f, a, failed, 1, OQ_OUTCOME_FAIL, "x");
+    uint64_t ready = s_dispatch(f, "noop");
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .delay_ms = 5000,
+                        .has_delay = true};
+    uint64_t delayed;
+    oq_err_t code;
+    char reason[128];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &delayed, &code, reason, sizeof reason),
+                     0);
+    s_walk_t w = {.count = 0};
+    oq_engine_job_each(f->engine, s_walk, &w);
+    assert_int_equal(w.count, 4);
+    assert_int_equal(w.ids[0], leased);
+    assert_int_equal(w.states[0], OQ_STATE_LEASED);
+    assert_int_equal(w.ids[1], ready);
+    assert_int_equal(w.ids[2], delayed);
+    assert_int_equal(w.states[2], OQ_STATE_DELAYED);
+    assert_int_equal(w.ids[3], failed);
+    assert_int_equal(w.states[3], OQ_STATE_FAILED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_job_each_goes_leased_ready_delayed_failed, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_dispatch_deliver_ack, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_credit_limits_deliveries, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_lease_expiry_redelivers_with_next_attempt, s_setup,

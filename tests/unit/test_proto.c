@@ -313,6 +313,46 @@ static void test_roundtrip_dispatch_all_fields(void **state)
     msgpack_sbuffer_destroy(&payload);
 }
 
+static void test_roundtrip_dispatch_id_and_requeue(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_job_msg_t job = {.type = oq_str("noop"), .dispatch_id = oq_str("order-42:grant")};
+    oq_proto_encode_dispatch(&buf, 3, &job);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCH);
+    s_str_equal(msg.job.dispatch_id, "order-42:grant");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    /* None given: none on the wire, none decoded. */
+    job.dispatch_id = oq_str(NULL);
+    oq_proto_encode_dispatch(&buf, 3, &job);
+    s_decode_ok(&msg, &buf);
+    assert_null(oq_proto_map_get(&msg.root, "dispatch_id"));
+    assert_int_equal(msg.job.dispatch_id.len, 0);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_requeue(&buf, OQ_CMD_REQUEUE, 4, 99);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_REQUEUE);
+    assert_int_equal(msg.id, 99);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_requeue(&buf, OQ_CMD_REQUEUED, 4, 99);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_REQUEUED);
+    assert_int_equal(msg.id, 99);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    assert_true(oq_proto_dispatch_id_valid("a", 1));
+    assert_false(oq_proto_dispatch_id_valid("a\x7f", 2));
+    assert_string_equal(oq_proto_err_name(OQ_ERR_UNAVAILABLE), "unavailable");
+}
+
 static void test_roundtrip_dispatch_defaults(void **state)
 {
     msgpack_sbuffer buf;
@@ -703,6 +743,16 @@ typedef struct {
 #define ACK(f)  "{v:1, cmd:ack, " f "}"
 
 static const s_bad_t s_bad[] = {
+    /* dispatch ids */
+    {"empty dispatch_id", TXT("{v:1, cmd:dispatch, dispatch_id:'', job:{type:t}}"), BADR},
+    {"dispatch_id with a space", TXT("{v:1, cmd:dispatch, dispatch_id:'a b', job:{type:t}}"), BADR},
+    {"dispatch_id not a str", TXT("{v:1, cmd:dispatch, dispatch_id:7, job:{type:t}}"), BADR},
+    {"dispatch_id too long",
+     TXT("{v:1, cmd:dispatch, job:{type:t}, "
+         "dispatch_id:'0123456789012345678901234567890123456789012345678901234567890123x'}"),
+     BIG},
+    {"requeue without id", TXT("{v:1, cmd:requeue, req:1}"), BADR},
+    {"requeue id 0", TXT("{v:1, cmd:requeue, req:1, id:0}"), BADR},
     /* not one msgpack map */
     {"empty frame", RAW(""), MALF},
     {"array", TXT("[1, 2]"), MALF},
@@ -1219,6 +1269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_dispatch_all_fields),
         cmocka_unit_test(test_roundtrip_dispatch_defaults),
+        cmocka_unit_test(test_roundtrip_dispatch_id_and_requeue),
         cmocka_unit_test(test_roundtrip_job_delivery),
         cmocka_unit_test(test_roundtrip_dispatched),
         cmocka_unit_test(test_roundtrip_error),

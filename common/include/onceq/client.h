@@ -2,7 +2,12 @@
     connection to the broker's front socket; requests carry a request id and a
     reply is matched to its request by that id, so a late reply to a request
     that timed out is recognised and dropped. Not thread-safe: use one client
-    per thread. */
+    per thread.
+
+    Dispatches follow the Lazy Pirate pattern: each carries a dispatch_id,
+    and when no answer comes in time the very same request (same id) is sent
+    again, a bounded number of times. The broker answers a dispatch_id it has
+    seen with the first job's id, so a resend never queues a second job. */
 #ifndef ONCEQ_CLIENT_H
 #define ONCEQ_CLIENT_H
 
@@ -20,9 +25,25 @@ oq_client_t *oq_client_new(const char *endpoint);
 /* Close the connection, drop unsent messages, free, and set *self_p to NULL. */
 void oq_client_destroy(oq_client_t **self_p);
 
-/* Dispatch one job and wait up to timeout_ms for the broker's answer.
-   Returns 0 with the new job id in *id, or -1 (see oq_client_error). */
+/* Dispatch one job: wait up to timeout_ms for the broker's answer, and
+   without one send the same request again, up to the retries set with
+   oq_client_set_retries (default OQ_DEFAULT_CLIENT_RETRIES). job->dispatch_id
+   is sent if set; if empty, a new random one is made for this call. Returns
+   0 with the job id in *id, or -1 (see oq_client_error). The answer means
+   the job is durable under the broker's fsync policy. */
 int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id);
+
+/* How many times oq_client_dispatch sends a request again after a timeout
+   (0 to OQ_MAX_CLIENT_RETRIES; larger values are capped). */
+void oq_client_set_retries(oq_client_t *self, uint32_t retries);
+
+/* Write a new random dispatch id (OQ_DISPATCH_ID_RANDOM_BYTES in hex) into
+   out[out_len]. 0, or -1 if out is too small or no randomness is to be had. */
+int oq_client_new_dispatch_id(char *out, size_t out_len);
+
+/* Put a failed job back to ready with a fresh retry budget. 0 once the
+   broker has made that durable, or -1 (see oq_client_error). */
+int oq_client_requeue(oq_client_t *self, uint64_t id, int timeout_ms);
 
 /* Ask for the broker's statistics. Returns 0 with the decoded "stats" reply
    in *reply (release it with oq_proto_msg_release), or -1. */

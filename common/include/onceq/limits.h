@@ -43,6 +43,34 @@
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
 
+/* Journal (docs/journal.md). Sizes in bytes, times in ms. */
+#define OQ_JOURNAL_FORMAT_VERSION    1
+#define OQ_DEFAULT_DATA_DIR          "./onceq-data"
+#define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
+#define OQ_MAX_FSYNC_INTERVAL_MS     10000
+#define OQ_DEFAULT_COMPACT_MIN_BYTES (64LL * 1024 * 1024) /* no compaction below this size */
+#define OQ_DEFAULT_COMPACT_RATIO     4 /* compact when the file is this many times the live state */
+#define OQ_MAX_COMPACT_RATIO         1000
+/* One record at most: a job with the largest payload, every name, backoff
+   step and dispatch id at their limits, and room to spare. */
+#define OQ_JOURNAL_MAX_RECORD_BYTES (OQ_MAX_PAYLOAD_BYTES + 4096)
+#define OQ_JOURNAL_RETRY_MS         100 /* a failed write or fsync is tried again this often */
+/* Records waiting for the disk (unwritten, or written and not yet fsynced)
+   at most; beyond it the broker stops handing out jobs until they are written. */
+#define OQ_JOURNAL_MAX_BACKLOG_BYTES (256LL * 1024 * 1024)
+#define OQ_JOURNAL_IO_CHUNK_BYTES    (4 * 1024 * 1024) /* replay reads and snapshot writes */
+#define OQ_COMPACT_RETRY_MS          10000             /* wait after a failed compaction */
+/* Dispatch replies waiting for their records to be durable, at most; a
+   dispatch beyond it is refused with "unavailable". */
+#define OQ_MAX_OUTBOX_REPLIES 65536
+
+/* Dispatch ids: a repeated dispatch_id within the window gets the first job's id. */
+#define OQ_DEFAULT_DEDUPE_WINDOW_MS (3600LL * 1000)
+#define OQ_MAX_DEDUPE_WINDOW_MS     (7LL * 24 * 3600 * 1000)
+/* Dispatch ids remembered at most; beyond it the oldest is forgotten early
+   (counted in stats as dedupe_evicted). */
+#define OQ_MAX_DEDUPE_ENTRIES (1024 * 1024)
+
 /* Heartbeats (Paranoid Pirate) */
 #define OQ_DEFAULT_HEARTBEAT_MS 1000
 #define OQ_DEFAULT_LIVENESS     3 /* heartbeats missed before a peer is dead */
@@ -60,5 +88,10 @@
 
 /* Client */
 #define OQ_DEFAULT_CLIENT_TIMEOUT_MS 5000
+/* Lazy Pirate: a dispatch with no answer in time is sent again, with the
+   same dispatch_id, this many more times. */
+#define OQ_DEFAULT_CLIENT_RETRIES   2
+#define OQ_MAX_CLIENT_RETRIES       100
+#define OQ_DISPATCH_ID_RANDOM_BYTES 16 /* a generated dispatch_id: 128 random bits in hex */
 
 #endif

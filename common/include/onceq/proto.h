@@ -38,6 +38,9 @@ typedef enum {
     OQ_CMD_WELCOME,
     OQ_CMD_JOB,
     OQ_CMD_RECONNECT,
+    /* added later, kept last so that the values above do not move */
+    OQ_CMD_REQUEUE,  /* front: a failed job back to ready */
+    OQ_CMD_REQUEUED, /* its reply */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -52,6 +55,7 @@ typedef enum {
     OQ_ERR_TIMEOUT_RULE,    /* job timeout not shorter than retry_after - margin */
     OQ_ERR_FULL,            /* the broker holds its maximum of jobs or queues */
     OQ_ERR_INTERNAL,
+    OQ_ERR_UNAVAILABLE, /* the broker cannot make the request durable now (disk error) */
     OQ_ERR_COUNT_
 } oq_err_t;
 
@@ -81,6 +85,10 @@ typedef struct {
     int64_t delay_ms;
     int32_t priority;
     bool has_max_tries, has_timeout, has_delay, has_priority;
+    /* Dispatch only: the producer's id for this dispatch (empty: none). On
+       the wire it sits next to "job" in the dispatch message; a repeat within
+       the broker's window is answered with the first dispatch's job id. */
+    oq_str_t dispatch_id;
 } oq_job_msg_t;
 
 /* A worker's report on one delivery. */
@@ -101,7 +109,7 @@ typedef struct {
     uint64_t req;      /* request id, echoed in front-socket replies */
     oq_job_msg_t job;  /* dispatch, job */
     oq_ack_msg_t ack;  /* ack */
-    uint64_t id;       /* dispatched */
+    uint64_t id;       /* dispatched, requeue, requeued */
     uint32_t credit;   /* ready */
     oq_str_t name;     /* ready: worker name; failed: queue filter */
     uint32_t pid;      /* ready */
@@ -138,6 +146,10 @@ int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome);
    of [A-Za-z0-9_.:-]. */
 bool oq_proto_name_valid(const char *name, size_t len);
 
+/* True if id is a valid dispatch_id: 1..OQ_MAX_DISPATCH_ID_LEN bytes of
+   printable ASCII without spaces (0x21..0x7e). */
+bool oq_proto_dispatch_id_valid(const char *id, size_t len);
+
 /* oq_str_t from a C string (borrowed). */
 oq_str_t oq_str(const char *text);
 
@@ -152,6 +164,8 @@ bool oq_str_eq(oq_str_t s, const char *text);
     or msgpack_sbuffer_clear). A negative req means "no request id". */
 void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job);
 void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id);
+/* "requeue" (a request) or "requeued" (its reply), both carrying a job id. */
+void oq_proto_encode_requeue(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id);
 void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, const char *text);
 /* Commands without fields: stats, ping, pong, heartbeat, drain, disconnect. */
 void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);

@@ -1,0 +1,434 @@
+/*  record.c: encoding and decoding of the journal format. Encoders write the
+    frame's length and CRC last, once the body is in the buffer; the decoder
+    reads through a cursor that refuses to step past the end, and each record
+    type must fill its body exactly: a record of the right CRC but the wrong
+    shape was written by a different program and is refused, not guessed at. */
+#include "record.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "onceq/limits.h"
+
+/* Header field offsets (docs/journal.md, "File header"). */
+#define S_HDR_VERSION  8
+#define S_HDR_FLAGS    12
+#define S_HDR_CREATED  16
+#define S_HDR_KEY      24
+#define S_HDR_RESERVED (S_HDR_KEY + OQ_SIPHASH_KEY_BYTES)
+#define S_HDR_CRC      44
+
+/* Fixed parts of the bodies, after the type byte. */
+#define S_ID_BYTES      8
+#define S_ATTEMPT_BYTES 4
+#define S_TIME_BYTES    8
+#define S_TYPE_BYTES    1
+#define S_DISPATCHED_FIXED_BYTES                                                                   \
+    (S_ID_BYTES + 2 * S_TIME_BYTES + 4 /* timeout */ + 4 /* priority */ + 4 /* max_tries */ +      \
+     1 /* backoff_len */ + 1 /* type_len */ + 1 /* queue_len */ + 1 /* dispatch_id_len */ +        \
+     4 /* payload_len */)
+#define S_DEDUPE_BODY_BYTES (OQ_SIPHASH_DIGEST_BYTES + S_ID_BYTES + S_TIME_BYTES)
+
+_Static_assert(S_HDR_RESERVED + 4 == S_HDR_CRC, "header layout");
+_Static_assert(S_HDR_CRC + 4 == OQ_RECORD_HEADER_BYTES, "header layout");
+
+static const char *s_type_names[] = {
+    [OQ_RECORD_DISPATCHED] = "dispatched",
+    [OQ_RECORD_LEASED] = "leased",
+    [OQ_RECORD_RETRY] = "retry",
+    [OQ_RECORD_FAILED] = "failed",
+    [OQ_RECORD_DONE] = "done",
+    [OQ_RECORD_REQUEUED] = "requeued",
+    [OQ_RECORD_DEDUPE] = "dedupe",
+    [OQ_RECORD_NEXT_ID] = "next_id",
+};
+
+const char *oq_record_type_name(int type)
+{
+    if (type >= OQ_RECORD_DISPATCHED && type <= OQ_RECORD_NEXT_ID)
+        return s_type_names[type];
+    return "unknown";
+}
+
+/* ---- little-endian helpers ---- */
+
+static void s_store(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t s_load(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* ---- the header ---- */
+
+void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_HEADER_BYTES])
+{
+    memset(out, 0, OQ_RECORD_HEADER_BYTES);
+    memcpy(out, OQ_RECORD_MAGIC, OQ_RECORD_MAGIC_BYTES);
+    s_store(out + S_HDR_VERSION, h->version, 4);
+    s_store(out + S_HDR_FLAGS, 0, 4);
+    s_store(out + S_HDR_CREATED, (uint64_t)h->created_ms, 8);
+    memcpy(out + S_HDR_KEY, h->dedupe_key, OQ_SIPHASH_KEY_BYTES);
+    s_store(out + S_HDR_CRC, oq_crc32c(0, out, S_HDR_CRC), 4);
+}
+
+int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
+                            size_t why_len)
+{
+    if (len < OQ_RECORD_HEADER_BYTES) {
+        snprintf(why, why_len, "the file is %zu bytes, shorter than the %d-byte header", len,
+                 OQ_RECORD_HEADER_BYTES);
+        return -1;
+    }
+    if (memcmp(data, OQ_RECORD_MAGIC, OQ_RECORD_MAGIC_BYTES) != 0) {
+        snprintf(why, why_len, "not an onceq journal (the file does not start with \"%s\")",
+                 OQ_RECORD_MAGIC);
+        return -1;
+    }
+    uint32_t crc = (uint32_t)s_load(data + S_HDR_CRC, 4);
+    if (crc != oq_crc32c(0, data, S_HDR_CRC)) {
+        snprintf(why, why_len, "the journal header is damaged (bad CRC)");
+        return -1;
+    }
+    h->version = (uint32_t)s_load(data + S_HDR_VERSION, 4);
+    if (h->version == 0 || h->version > OQ_JOURNAL_FORMAT_VERSION) {
+        snprintf(why, why_len,
+                 "journal format version %u is newer than this broker, which reads versions 1 "
+                 "to %d: run the broker that wrote it, or a newer one",
+                 h->version, OQ_JOURNAL_FORMAT_VERSION);
+        return -1;
+    }
+    uint32_t flags = (uint32_t)s_load(data + S_HDR_FLAGS, 4);
+    if (flags != 0) {
+        snprintf(why, why_len, "the journal header has flags 0x%x that this broker does not know",
+                 flags);
+        return -1;
+    }
+    h->created_ms = (int64_t)s_load(data + S_HDR_CREATED, 8);
+    memcpy(h->dedupe_key, data + S_HDR_KEY, OQ_SIPHASH_KEY_BYTES);
+    return 0;
+}
+
+/* ---- framing ---- */
+
+oq_frame_t oq_record_frame(const uint8_t *data, size_t avail, size_t *frame_bytes)
+{
+    *frame_bytes = OQ_RECORD_FRAME_BYTES;
+    if (avail < OQ_RECORD_FRAME_BYTES)
+        return OQ_FRAME_SHORT;
+    uint32_t len = (uint32_t)s_load(data, 4);
+    if (len == 0 || len > OQ_JOURNAL_MAX_RECORD_BYTES)
+        return OQ_FRAME_BAD_LENGTH;
+    *frame_bytes = OQ_RECORD_FRAME_BYTES + (size_t)len;
+    if (avail < *frame_bytes)
+        return OQ_FRAME_SHORT;
+    uint32_t crc = (uint32_t)s_load(data + 4, 4);
+    if (crc != oq_crc32c(0, data + OQ_RECORD_FRAME_BYTES, len))
+        return OQ_FRAME_BAD_CRC;
+    return OQ_FRAME_OK;
+}
+
+/* ---- decoding ---- */
+
+typedef struct {
+    const uint8_t *p, *end;
+    bool short_;
+} s_reader_t;
+
+static uint64_t s_get(s_reader_t *r, int bytes)
+{
+    if (r->end - r->p < bytes) {
+        r->short_ = true;
+        r->p = r->end;
+        return 0;
+    }
+    uint64_t v = s_load(r->p, bytes);
+    r->p += bytes;
+    return v;
+}
+
+static const uint8_t *s_get_bytes(s_reader_t *r, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->short_ = true;
+        r->p = r->end;
+        return NULL;
+    }
+    const uint8_t *at = r->p;
+    r->p += n;
+    return at;
+}
+
+static oq_str_t s_get_str(s_reader_t *r, int len_bytes)
+{
+    size_t n = (size_t)s_get(r, len_bytes);
+    const uint8_t *at = s_get_bytes(r, n);
+    oq_str_t s = {at ? (const char *)at : "", at ? n : 0};
+    return s;
+}
+
+#define S_BAD(...)                                                                                 \
+    do {                                                                                           \
+        snprintf(why, why_len, __VA_ARGS__);                                                       \
+        return -1;                                                                                 \
+    } while (0)
+
+static int s_decode_dispatched(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    oq_job_msg_t *j = &rec->job;
+    j->id = rec->id = s_get(r, 8);
+    rec->dispatched_at_ms = (int64_t)s_get(r, 8);
+    rec->at_ms = (int64_t)s_get(r, 8);
+    j->timeout_ms = (int64_t)s_get(r, 4);
+    j->priority = (int32_t)(uint32_t)s_get(r, 4);
+    j->max_tries = (uint32_t)s_get(r, 4);
+    j->backoff_len = (uint32_t)s_get(r, 1);
+    if (j->backoff_len > OQ_MAX_BACKOFF_STEPS)
+        S_BAD("dispatched: %u backoff steps, at most %d", j->backoff_len, OQ_MAX_BACKOFF_STEPS);
+    for (uint32_t k = 0; k < j->backoff_len; k++) {
+        j->backoff_ms[k] = (int64_t)s_get(r, 8);
+        if (j->backoff_ms[k] < 0 || j->backoff_ms[k] > OQ_MAX_BACKOFF_MS)
+            S_BAD("dispatched: backoff step out of range");
+    }
+    j->type = s_get_str(r, 1);
+    j->queue = s_get_str(r, 1);
+    j->dispatch_id = s_get_str(r, 1);
+    uint32_t payload_len = (uint32_t)s_get(r, 4);
+    j->payload = s_get_bytes(r, payload_len);
+    j->payload_len = payload_len;
+    j->has_max_tries = j->has_timeout = true;
+    j->has_priority = j->priority != 0;
+    if (r->short_)
+        S_BAD("dispatched: body too short");
+    if (rec->id == 0)
+        S_BAD("dispatched: job id 0");
+    if (!oq_proto_name_valid(j->type.ptr, j->type.len) ||
+        !oq_proto_name_valid(j->queue.ptr, j->queue.len))
+        S_BAD("dispatched: invalid job type or queue name");
+    if (j->dispatch_id.len && !oq_proto_dispatch_id_valid(j->dispatch_id.ptr, j->dispatch_id.len))
+        S_BAD("dispatched: invalid dispatch id");
+    if (j->timeout_ms <= 0 || j->timeout_ms > OQ_MAX_TIMEOUT_MS || j->max_tries < 1 ||
+        j->max_tries > OQ_MAX_TRIES_LIMIT || j->priority < -OQ_MAX_PRIORITY ||
+        j->priority > OQ_MAX_PRIORITY || payload_len > OQ_MAX_PAYLOAD_BYTES)
+        S_BAD("dispatched: a field is out of range");
+    return 0;
+}
+
+int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
+                     size_t why_len)
+{
+    memset(rec, 0, sizeof *rec);
+    if (frame_bytes < OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES)
+        S_BAD("record too short");
+    s_reader_t r = {data + OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES, data + frame_bytes, false};
+    int type = data[OQ_RECORD_FRAME_BYTES];
+    rec->type = (oq_record_type_t)type;
+    switch (type) {
+    case OQ_RECORD_DISPATCHED:
+        if (s_decode_dispatched(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_LEASED:
+        rec->id = s_get(&r, 8);
+        rec->attempt = (uint32_t)s_get(&r, 4);
+        break;
+    case OQ_RECORD_RETRY:
+        rec->id = s_get(&r, 8);
+        rec->attempt = (uint32_t)s_get(&r, 4);
+        rec->at_ms = (int64_t)s_get(&r, 8);
+        break;
+    case OQ_RECORD_FAILED:
+        rec->id = s_get(&r, 8);
+        rec->attempt = (uint32_t)s_get(&r, 4);
+        rec->at_ms = (int64_t)s_get(&r, 8);
+        rec->error = s_get_str(&r, 2);
+        if (rec->error.len > OQ_MAX_ERROR_LEN)
+            S_BAD("failed: error text of %zu bytes, at most %d", rec->error.len, OQ_MAX_ERROR_LEN);
+        break;
+    case OQ_RECORD_DONE:
+    case OQ_RECORD_REQUEUED:
+    case OQ_RECORD_NEXT_ID:
+        rec->id = s_get(&r, 8);
+        break;
+    case OQ_RECORD_DEDUPE: {
+        const uint8_t *digest = s_get_bytes(&r, OQ_SIPHASH_DIGEST_BYTES);
+        if (digest)
+            memcpy(rec->digest, digest, OQ_SIPHASH_DIGEST_BYTES);
+        rec->id = s_get(&r, 8);
+        rec->at_ms = (int64_t)s_get(&r, 8);
+        break;
+    }
+    default:
+        S_BAD("unknown record type %d (written by a newer broker?)", type);
+    }
+    if (r.short_)
+        S_BAD("%s record: body too short", oq_record_type_name(type));
+    if (r.p != r.end)
+        S_BAD("%s record: %zu bytes more than its fields", oq_record_type_name(type),
+              (size_t)(r.end - r.p));
+    if (rec->id == 0)
+        S_BAD("%s record: id 0", oq_record_type_name(type));
+    return 0;
+}
+
+/* ---- encoding ---- */
+
+typedef struct {
+    msgpack_sbuffer *buf;
+    size_t start;
+    bool failed;
+} s_writer_t;
+
+static void s_put_bytes(s_writer_t *w, const void *data, size_t n)
+{
+    if (!w->failed && n && msgpack_sbuffer_write(w->buf, data, n) < 0)
+        w->failed = true;
+}
+
+static void s_put(s_writer_t *w, uint64_t v, int bytes)
+{
+    uint8_t b[8];
+    s_store(b, v, bytes);
+    s_put_bytes(w, b, (size_t)bytes);
+}
+
+static void s_put_str(s_writer_t *w, const char *text, size_t len, int len_bytes)
+{
+    s_put(w, len, len_bytes);
+    s_put_bytes(w, text, len);
+}
+
+static void s_begin(s_writer_t *w, msgpack_sbuffer *buf, oq_record_type_t type)
+{
+    w->buf = buf;
+    w->start = buf->size;
+    w->failed = false;
+    uint8_t frame[OQ_RECORD_FRAME_BYTES] = {0};
+    s_put_bytes(w, frame, sizeof frame);
+    s_put(w, type, 1);
+}
+
+/* Fill in the frame now that the body is there. */
+static int s_end(s_writer_t *w)
+{
+    if (w->failed) {
+        w->buf->size = w->start;
+        return -1;
+    }
+    uint8_t *frame = (uint8_t *)w->buf->data + w->start;
+    size_t len = w->buf->size - w->start - OQ_RECORD_FRAME_BYTES;
+    s_store(frame, len, 4);
+    s_store(frame + 4, oq_crc32c(0, frame + OQ_RECORD_FRAME_BYTES, len), 4);
+    return 0;
+}
+
+int oq_record_dispatched(msgpack_sbuffer *buf, const oq_job_view_t *job, oq_str_t dispatch_id,
+                         int64_t dispatched_at_ms)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_DISPATCHED);
+    s_put(&w, job->id, 8);
+    s_put(&w, (uint64_t)dispatched_at_ms, 8);
+    s_put(&w, (uint64_t)job->not_before_ms, 8);
+    s_put(&w, (uint64_t)job->timeout_ms, 4);
+    s_put(&w, (uint32_t)job->priority, 4);
+    s_put(&w, job->max_tries, 4);
+    uint32_t steps = job->backoff_ms ? job->backoff_len : 0;
+    s_put(&w, steps, 1);
+    for (uint32_t k = 0; k < steps; k++)
+        s_put(&w, (uint64_t)job->backoff_ms[k], 8);
+    s_put_str(&w, job->type, strlen(job->type), 1);
+    s_put_str(&w, job->queue, strlen(job->queue), 1);
+    s_put_str(&w, dispatch_id.ptr, dispatch_id.len, 1);
+    s_put(&w, job->payload_len, 4);
+    s_put_bytes(&w, job->payload, job->payload_len);
+    return s_end(&w);
+}
+
+size_t oq_record_dispatched_bytes(const oq_job_view_t *job)
+{
+    size_t steps = job->backoff_ms ? job->backoff_len : 0;
+    return OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES + S_DISPATCHED_FIXED_BYTES + 8 * steps +
+           strlen(job->type) + strlen(job->queue) + job->payload_len;
+}
+
+int oq_record_leased(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_LEASED);
+    s_put(&w, id, 8);
+    s_put(&w, attempt, 4);
+    return s_end(&w);
+}
+
+int oq_record_retry(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t not_before_ms)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_RETRY);
+    s_put(&w, id, 8);
+    s_put(&w, attempt, 4);
+    s_put(&w, (uint64_t)not_before_ms, 8);
+    return s_end(&w);
+}
+
+int oq_record_failed(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t failed_at_ms,
+                     const char *error)
+{
+    size_t len = error ? strlen(error) : 0;
+    if (len > OQ_MAX_ERROR_LEN)
+        len = OQ_MAX_ERROR_LEN;
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_FAILED);
+    s_put(&w, id, 8);
+    s_put(&w, attempt, 4);
+    s_put(&w, (uint64_t)failed_at_ms, 8);
+    s_put_str(&w, error, len, 2);
+    return s_end(&w);
+}
+
+static int s_id_only(msgpack_sbuffer *buf, oq_record_type_t type, uint64_t id)
+{
+    s_writer_t w;
+    s_begin(&w, buf, type);
+    s_put(&w, id, 8);
+    return s_end(&w);
+}
+
+int oq_record_done(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_DONE, id);
+}
+
+int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_REQUEUED, id);
+}
+
+int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id)
+{
+    return s_id_only(buf, OQ_RECORD_NEXT_ID, next_id);
+}
+
+int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
+                     uint64_t job_id, int64_t expires_ms)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_DEDUPE);
+    s_put_bytes(&w, digest, OQ_SIPHASH_DIGEST_BYTES);
+    s_put(&w, job_id, 8);
+    s_put(&w, (uint64_t)expires_ms, 8);
+    return s_end(&w);
+}
+
+size_t oq_record_dedupe_bytes(void)
+{
+    return OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES + S_DEDUPE_BODY_BYTES;
+}

@@ -1,0 +1,113 @@
+/*  record.h: the journal's on-disk format, docs/journal.md being its
+    specification: the file header and the records, encoded into and decoded
+    from memory. Nothing here touches a file; journal.c appends what this
+    encodes, replay.c and the tests decode it.
+
+    A record is framed as u32 length, u32 CRC-32C of the type byte and the
+    body, then the type byte and the body; all integers little-endian. The
+    decoder trusts no length it has not checked against the bytes present. */
+#ifndef ONCEQ_RECORD_H
+#define ONCEQ_RECORD_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "onceq/proto.h"
+#include "siphash.h"
+
+#define OQ_RECORD_MAGIC        "ONCEQJNL"
+#define OQ_RECORD_MAGIC_BYTES  8
+#define OQ_RECORD_HEADER_BYTES 48 /* the file header */
+#define OQ_RECORD_FRAME_BYTES  8  /* length and CRC in front of each record */
+
+typedef enum {
+    OQ_RECORD_DISPATCHED = 1, /* a new job, in full */
+    OQ_RECORD_LEASED = 2,     /* handed out: its attempt count */
+    OQ_RECORD_RETRY = 3,      /* a retry outcome: attempt and when it may run again */
+    OQ_RECORD_FAILED = 4,     /* to the failed store, with its error */
+    OQ_RECORD_DONE = 5,       /* completed: forget it */
+    OQ_RECORD_REQUEUED = 6,   /* from the failed store back to ready */
+    OQ_RECORD_DEDUPE = 7,     /* a remembered dispatch id (snapshots) */
+    OQ_RECORD_NEXT_ID = 8,    /* the next job id (snapshots) */
+} oq_record_type_t;
+
+typedef struct {
+    uint32_t version;                         /* OQ_JOURNAL_FORMAT_VERSION when written */
+    int64_t created_ms;                       /* wall clock */
+    uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* digests of dispatch ids use this key */
+} oq_record_header_t;
+
+/* One decoded record. Strings and the payload point into the decoded bytes. */
+typedef struct {
+    oq_record_type_t type;
+    uint64_t id;              /* the job (DISPATCHED: job.id too); NEXT_ID: the next id */
+    uint32_t attempt;         /* LEASED, RETRY, FAILED */
+    int64_t at_ms;            /* wall clock. RETRY: not before (0: at once); FAILED: failed at;
+                                 DEDUPE: expires at; DISPATCHED: not before (0: at once) */
+    oq_str_t error;           /* FAILED */
+    oq_job_msg_t job;         /* DISPATCHED, with has_max_tries and has_timeout set and
+                                 job.dispatch_id as sent (empty: none) */
+    int64_t dispatched_at_ms; /* DISPATCHED (0: unknown, in snapshots) */
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES]; /* DEDUPE; id is the job it maps to */
+} oq_record_t;
+
+/* What oq_record_frame found at the start of the bytes given. */
+typedef enum {
+    OQ_FRAME_OK,         /* a whole record with a good CRC */
+    OQ_FRAME_SHORT,      /* the bytes end inside the record */
+    OQ_FRAME_BAD_LENGTH, /* a length of 0 or over OQ_JOURNAL_MAX_RECORD_BYTES */
+    OQ_FRAME_BAD_CRC,    /* a whole record whose CRC does not match */
+} oq_frame_t;
+
+/* ---- the file header ---- */
+
+/* Encode h (version is written as given) into out. */
+void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_HEADER_BYTES]);
+
+/* Decode and check a header: magic, CRC, flags, version (1 to
+   OQ_JOURNAL_FORMAT_VERSION). 0, or -1 with why. */
+int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
+                            size_t why_len);
+
+/* ---- framing and decoding ---- */
+
+/* Look at the record starting at data, of which avail bytes are present.
+   *frame_bytes gets the record's whole length (frame included) when the
+   length is readable, else OQ_RECORD_FRAME_BYTES. */
+oq_frame_t oq_record_frame(const uint8_t *data, size_t avail, size_t *frame_bytes);
+
+/* Decode the record whose frame starts at data (checked by oq_record_frame
+   first). 0, or -1 with why: an unknown type, or a body of the wrong size
+   or with a field out of range. */
+int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
+                     size_t why_len);
+
+/* The type's name, for messages. */
+const char *oq_record_type_name(int type);
+
+/* ---- encoding: each appends one framed record to buf; 0, or -1 if memory
+   runs out (buf is then as it was) ---- */
+
+int oq_record_dispatched(msgpack_sbuffer *buf, const oq_job_view_t *job, oq_str_t dispatch_id,
+                         int64_t dispatched_at_ms);
+int oq_record_leased(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt);
+int oq_record_retry(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t not_before_ms);
+int oq_record_failed(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t failed_at_ms,
+                     const char *error);
+int oq_record_done(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
+                     uint64_t job_id, int64_t expires_ms);
+int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id);
+
+/* The bytes oq_record_dispatched writes for job without a dispatch id: what
+   a job costs in a snapshot, for the compaction trigger. */
+size_t oq_record_dispatched_bytes(const oq_job_view_t *job);
+
+/* The bytes of one DEDUPE record. */
+size_t oq_record_dedupe_bytes(void);
+
+#endif

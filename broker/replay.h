@@ -1,0 +1,47 @@
+/*  replay.h: rebuilding the broker's state from its journal before it
+    serves. Ready, delayed and failed jobs come back with their attempt
+    counts (a job that was leased comes back ready), and so do the dispatch
+    ids still inside their window.
+
+    The end of the file may hold a record the broker was writing when it was
+    killed: a torn record is cut off with a warning (it was never confirmed).
+    Damage anywhere else (a bad CRC, an impossible length, a record that does
+    not decode) stops the start with an error naming the offset, unless
+    repair is set: then the records before the damage are kept, the rest is
+    saved to a side file and cut, and the report says how much. */
+#ifndef ONCEQ_REPLAY_H
+#define ONCEQ_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dedupe.h"
+#include "engine.h"
+#include "journal.h"
+#include "onceq/clock.h"
+
+#define OQ_REPLAY_PATH_LEN 4200
+
+typedef struct {
+    uint64_t records;       /* applied */
+    uint64_t bytes;         /* valid bytes, header included */
+    uint64_t torn_bytes;    /* cut off the end: a torn record */
+    uint64_t damaged_at;    /* repair: file offset of the damage */
+    uint64_t dropped_bytes; /* repair: bytes cut from there to the end */
+    uint64_t ignored;       /* records naming a job not held (none in a sound journal) */
+    size_t ready, delayed, failed;
+    size_t dispatch_ids;
+    int64_t elapsed_ms;
+    char saved_to[OQ_REPLAY_PATH_LEN]; /* repair: where the dropped bytes went ("" if nowhere) */
+} oq_replay_report_t;
+
+/* Read the journal into engine (no hooks set, no jobs held) and dedupe,
+   whose windows end dedupe_window_ms after each dispatch. Cuts a torn tail
+   (and, with repair, damage) off the file. 0 with *report filled, or -1
+   with a reason for the operator. All arguments are borrowed. */
+int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
+                  const oq_clock_t *clock, int64_t dedupe_window_ms, bool repair,
+                  oq_replay_report_t *report, char *reason, size_t reason_len);
+
+#endif

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# Benchmark onceq with its journal against beanstalkd with its binlog, on
+# loopback, in one run (see README.md here, "Durable"):
+#
+#   1. dispatch+cycle throughput: onceq --fsync always and batch against
+#      beanstalkd -b DIR -f0 (fsync on every write) and -b DIR (fsync every
+#      50 ms), with 1 and 8 producers and the same consumers, as ratios;
+#   2. confirmed-dispatch throughput without consumers: onceq --fsync always
+#      against beanstalkd -b DIR -f0, 1 and 8 producers;
+#   3. replay: REPLAY_JOBS queued jobs, the server SIGKILLed and started
+#      again, timed until it answers;
+#   4. memory per queued job (100-byte payloads): RSS growth / jobs, onceq
+#      with and without dispatch ids, and beanstalkd.
+#
+#   tests/bench/durable_run.sh [BUILD_DIR]     (or BUILD=... ; default ./build)
+#
+# Environment: JOBS (10000 per throughput run), WINDOW (64), REPEATS (3),
+# WORKERS (2 consumers), PRODUCER_COUNTS ("1 8"), REPLAY_JOBS (1000000),
+# FILL_PRODUCERS (4), RUN_DEADLINE_S (600, per benchmark run).
+# Builds nothing. Everything it starts is stopped by PID on exit.
+set -euo pipefail
+
+BUILD=${1:-${BUILD:-./build}}
+JOBS=${JOBS:-10000}
+WINDOW=${WINDOW:-64}
+REPEATS=${REPEATS:-3}
+WORKERS=${WORKERS:-2}
+PRODUCER_COUNTS=${PRODUCER_COUNTS:-"1 8"}
+REPLAY_JOBS=${REPLAY_JOBS:-1000000}
+FILL_PRODUCERS=${FILL_PRODUCERS:-4}
+RUN_DEADLINE_S=${RUN_DEADLINE_S:-600}
+
+PORT_BASE=20000
+PORT_SPAN=20000
+START_ATTEMPTS=5
+READY_TRIES=600        # x READY_SLEEP_S: a server gets 60 s to come up (replay included)
+READY_SLEEP_S=0.1
+STOP_GRACE_TRIES=100   # x 0.1 s to exit on SIGTERM
+EXTRA_TIMEOUT_S=30
+PING_TIMEOUT_MS=20     # a ping that waits longer makes the replay timing coarser
+REPLAY_POLL_MAX=60000  # ping attempts while timing a replay (each about PING_TIMEOUT_MS)
+WARMUP_JOBS=200
+MAX_JOBS_HELD=4000000  # the broker's --max-jobs for the fill runs
+
+die() { echo "durable_run.sh: $*" >&2; exit 1; }
+
+binary() {
+    local name=$1 subdir=$2
+    if [[ -x $BUILD/bin/$name ]]; then echo "$BUILD/bin/$name"; else echo "$BUILD/$subdir/$name"; fi
+}
+BROKER_BIN=$(binary onceq-broker broker)
+WORKER_BIN=$(binary onceq-worker worker)
+CLI_BIN=$(binary onceq common)
+ONCEQ_BENCH=$(binary onceq-bench tests/bench)
+BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
+for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
+    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
+done
+command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
+for n in "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$REPLAY_JOBS" "$FILL_PRODUCERS" "$RUN_DEADLINE_S"; do
+    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
+done
+((REPEATS >= 1)) || die "REPEATS must be at least 1"
+
+WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-durable-bench.XXXXXX")
+BROKER_PID=""
+WORKER_PID=""
+BEANSTALKD_PID=""
+OK=0
+
+wait_gone() {
+    for ((i = 0; i < STOP_GRACE_TRIES; i++)); do
+        kill -0 -- "$1" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+stop_pid() { # stop_pid PID [SIGNAL]
+    local pid=$1 sig=${2:-TERM}
+    [[ -n $pid ]] || return 0
+    kill -"$sig" "$pid" 2>/dev/null || true
+    if ! wait_gone "$pid"; then
+        echo "durable_run.sh: pid $pid ignored SIG$sig, sending SIGKILL" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        wait_gone "-$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+}
+
+cleanup() {
+    stop_pid "$WORKER_PID"
+    stop_pid "$BROKER_PID"
+    stop_pid "$BEANSTALKD_PID"
+    if ((OK)); then
+        rm -rf "$WORKDIR"
+    else
+        echo "durable_run.sh: failed; logs kept in $WORKDIR" >&2
+        for log in "$WORKDIR"/*.log; do
+            [[ -f $log ]] || continue
+            echo "---- $log (last lines)" >&2
+            tail -n 20 "$log" >&2
+        done
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+now_ms() { date +%s%3N; }
+
+field() {
+    local pair
+    for pair in $1; do
+        if [[ $pair == "$2="* ]]; then
+            echo "${pair#*=}"
+            return 0
+        fi
+    done
+    die "no $2 in result line: $1"
+}
+
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+        END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", kb * 1024 / n; else print "-" }'; }
+
+# ---- onceq ---------------------------------------------------------------
+
+ping_ok() { "$CLI_BIN" --broker "$FRONT" --timeout-ms "$PING_TIMEOUT_MS" ping >/dev/null 2>&1; }
+
+# start_broker DATA_DIR FLAGS...: on fresh ports; waits until it answers.
+start_broker() {
+    local data=$1
+    shift
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        FRONT_PORT=$(random_port)
+        FRONT=tcp://127.0.0.1:$FRONT_PORT
+        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
+        launch_broker "$data" "$@"
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            ping_ok && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BROKER_PID"
+        BROKER_PID=""
+    done
+    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+}
+
+# launch_broker DATA_DIR FLAGS...: on the current ports, without waiting.
+launch_broker() {
+    local data=$1
+    shift
+    (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
+        --data-dir "$data" --log-level info "$@") >>"$WORKDIR/broker.log" 2>&1 &
+    BROKER_PID=$!
+}
+
+start_workers() {
+    (cd "$WORKDIR" && exec setsid "$WORKER_BIN" --broker "$BACK" --processes "$WORKERS" \
+        --log-level warn) >>"$WORKDIR/workers.log" 2>&1 &
+    WORKER_PID=$!
+}
+
+onceq_bench() {
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" --broker "$FRONT" \
+        --window "$WINDOW" --deadline "$RUN_DEADLINE_S" "$@"
+}
+
+# ---- beanstalkd ------------------------------------------------------------
+
+# bs_answers: true once beanstalkd answers a command (not only accepts:
+# it listens before its binlog is replayed).
+bs_answers() {
+    local line
+    { exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT"; } 2>/dev/null || return 1
+    printf 'stats-tube default\r\n' >&3
+    read -r -t 60 line <&3 || line=""
+    exec 3>&-
+    [[ $line == OK* ]]
+}
+
+# start_beanstalkd FLAGS...: fresh port, waits until it answers.
+start_beanstalkd() {
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        BEANSTALKD_PORT=$(random_port)
+        launch_beanstalkd "$@"
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
+            bs_answers && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BEANSTALKD_PID"
+        BEANSTALKD_PID=""
+    done
+    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
+}
+
+launch_beanstalkd() {
+    (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" "$@") \
+        >>"$WORKDIR/beanstalkd.log" 2>&1 &
+    BEANSTALKD_PID=$!
+}
+
+beanstalk_bench() {
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$BEANSTALK_BENCH" --port "$BEANSTALKD_PORT" \
+        --window "$WINDOW" --deadline "$RUN_DEADLINE_S" "$@"
+}
+
+# measure NAME COMMAND...: REPEATS runs, RESULT = median jobs/s.
+measure() {
+    local name=$1 line values=()
+    shift
+    for ((r = 1; r <= REPEATS; r++)); do
+        line=$("$@") || die "$name failed (run $r)"
+        echo "  $name: $line" >&2
+        values+=("$(field "$line" jobs_per_s)")
+    done
+    RESULT=$(median "${values[@]}")
+}
+
+declare -A CYCLE DISPATCH
+
+echo "durable benchmark: $JOBS jobs per run, window $WINDOW, $WORKERS consumers," \
+    "$REPEATS runs each; beanstalkd: $(beanstalkd -v 2>&1 | head -n 1)" >&2
+
+# ---- 1 and 2: throughput ----------------------------------------------------
+
+for policy in always batch; do
+    start_broker "$WORKDIR/data-$policy" --fsync "$policy"
+    start_workers
+    for p in $PRODUCER_COUNTS; do
+        measure "onceq $policy cycle p=$p" onceq_bench --producers "$p" --dispatch-ids \
+            --workers "$WORKERS" --jobs "$JOBS" --latency-jobs 0 --warmup "$WARMUP_JOBS"
+        CYCLE[onceq-$policy-$p]=$RESULT
+    done
+    stop_pid "$WORKER_PID"
+    WORKER_PID=""
+    if [[ $policy == always ]]; then
+        for p in $PRODUCER_COUNTS; do
+            measure "onceq always dispatch p=$p" onceq_bench --producers "$p" --dispatch-ids \
+                --dispatch-only --jobs "$JOBS" --queue "dispatch-$p"
+            DISPATCH[onceq-$p]=$RESULT
+        done
+    fi
+    stop_pid "$BROKER_PID"
+    BROKER_PID=""
+done
+
+for mode in f0 f50; do
+    mkdir -p "$WORKDIR/binlog-$mode"
+    if [[ $mode == f0 ]]; then
+        start_beanstalkd -b "$WORKDIR/binlog-$mode" -f0
+    else
+        start_beanstalkd -b "$WORKDIR/binlog-$mode"
+    fi
+    for p in $PRODUCER_COUNTS; do
+        measure "beanstalkd $mode cycle p=$p" beanstalk_bench --producers "$p" \
+            --consumers "$WORKERS" --jobs "$JOBS" --latency-jobs 0 --warmup "$WARMUP_JOBS"
+        CYCLE[beanstalkd-$mode-$p]=$RESULT
+        if [[ $mode == f0 ]]; then
+            measure "beanstalkd f0 put p=$p" beanstalk_bench --producers "$p" --put-only \
+                --jobs "$JOBS" --tube "put-$p"
+            DISPATCH[beanstalkd-$p]=$RESULT
+        fi
+    done
+    stop_pid "$BEANSTALKD_PID"
+    BEANSTALKD_PID=""
+done
+
+# ---- 3 and 4: memory and replay ---------------------------------------------
+
+# onceq_fill NAME [--dispatch-ids]: REPLAY_JOBS queued jobs; sets MEM (bytes
+# per job), REPLAY_MS (start to first answer) and REPLAY_LOG_MS (the
+# broker's own count).
+onceq_fill() {
+    local name=$1 ids=${2:-}
+    local data="$WORKDIR/data-fill-$name"
+    start_broker "$data" --fsync always --max-jobs "$MAX_JOBS_HELD"
+    local before after
+    before=$(rss_kb "$BROKER_PID")
+    # shellcheck disable=SC2086
+    onceq_bench --producers "$FILL_PRODUCERS" --dispatch-only --jobs "$REPLAY_JOBS" $ids >&2 ||
+        die "filling the broker failed"
+    after=$(rss_kb "$BROKER_PID")
+    MEM=$(per_job $((after - before)) "$REPLAY_JOBS")
+    echo "SIGKILL to the broker (on purpose), then a restart" >&2
+    stop_pid "$BROKER_PID" KILL
+    local start i
+    start=$(now_ms)
+    launch_broker "$data" --fsync always --max-jobs "$MAX_JOBS_HELD"
+    for ((i = 0; i < REPLAY_POLL_MAX; i++)); do
+        ping_ok && break
+        kill -0 "$BROKER_PID" 2>/dev/null || die "the broker died replaying (see broker.log)"
+    done
+    REPLAY_MS=$(($(now_ms) - start))
+    REPLAY_LOG_MS=$(grep -o 'in [0-9]* ms: [0-9]* ready' "$WORKDIR/broker.log" | tail -n 1 |
+        awk '{ print $2 }')
+    REPLAY_RSS=$(per_job $(($(rss_kb "$BROKER_PID") - before)) "$REPLAY_JOBS")
+    stop_pid "$BROKER_PID"
+    BROKER_PID=""
+    rm -rf "$data"
+}
+
+echo "filling onceq with $REPLAY_JOBS jobs (no dispatch ids)" >&2
+onceq_fill plain
+MEM_PLAIN=$MEM
+REPLAY_PLAIN_MS=$REPLAY_MS
+REPLAY_PLAIN_LOG_MS=$REPLAY_LOG_MS
+echo "filling onceq with $REPLAY_JOBS jobs (with dispatch ids)" >&2
+onceq_fill ids --dispatch-ids
+MEM_IDS=$MEM
+REPLAY_IDS_MS=$REPLAY_MS
+REPLAY_IDS_LOG_MS=$REPLAY_LOG_MS
+REPLAY_IDS_RSS=$REPLAY_RSS
+
+echo "filling beanstalkd with $REPLAY_JOBS jobs" >&2
+mkdir -p "$WORKDIR/binlog-fill"
+start_beanstalkd -b "$WORKDIR/binlog-fill"
+BS_BEFORE=$(rss_kb "$BEANSTALKD_PID")
+beanstalk_bench --producers "$FILL_PRODUCERS" --put-only --jobs "$REPLAY_JOBS" \
+    --tube fill >&2 || die "filling beanstalkd failed"
+BS_MEM=$(per_job $(($(rss_kb "$BEANSTALKD_PID") - BS_BEFORE)) "$REPLAY_JOBS")
+echo "SIGKILL to beanstalkd (on purpose), then a restart" >&2
+stop_pid "$BEANSTALKD_PID" KILL
+BS_START=$(now_ms)
+launch_beanstalkd -b "$WORKDIR/binlog-fill"
+for ((i = 0; i < REPLAY_POLL_MAX; i++)); do
+    bs_answers && break
+    kill -0 "$BEANSTALKD_PID" 2>/dev/null || die "beanstalkd died replaying its binlog"
+    sleep 0.01
+done
+BS_REPLAY_MS=$(($(now_ms) - BS_START))
+stop_pid "$BEANSTALKD_PID"
+BEANSTALKD_PID=""
+
+# ---- the report ---------------------------------------------------------------
+
+echo
+echo "durable dispatch+cycle throughput, jobs/s (median of $REPEATS; $JOBS jobs, window $WINDOW," \
+    "$WORKERS consumers, 100-byte payloads; onceq dispatches carry dispatch ids)"
+echo
+fmt="%-9s %12s %12s %14s %14s %10s %10s\n"
+# shellcheck disable=SC2059
+printf "$fmt" producers "onceq always" "onceq batch" "bstalkd -f0" "bstalkd -b" "always/f0" "batch/-b"
+for p in $PRODUCER_COUNTS; do
+    a=${CYCLE[onceq-always-$p]} b=${CYCLE[onceq-batch-$p]}
+    f0=${CYCLE[beanstalkd-f0-$p]} f50=${CYCLE[beanstalkd-f50-$p]}
+    # shellcheck disable=SC2059
+    printf "$fmt" "$p" "$a" "$b" "$f0" "$f50" "$(ratio "$a" "$f0")" "$(ratio "$b" "$f50")"
+done
+echo
+echo "confirmed dispatches/s, no consumers: every answer after an fsync (onceq --fsync always," \
+    "beanstalkd -b -f0)"
+echo
+fmt="%-9s %12s %14s %10s\n"
+# shellcheck disable=SC2059
+printf "$fmt" producers "onceq always" "bstalkd -f0" "ratio"
+for p in $PRODUCER_COUNTS; do
+    a=${DISPATCH[onceq-$p]} f0=${DISPATCH[beanstalkd-$p]}
+    # shellcheck disable=SC2059
+    printf "$fmt" "$p" "$a" "$f0" "$(ratio "$a" "$f0")"
+done
+echo
+echo "replay of $REPLAY_JOBS queued jobs, SIGKILL to first answer:"
+echo "  onceq:      ${REPLAY_PLAIN_MS} ms (broker's own count ${REPLAY_PLAIN_LOG_MS} ms);" \
+    "with dispatch ids ${REPLAY_IDS_MS} ms (${REPLAY_IDS_LOG_MS} ms)"
+echo "  beanstalkd: ${BS_REPLAY_MS} ms (-b, binlog replay)"
+echo
+echo "memory per queued job (RSS growth / $REPLAY_JOBS jobs, 100-byte payloads):"
+echo "  onceq:      ${MEM_PLAIN} bytes; ${MEM_IDS} bytes with a dispatch id per job" \
+    "(${REPLAY_IDS_RSS} bytes after replay)"
+echo "  beanstalkd: ${BS_MEM} bytes"
+OK=1

@@ -1,0 +1,443 @@
+/*  test_compact: a compaction writes a journal that replays to the same live
+    state (jobs in every state, their attempts and errors, dispatch ids, the
+    next id), keeps what was appended while its child ran, shrinks the file
+    to the size of the live jobs, and leaves the old journal alone when the
+    disk fails under it. The child is a real fork. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compact.h"
+#include "onceq/limits.h"
+#include "record.h"
+#include "replay.h"
+
+#define S_WALL_BASE_MS 1700000000000LL
+#define S_INTERVAL_MS  50
+#define S_CHILD_MS     20000 /* a child gets this long at most */
+#define S_MIN_BYTES    4096
+#define S_RATIO        4
+
+typedef struct {
+    int64_t now;
+} s_time_t;
+
+static int64_t s_now(void *ctx)
+{
+    return ((s_time_t *)ctx)->now;
+}
+
+static int64_t s_wall(void *ctx)
+{
+    return S_WALL_BASE_MS + ((s_time_t *)ctx)->now;
+}
+
+typedef struct {
+    int write_errno;
+} s_disk_t;
+
+static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
+{
+    s_disk_t *d = ctx;
+    if (d->write_errno) {
+        errno = d->write_errno;
+        return -1;
+    }
+    return pwrite(fd, data, len, offset);
+}
+
+static int s_fsync(void *ctx, int fd)
+{
+    return fsync(fd);
+}
+
+typedef struct {
+    char dir[256];
+    s_time_t time;
+    oq_clock_t clock;
+    s_disk_t disk;
+    oq_disk_ops_t ops;
+    oq_engine_t *engine;
+    oq_journal_t *journal;
+    oq_dedupe_t *dedupe;
+    oq_compact_t *compact;
+} s_fix_t;
+
+static int s_setup(void **state)
+{
+    s_fix_t *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "%s/onceq-unit-compact-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    f->time.now = 1000;
+    f->clock = (oq_clock_t){s_now, s_wall, &f->time};
+    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk};
+    *state = f;
+    return 0;
+}
+
+static void s_close(s_fix_t *f)
+{
+    oq_compact_destroy(&f->compact);
+    if (f->engine)
+        oq_engine_set_hooks(f->engine, NULL);
+    oq_journal_destroy(&f->journal);
+    oq_engine_destroy(&f->engine);
+    oq_dedupe_destroy(&f->dedupe);
+}
+
+static int s_teardown(void **state)
+{
+    s_fix_t *f = *state;
+    s_close(f);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", f->dir);
+    free(f);
+    return 0;
+}
+
+static uint64_t s_journal_size(s_fix_t *f)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/journal", f->dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+/* Open (or reopen: a restart) and replay. */
+static void s_open(s_fix_t *f)
+{
+    s_close(f);
+    oq_engine_config_t ec = oq_engine_config_default();
+    ec.backoff_ms = 1000;
+    f->engine = oq_engine_new(&ec, &f->clock);
+    f->dedupe = oq_dedupe_new(1024);
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops};
+    char reason[4096];
+    f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
+    if (!f->journal)
+        fail_msg("open: %s", reason);
+    oq_replay_report_t r;
+    if (oq_replay_run(f->journal, f->engine, f->dedupe, &f->clock, OQ_DEFAULT_DEDUPE_WINDOW_MS,
+                      false, &r, reason, sizeof reason) < 0)
+        fail_msg("replay: %s", reason);
+    assert_int_equal(r.ignored, 0);
+    oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
+    oq_engine_set_hooks(f->engine, &hooks);
+    oq_compact_config_t cc = {S_MIN_BYTES, S_RATIO};
+    f->compact = oq_compact_new(&cc, f->journal, f->engine, f->dedupe, &f->clock);
+}
+
+static const uint8_t s_payload[] = {0x81, 0xa1, 'n', 0x07};
+
+static uint64_t s_dispatch(s_fix_t *f, const char *type, int64_t delay_ms)
+{
+    oq_job_msg_t job = {.type = oq_str(type),
+                        .queue = oq_str("default"),
+                        .payload = s_payload,
+                        .payload_len = sizeof s_payload,
+                        .delay_ms = delay_ms,
+                        .has_delay = delay_ms > 0};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    return id;
+}
+
+static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
+{
+    return 0;
+}
+
+static oq_worker_t *s_lease_all(s_fix_t *f)
+{
+    char name = 'w';
+    oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
+    if (!w)
+        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1);
+    oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
+    oq_engine_pump(f->engine, s_deliver, f);
+    return w;
+}
+
+static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_outcome_t outcome)
+{
+    oq_ack_msg_t ack = {
+        .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
+    oq_engine_ack(f->engine, w, &ack);
+}
+
+static void s_flush(s_fix_t *f)
+{
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+}
+
+/* Run a compaction to its end: 1 if it replaced the journal, -1 if not. */
+static int s_compact(s_fix_t *f, void (*meanwhile)(s_fix_t *f))
+{
+    assert_int_equal(oq_compact_start(f->compact), 0);
+    if (meanwhile)
+        meanwhile(f);
+    struct pollfd p = {oq_compact_fd(f->compact), POLLIN, 0};
+    assert_int_equal(poll(&p, 1, S_CHILD_MS), 1);
+    return oq_compact_poll(f->compact);
+}
+
+static void s_expect(s_fix_t *f, uint64_t id, const char *state, uint32_t attempt)
+{
+    const char *got = oq_engine_job_state(f->engine, id);
+    if (!state) {
+        if (got)
+            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
+        return;
+    }
+    if (!got || strcmp(got, state) != 0)
+        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_int_equal(v.attempt, attempt);
+}
+
+typedef struct {
+    uint64_t done, retried, failed, leased, ready, delayed;
+} s_ids_t;
+
+static s_ids_t s_history(s_fix_t *f)
+{
+    s_ids_t ids;
+    ids.done = s_dispatch(f, "noop", 0);
+    ids.retried = s_dispatch(f, "flaky", 0);
+    ids.failed = s_dispatch(f, "bad", 0);
+    ids.leased = s_dispatch(f, "slow", 0);
+    oq_worker_t *w = s_lease_all(f);
+    s_ack(f, w, ids.done, 1, OQ_OUTCOME_OK);
+    s_ack(f, w, ids.retried, 1, OQ_OUTCOME_RETRY);
+    s_ack(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
+    /* Plenty of finished work for the compaction to drop. */
+    for (int i = 0; i < 200; i++) {
+        uint64_t id = s_dispatch(f, "churn", 0);
+        oq_worker_t *cw = s_lease_all(f);
+        s_ack(f, cw, id, 1, OQ_OUTCOME_OK);
+    }
+    ids.ready = s_dispatch(f, "noop", 0);
+    ids.delayed = s_dispatch(f, "noop", 60000);
+    s_flush(f);
+    return ids;
+}
+
+static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
+{
+    s_expect(f, ids->done, NULL, 0);
+    s_expect(f, ids->retried, "delayed", 1);
+    s_expect(f, ids->failed, "failed", 1);
+    s_expect(f, ids->leased, "ready", 1);
+    s_expect(f, ids->ready, "ready", 0);
+    s_expect(f, ids->delayed, "delayed", 0);
+    s_expect(f, ids->ready, "ready", 0);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
+    assert_string_equal(v.error, "it broke");
+}
+
+static void test_compacted_journal_replays_to_the_same_state(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_ids_t ids = s_history(f);
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    memset(digest, 9, sizeof digest);
+    oq_dedupe_add(f->dedupe, digest, ids.ready, S_WALL_BASE_MS + f->time.now + 60000);
+    uint64_t next_id = oq_engine_next_id(f->engine);
+    uint64_t before = s_journal_size(f);
+    assert_true(oq_compact_due(f->compact));
+    assert_int_equal(s_compact(f, NULL), 1);
+    assert_int_equal(oq_compact_count(f->compact), 1);
+    assert_true(s_journal_size(f) < before / 10);
+    assert_false(oq_compact_due(f->compact));
+
+    s_open(f);
+    s_expect_history(f, &ids);
+    assert_int_equal(oq_engine_job_count(f->engine), 5);
+    assert_int_equal(oq_engine_next_id(f->engine), next_id);
+    assert_int_equal(oq_dedupe_find(f->dedupe, digest, S_WALL_BASE_MS + f->time.now), ids.ready);
+}
+
+static uint64_t s_during[3];
+
+/* While the child writes: new jobs, and changes to jobs it is writing. */
+static void s_meanwhile(s_fix_t *f)
+{
+    s_during[0] = s_dispatch(f, "noop", 0);
+    s_during[1] = s_dispatch(f, "noop", 0);
+    oq_worker_t *w = s_lease_all(f);
+    s_ack(f, w, s_during[1], 1, OQ_OUTCOME_OK);
+    s_during[2] = s_dispatch(f, "noop", 0);
+    s_flush(f);
+}
+
+static void test_records_appended_while_the_child_runs_are_kept(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_ids_t ids = s_history(f);
+    assert_int_equal(s_compact(f, s_meanwhile), 1);
+    /* The pump meanwhile leased the history's ready job too. */
+    s_open(f);
+    s_expect(f, s_during[0], "ready", 1);
+    s_expect(f, s_during[1], NULL, 0);
+    s_expect(f, s_during[2], "ready", 0);
+    s_expect(f, ids.ready, "ready", 1);
+    s_expect(f, ids.failed, "failed", 1);
+    s_expect(f, ids.done, NULL, 0);
+    /* And appends go on into the new file. */
+    uint64_t after = s_dispatch(f, "noop", 0);
+    s_flush(f);
+    s_open(f);
+    s_expect(f, after, "ready", 0);
+}
+
+/* While the child runs: appends that are still in memory, not written. */
+static void s_meanwhile_unwritten(s_fix_t *f)
+{
+    s_during[0] = s_dispatch(f, "noop", 0);
+    s_during[1] = s_dispatch(f, "noop", 0);
+}
+
+/* A compaction finishing while records waited in memory moved the append
+   position past the end of the new file, leaving a hole that the next
+   start took for damage. */
+static void test_records_pending_at_the_switch_leave_no_hole(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_history(f);
+    assert_int_equal(s_compact(f, s_meanwhile_unwritten), 1);
+    uint64_t after = s_dispatch(f, "noop", 0);
+    s_flush(f);
+    assert_int_equal(s_journal_size(f), oq_journal_file_bytes(f->journal));
+    s_open(f);
+    s_expect(f, s_during[0], "ready", 0);
+    s_expect(f, s_during[1], "ready", 0);
+    s_expect(f, after, "ready", 0);
+}
+
+static void test_disk_use_stays_proportional_to_live_jobs(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    uint64_t largest = 0;
+    int compactions = 0;
+    /* 20 live jobs at any time, 5,000 done in all: without compaction the
+       file would grow without bound. */
+    uint64_t live[20];
+    for (int i = 0; i < 20; i++)
+        live[i] = s_dispatch(f, "churn", 0);
+    for (int round = 0; round < 250; round++) {
+        oq_worker_t *w = s_lease_all(f);
+        for (int i = 0; i < 20; i++) {
+            s_ack(f, w, live[i], 1, OQ_OUTCOME_OK);
+            live[i] = s_dispatch(f, "churn", 0);
+        }
+        s_flush(f);
+        uint64_t size = s_journal_size(f);
+        largest = size > largest ? size : largest;
+        if (oq_compact_due(f->compact)) {
+            assert_int_equal(s_compact(f, NULL), 1);
+            compactions++;
+        }
+    }
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, live[0], &v), 0);
+    uint64_t per_job = oq_record_dispatched_bytes(&v);
+    /* Never more than ratio x live state, or the minimum, plus one round. */
+    uint64_t bound = S_MIN_BYTES + S_RATIO * 20 * per_job + 20 * 3 * per_job;
+    assert_true(compactions > 10);
+    if (largest > bound)
+        fail_msg("the journal reached %llu bytes, bound %llu", (unsigned long long)largest,
+                 (unsigned long long)bound);
+    s_open(f);
+    for (int i = 0; i < 20; i++)
+        s_expect(f, live[i], "ready", 0);
+    assert_int_equal(oq_engine_job_count(f->engine), 20);
+}
+
+static void test_a_failed_snapshot_leaves_the_journal_alone(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_ids_t ids = s_history(f);
+    uint64_t before = s_journal_size(f);
+    f->disk.write_errno = ENOSPC; /* the child inherits the full disk */
+    assert_int_equal(s_compact(f, NULL), -1);
+    f->disk.write_errno = 0;
+    assert_int_equal(s_journal_size(f), before);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s/journal.tmp", f->dir);
+    assert_int_equal(access(tmp, F_OK), -1);
+    assert_false(oq_compact_due(f->compact)); /* waits before trying again */
+    uint64_t after = s_dispatch(f, "noop", 0);
+    s_flush(f);
+    s_open(f);
+    s_expect_history(f, &ids);
+    s_expect(f, after, "ready", 0);
+    assert_int_equal(oq_engine_job_count(f->engine), 6);
+}
+
+static void test_tried_again_after_a_failure(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_history(f);
+    f->disk.write_errno = ENOSPC;
+    assert_int_equal(s_compact(f, NULL), -1);
+    f->disk.write_errno = 0;
+    f->time.now += OQ_COMPACT_RETRY_MS - 1;
+    assert_false(oq_compact_due(f->compact));
+    f->time.now += 1;
+    assert_true(oq_compact_due(f->compact));
+    assert_int_equal(s_compact(f, NULL), 1);
+}
+
+static void test_not_due_below_the_minimum_or_the_ratio(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    for (int i = 0; i < 10; i++)
+        s_dispatch(f, "noop", 0);
+    s_flush(f);
+    assert_false(oq_compact_due(f->compact)); /* under S_MIN_BYTES */
+    for (int i = 0; i < 200; i++)
+        s_dispatch(f, "noop", 0);
+    s_flush(f);
+    assert_true(s_journal_size(f) > S_MIN_BYTES);
+    assert_false(oq_compact_due(f->compact)); /* every job is live */
+}
+
+int main(void)
+{
+#define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
+    const struct CMUnitTest tests[] = {
+        S_TEST(test_compacted_journal_replays_to_the_same_state),
+        S_TEST(test_records_appended_while_the_child_runs_are_kept),
+        S_TEST(test_records_pending_at_the_switch_leave_no_hole),
+        S_TEST(test_disk_use_stays_proportional_to_live_jobs),
+        S_TEST(test_a_failed_snapshot_leaves_the_journal_alone),
+        S_TEST(test_tried_again_after_a_failure),
+        S_TEST(test_not_due_below_the_minimum_or_the_ratio),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,915 @@
+/*  test_journal: the journal format, group commit, replay and disk errors.
+
+    - records: every type survives encode/decode; framing tells a short, an
+      impossible and a damaged record apart; the header refuses another
+      file, a damaged header and a newer format;
+    - group commit: one write and at most one fsync per flush; "always"
+      fsyncs only when a reply waits (or the interval is over), "batch" waits
+      for the interval, "off" never fsyncs;
+    - replay: a journal rebuilds ready, delayed, failed jobs and dispatch
+      ids; a torn last record is cut with a warning; damage elsewhere stops
+      the start, and repair keeps what precedes it and says how much it
+      dropped;
+    - disk errors through the seam: a failed write or fsync keeps every
+      record, and after a failed fsync everything since the last good one is
+      written again; at the broker, a full disk refuses new dispatches with
+      "unavailable" while workers are served, loses no confirmed job, and
+      recovers when the disk does. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "broker.h"
+#include "crc32c.h"
+#include "dedupe.h"
+#include "journal.h"
+#include "onceq/limits.h"
+#include "record.h"
+#include "replay.h"
+
+#define S_WALL_BASE_MS 1700000000000LL
+#define S_INTERVAL_MS  50
+#define S_TURNS        200 /* loop turns a broker test waits for a reply at most */
+#define S_TURN_MS      5
+
+/* ---- fixtures: a clock the test moves, a disk that fails on demand ---- */
+
+typedef struct {
+    int64_t now;
+} s_time_t;
+
+static int64_t s_now(void *ctx)
+{
+    return ((s_time_t *)ctx)->now;
+}
+
+static int64_t s_wall(void *ctx)
+{
+    return S_WALL_BASE_MS + ((s_time_t *)ctx)->now;
+}
+
+typedef struct {
+    int write_errno;     /* non-zero: pwrite fails with it */
+    size_t write_budget; /* with write_errno: bytes written before failing */
+    int fsync_errno;
+    int writes, fsyncs;
+    off_t last_offset;
+} s_disk_t;
+
+static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
+{
+    s_disk_t *d = ctx;
+    d->writes++;
+    d->last_offset = offset;
+    if (d->write_errno) {
+        if (d->write_budget == 0) {
+            errno = d->write_errno;
+            return -1;
+        }
+        if (len > d->write_budget)
+            len = d->write_budget;
+        d->write_budget -= len;
+    }
+    return pwrite(fd, data, len, offset);
+}
+
+static int s_fsync(void *ctx, int fd)
+{
+    s_disk_t *d = ctx;
+    if (d->fsync_errno) {
+        errno = d->fsync_errno;
+        return -1;
+    }
+    d->fsyncs++;
+    return fsync(fd);
+}
+
+typedef struct {
+    char dir[256];
+    s_time_t time;
+    oq_clock_t clock;
+    s_disk_t disk;
+    oq_disk_ops_t ops;
+    oq_engine_t *engine;
+    oq_journal_t *journal;
+    oq_dedupe_t *dedupe;
+    oq_fsync_t policy;
+} s_fix_t;
+
+static int s_setup(void **state)
+{
+    s_fix_t *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "%s/onceq-unit-journal-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    f->time.now = 1000;
+    f->clock = (oq_clock_t){s_now, s_wall, &f->time};
+    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk};
+    f->policy = OQ_FSYNC_ALWAYS;
+    *state = f;
+    return 0;
+}
+
+static void s_close(s_fix_t *f)
+{
+    if (f->engine)
+        oq_engine_set_hooks(f->engine, NULL);
+    oq_journal_destroy(&f->journal);
+    oq_engine_destroy(&f->engine);
+    oq_dedupe_destroy(&f->dedupe);
+}
+
+static int s_teardown(void **state)
+{
+    s_fix_t *f = *state;
+    s_close(f);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", f->dir);
+    free(f);
+    return 0;
+}
+
+static char *s_path(s_fix_t *f, const char *name)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    return path;
+}
+
+/* Open the journal, replay it into a fresh engine, attach the hooks. */
+static int s_open(s_fix_t *f, bool repair, oq_replay_report_t *report, char *reason,
+                  size_t reason_len)
+{
+    s_close(f);
+    oq_engine_config_t ec = oq_engine_config_default();
+    ec.backoff_ms = 1000;
+    f->engine = oq_engine_new(&ec, &f->clock);
+    f->dedupe = oq_dedupe_new(1024);
+    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops};
+    f->journal = oq_journal_new(&jc, &f->clock, reason, reason_len);
+    if (!f->journal)
+        return -1;
+    if (oq_replay_run(f->journal, f->engine, f->dedupe, &f->clock, OQ_DEFAULT_DEDUPE_WINDOW_MS,
+                      repair, report, reason, reason_len) < 0)
+        return -1;
+    oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
+    oq_engine_set_hooks(f->engine, &hooks);
+    return 0;
+}
+
+static void s_open_ok(s_fix_t *f, oq_replay_report_t *report)
+{
+    char reason[4096];
+    oq_replay_report_t ignored;
+    if (s_open(f, false, report ? report : &ignored, reason, sizeof reason) < 0)
+        fail_msg("open: %s", reason);
+}
+
+static const uint8_t s_payload[] = {0x81, 0xa1, 'n', 0x07}; /* {"n": 7} */
+
+static uint64_t s_dispatch(s_fix_t *f, const char *type, int64_t delay_ms, const char *dispatch_id)
+{
+    oq_job_msg_t job = {.type = oq_str(type),
+                        .queue = oq_str("default"),
+                        .payload = s_payload,
+                        .payload_len = sizeof s_payload,
+                        .delay_ms = delay_ms,
+                        .has_delay = delay_ms > 0,
+                        .dispatch_id = oq_str(dispatch_id)};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    return id;
+}
+
+static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
+{
+    return 0;
+}
+
+/* Lease every ready job to a worker called name. */
+static oq_worker_t *s_lease_all(s_fix_t *f, char name)
+{
+    oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
+    if (!w)
+        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1);
+    oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
+    oq_engine_pump(f->engine, s_deliver, f);
+    return w;
+}
+
+static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_outcome_t outcome)
+{
+    oq_ack_msg_t ack = {
+        .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
+    oq_engine_ack(f->engine, w, &ack);
+}
+
+static uint64_t s_file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+/* ---- records ---- */
+
+static void test_record_round_trip_every_type(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    static const int64_t backoff[] = {1000, 60000};
+    oq_job_view_t job = {
+        .id = 77,
+        .type = "grant_points",
+        .queue = "orders",
+        .payload = s_payload,
+        .payload_len = sizeof s_payload,
+        .max_tries = 5,
+        .timeout_ms = 30000,
+        .backoff_ms = backoff,
+        .backoff_len = 2,
+        .priority = -3,
+        .not_before_ms = S_WALL_BASE_MS + 5000,
+    };
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    memset(digest, 0xab, sizeof digest);
+    assert_int_equal(oq_record_dispatched(&buf, &job, oq_str("order-42"), S_WALL_BASE_MS), 0);
+    assert_int_equal(oq_record_leased(&buf, 77, 2), 0);
+    assert_int_equal(oq_record_retry(&buf, 77, 2, S_WALL_BASE_MS + 10), 0);
+    assert_int_equal(oq_record_failed(&buf, 77, 3, S_WALL_BASE_MS + 20, "boom"), 0);
+    assert_int_equal(oq_record_done(&buf, 77), 0);
+    assert_int_equal(oq_record_requeued(&buf, 77), 0);
+    assert_int_equal(oq_record_dedupe(&buf, digest, 77, S_WALL_BASE_MS + 30), 0);
+    assert_int_equal(oq_record_next_id(&buf, 78), 0);
+
+    const uint8_t *p = (const uint8_t *)buf.data;
+    size_t left = buf.size, frame;
+    oq_record_t rec;
+    char why[256];
+    const int types[] = {OQ_RECORD_DISPATCHED, OQ_RECORD_LEASED, OQ_RECORD_RETRY,
+                         OQ_RECORD_FAILED,     OQ_RECORD_DONE,   OQ_RECORD_REQUEUED,
+                         OQ_RECORD_DEDUPE,     OQ_RECORD_NEXT_ID};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        assert_int_equal(oq_record_frame(p, left, &frame), OQ_FRAME_OK);
+        if (oq_record_decode(p, frame, &rec, why, sizeof why) < 0)
+            fail_msg("decode %zu: %s", i, why);
+        assert_int_equal(rec.type, types[i]);
+        switch (rec.type) {
+        case OQ_RECORD_DISPATCHED:
+            assert_int_equal(frame, oq_record_dispatched_bytes(&job) + strlen("order-42"));
+            assert_int_equal(rec.id, 77);
+            assert_int_equal(rec.job.id, 77);
+            assert_true(oq_str_eq(rec.job.type, "grant_points"));
+            assert_true(oq_str_eq(rec.job.queue, "orders"));
+            assert_true(oq_str_eq(rec.job.dispatch_id, "order-42"));
+            assert_int_equal(rec.job.payload_len, sizeof s_payload);
+            assert_memory_equal(rec.job.payload, s_payload, sizeof s_payload);
+            assert_int_equal(rec.job.max_tries, 5);
+            assert_int_equal(rec.job.timeout_ms, 30000);
+            assert_int_equal(rec.job.priority, -3);
+            assert_int_equal(rec.job.backoff_len, 2);
+            assert_int_equal(rec.job.backoff_ms[1], 60000);
+            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 5000);
+            assert_int_equal(rec.dispatched_at_ms, S_WALL_BASE_MS);
+            break;
+        case OQ_RECORD_LEASED:
+            assert_int_equal(rec.attempt, 2);
+            break;
+        case OQ_RECORD_RETRY:
+            assert_int_equal(rec.attempt, 2);
+            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 10);
+            break;
+        case OQ_RECORD_FAILED:
+            assert_int_equal(rec.attempt, 3);
+            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 20);
+            assert_true(oq_str_eq(rec.error, "boom"));
+            break;
+        case OQ_RECORD_DEDUPE:
+            assert_memory_equal(rec.digest, digest, sizeof digest);
+            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 30);
+            assert_int_equal(rec.id, 77);
+            break;
+        case OQ_RECORD_NEXT_ID:
+            assert_int_equal(rec.id, 78);
+            break;
+        default:
+            assert_int_equal(rec.id, 77);
+        }
+        p += frame;
+        left -= frame;
+    }
+    assert_int_equal(left, 0);
+    assert_int_equal(oq_record_dedupe_bytes(), 41);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void test_frame_tells_short_impossible_and_damaged(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_record_done(&buf, 5);
+    uint8_t *p = (uint8_t *)buf.data;
+    size_t frame;
+    assert_int_equal(oq_record_frame(p, 3, &frame), OQ_FRAME_SHORT);
+    assert_int_equal(oq_record_frame(p, buf.size - 1, &frame), OQ_FRAME_SHORT);
+    assert_int_equal(frame, buf.size);
+    p[OQ_RECORD_FRAME_BYTES + 2] ^= 0x10;
+    assert_int_equal(oq_record_frame(p, buf.size, &frame), OQ_FRAME_BAD_CRC);
+    p[OQ_RECORD_FRAME_BYTES + 2] ^= 0x10;
+    assert_int_equal(oq_record_frame(p, buf.size, &frame), OQ_FRAME_OK);
+    uint8_t zeros[16] = {0};
+    assert_int_equal(oq_record_frame(zeros, sizeof zeros, &frame), OQ_FRAME_BAD_LENGTH);
+    uint8_t huge[16] = {0xff, 0xff, 0xff, 0x7f};
+    assert_int_equal(oq_record_frame(huge, sizeof huge, &frame), OQ_FRAME_BAD_LENGTH);
+
+    /* Whole and checksummed, but a type this broker does not know. */
+    p[OQ_RECORD_FRAME_BYTES] = 99;
+    uint32_t crc = oq_crc32c(0, p + OQ_RECORD_FRAME_BYTES, buf.size - OQ_RECORD_FRAME_BYTES);
+    for (int i = 0; i < 4; i++)
+        p[4 + i] = (uint8_t)(crc >> (8 * i)); /* little-endian, as the format says */
+    oq_record_t rec;
+    char why[256];
+    assert_int_equal(oq_record_frame(p, buf.size, &frame), OQ_FRAME_OK);
+    assert_int_equal(oq_record_decode(p, frame, &rec, why, sizeof why), -1);
+    assert_non_null(strstr(why, "unknown record type 99"));
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void test_header_refuses_other_files_and_newer_formats(void **state)
+{
+    oq_record_header_t h = {.version = OQ_JOURNAL_FORMAT_VERSION, .created_ms = 5}, back;
+    memset(h.dedupe_key, 3, sizeof h.dedupe_key);
+    uint8_t bytes[OQ_RECORD_HEADER_BYTES];
+    char why[256];
+    oq_record_header_encode(&h, bytes);
+    assert_int_equal(oq_record_header_decode(bytes, sizeof bytes, &back, why, sizeof why), 0);
+    assert_int_equal(back.created_ms, 5);
+    assert_memory_equal(back.dedupe_key, h.dedupe_key, sizeof h.dedupe_key);
+
+    h.version = OQ_JOURNAL_FORMAT_VERSION + 1;
+    oq_record_header_encode(&h, bytes);
+    assert_int_equal(oq_record_header_decode(bytes, sizeof bytes, &back, why, sizeof why), -1);
+    assert_non_null(strstr(why, "newer than this broker"));
+
+    h.version = OQ_JOURNAL_FORMAT_VERSION;
+    oq_record_header_encode(&h, bytes);
+    bytes[20] ^= 1;
+    assert_int_equal(oq_record_header_decode(bytes, sizeof bytes, &back, why, sizeof why), -1);
+    assert_non_null(strstr(why, "damaged"));
+    memcpy(bytes, "SQLite f", 8);
+    assert_int_equal(oq_record_header_decode(bytes, sizeof bytes, &back, why, sizeof why), -1);
+    assert_non_null(strstr(why, "not an onceq journal"));
+    assert_int_equal(oq_record_header_decode(bytes, 10, &back, why, sizeof why), -1);
+}
+
+/* ---- group commit ---- */
+
+static void test_always_fsyncs_once_per_flush_when_a_reply_waits(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    int writes = f->disk.writes, fsyncs = f->disk.fsyncs;
+    for (int i = 0; i < 10; i++)
+        s_dispatch(f, "noop", 0, NULL);
+    uint64_t needs = oq_journal_appended(f->journal);
+    assert_true(needs > oq_journal_durable(f->journal));
+    assert_int_equal(f->disk.writes, writes); /* nothing written until the turn ends */
+    assert_int_equal(oq_journal_flush(f->journal, needs), 0);
+    assert_int_equal(f->disk.writes - writes, 1);
+    assert_int_equal(f->disk.fsyncs - fsyncs, 1);
+    assert_int_equal(oq_journal_durable(f->journal), needs);
+
+    /* Leases alone wait for no reply: written now, fsynced within the interval. */
+    s_lease_all(f, 'a');
+    assert_int_equal(oq_journal_flush(f->journal, 0), 0);
+    assert_int_equal(f->disk.writes - writes, 2);
+    assert_int_equal(f->disk.fsyncs - fsyncs, 1);
+    assert_true(oq_journal_durable(f->journal) < oq_journal_appended(f->journal));
+    assert_int_equal(oq_journal_next_deadline(f->journal), f->time.now + S_INTERVAL_MS);
+    f->time.now += S_INTERVAL_MS;
+    assert_int_equal(oq_journal_flush(f->journal, 0), 0);
+    assert_int_equal(f->disk.fsyncs - fsyncs, 2);
+    assert_int_equal(oq_journal_durable(f->journal), oq_journal_appended(f->journal));
+    assert_int_equal(oq_journal_next_deadline(f->journal), -1);
+}
+
+static void test_batch_waits_for_the_interval(void **state)
+{
+    s_fix_t *f = *state;
+    f->policy = OQ_FSYNC_BATCH;
+    s_open_ok(f, NULL);
+    int fsyncs = f->disk.fsyncs;
+    s_dispatch(f, "noop", 0, NULL);
+    uint64_t needs = oq_journal_appended(f->journal);
+    assert_int_equal(oq_journal_flush(f->journal, needs), 0);
+    assert_int_equal(f->disk.fsyncs, fsyncs); /* written, the reply waits */
+    assert_true(oq_journal_durable(f->journal) < needs);
+    f->time.now += S_INTERVAL_MS - 1;
+    oq_journal_flush(f->journal, needs);
+    assert_true(oq_journal_durable(f->journal) < needs);
+    f->time.now += 1;
+    oq_journal_flush(f->journal, needs);
+    assert_int_equal(f->disk.fsyncs - fsyncs, 1);
+    assert_int_equal(oq_journal_durable(f->journal), needs);
+}
+
+static void test_off_never_fsyncs(void **state)
+{
+    s_fix_t *f = *state;
+    f->policy = OQ_FSYNC_OFF;
+    s_open_ok(f, NULL);
+    int fsyncs = f->disk.fsyncs;
+    s_dispatch(f, "noop", 0, NULL);
+    uint64_t needs = oq_journal_appended(f->journal);
+    assert_int_equal(oq_journal_flush(f->journal, needs), 0);
+    assert_int_equal(oq_journal_durable(f->journal), needs);
+    f->time.now += 10 * S_INTERVAL_MS;
+    oq_journal_flush(f->journal, needs);
+    assert_int_equal(f->disk.fsyncs, fsyncs);
+    assert_int_equal(oq_journal_next_deadline(f->journal), -1);
+}
+
+/* ---- replay ---- */
+
+/* A journal with every kind of state in it; returns the ids. */
+typedef struct {
+    uint64_t ready, delayed, retried, failed, done, requeued, leased, keyed;
+} s_ids_t;
+
+static s_ids_t s_build_history(s_fix_t *f)
+{
+    s_ids_t ids;
+    ids.done = s_dispatch(f, "noop", 0, NULL);
+    ids.retried = s_dispatch(f, "flaky", 0, NULL);
+    ids.failed = s_dispatch(f, "bad", 0, NULL);
+    ids.requeued = s_dispatch(f, "bad", 0, NULL);
+    ids.leased = s_dispatch(f, "slow", 0, NULL);
+    oq_worker_t *w = s_lease_all(f, 'a');
+    s_ack(f, w, ids.done, 1, OQ_OUTCOME_OK);
+    s_ack(f, w, ids.retried, 1, OQ_OUTCOME_RETRY); /* delayed by the 1 s backoff */
+    s_ack(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
+    s_ack(f, w, ids.requeued, 1, OQ_OUTCOME_FAIL);
+    char reason[256];
+    assert_int_equal(oq_engine_requeue(f->engine, ids.requeued, reason, sizeof reason), 0);
+    ids.ready = s_dispatch(f, "noop", 0, NULL);
+    ids.delayed = s_dispatch(f, "noop", 60000, NULL);
+    ids.keyed = s_dispatch(f, "noop", 0, "order-42");
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    oq_siphash128(oq_journal_header(f->journal)->dedupe_key, "order-42", 8, digest);
+    oq_dedupe_add(f->dedupe, digest, ids.keyed, S_WALL_BASE_MS + f->time.now + 3600000);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    return ids;
+}
+
+static void s_expect(s_fix_t *f, uint64_t id, const char *state, uint32_t attempt)
+{
+    const char *got = oq_engine_job_state(f->engine, id);
+    if (!state) {
+        if (got)
+            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
+        return;
+    }
+    if (!got || strcmp(got, state) != 0)
+        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_int_equal(v.attempt, attempt);
+}
+
+static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
+{
+    s_expect(f, ids->done, NULL, 0);
+    s_expect(f, ids->retried, "delayed", 1);
+    s_expect(f, ids->failed, "failed", 1);
+    s_expect(f, ids->requeued, "ready", 0);
+    s_expect(f, ids->leased, "ready", 1); /* was leased: back with its attempt */
+    s_expect(f, ids->ready, "ready", 0);
+    s_expect(f, ids->delayed, "delayed", 0);
+    s_expect(f, ids->keyed, "ready", 0);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
+    assert_string_equal(v.error, "it broke");
+    assert_int_equal(v.payload_len, sizeof s_payload);
+    assert_memory_equal(v.payload, s_payload, sizeof s_payload);
+    assert_int_equal(oq_engine_next_id(f->engine), ids->keyed + 1);
+    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    oq_siphash128(oq_journal_header(f->journal)->dedupe_key, "order-42", 8, digest);
+    assert_int_equal(oq_dedupe_find(f->dedupe, digest, S_WALL_BASE_MS + f->time.now), ids->keyed);
+}
+
+static void test_replay_rebuilds_every_state(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_ids_t ids = s_build_history(f);
+    oq_replay_report_t r;
+    s_open_ok(f, &r); /* a restart: the same journal into a fresh engine */
+    s_expect_history(f, &ids);
+    assert_int_equal(r.ready, 4);
+    assert_int_equal(r.delayed, 2);
+    assert_int_equal(r.failed, 1);
+    assert_int_equal(r.dispatch_ids, 1);
+    assert_int_equal(r.torn_bytes, 0);
+    assert_int_equal(r.ignored, 0);
+    assert_int_equal(r.bytes, s_file_size(s_path(f, "journal")));
+    /* Delays still count from the wall clock: the retry's second passes. */
+    f->time.now += 1000;
+    oq_engine_tick(f->engine);
+    s_expect(f, ids.retried, "ready", 1);
+}
+
+static void test_torn_tail_is_cut_with_a_warning(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_ids_t ids = s_build_history(f);
+    uint64_t good = s_file_size(s_path(f, "journal"));
+    uint64_t last = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t whole = s_file_size(s_path(f, "journal"));
+    s_close(f);
+
+    /* The broker died inside the write of its last record. */
+    assert_int_equal(truncate(s_path(f, "journal"), (off_t)(whole - 7)), 0);
+    oq_replay_report_t r;
+    s_open_ok(f, &r);
+    assert_int_equal(r.torn_bytes, whole - 7 - good);
+    assert_int_equal(s_file_size(s_path(f, "journal")), good);
+    s_expect_history(f, &ids);
+    s_expect(f, last, NULL, 0);
+
+    /* And it goes on appending after the cut: the next start is clean. */
+    uint64_t next = s_dispatch(f, "noop", 0, NULL);
+    assert_int_equal(next, last); /* the id was never confirmed, so it is free */
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    s_open_ok(f, &r);
+    assert_int_equal(r.torn_bytes, 0);
+    s_expect(f, next, "ready", 0);
+}
+
+static void test_zeros_or_a_bad_crc_at_the_end_are_torn_too(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_ids_t ids = s_build_history(f);
+    uint64_t good = s_file_size(s_path(f, "journal"));
+    s_close(f);
+    /* The file grew but the data never landed. */
+    int fd = open(s_path(f, "journal"), O_WRONLY | O_APPEND);
+    uint8_t zeros[300] = {0};
+    assert_int_equal(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    close(fd);
+    oq_replay_report_t r;
+    s_open_ok(f, &r);
+    assert_int_equal(r.torn_bytes, sizeof zeros);
+    s_expect_history(f, &ids);
+
+    /* The last record whole in length, but part of it never written. */
+    uint64_t last = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t whole = s_file_size(s_path(f, "journal"));
+    s_close(f);
+    fd = open(s_path(f, "journal"), O_WRONLY);
+    assert_int_equal(pwrite(fd, zeros, 20, (off_t)(whole - 20)), 20);
+    close(fd);
+    s_open_ok(f, &r);
+    assert_int_equal(r.torn_bytes, whole - good);
+    s_expect(f, last, NULL, 0);
+}
+
+/* Flip one byte inside the record that starts at offset `at` or later. */
+static void s_damage_at(s_fix_t *f, uint64_t at)
+{
+    int fd = open(s_path(f, "journal"), O_RDWR);
+    uint8_t b;
+    off_t where = (off_t)at + OQ_RECORD_FRAME_BYTES + 3;
+    assert_int_equal(pread(fd, &b, 1, where), 1);
+    b ^= 0x40;
+    assert_int_equal(pwrite(fd, &b, 1, where), 1);
+    close(fd);
+}
+
+static void test_damage_before_the_end_stops_the_start(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t first = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t at = s_file_size(s_path(f, "journal"));
+    s_dispatch(f, "noop", 0, NULL);
+    s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t size = s_file_size(s_path(f, "journal"));
+    s_close(f);
+    s_damage_at(f, at);
+
+    char reason[4096];
+    oq_replay_report_t r;
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    char where[64];
+    snprintf(where, sizeof where, "damaged at byte %llu", (unsigned long long)at);
+    assert_non_null(strstr(reason, where));
+    assert_non_null(strstr(reason, "bad CRC"));
+    assert_non_null(strstr(reason, "--repair"));
+    assert_int_equal(s_file_size(s_path(f, "journal")), size); /* nothing changed */
+    (void)first;
+}
+
+static void test_repair_keeps_the_prefix_and_says_what_it_dropped(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t first = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t at = s_file_size(s_path(f, "journal"));
+    uint64_t second = s_dispatch(f, "noop", 0, NULL);
+    uint64_t third = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t size = s_file_size(s_path(f, "journal"));
+    s_close(f);
+    s_damage_at(f, at);
+
+    char reason[4096];
+    oq_replay_report_t r;
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_int_equal(r.damaged_at, at);
+    assert_int_equal(r.dropped_bytes, size - at);
+    assert_int_equal(r.records, 1);
+    assert_true(r.saved_to[0]);
+    assert_int_equal(s_file_size(r.saved_to), size - at);
+    assert_int_equal(s_file_size(s_path(f, "journal")), at);
+    s_expect(f, first, "ready", 0);
+    s_expect(f, second, NULL, 0);
+    s_expect(f, third, NULL, 0);
+    /* The repaired journal starts cleanly from then on. */
+    s_open_ok(f, &r);
+    assert_int_equal(r.dropped_bytes, 0);
+    s_expect(f, first, "ready", 0);
+}
+
+static void test_a_second_broker_is_refused_the_directory(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL};
+    char reason[4096];
+    oq_journal_t *second = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
+    assert_null(second);
+    assert_non_null(strstr(reason, "in use by another onceq-broker"));
+}
+
+/* ---- disk errors ---- */
+
+static void test_failed_write_keeps_records_and_resumes_where_it_stopped(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t a = s_dispatch(f, "noop", 0, NULL);
+    uint64_t b = s_dispatch(f, "noop", 0, NULL);
+    f->disk.write_errno = ENOSPC;
+    f->disk.write_budget = 30; /* part of the first record reaches the file */
+    uint64_t needs = oq_journal_appended(f->journal);
+    assert_int_equal(oq_journal_flush(f->journal, needs), -1);
+    assert_false(oq_journal_healthy(f->journal));
+    assert_non_null(strstr(oq_journal_error(f->journal), "No space left on device"));
+    assert_true(oq_journal_durable(f->journal) < needs);
+    /* Not retried before its time. */
+    int writes = f->disk.writes;
+    assert_int_equal(oq_journal_flush(f->journal, needs), -1);
+    assert_int_equal(f->disk.writes, writes);
+    assert_int_equal(oq_journal_next_deadline(f->journal), f->time.now + OQ_JOURNAL_RETRY_MS);
+
+    f->disk.write_errno = 0;
+    f->time.now += OQ_JOURNAL_RETRY_MS;
+    assert_int_equal(oq_journal_flush(f->journal, needs), 0);
+    assert_true(oq_journal_healthy(f->journal));
+    assert_int_equal(oq_journal_durable(f->journal), needs);
+    assert_int_equal(oq_journal_failures(f->journal), 1);
+    oq_replay_report_t r;
+    s_open_ok(f, &r);
+    assert_int_equal(r.torn_bytes, 0);
+    s_expect(f, a, "ready", 0);
+    s_expect(f, b, "ready", 0);
+}
+
+static void test_failed_fsync_writes_everything_since_the_last_good_one_again(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    uint64_t synced = s_file_size(s_path(f, "journal"));
+    uint64_t b = s_dispatch(f, "noop", 0, NULL);
+    f->disk.fsync_errno = EIO;
+    uint64_t needs = oq_journal_appended(f->journal);
+    assert_int_equal(oq_journal_flush(f->journal, needs), -1);
+    assert_non_null(strstr(oq_journal_error(f->journal), "fsync"));
+    assert_true(oq_journal_durable(f->journal) < needs);
+    f->disk.fsync_errno = 0;
+    f->time.now += OQ_JOURNAL_RETRY_MS;
+    assert_int_equal(oq_journal_flush(f->journal, needs), 0);
+    /* The pages the failed fsync may have dropped went out again. */
+    assert_int_equal(f->disk.last_offset, (off_t)synced);
+    assert_int_equal(oq_journal_durable(f->journal), needs);
+    s_open_ok(f, NULL);
+    s_expect(f, b, "ready", 0);
+}
+
+/* ---- the broker on a full disk ---- */
+
+typedef struct {
+    oq_broker_t *broker;
+    void *ctx, *producer, *worker;
+    int64_t next_req;
+} s_net_t;
+
+static void s_send_msg(void *sock, msgpack_sbuffer *buf)
+{
+    assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
+    msgpack_sbuffer_clear(buf);
+}
+
+/* Run broker turns until sock has a message (decoded into *msg), or give
+   up after S_TURNS turns. 0 or -1. */
+static int s_await(s_net_t *n, void *sock, oq_msg_t *msg)
+{
+    for (int i = 0; i < S_TURNS; i++) {
+        oq_broker_turn(n->broker, S_TURN_MS);
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, sock, ZMQ_DONTWAIT) >= 0) {
+            oq_err_t code;
+            char why[256];
+            int rc = oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why,
+                                     sizeof why);
+            zmq_msg_close(&frame);
+            assert_int_equal(rc, 0);
+            return 0;
+        }
+        zmq_msg_close(&frame);
+    }
+    return -1;
+}
+
+static void s_net_dispatch(s_net_t *n, const char *dispatch_id)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_job_msg_t job = {.type = oq_str("noop"), .dispatch_id = oq_str(dispatch_id)};
+    oq_proto_encode_dispatch(&buf, n->next_req++, &job);
+    s_send_msg(n->producer, &buf);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void s_start_broker(s_fix_t *f, s_net_t *n)
+{
+    char front[300], back[300], reason[4096];
+    snprintf(front, sizeof front, "ipc://%s/front", f->dir);
+    snprintf(back, sizeof back, "ipc://%s/back", f->dir);
+    oq_broker_config_t c = oq_broker_config_default();
+    c.front_endpoint = front;
+    c.back_endpoint = back;
+    c.journal.dir = s_path(f, "data");
+    c.journal.ops = &f->ops;
+    n->broker = oq_broker_new(&c, &f->clock, reason, sizeof reason);
+    if (!n->broker)
+        fail_msg("broker: %s", reason);
+    n->ctx = zmq_ctx_new();
+    int zero = 0;
+    n->producer = zmq_socket(n->ctx, ZMQ_DEALER);
+    n->worker = zmq_socket(n->ctx, ZMQ_DEALER);
+    zmq_setsockopt(n->producer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(n->worker, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(n->producer, front), 0);
+    assert_int_equal(zmq_connect(n->worker, back), 0);
+    n->next_req = 1;
+}
+
+static void s_stop_broker(s_net_t *n)
+{
+    zmq_close(n->producer);
+    zmq_close(n->worker);
+    zmq_ctx_term(n->ctx);
+    oq_broker_destroy(&n->broker);
+}
+
+static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void **state)
+{
+    s_fix_t *f = *state;
+    s_net_t n;
+    s_start_broker(f, &n);
+    oq_msg_t msg;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+
+    /* A worker that will ack what it gets. */
+    oq_proto_encode_ready(&buf, 10, "w", 1);
+    s_send_msg(n.worker, &buf);
+    assert_int_equal(s_await(&n, n.worker, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_WELCOME);
+    oq_proto_msg_release(&msg);
+
+    s_net_dispatch(&n, "a");
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
+    uint64_t a = msg.id;
+    oq_proto_msg_release(&msg);
+
+    /* The disk fills up. B is taken before the broker knows: its answer
+       waits for a write that works. */
+    f->disk.write_errno = ENOSPC;
+    s_net_dispatch(&n, "b");
+    assert_int_equal(s_await(&n, n.worker, &msg), 0); /* job a */
+    assert_int_equal(msg.cmd, OQ_CMD_JOB);
+    oq_proto_msg_release(&msg);
+    assert_int_equal(s_await(&n, n.worker, &msg), 0); /* job b */
+    assert_int_equal(msg.cmd, OQ_CMD_JOB);
+    uint64_t b = msg.job.id;
+    oq_proto_msg_release(&msg);
+
+    /* New work is refused with the reason... */
+    s_net_dispatch(&n, "c");
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_ERROR);
+    assert_int_equal(msg.err_code, OQ_ERR_UNAVAILABLE);
+    char text[512];
+    oq_str_copy(msg.err_text, text, sizeof text);
+    assert_non_null(strstr(text, "No space left on device"));
+    oq_proto_msg_release(&msg);
+
+    /* ...while workers are served: the ack of a is taken. */
+    oq_ack_msg_t ack = {.id = a, .attempt = 1, .outcome = OQ_OUTCOME_OK, .credit = 1};
+    oq_proto_encode_ack(&buf, &ack);
+    s_send_msg(n.worker, &buf);
+    for (int i = 0; i < 10; i++)
+        oq_broker_turn(n.broker, S_TURN_MS);
+    assert_null(oq_engine_job_state(oq_broker_engine(n.broker), a));
+
+    /* The disk has room again: b is confirmed, c is taken. */
+    f->disk.write_errno = 0;
+    f->time.now += OQ_JOURNAL_RETRY_MS;
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
+    assert_int_equal(msg.id, b);
+    oq_proto_msg_release(&msg);
+    s_net_dispatch(&n, "c");
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
+    uint64_t c = msg.id;
+    oq_proto_msg_release(&msg);
+    s_stop_broker(&n);
+
+    /* After a restart: a is done, b and c are kept, and b's dispatch id
+       still answers with b. */
+    s_start_broker(f, &n);
+    oq_engine_t *e = oq_broker_engine(n.broker);
+    assert_null(oq_engine_job_state(e, a));
+    assert_non_null(oq_engine_job_state(e, b));
+    assert_non_null(oq_engine_job_state(e, c));
+    s_net_dispatch(&n, "b");
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
+    assert_int_equal(msg.id, b);
+    oq_proto_msg_release(&msg);
+    s_stop_broker(&n);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+int main(void)
+{
+#define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_round_trip_every_type),
+        cmocka_unit_test(test_frame_tells_short_impossible_and_damaged),
+        cmocka_unit_test(test_header_refuses_other_files_and_newer_formats),
+        S_TEST(test_always_fsyncs_once_per_flush_when_a_reply_waits),
+        S_TEST(test_batch_waits_for_the_interval),
+        S_TEST(test_off_never_fsyncs),
+        S_TEST(test_replay_rebuilds_every_state),
+        S_TEST(test_torn_tail_is_cut_with_a_warning),
+        S_TEST(test_zeros_or_a_bad_crc_at_the_end_are_torn_too),
+        S_TEST(test_damage_before_the_end_stops_the_start),
+        S_TEST(test_repair_keeps_the_prefix_and_says_what_it_dropped),
+        S_TEST(test_a_second_broker_is_refused_the_directory),
+        S_TEST(test_failed_write_keeps_records_and_resumes_where_it_stopped),
+        S_TEST(test_failed_fsync_writes_everything_since_the_last_good_one_again),
+        S_TEST(test_full_disk_refuses_dispatches_serves_workers_and_recovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
