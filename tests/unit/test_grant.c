@@ -11,10 +11,13 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "onceq/log.h"
@@ -637,6 +640,147 @@ static void test_handler_kill_after_commit_hook(void **state)
     assert_int_equal(WTERMSIG(status), SIGKILL);
 }
 
+/* ---- the pause after COMMIT ------------------------------------------- */
+
+#define S_COMMIT_MARK     "ledger: committed\n"
+#define S_PAUSE_LINE      "test hook: pausing after commit"
+#define S_LONG_PAUSE_MS   30000 /* longer than any wait below: only SIGKILL ends it */
+#define S_SHORT_PAUSE_MS  100
+#define S_HOOK_WAIT_MS    10000
+#define S_CHILD_LOG_BYTES 8192
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The in-memory commit, then a mark on stderr: the log then shows whether
+   the hook's line came after the COMMIT. */
+static int s_marking_commit(void *db, oq_pg_error_t *error)
+{
+    int rc = oq_ledger_mem_txn_ops()->commit(db, error);
+    if (rc == 0) {
+        ssize_t written = write(STDERR_FILENO, S_COMMIT_MARK, strlen(S_COMMIT_MARK));
+        (void)written; /* a lost mark fails the test's own check */
+    }
+    return rc;
+}
+
+static int s_marking_begin(void *db, oq_txn_isolation_t isolation, oq_pg_error_t *error)
+{
+    return oq_ledger_mem_txn_ops()->begin(db, isolation, error);
+}
+
+static void s_marking_rollback(void *db)
+{
+    oq_ledger_mem_txn_ops()->rollback(db);
+}
+
+static const oq_txn_ops_t s_marking_ops = {s_marking_begin, s_marking_commit, s_marking_rollback};
+
+/* The window onceq-chaos kills in: the process sits after a COMMIT that
+   went through and before it reports (so before any ack), says so with its
+   job, order and pid, and dies there by SIGKILL from outside. */
+static void test_handler_pause_after_commit_hook(void **state)
+{
+    s_fx_t *fx = *state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        oq_log_set_level(OQ_LOG_INFO);
+        oq_txn_t *txn = oq_txn_new(&s_marking_ops, fx->mem, OQ_TXN_READ_COMMITTED);
+        oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, txn, true);
+        oq_registry_t *registry = oq_registry_new();
+        oq_points_handler_register(handler, registry);
+        s_payload_t p;
+        oq_report_t report;
+        s_run(registry,
+              s_job(&p, "grant_points", 1, 4, "order_id", S_I(7), "customer_id", S_I(42), "points",
+                    S_I(3), "test_pause_after_commit_ms", S_I(S_LONG_PAUSE_MS)),
+              &report);
+        fprintf(stderr, "reported\n"); /* must never be reached */
+        _exit(0);
+    }
+    close(fds[1]);
+    char log[S_CHILD_LOG_BYTES] = {0};
+    size_t used = 0;
+    int64_t end = s_now_ms() + S_HOOK_WAIT_MS;
+    while (!strstr(log, S_PAUSE_LINE) && used < sizeof log - 1 && s_now_ms() < end) {
+        struct pollfd item = {fds[0], POLLIN, 0};
+        if (poll(&item, 1, (int)(end - s_now_ms())) <= 0)
+            continue;
+        ssize_t got = read(fds[0], log + used, sizeof log - 1 - used);
+        if (got <= 0)
+            break;
+        used += (size_t)got;
+    }
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(fds[0]);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+    const char *committed = strstr(log, S_COMMIT_MARK);
+    const char *paused = strstr(log, S_PAUSE_LINE);
+    assert_non_null(committed);
+    assert_non_null(paused);
+    assert_true(committed < paused);
+    char expect[128];
+    snprintf(expect, sizeof expect, "(job 1, order 7, pid %d)", (int)pid);
+    assert_non_null(strstr(paused, expect));
+    assert_null(strstr(log, "reported"));
+}
+
+/* The pause happens on its attempt only, and not at all without test hooks:
+   a pause of S_LONG_PAUSE_MS that did happen would blow the bound. */
+static void test_handler_pause_after_commit_only_on_its_attempt(void **state)
+{
+    s_hx_t hx;
+    s_handler_open(&hx, *state, true);
+    s_payload_t p;
+    oq_report_t report;
+    int64_t start = s_now_ms();
+    s_run(hx.registry,
+          s_job(&p, "grant_points", 1, 5, "order_id", S_I(7), "customer_id", S_I(42), "points",
+                S_I(3), "test_pause_after_commit_ms", S_I(S_LONG_PAUSE_MS),
+                "test_pause_after_commit_attempt", S_I(2)),
+          &report);
+    assert_true(s_now_ms() - start < S_LONG_PAUSE_MS / 2);
+    assert_int_equal(report.outcome, OQ_OUTCOME_OK);
+    assert_int_equal(report.result, OQ_RESULT_APPLIED);
+    s_job_free(&p);
+
+    start = s_now_ms();
+    s_run(hx.registry,
+          s_job(&p, "grant_points", 2, 5, "order_id", S_I(7), "customer_id", S_I(42), "points",
+                S_I(3), "test_pause_after_commit_ms", S_I(S_SHORT_PAUSE_MS),
+                "test_pause_after_commit_attempt", S_I(2)),
+          &report);
+    assert_true(s_now_ms() - start >= S_SHORT_PAUSE_MS);
+    assert_int_equal(report.outcome, OQ_OUTCOME_OK);
+    assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
+    assert_int_equal(s_balance(hx.fx, 42), 3);
+    s_job_free(&p);
+    s_handler_close(&hx);
+
+    s_handler_open(&hx, *state, false);
+    start = s_now_ms();
+    s_run(hx.registry,
+          s_job(&p, "grant_points", 1, 4, "order_id", S_I(8), "customer_id", S_I(42), "points",
+                S_I(3), "test_pause_after_commit_ms", S_I(S_LONG_PAUSE_MS)),
+          &report);
+    assert_true(s_now_ms() - start < S_LONG_PAUSE_MS / 2);
+    assert_int_equal(report.result, OQ_RESULT_APPLIED);
+    s_job_free(&p);
+    s_handler_close(&hx);
+}
+
 static void test_handler_unguarded_grants_twice(void **state)
 {
     s_hx_t hx;
@@ -703,6 +847,8 @@ int main(void)
         S_TEST(test_handler_hooks_off),
         S_TEST(test_handler_fail_after_commit_hook),
         S_TEST(test_handler_kill_after_commit_hook),
+        S_TEST(test_handler_pause_after_commit_hook),
+        S_TEST(test_handler_pause_after_commit_only_on_its_attempt),
         S_TEST(test_handler_unguarded_grants_twice),
         S_TEST(test_handler_bad_hook_value_fails),
     };

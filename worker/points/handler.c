@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "onceq/log.h"
 #include "pg/pg.h"
@@ -42,11 +43,16 @@ typedef struct {
 
 /* The test hooks a payload asked for (all 0 without test hooks). */
 typedef struct {
-    uint32_t attempt;                   /* the job's delivery attempt */
-    uint64_t fail_after_commit_attempt; /* on this attempt, report retry after COMMIT */
-    uint64_t kill_after_commit_attempt; /* on this attempt, SIGKILL after COMMIT */
-    uint64_t pause_ms;                  /* pause this long inside the transaction ... */
-    uint64_t pause_attempt;             /* ... on this attempt (default 1) */
+    uint64_t job_id;                     /* for the hook log lines a chaos run reads */
+    int64_t order_id;                    /* likewise */
+    uint32_t attempt;                    /* the job's delivery attempt */
+    uint64_t fail_after_commit_attempt;  /* on this attempt, report retry after COMMIT */
+    uint64_t kill_after_commit_attempt;  /* on this attempt, SIGKILL after COMMIT */
+    uint64_t pause_ms;                   /* pause this long inside the transaction ... */
+    uint64_t pause_attempt;              /* ... on this attempt (default 1) */
+    uint64_t pause_after_commit_ms;      /* pause this long after COMMIT, before the ack ... */
+    uint64_t pause_after_commit_attempt; /* ... on this attempt (default 1) */
+    uint64_t trace;                      /* 1: log which process runs the job */
 } s_hooks_t;
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -134,12 +140,15 @@ static int s_optional(const oq_job_t *job, const char *key, uint64_t max, uint64
 
 /* The test_* keys, read only when test hooks are on: in production they
    are ignored like any other unknown key. */
-static int s_decode_hooks(const oq_points_handler_t *self, const oq_job_t *job, s_hooks_t *hooks,
-                          oq_report_t *report)
+static int s_decode_hooks(const oq_points_handler_t *self, const oq_job_t *job,
+                          const s_args_t *args, s_hooks_t *hooks, oq_report_t *report)
 {
     memset(hooks, 0, sizeof *hooks);
+    hooks->job_id = job->id;
+    hooks->order_id = args->order_id;
     hooks->attempt = job->attempt;
     hooks->pause_attempt = 1;
+    hooks->pause_after_commit_attempt = 1;
     if (!self->test_hooks)
         return 0;
     if (s_optional(job, "test_fail_after_commit_attempt", UINT32_MAX,
@@ -148,7 +157,12 @@ static int s_decode_hooks(const oq_points_handler_t *self, const oq_job_t *job, 
                    &hooks->kill_after_commit_attempt, report) < 0 ||
         s_optional(job, "test_pause_in_txn_ms", (uint64_t)OQ_MAX_TIMEOUT_MS, &hooks->pause_ms,
                    report) < 0 ||
-        s_optional(job, "test_pause_attempt", UINT32_MAX, &hooks->pause_attempt, report) < 0)
+        s_optional(job, "test_pause_attempt", UINT32_MAX, &hooks->pause_attempt, report) < 0 ||
+        s_optional(job, "test_pause_after_commit_ms", (uint64_t)OQ_MAX_TIMEOUT_MS,
+                   &hooks->pause_after_commit_ms, report) < 0 ||
+        s_optional(job, "test_pause_after_commit_attempt", UINT32_MAX,
+                   &hooks->pause_after_commit_attempt, report) < 0 ||
+        s_optional(job, "test_trace", 1, &hooks->trace, report) < 0)
         return -1;
     return 0;
 }
@@ -175,12 +189,33 @@ static void s_after_insert(void *arg)
     s_sleep_ms(hooks->pause_ms);
 }
 
-/* After a COMMIT that succeeded: the two ways a worker can lose the fact
-   that it committed (its ack, its life). */
+/* Before the work: which process runs which job. A chaos run that kills a
+   process reads this to know which job it took down with it; the pid is in
+   the line because every process of a pool writes to the same log. */
+static void s_trace(const s_hooks_t *hooks)
+{
+    if (!hooks->trace)
+        return;
+    oq_info("test hook: pid %d runs job %" PRIu64 " attempt %u (order %" PRId64 ")", (int)getpid(),
+            hooks->job_id, hooks->attempt, hooks->order_id);
+}
+
+/* After a COMMIT that succeeded: the ways a worker can lose the fact that
+   it committed (its ack, its life). The pause holds the process in exactly
+   that window, committed and not yet acked, long enough for a chaos run to
+   SIGKILL it there from outside; the line names the job, the order and the
+   process so that it knows whom to kill. */
 static void s_after_commit(const s_hooks_t *hooks, oq_report_t *report)
 {
+    if (hooks->pause_after_commit_ms && hooks->attempt == hooks->pause_after_commit_attempt) {
+        oq_info("test hook: pausing after commit for %" PRIu64 " ms (job %" PRIu64
+                ", order %" PRId64 ", pid %d)",
+                hooks->pause_after_commit_ms, hooks->job_id, hooks->order_id, (int)getpid());
+        s_sleep_ms(hooks->pause_after_commit_ms);
+    }
     if (hooks->kill_after_commit_attempt && hooks->attempt == hooks->kill_after_commit_attempt) {
-        oq_warn("test hook: SIGKILL after commit");
+        oq_warn("test hook: SIGKILL after commit (job %" PRIu64 ", order %" PRId64 ", pid %d)",
+                hooks->job_id, hooks->order_id, (int)getpid());
         raise(SIGKILL);
     }
     if (hooks->fail_after_commit_attempt && hooks->attempt == hooks->fail_after_commit_attempt)
@@ -247,8 +282,9 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     oq_points_handler_t *self = state;
     s_args_t args;
     s_hooks_t hooks;
-    if (s_decode(job, &args, report) < 0 || s_decode_hooks(self, job, &hooks, report) < 0)
+    if (s_decode(job, &args, report) < 0 || s_decode_hooks(self, job, &args, &hooks, report) < 0)
         return;
+    s_trace(&hooks);
     if (self->pg)
         oq_pg_set_timeout(self->pg, job->timeout_ms);
     oq_grant_hooks_t grant_hooks = {s_after_insert, &hooks};
@@ -292,8 +328,9 @@ static void s_grant_points_unguarded(const oq_job_t *job, void *state, oq_report
     oq_points_handler_t *self = state;
     s_args_t args;
     s_hooks_t hooks;
-    if (s_decode(job, &args, report) < 0 || s_decode_hooks(self, job, &hooks, report) < 0)
+    if (s_decode(job, &args, report) < 0 || s_decode_hooks(self, job, &args, &hooks, report) < 0)
         return;
+    s_trace(&hooks);
     if (self->pg)
         oq_pg_set_timeout(self->pg, job->timeout_ms);
     s_unguarded_t ctx = {

@@ -1,0 +1,849 @@
+/*  chaos_main.c: onceq-chaos, the chaos harness. It starts (or attaches to)
+    a broker, a worker pool and PostgreSQL; registers customers; dispatches
+    order-point grants at a rate, some of them again; meanwhile breaks
+    things on a seeded schedule (kills workers mid-job and between COMMIT
+    and ack, stops them past retry_after, kills the broker, restarts the
+    database, sends malformed frames); then judges from the database and
+    the broker whether every effect happened exactly once (verdict.h).
+
+    It is its own binary, never part of the everyday onceq tool: it sends
+    signals to processes, relies on the workers' test hooks, and starts a
+    database cluster. docs/chaos.md is its manual.
+
+    Exit status: 0 no violation, 1 violations, 2 a usage error or a run that
+    could not be carried out (a process did not start), 130 interrupted. */
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <libpq-fe.h>
+
+#include "chaos_config.h"
+#include "chaos_limits.h"
+#include "faults.h"
+#include "load.h"
+#include "observe.h"
+#include "onceq/limits.h"
+#include "procs.h"
+#include "rng.h"
+#include "schedule.h"
+#include "verdict.h"
+#include "worklog.h"
+
+#define S_EXIT_PASS        0
+#define S_EXIT_VIOLATIONS  1
+#define S_EXIT_USAGE       2
+#define S_EXIT_INTERRUPTED 130
+#define S_MS_PER_S         1000.0
+#define S_PATH_LEN         4096
+#define S_ERR_LEN          1024
+#define S_FTW_FDS          16
+/* Ids of a run against a database that is not ours start above the time
+   of the run times this: runs a second apart never share an id. */
+#define S_ID_BASE_PER_S 10000000LL
+
+static volatile sig_atomic_t s_interrupted;
+
+static void s_on_signal(int signo)
+{
+    s_interrupted = 1;
+}
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void s_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- flags ------------------------------------------------------------ */
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: onceq-chaos [options]\n"
+            "\n"
+            "Proves exactly-once effects while it breaks things: starts a broker, a worker\n"
+            "pool and PostgreSQL on loopback in a temp dir (or attaches to a deployment),\n"
+            "dispatches order-point grants, kills and stops workers, kills the broker,\n"
+            "restarts the database and sends malformed frames on a seeded schedule, then\n"
+            "checks from the database and the broker that every order was granted exactly\n"
+            "once and every balance is exact. See docs/chaos.md.\n"
+            "\n"
+            "run:\n"
+            "  --seed N              reproduce a run (default: random, printed at start)\n"
+            "  --long                the long run: %d jobs at %d/s, hundreds of faults\n"
+            "  --jobs N              dispatches in all (default %d)\n"
+            "  --rate R              dispatches per second, 0 unpaced (default %d)\n"
+            "  --customers N         customers, each with a balance row (default %d)\n"
+            "  --redispatch PCT      share of dispatches repeating an earlier order (default "
+            "%d)\n"
+            "  --job-type TYPE       grant_points, or grant_points_unguarded to watch the\n"
+            "                        verdict catch double grants (default %s)\n"
+            "  --queue NAME          the run's queue (default %s)\n"
+            "  --settle S            wait this long for the jobs to settle (default %d)\n"
+            "\n"
+            "faults (defaults: the bounded run of the test suite):\n"
+            "  --kills N             SIGKILL a worker holding a job (default %d)\n"
+            "  --commit-kills N      SIGKILL a worker between COMMIT and ack (default %d)\n"
+            "  --self-kills N        a worker SIGKILLs itself after COMMIT (default %d)\n"
+            "  --pauses N            SIGSTOP a worker past retry_after, then SIGCONT (default "
+            "%d)\n"
+            "  --broker-kills N      SIGKILL the broker, restart it on its journal (default %d)\n"
+            "  --db-restarts N       restart PostgreSQL, immediate then fast (default %d)\n"
+            "  --bursts N            bursts of malformed frames to both sockets (default %d)\n"
+            "  --burst-frames N      frames per socket in a burst (default %d)\n"
+            "  --no-faults           none of the above: the baseline to compare with\n"
+            "  --pause-ms N          how long a worker stays stopped (default retry_after + "
+            "%d)\n"
+            "  --broker-down-ms N    how long a killed broker stays down (default %d)\n"
+            "\n"
+            "own deployment (the default):\n"
+            "  --workers N           worker processes (default %d)\n"
+            "  --heartbeat-ms N      heartbeat interval (default %d)\n"
+            "  --liveness N          missed heartbeats before a worker is dead (default %d)\n"
+            "  --retry-after S       lease length (default %d)\n"
+            "  --job-timeout S       each job's timeout (default %d)\n"
+            "  --max-tries N         each job's retry budget (default %d)\n"
+            "  --backoff S           each job's wait before a retry (default %d)\n"
+            "  --hold-ms N           each grant holds its transaction this long (default %d)\n"
+            "  --commit-pause-ms N   the COMMIT-to-ack window of commit-kill orders (default "
+            "%d)\n"
+            "  --bin-dir DIR         onceq-broker, onceq-worker, onceq (default: next to this)\n"
+            "  --pg-script PATH      deploy/pg.sh (default: found, see docs/chaos.md)\n"
+            "  --dir DIR             the run directory (default: a new one in $TMPDIR)\n"
+            "  --keep                keep the run directory after a clean run too\n"
+            "\n"
+            "attach to a deployment (process faults are skipped):\n"
+            "  --broker ENDPOINT     its front socket; starts nothing\n"
+            "  --back ENDPOINT       its worker socket, for the malformed bursts\n"
+            "  --database URL        its PostgreSQL (also: ONCEQ_DATABASE_URL); with our own\n"
+            "                        broker and workers, the database restarts are skipped\n"
+            "  --id-base N           customer and order ids start above N (default: 0 on our\n"
+            "                        own cluster, else from the clock)\n"
+            "\n"
+            "Exit status: 0 no violation, 1 violations, 2 usage error or a run that could\n"
+            "not be carried out, 130 interrupted.\n",
+            OQ_CHAOS_LONG_JOBS, OQ_CHAOS_LONG_RATE, OQ_CHAOS_DEFAULT_JOBS, OQ_CHAOS_DEFAULT_RATE,
+            OQ_CHAOS_DEFAULT_CUSTOMERS, OQ_CHAOS_DEFAULT_REDISPATCH_PCT, OQ_CHAOS_DEFAULT_JOB_TYPE,
+            OQ_CHAOS_DEFAULT_QUEUE, OQ_CHAOS_DEFAULT_SETTLE_S, OQ_CHAOS_DEFAULT_KILLS,
+            OQ_CHAOS_DEFAULT_COMMIT_KILLS, OQ_CHAOS_DEFAULT_SELF_KILLS, OQ_CHAOS_DEFAULT_PAUSES,
+            OQ_CHAOS_DEFAULT_BROKER_KILLS, OQ_CHAOS_DEFAULT_DB_RESTARTS, OQ_CHAOS_DEFAULT_BURSTS,
+            OQ_CHAOS_DEFAULT_BURST_FRAMES, OQ_CHAOS_PAUSE_BEYOND_MS, OQ_CHAOS_BROKER_DOWN_MS,
+            OQ_CHAOS_DEFAULT_WORKERS, OQ_CHAOS_DEFAULT_HEARTBEAT_MS, OQ_CHAOS_DEFAULT_LIVENESS,
+            OQ_CHAOS_DEFAULT_RETRY_AFTER_S, OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S,
+            OQ_CHAOS_DEFAULT_MAX_TRIES, OQ_CHAOS_DEFAULT_BACKOFF_S, OQ_CHAOS_DEFAULT_HOLD_MS,
+            OQ_CHAOS_DEFAULT_COMMIT_PAUSE_MS);
+}
+
+enum {
+    S_OPT_SEED = 256,
+    S_OPT_LONG,
+    S_OPT_JOBS,
+    S_OPT_RATE,
+    S_OPT_CUSTOMERS,
+    S_OPT_REDISPATCH,
+    S_OPT_JOB_TYPE,
+    S_OPT_QUEUE,
+    S_OPT_SETTLE,
+    S_OPT_KILLS,
+    S_OPT_COMMIT_KILLS,
+    S_OPT_SELF_KILLS,
+    S_OPT_PAUSES,
+    S_OPT_BROKER_KILLS,
+    S_OPT_DB_RESTARTS,
+    S_OPT_BURSTS,
+    S_OPT_BURST_FRAMES,
+    S_OPT_NO_FAULTS,
+    S_OPT_PAUSE_MS,
+    S_OPT_BROKER_DOWN_MS,
+    S_OPT_WORKERS,
+    S_OPT_HEARTBEAT_MS,
+    S_OPT_LIVENESS,
+    S_OPT_RETRY_AFTER,
+    S_OPT_JOB_TIMEOUT,
+    S_OPT_MAX_TRIES,
+    S_OPT_BACKOFF,
+    S_OPT_HOLD_MS,
+    S_OPT_COMMIT_PAUSE_MS,
+    S_OPT_BIN_DIR,
+    S_OPT_PG_SCRIPT,
+    S_OPT_DIR,
+    S_OPT_KEEP,
+    S_OPT_BROKER,
+    S_OPT_BACK,
+    S_OPT_DATABASE,
+    S_OPT_ID_BASE,
+    S_OPT_HELP,
+};
+
+static const struct option s_options[] = {
+    {"seed", required_argument, NULL, S_OPT_SEED},
+    {"long", no_argument, NULL, S_OPT_LONG},
+    {"jobs", required_argument, NULL, S_OPT_JOBS},
+    {"rate", required_argument, NULL, S_OPT_RATE},
+    {"customers", required_argument, NULL, S_OPT_CUSTOMERS},
+    {"redispatch", required_argument, NULL, S_OPT_REDISPATCH},
+    {"job-type", required_argument, NULL, S_OPT_JOB_TYPE},
+    {"queue", required_argument, NULL, S_OPT_QUEUE},
+    {"settle", required_argument, NULL, S_OPT_SETTLE},
+    {"kills", required_argument, NULL, S_OPT_KILLS},
+    {"commit-kills", required_argument, NULL, S_OPT_COMMIT_KILLS},
+    {"self-kills", required_argument, NULL, S_OPT_SELF_KILLS},
+    {"pauses", required_argument, NULL, S_OPT_PAUSES},
+    {"broker-kills", required_argument, NULL, S_OPT_BROKER_KILLS},
+    {"db-restarts", required_argument, NULL, S_OPT_DB_RESTARTS},
+    {"bursts", required_argument, NULL, S_OPT_BURSTS},
+    {"burst-frames", required_argument, NULL, S_OPT_BURST_FRAMES},
+    {"no-faults", no_argument, NULL, S_OPT_NO_FAULTS},
+    {"pause-ms", required_argument, NULL, S_OPT_PAUSE_MS},
+    {"broker-down-ms", required_argument, NULL, S_OPT_BROKER_DOWN_MS},
+    {"workers", required_argument, NULL, S_OPT_WORKERS},
+    {"heartbeat-ms", required_argument, NULL, S_OPT_HEARTBEAT_MS},
+    {"liveness", required_argument, NULL, S_OPT_LIVENESS},
+    {"retry-after", required_argument, NULL, S_OPT_RETRY_AFTER},
+    {"job-timeout", required_argument, NULL, S_OPT_JOB_TIMEOUT},
+    {"max-tries", required_argument, NULL, S_OPT_MAX_TRIES},
+    {"backoff", required_argument, NULL, S_OPT_BACKOFF},
+    {"hold-ms", required_argument, NULL, S_OPT_HOLD_MS},
+    {"commit-pause-ms", required_argument, NULL, S_OPT_COMMIT_PAUSE_MS},
+    {"bin-dir", required_argument, NULL, S_OPT_BIN_DIR},
+    {"pg-script", required_argument, NULL, S_OPT_PG_SCRIPT},
+    {"dir", required_argument, NULL, S_OPT_DIR},
+    {"keep", no_argument, NULL, S_OPT_KEEP},
+    {"broker", required_argument, NULL, S_OPT_BROKER},
+    {"back", required_argument, NULL, S_OPT_BACK},
+    {"database", required_argument, NULL, S_OPT_DATABASE},
+    {"id-base", required_argument, NULL, S_OPT_ID_BASE},
+    {"help", no_argument, NULL, S_OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* An unsigned number in [min, max]; 0 or -1 with a message. */
+static int s_uint(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || v < min || v > max) {
+        fprintf(stderr,
+                "onceq-chaos: --%s must be a whole number from %" PRIu64 " to %" PRIu64
+                ", not \"%s\"\n",
+                flag, min, max, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int s_u32(const char *flag, const char *text, uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (s_uint(flag, text, 0, max, &v) < 0)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int s_seconds(const char *flag, const char *text, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= 0) || v > max) {
+        fprintf(stderr, "onceq-chaos: --%s must be seconds from 0 to %g, not \"%s\"\n", flag, max,
+                text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void s_defaults(oq_chaos_config_t *c, bool is_long)
+{
+    *c = (oq_chaos_config_t){
+        .jobs = is_long ? OQ_CHAOS_LONG_JOBS : OQ_CHAOS_DEFAULT_JOBS,
+        .customers = OQ_CHAOS_DEFAULT_CUSTOMERS,
+        .rate = is_long ? OQ_CHAOS_LONG_RATE : OQ_CHAOS_DEFAULT_RATE,
+        .redispatch_pct = OQ_CHAOS_DEFAULT_REDISPATCH_PCT,
+        .job_type = OQ_CHAOS_DEFAULT_JOB_TYPE,
+        .queue = OQ_CHAOS_DEFAULT_QUEUE,
+        .workers = OQ_CHAOS_DEFAULT_WORKERS,
+        .heartbeat_ms = OQ_CHAOS_DEFAULT_HEARTBEAT_MS,
+        .liveness = OQ_CHAOS_DEFAULT_LIVENESS,
+        .retry_after_s = OQ_CHAOS_DEFAULT_RETRY_AFTER_S,
+        .job_timeout_s = OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S,
+        .max_tries = OQ_CHAOS_DEFAULT_MAX_TRIES,
+        .backoff_s = OQ_CHAOS_DEFAULT_BACKOFF_S,
+        .hold_ms = OQ_CHAOS_DEFAULT_HOLD_MS,
+        .commit_pause_ms = OQ_CHAOS_DEFAULT_COMMIT_PAUSE_MS,
+        .kills = is_long ? OQ_CHAOS_LONG_KILLS : OQ_CHAOS_DEFAULT_KILLS,
+        .commit_kills = is_long ? OQ_CHAOS_LONG_COMMIT_KILLS : OQ_CHAOS_DEFAULT_COMMIT_KILLS,
+        .self_kills = is_long ? OQ_CHAOS_LONG_SELF_KILLS : OQ_CHAOS_DEFAULT_SELF_KILLS,
+        .pauses = is_long ? OQ_CHAOS_LONG_PAUSES : OQ_CHAOS_DEFAULT_PAUSES,
+        .broker_kills = is_long ? OQ_CHAOS_LONG_BROKER_KILLS : OQ_CHAOS_DEFAULT_BROKER_KILLS,
+        .db_restarts = is_long ? OQ_CHAOS_LONG_DB_RESTARTS : OQ_CHAOS_DEFAULT_DB_RESTARTS,
+        .bursts = is_long ? OQ_CHAOS_LONG_BURSTS : OQ_CHAOS_DEFAULT_BURSTS,
+        .burst_frames = OQ_CHAOS_DEFAULT_BURST_FRAMES,
+        .broker_down_ms = OQ_CHAOS_BROKER_DOWN_MS,
+        .settle_s = OQ_CHAOS_DEFAULT_SETTLE_S,
+    };
+}
+
+/* One flag into c; 0, -1 on a bad value, 1 for --help. */
+static int s_flag(oq_chaos_config_t *c, int opt, const char *arg, bool *seed_set, bool *pause_set)
+{
+    const char *name = NULL;
+    for (const struct option *o = s_options; o->name; o++)
+        if (o->val == opt)
+            name = o->name;
+    uint64_t v;
+    switch (opt) {
+    case S_OPT_SEED:
+        *seed_set = true;
+        return s_uint(name, arg, 0, UINT64_MAX, &c->seed);
+    case S_OPT_LONG:
+        return 0; /* applied before the other flags */
+    case S_OPT_JOBS:
+        if (s_uint(name, arg, 1, OQ_CHAOS_MAX_JOBS, &v) < 0)
+            return -1;
+        c->jobs = (uint32_t)v;
+        return 0;
+    case S_OPT_RATE:
+        return s_seconds(name, arg, 1e6, &c->rate);
+    case S_OPT_CUSTOMERS:
+        if (s_uint(name, arg, 1, OQ_CHAOS_MAX_CUSTOMERS, &v) < 0)
+            return -1;
+        c->customers = (uint32_t)v;
+        return 0;
+    case S_OPT_REDISPATCH:
+        return s_u32(name, arg, 100, &c->redispatch_pct);
+    case S_OPT_JOB_TYPE:
+        c->job_type = arg;
+        return 0;
+    case S_OPT_QUEUE:
+        c->queue = arg;
+        return 0;
+    case S_OPT_SETTLE:
+        return s_u32(name, arg, UINT32_MAX / 1000, &c->settle_s);
+    case S_OPT_KILLS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->kills);
+    case S_OPT_COMMIT_KILLS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->commit_kills);
+    case S_OPT_SELF_KILLS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->self_kills);
+    case S_OPT_PAUSES:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->pauses);
+    case S_OPT_BROKER_KILLS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->broker_kills);
+    case S_OPT_DB_RESTARTS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->db_restarts);
+    case S_OPT_BURSTS:
+        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->bursts);
+    case S_OPT_BURST_FRAMES:
+        return s_u32(name, arg, OQ_CHAOS_MAX_BURST_FRAMES, &c->burst_frames);
+    case S_OPT_NO_FAULTS:
+        c->kills = c->commit_kills = c->self_kills = c->pauses = 0;
+        c->broker_kills = c->db_restarts = c->bursts = 0;
+        return 0;
+    case S_OPT_PAUSE_MS:
+        *pause_set = true;
+        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->pause_ms);
+    case S_OPT_BROKER_DOWN_MS:
+        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->broker_down_ms);
+    case S_OPT_WORKERS:
+        if (s_uint(name, arg, 1, OQ_SUPERVISOR_MAX_PROCESSES, &v) < 0)
+            return -1;
+        c->workers = (uint32_t)v;
+        return 0;
+    case S_OPT_HEARTBEAT_MS:
+        if (s_uint(name, arg, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS, &v) < 0)
+            return -1;
+        c->heartbeat_ms = (uint32_t)v;
+        return 0;
+    case S_OPT_LIVENESS:
+        if (s_uint(name, arg, 1, OQ_MAX_LIVENESS, &v) < 0)
+            return -1;
+        c->liveness = (uint32_t)v;
+        return 0;
+    case S_OPT_RETRY_AFTER:
+        return s_seconds(name, arg, (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S, &c->retry_after_s);
+    case S_OPT_JOB_TIMEOUT:
+        return s_seconds(name, arg, (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S, &c->job_timeout_s);
+    case S_OPT_MAX_TRIES:
+        if (s_uint(name, arg, 1, OQ_MAX_TRIES_LIMIT, &v) < 0)
+            return -1;
+        c->max_tries = (uint32_t)v;
+        return 0;
+    case S_OPT_BACKOFF:
+        return s_u32(name, arg, (uint32_t)(OQ_MAX_BACKOFF_MS / 1000), &c->backoff_s);
+    case S_OPT_HOLD_MS:
+        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->hold_ms);
+    case S_OPT_COMMIT_PAUSE_MS:
+        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->commit_pause_ms);
+    case S_OPT_BIN_DIR:
+        c->bin_dir = arg;
+        return 0;
+    case S_OPT_PG_SCRIPT:
+        c->pg_script = arg;
+        return 0;
+    case S_OPT_DIR:
+        c->dir = arg;
+        return 0;
+    case S_OPT_KEEP:
+        c->keep = true;
+        return 0;
+    case S_OPT_BROKER:
+        c->attach = true;
+        c->front = arg;
+        return 0;
+    case S_OPT_BACK:
+        c->back = arg;
+        return 0;
+    case S_OPT_DATABASE:
+        c->database = arg;
+        return 0;
+    case S_OPT_ID_BASE:
+        c->id_base_set = true;
+        if (s_uint(name, arg, 0, (uint64_t)INT64_MAX / 2, &v) < 0)
+            return -1;
+        c->id_base = (int64_t)v;
+        return 0;
+    case S_OPT_HELP:
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* Rules between flags, with the numbers in the message. 0 or -1. */
+static int s_check(const oq_chaos_config_t *c)
+{
+    double margin_s = OQ_DEFAULT_MARGIN_MS / S_MS_PER_S;
+    if (!c->attach && c->job_timeout_s <= 0) {
+        fprintf(stderr, "onceq-chaos: --job-timeout must be more than 0 with our own broker\n");
+        return -1;
+    }
+    if (!c->attach && c->job_timeout_s > c->retry_after_s - margin_s) {
+        fprintf(stderr,
+                "onceq-chaos: --job-timeout %g must be shorter than --retry-after %g by the "
+                "broker's margin of %g s\n",
+                c->job_timeout_s, c->retry_after_s, margin_s);
+        return -1;
+    }
+    double timeout_ms = c->job_timeout_s * S_MS_PER_S;
+    if (c->hooks && (c->commit_pause_ms >= timeout_ms || c->hold_ms >= timeout_ms)) {
+        fprintf(stderr,
+                "onceq-chaos: --commit-pause-ms %u and --hold-ms %u must be shorter than the "
+                "job timeout of %g ms, or the worker's watchdog ends the job first\n",
+                c->commit_pause_ms, c->hold_ms, timeout_ms);
+        return -1;
+    }
+    if (c->attach && !c->database) {
+        fprintf(stderr, "onceq-chaos: attach mode (--broker) needs --database or "
+                        "ONCEQ_DATABASE_URL\n");
+        return -1;
+    }
+    if (c->jobs > OQ_CHAOS_MAX_JOBS || c->customers > OQ_CHAOS_MAX_CUSTOMERS) {
+        fprintf(stderr, "onceq-chaos: at most %d jobs and %d customers\n", OQ_CHAOS_MAX_JOBS,
+                OQ_CHAOS_MAX_CUSTOMERS);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 to run, 1 after --help, -1 on a usage error. */
+static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
+{
+    bool is_long = false;
+    for (int i = 1; i < argc; i++)
+        is_long |= strcmp(argv[i], "--long") == 0;
+    s_defaults(c, is_long);
+    bool seed_set = false, pause_set = false;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", s_options, NULL)) != -1) {
+        int rc = s_flag(c, opt, optarg, &seed_set, &pause_set);
+        if (rc != 0)
+            return rc;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "onceq-chaos: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (!c->database) {
+        const char *url = getenv("ONCEQ_DATABASE_URL");
+        if (url && *url)
+            c->database = url;
+    }
+    c->hooks = !c->attach;
+    if (!pause_set)
+        c->pause_ms = (uint32_t)(c->retry_after_s * S_MS_PER_S) + OQ_CHAOS_PAUSE_BEYOND_MS;
+    if (c->attach && c->job_timeout_s == OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S)
+        c->job_timeout_s = 0; /* their queue's own default */
+    if (!seed_set && oq_rng_os_seed(&c->seed) < 0) {
+        fprintf(stderr, "onceq-chaos: no randomness for a seed; pass --seed\n");
+        return -1;
+    }
+    if (!c->id_base_set)
+        c->id_base = c->database ? (int64_t)time(NULL) * S_ID_BASE_PER_S : 0;
+    return s_check(c);
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+typedef struct {
+    oq_chaos_config_t *config;         /* as parsed */
+    char dir[S_PATH_LEN];              /* the run directory */
+    const char *front, *back, *db_url; /* what the run talks to; borrowed */
+    oq_schedule_t *schedule;
+    oq_procs_t *procs; /* NULL in attach mode */
+    oq_observe_t *observe;
+    oq_worklog_t *worklog; /* NULL in attach mode */
+    oq_load_t *load;
+    oq_faults_t *faults;
+    oq_verdict_t *verdict;
+    bool settled;       /* nothing ready, delayed or leased before the deadline */
+    int64_t settled_ms; /* when (or when the deadline passed) */
+} s_run_t;
+
+static int s_make_dir(s_run_t *run)
+{
+    if (run->config->dir) {
+        snprintf(run->dir, sizeof run->dir, "%s", run->config->dir);
+        if (mkdir(run->dir, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "onceq-chaos: cannot create %s: %s\n", run->dir, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(run->dir, sizeof run->dir, "%s/onceq-chaos-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(run->dir)) {
+        fprintf(stderr, "onceq-chaos: cannot create a run directory: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int s_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path) == 0 ? 0 : -1;
+}
+
+/* Ping the broker until it answers; -1 if it does not within the bound or
+   the process we started exits. */
+static int s_wait_broker(s_run_t *run)
+{
+    int64_t end = s_now_ms() + OQ_CHAOS_BROKER_UP_MS;
+    while (s_now_ms() < end && !s_interrupted) {
+        if (oq_observe_ping(run->observe, OQ_CHAOS_PING_MS) == 0)
+            return 0;
+        int status;
+        if (run->procs && oq_procs_broker_died(run->procs, &status)) {
+            fprintf(stderr, "onceq-chaos: the broker exited at start (see %s/broker.log)\n",
+                    run->dir);
+            return -1;
+        }
+    }
+    fprintf(stderr, "onceq-chaos: the broker at %s did not answer within %d ms\n", run->front,
+            OQ_CHAOS_BROKER_UP_MS);
+    return -1;
+}
+
+static int s_wait_workers(s_run_t *run)
+{
+    oq_observe_stats_t *stats = malloc(sizeof *stats);
+    int64_t end = s_now_ms() + OQ_CHAOS_WORKERS_UP_MS;
+    int rc = -1;
+    while (s_now_ms() < end && !s_interrupted) {
+        if (oq_observe_stats(run->observe, stats) == 0 && stats->workers >= run->config->workers) {
+            rc = 0;
+            break;
+        }
+        if (oq_procs_workers_died(run->procs))
+            break;
+        s_sleep_ms(OQ_CHAOS_LOOP_MS);
+    }
+    free(stats);
+    if (rc < 0)
+        fprintf(stderr,
+                "onceq-chaos: the %u workers did not register within %d ms (see "
+                "%s/workers.log)\n",
+                run->config->workers, OQ_CHAOS_WORKERS_UP_MS, run->dir);
+    return rc;
+}
+
+static int s_setup_own(s_run_t *run)
+{
+    oq_chaos_config_t *c = run->config;
+    run->procs = oq_procs_new(c, run->dir);
+    if (!run->procs)
+        return -1;
+    if (!c->database) {
+        printf("== starting PostgreSQL in %s/pg\n", run->dir);
+        fflush(stdout);
+        if (oq_procs_start_pg(run->procs) < 0)
+            return -1;
+        run->db_url = oq_procs_database_url(run->procs);
+    } else {
+        run->db_url = c->database;
+    }
+    run->front = oq_procs_front(run->procs);
+    run->back = oq_procs_back(run->procs);
+    bool durable = oq_procs_broker_durable(run->procs);
+    printf("== broker on %s (workers: %s)%s\n", run->front, run->back,
+           durable ? ", journal in broker-data, --fsync always"
+                   : ": no journal support (no --data-dir in its --help), broker kills skipped");
+    fflush(stdout);
+    run->observe = oq_observe_new(run->front, c->queue, c->job_type);
+    if (!run->observe || oq_procs_start_broker(run->procs) < 0 || s_wait_broker(run) < 0)
+        return -1;
+    if (oq_procs_start_workers(run->procs) < 0 || s_wait_workers(run) < 0)
+        return -1;
+    printf("== %u workers registered (ONCEQ_TEST_HOOKS=1; log in workers.log)\n", c->workers);
+    run->worklog = oq_worklog_new(oq_procs_worker_log(run->procs));
+    return 0;
+}
+
+static int s_setup_attached(s_run_t *run)
+{
+    oq_chaos_config_t *c = run->config;
+    run->front = c->front;
+    run->back = c->back;
+    run->db_url = c->database;
+    run->observe = oq_observe_new(run->front, c->queue, c->job_type);
+    if (!run->observe || s_wait_broker(run) < 0)
+        return -1;
+    printf("== attached to the broker at %s; process faults are skipped\n", run->front);
+    return 0;
+}
+
+static int s_prepare_db(s_run_t *run)
+{
+    PGconn *db = PQconnectdb(run->db_url);
+    char err[S_ERR_LEN];
+    int rc = -1;
+    if (PQstatus(db) != CONNECTION_OK)
+        snprintf(err, sizeof err, "%s", PQerrorMessage(db));
+    else
+        rc = oq_load_prepare_db(run->load, db, err, sizeof err);
+    PQfinish(db);
+    if (rc < 0)
+        fprintf(stderr, "onceq-chaos: the database: %s\n", err);
+    return rc;
+}
+
+static void s_poll_log(s_run_t *run)
+{
+    if (run->worklog && oq_worklog_poll(run->worklog, oq_faults_on_log, run->faults) < 0)
+        oq_verdict_note(run->verdict, "the worker log could not be read");
+}
+
+/* The loop: dispatch, answer, read the log, inject, until every dispatch is
+   resolved, every fault is over and the queue is idle, or the settle
+   deadline passes. 0, -1 if the run cannot go on. */
+static int s_loop(s_run_t *run)
+{
+    oq_observe_stats_t *stats = calloc(1, sizeof *stats);
+    int64_t last_stats_ms = 0, settle_end_ms = 0;
+    int rc = 0;
+    bool announced = false;
+    while (!s_interrupted) {
+        int64_t now = s_now_ms();
+        oq_load_pump(run->load, now);
+        long wait_ms = (long)(oq_load_next_ms(run->load, now) - now);
+        zmq_pollitem_t item = {oq_load_socket(run->load), 0, ZMQ_POLLIN, 0};
+        zmq_poll(&item, 1,
+                 wait_ms < 0                  ? 0
+                 : wait_ms > OQ_CHAOS_LOOP_MS ? OQ_CHAOS_LOOP_MS
+                                              : wait_ms);
+        now = s_now_ms();
+        oq_load_receive(run->load, now);
+        s_poll_log(run);
+        oq_load_counts_t lc;
+        oq_load_counts(run->load, &lc);
+        if (oq_faults_tick(run->faults, now, lc.sent) < 0) {
+            rc = -1;
+            break;
+        }
+        if (run->procs && oq_procs_workers_died(run->procs)) {
+            oq_verdict_violation(run->verdict, "the worker supervisor exited during the run");
+            rc = -1;
+            break;
+        }
+        bool fresh = false;
+        if (now - last_stats_ms >= OQ_CHAOS_STATS_EVERY_MS && oq_faults_broker_up(run->faults)) {
+            fresh = oq_observe_stats(run->observe, stats) == 0;
+            last_stats_ms = now;
+        }
+        if (!oq_load_done(run->load) || oq_faults_busy(run->faults))
+            continue;
+        if (!announced) {
+            announced = true;
+            settle_end_ms = now + (int64_t)run->config->settle_s * 1000;
+            printf("== all %u dispatches answered (%u confirmed) and the faults over; waiting "
+                   "up to %u s for the jobs to settle\n",
+                   lc.sent, lc.confirmed, run->config->settle_s);
+            fflush(stdout);
+        }
+        if (fresh && stats->ready + stats->delayed + stats->leased == 0) {
+            run->settled = true;
+            run->settled_ms = now;
+            break;
+        }
+        if (now >= settle_end_ms) {
+            run->settled_ms = now;
+            oq_verdict_violation(run->verdict,
+                                 "the jobs did not settle within %u s: %" PRIu64 " ready, %" PRIu64
+                                 " delayed, %" PRIu64 " leased",
+                                 run->config->settle_s, stats->ready, stats->delayed,
+                                 stats->leased);
+            break;
+        }
+    }
+    free(stats);
+    return rc;
+}
+
+static void s_verdict(s_run_t *run)
+{
+    if (run->procs && oq_procs_stop_workers(run->procs) < 0)
+        oq_verdict_note(run->verdict, "the worker pool had to be killed at the end");
+    /* Every line the pool wrote, now that it has stopped writing. */
+    if (run->worklog) {
+        while (oq_worklog_poll(run->worklog, oq_faults_on_log, run->faults) > 0)
+            ;
+        oq_worklog_finish(run->worklog);
+    }
+    oq_verdict_check_broker(run->verdict, run->observe, run->load, run->settled);
+    oq_observe_totals_t totals;
+    oq_observe_totals(run->observe, &totals);
+    PGconn *db = PQconnectdb(run->db_url);
+    if (PQstatus(db) != CONNECTION_OK)
+        oq_verdict_violation(run->verdict, "cannot connect to the database for the verdict: %s",
+                             PQerrorMessage(db));
+    else
+        oq_verdict_check_db(run->verdict, db, run->load,
+                            run->config->attach ? UINT64_MAX : totals.type_applied);
+    PQfinish(db);
+    oq_load_counts_t lc;
+    oq_load_counts(run->load, &lc);
+    oq_verdict_report_t report = {
+        .config = run->config,
+        .schedule = run->schedule,
+        .load = run->load,
+        .totals = &totals,
+        .worklog = run->worklog,
+        .faults = run->faults,
+        .heartbeat_window_s = run->config->heartbeat_ms * run->config->liveness / S_MS_PER_S,
+        .retry_after_s = run->config->retry_after_s,
+        .run_s = lc.first_sent_ms ? (double)(run->settled_ms - lc.first_sent_ms) / S_MS_PER_S : 0,
+        .settled = run->settled,
+    };
+    oq_verdict_print(run->verdict, stdout, &report);
+}
+
+static void s_print_plan(const s_run_t *run)
+{
+    const oq_chaos_config_t *c = run->config;
+    printf("onceq-chaos: seed %" PRIu64 " (run it again with --seed %" PRIu64 ")\n", c->seed,
+           c->seed);
+    printf("  run directory %s (kept if anything fails)\n", run->dir);
+    printf("  %u dispatches at %g/s, %u customers, %u%% re-dispatches, job type %s, queue %s\n",
+           c->jobs, c->rate, c->customers, c->redispatch_pct, c->job_type, c->queue);
+    if (!c->attach)
+        printf("  %u workers; heartbeat %u ms x %u; retry_after %g s; job timeout %g s; "
+               "hold %u ms\n",
+               c->workers, c->heartbeat_ms, c->liveness, c->retry_after_s, c->job_timeout_s,
+               c->hold_ms);
+    printf("schedule:\n");
+    char path[S_PATH_LEN + 16];
+    snprintf(path, sizeof path, "%s/schedule.txt", run->dir);
+    if (oq_schedule_count(run->schedule) == 0)
+        printf("  no faults\n");
+    oq_schedule_print(run->schedule, stdout, path);
+    fflush(stdout);
+}
+
+static void s_teardown(s_run_t *run, bool remove_dir)
+{
+    oq_faults_destroy(&run->faults);
+    oq_load_destroy(&run->load);
+    oq_worklog_destroy(&run->worklog);
+    oq_observe_destroy(&run->observe);
+    oq_procs_destroy(&run->procs); /* stops the pool, the broker, the cluster */
+    oq_verdict_destroy(&run->verdict);
+    oq_schedule_destroy(&run->schedule);
+    if (remove_dir) {
+        if (nftw(run->dir, s_remove_one, S_FTW_FDS, FTW_DEPTH | FTW_PHYS) < 0)
+            fprintf(stderr, "onceq-chaos: could not remove %s\n", run->dir);
+    } else {
+        printf("run directory kept: %s\n", run->dir);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    oq_chaos_config_t config;
+    int parsed = s_parse(argc, argv, &config);
+    if (parsed != 0) {
+        s_usage(parsed > 0 ? stdout : stderr);
+        return parsed > 0 ? S_EXIT_PASS : S_EXIT_USAGE;
+    }
+    struct sigaction sa = {.sa_handler = s_on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    s_run_t run = {.config = &config};
+    if (s_make_dir(&run) < 0)
+        return S_EXIT_USAGE;
+    run.schedule = oq_schedule_new(&config);
+    run.verdict = oq_verdict_new();
+    s_print_plan(&run);
+
+    int status = S_EXIT_USAGE;
+    if ((config.attach ? s_setup_attached(&run) : s_setup_own(&run)) < 0)
+        goto done;
+    run.load = oq_load_new(&config, run.schedule, config.id_base);
+    if (s_prepare_db(&run) < 0 || oq_load_connect(run.load, run.front) < 0)
+        goto done;
+    run.faults = oq_faults_new(&config, run.schedule, run.procs, run.observe, run.load, run.verdict,
+                               run.front, run.back);
+    printf("== dispatching\n");
+    fflush(stdout);
+    int rc = s_loop(&run);
+    if (oq_faults_close(run.faults) < 0 && rc == 0)
+        oq_verdict_note(run.verdict, "the broker or the database was not back at the end");
+    if (s_interrupted) {
+        printf("\ninterrupted\n");
+        status = S_EXIT_INTERRUPTED;
+        goto done;
+    }
+    s_verdict(&run);
+    status = rc < 0                          ? S_EXIT_USAGE
+             : oq_verdict_count(run.verdict) ? S_EXIT_VIOLATIONS
+                                             : S_EXIT_PASS;
+done:
+    if (s_interrupted)
+        status = S_EXIT_INTERRUPTED;
+    fflush(stdout);
+    s_teardown(&run, status == S_EXIT_PASS && !config.keep);
+    return status;
+}

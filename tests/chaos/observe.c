@@ -1,0 +1,240 @@
+/*  observe.c: stats and failed replies are msgpack maps whose layout
+    docs/protocol.md gives; fields are looked up by name and a missing one
+    reads as zero, so a broker that adds fields (or lacks the journal map)
+    is read all the same. */
+#include "observe.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onceq/client.h"
+#include "onceq/proto.h"
+
+#define S_ERROR_LEN (OQ_MAX_ERROR_LEN + 1)
+
+struct oq_observe {
+    oq_client_t *client;      /* to the broker's front socket */
+    char *queue;              /* the run's queue, owned */
+    char *job_type;           /* the run's job type, owned */
+    uint64_t last_uptime_ms;  /* of the last reading: a smaller one is a restart */
+    oq_observe_totals_t base; /* sums of the lifetimes before the current one */
+    oq_observe_totals_t last; /* the current lifetime's last reading */
+    bool seen;                /* a reading was taken */
+    char error[S_ERROR_LEN];  /* the last failure, for oq_observe_error */
+};
+
+oq_observe_t *oq_observe_new(const char *front, const char *queue, const char *job_type)
+{
+    assert(front && queue && job_type);
+    oq_observe_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->client = oq_client_new(front);
+    self->queue = strdup(queue);
+    self->job_type = strdup(job_type);
+    if (!self->client || !self->queue || !self->job_type) {
+        oq_observe_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+void oq_observe_destroy(oq_observe_t **self_p)
+{
+    assert(self_p);
+    oq_observe_t *self = *self_p;
+    if (!self)
+        return;
+    oq_client_destroy(&self->client);
+    free(self->queue);
+    free(self->job_type);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *oq_observe_error(const oq_observe_t *self)
+{
+    return self->error;
+}
+
+int oq_observe_ping(oq_observe_t *self, int timeout_ms)
+{
+    return oq_client_ping(self->client, timeout_ms);
+}
+
+static uint64_t s_u64(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
+static double s_double(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    if (!o)
+        return 0;
+    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+        return o->via.f64;
+    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64 : 0;
+}
+
+static bool s_name_is(const msgpack_object *map, const char *name)
+{
+    const msgpack_object *o = oq_proto_map_get(map, "name");
+    return o && o->type == MSGPACK_OBJECT_STR &&
+           oq_str_eq((oq_str_t){o->via.str.ptr, o->via.str.size}, name);
+}
+
+static const msgpack_object *s_array(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    return o && o->type == MSGPACK_OBJECT_ARRAY ? o : NULL;
+}
+
+static void s_read_queues(const oq_observe_t *self, const msgpack_object *root,
+                          oq_observe_stats_t *s)
+{
+    const msgpack_object *queues = s_array(root, "queues");
+    for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
+        const msgpack_object *q = &queues->via.array.ptr[i];
+        s->leased_all += s_u64(q, "leased");
+        if (!s_name_is(q, self->queue))
+            continue;
+        s->ready = s_u64(q, "ready");
+        s->delayed = s_u64(q, "delayed");
+        s->leased = s_u64(q, "leased");
+        s->failed = s_u64(q, "failed");
+        s->dispatched = s_u64(q, "dispatched");
+        s->done = s_u64(q, "done");
+        s->retried = s_u64(q, "retried");
+        s->redelivered = s_u64(q, "redelivered");
+        s->late_acks = s_u64(q, "late_acks");
+        s->ignored_acks = s_u64(q, "ignored_acks");
+        s->duplicates = s_u64(q, "duplicates");
+        s->retry_after_s = s_double(q, "retry_after");
+        s->timeout_s = s_double(q, "timeout");
+    }
+}
+
+static void s_read_rest(const oq_observe_t *self, const msgpack_object *root, oq_observe_stats_t *s)
+{
+    const msgpack_object *types = s_array(root, "types");
+    for (uint32_t i = 0; types && i < types->via.array.size; i++) {
+        const msgpack_object *t = &types->via.array.ptr[i];
+        if (!s_name_is(t, self->job_type))
+            continue;
+        s->type_done = s_u64(t, "done");
+        s->type_applied = s_u64(t, "applied");
+        s->type_duplicates = s_u64(t, "duplicates");
+        s->type_failed = s_u64(t, "failed");
+    }
+    const msgpack_object *workers = s_array(root, "workers");
+    for (uint32_t i = 0; workers && i < workers->via.array.size && i < OQ_CHAOS_MAX_WORKERS; i++) {
+        s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
+        s->worker_leased[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
+        s->workers++;
+    }
+    s->uptime_ms = s_u64(oq_proto_map_get(root, "broker"), "uptime_ms");
+    const msgpack_object *enabled = oq_proto_map_get(oq_proto_map_get(root, "journal"), "enabled");
+    s->journal = enabled && enabled->type == MSGPACK_OBJECT_BOOLEAN && enabled->via.boolean;
+}
+
+static void s_add(oq_observe_totals_t *into, const oq_observe_totals_t *from)
+{
+    into->dispatched += from->dispatched;
+    into->done += from->done;
+    into->retried += from->retried;
+    into->redelivered += from->redelivered;
+    into->late_acks += from->late_acks;
+    into->ignored_acks += from->ignored_acks;
+    into->duplicates += from->duplicates;
+    into->type_applied += from->type_applied;
+    into->type_duplicates += from->type_duplicates;
+    into->type_failed += from->type_failed;
+}
+
+/* A smaller uptime than the last reading's is a new broker lifetime: the
+   last reading of the old one goes into the base. */
+static void s_fold(oq_observe_t *self, const oq_observe_stats_t *s)
+{
+    if (!self->seen) {
+        self->seen = true;
+        self->base.lifetimes = 1;
+    } else if (s->uptime_ms < self->last_uptime_ms) {
+        s_add(&self->base, &self->last);
+        self->base.lifetimes++;
+    }
+    self->last_uptime_ms = s->uptime_ms;
+    self->last = (oq_observe_totals_t){
+        .dispatched = s->dispatched,
+        .done = s->done,
+        .retried = s->retried,
+        .redelivered = s->redelivered,
+        .late_acks = s->late_acks,
+        .ignored_acks = s->ignored_acks,
+        .duplicates = s->duplicates,
+        .type_applied = s->type_applied,
+        .type_duplicates = s->type_duplicates,
+        .type_failed = s->type_failed,
+    };
+}
+
+int oq_observe_stats(oq_observe_t *self, oq_observe_stats_t *stats)
+{
+    assert(stats);
+    memset(stats, 0, sizeof *stats);
+    oq_msg_t reply;
+    if (oq_client_stats(self->client, OQ_CHAOS_CALL_MS, &reply) < 0) {
+        snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
+        return -1;
+    }
+    s_read_queues(self, &reply.root, stats);
+    s_read_rest(self, &reply.root, stats);
+    oq_proto_msg_release(&reply);
+    s_fold(self, stats);
+    return 0;
+}
+
+void oq_observe_totals(const oq_observe_t *self, oq_observe_totals_t *totals)
+{
+    *totals = self->base;
+    s_add(totals, &self->last);
+}
+
+static void s_copy_str(const msgpack_object *map, const char *key, char *out, size_t out_len)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    if (o && o->type == MSGPACK_OBJECT_STR)
+        oq_str_copy((oq_str_t){o->via.str.ptr, o->via.str.size}, out, out_len);
+    else
+        out[0] = 0;
+}
+
+int oq_observe_failed(oq_observe_t *self, oq_observe_failed_fn fn, void *ctx, uint64_t *total,
+                      uint64_t *listed)
+{
+    oq_msg_t reply;
+    if (oq_client_failed(self->client, self->queue, OQ_MAX_FAILED_LIST, OQ_CHAOS_CALL_MS, &reply) <
+        0) {
+        snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
+        return -1;
+    }
+    *total = s_u64(&reply.root, "total");
+    *listed = 0;
+    const msgpack_object *jobs = s_array(&reply.root, "jobs");
+    for (uint32_t i = 0; jobs && i < jobs->via.array.size; i++) {
+        const msgpack_object *job = &jobs->via.array.ptr[i];
+        char type[OQ_MAX_NAME_LEN + 1], error[S_ERROR_LEN];
+        s_copy_str(job, "type", type, sizeof type);
+        s_copy_str(job, "error", error, sizeof error);
+        const msgpack_object *order =
+            oq_proto_map_get(oq_proto_map_get(job, "payload"), "order_id");
+        int64_t order_id =
+            order && order->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)order->via.u64 : 0;
+        fn(ctx, s_u64(job, "id"), order_id, type, error);
+        (*listed)++;
+    }
+    oq_proto_msg_release(&reply);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/*  observe.h: what the broker says, read through its front socket with the
+    onceq client: ping, the stats of the run's queue, job type and workers,
+    and the failed store. The broker's counters start from zero whenever it
+    starts, so this module also keeps their sums over every broker lifetime
+    it has seen (a restart shows as a smaller uptime). A lifetime's counts
+    after its last reading are lost with it: those sums are lower bounds. */
+#ifndef ONCEQ_CHAOS_OBSERVE_H
+#define ONCEQ_CHAOS_OBSERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chaos_limits.h"
+
+/* One stats reply, reduced to what the harness uses. */
+typedef struct {
+    /* the run's queue (zero until the queue exists) */
+    uint64_t ready, delayed, leased, failed, dispatched, done, retried, redelivered, late_acks,
+        ignored_acks, duplicates;
+    double retry_after_s, timeout_s;
+    uint64_t leased_all; /* over every queue */
+    /* the run's job type */
+    uint64_t type_done, type_applied, type_duplicates, type_failed;
+    uint64_t uptime_ms;
+    bool journal; /* the broker reports a journal and it is enabled */
+    size_t workers;
+    uint32_t worker_pid[OQ_CHAOS_MAX_WORKERS];
+    uint32_t worker_leased[OQ_CHAOS_MAX_WORKERS];
+} oq_observe_stats_t;
+
+/* Counters summed over the broker's lifetimes (lower bounds, see above). */
+typedef struct {
+    uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
+    uint64_t type_applied, type_duplicates, type_failed;
+    uint32_t lifetimes; /* broker lifetimes seen */
+} oq_observe_totals_t;
+
+/* One job of the failed store: its order (0 if the payload has none). */
+typedef void (*oq_observe_failed_fn)(void *ctx, uint64_t job_id, int64_t order_id, const char *type,
+                                     const char *error);
+
+typedef struct oq_observe oq_observe_t;
+
+/* A client of the broker at front, reading queue and job_type (copied). */
+oq_observe_t *oq_observe_new(const char *front, const char *queue, const char *job_type);
+
+/* Close and set *self_p to NULL. */
+void oq_observe_destroy(oq_observe_t **self_p);
+
+/* 0 if the broker answered a ping within timeout_ms, else -1. */
+int oq_observe_ping(oq_observe_t *self, int timeout_ms);
+
+/* Read the stats into *stats and fold them into the totals. 0 or -1. */
+int oq_observe_stats(oq_observe_t *self, oq_observe_stats_t *stats);
+
+/* The totals so far. */
+void oq_observe_totals(const oq_observe_t *self, oq_observe_totals_t *totals);
+
+/* Call fn for each failed job of the run's queue (at most the broker's
+   listing limit, oldest first). *total gets how many there are, *listed how
+   many were seen. 0 or -1. */
+int oq_observe_failed(oq_observe_t *self, oq_observe_failed_fn fn, void *ctx, uint64_t *total,
+                      uint64_t *listed);
+
+/* The last failure's text. Borrowed. */
+const char *oq_observe_error(const oq_observe_t *self);
+
+#endif
