@@ -45,6 +45,7 @@
 #define S_EXIT_INTERRUPTED 130
 #define S_MS_PER_S         1000.0
 #define S_PATH_LEN         4096
+#define S_FILE_LEN         32 /* a file name in the run directory */
 #define S_ERR_LEN          1024
 #define S_FTW_FDS          16
 /* Ids of a run against a database that is not ours start above the time
@@ -743,6 +744,8 @@ static void s_verdict(s_run_t *run)
     PQfinish(db);
     oq_load_counts_t lc;
     oq_load_counts(run->load, &lc);
+    char kills_path[S_PATH_LEN + S_FILE_LEN];
+    snprintf(kills_path, sizeof kills_path, "%s/kills.txt", run->dir);
     oq_verdict_report_t report = {
         .config = run->config,
         .schedule = run->schedule,
@@ -750,6 +753,7 @@ static void s_verdict(s_run_t *run)
         .totals = &totals,
         .worklog = run->worklog,
         .faults = run->faults,
+        .kills_path = kills_path,
         .heartbeat_window_s = run->config->heartbeat_ms * run->config->liveness / S_MS_PER_S,
         .retry_after_s = run->config->retry_after_s,
         .run_s = lc.first_sent_ms ? (double)(run->settled_ms - lc.first_sent_ms) / S_MS_PER_S : 0,
@@ -772,7 +776,7 @@ static void s_print_plan(const s_run_t *run)
                c->workers, c->heartbeat_ms, c->liveness, c->retry_after_s, c->job_timeout_s,
                c->hold_ms);
     printf("schedule:\n");
-    char path[S_PATH_LEN + 16];
+    char path[S_PATH_LEN + S_FILE_LEN];
     snprintf(path, sizeof path, "%s/schedule.txt", run->dir);
     if (oq_schedule_count(run->schedule) == 0)
         printf("  no faults\n");

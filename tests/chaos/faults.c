@@ -204,7 +204,7 @@ static pid_t s_victim(oq_faults_t *self)
 
 /* ---- the injectors: 0 done (or skipped), 1 not yet ---------------------- */
 
-static int s_kill(oq_faults_t *self, int64_t now_ms)
+static int s_kill(oq_faults_t *self)
 {
     pid_t pid = s_victim(self);
     if (!pid)
@@ -252,7 +252,7 @@ static int s_broker_kill(oq_faults_t *self, int64_t now_ms)
     return 0;
 }
 
-static int s_db_restart(oq_faults_t *self, oq_fault_kind_t kind, int64_t now_ms)
+static int s_db_restart(oq_faults_t *self, oq_fault_kind_t kind)
 {
     if (self->config->database) {
         s_skip(self, kind, "the database is not ours (--database or ONCEQ_DATABASE_URL)");
@@ -307,7 +307,7 @@ static uint32_t s_drain_answers(void *front, void *back, uint32_t expected)
     return answered;
 }
 
-static int s_burst(oq_faults_t *self, int64_t now_ms)
+static int s_burst(oq_faults_t *self)
 {
     if (self->broker != S_BROKER_UP)
         return 1;
@@ -363,16 +363,16 @@ static int s_try(oq_faults_t *self, const oq_fault_t *fault, int64_t now_ms)
     }
     switch (fault->kind) {
     case OQ_FAULT_KILL:
-        return self->broker == S_BROKER_UP ? s_kill(self, now_ms) : 1;
+        return self->broker == S_BROKER_UP ? s_kill(self) : 1;
     case OQ_FAULT_PAUSE:
         return self->broker == S_BROKER_UP ? s_pause(self, now_ms) : 1;
     case OQ_FAULT_BROKER_KILL:
         return s_broker_kill(self, now_ms);
     case OQ_FAULT_DB_FAST:
     case OQ_FAULT_DB_IMMEDIATE:
-        return s_db_restart(self, fault->kind, now_ms);
+        return s_db_restart(self, fault->kind);
     case OQ_FAULT_BURST:
-        return s_burst(self, now_ms);
+        return s_burst(self);
     case OQ_FAULT_COMMIT_KILL:
     case OQ_FAULT_SELF_KILL:
         return 0; /* carried by their orders; see oq_faults_on_log */
@@ -430,7 +430,7 @@ static int s_broker_background(oq_faults_t *self, int64_t now_ms)
     return 0;
 }
 
-static void s_db_background(oq_faults_t *self, int64_t now_ms)
+static void s_db_background(oq_faults_t *self)
 {
     int status = 0;
     if (!self->db_restarting || oq_procs_pg_restarting(self->procs, &status))
@@ -449,7 +449,7 @@ int oq_faults_tick(oq_faults_t *self, int64_t now_ms, uint32_t sent)
         s_resume(self, now_ms, false);
         if (s_broker_background(self, now_ms) < 0)
             return -1;
-        s_db_background(self, now_ms);
+        s_db_background(self);
     }
     size_t total = oq_schedule_count(self->schedule);
     while (self->next < total && oq_schedule_get(self->schedule, self->next)->at < sent) {

@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,9 @@
 #define S_GRANT_REASON "order_points" /* OQ_GRANT_REASON_ORDER of the worker */
 #define S_MS_PER_S     1000.0
 #define S_NUM_LEN      32
+#define S_P50          0.5 /* the median of the kill-to-done times */
+#define S_P90          0.9
+#define S_DEATHS_NAMED 5 /* unexpected worker exits named in the notes */
 
 /* What the failed store says of an order. */
 enum { S_NOT_FAILED = 0, S_FAILED_WITH_REASON, S_FAILED_WITHOUT_REASON };
@@ -366,6 +370,24 @@ static void s_row(FILE *out, const char *label, const char *format, ...)
     fprintf(out, "  %-50s %s\n", label, value);
 }
 
+/* What became of the job a kill took down: S_TIMED with the job and the
+   time from the kill to its first completion after it; S_IDLE if the
+   process held no job we know of; S_UNDONE if the job never completed. */
+enum { S_TIMED = 0, S_IDLE, S_UNDONE };
+
+static int s_kill_result(const oq_verdict_report_t *r, const oq_kill_t *kill, uint64_t *job,
+                         int64_t *delay_ms)
+{
+    *job = kill->job_id;
+    if (!*job && oq_worklog_held_job(r->worklog, kill->pid, kill->t_ms, job) < 0)
+        return S_IDLE;
+    int64_t done_ms;
+    if (oq_worklog_done_after(r->worklog, *job, kill->t_ms, &done_ms) < 0)
+        return S_UNDONE;
+    *delay_ms = done_ms > kill->t_ms ? done_ms - kill->t_ms : 0;
+    return S_TIMED;
+}
+
 /* Kill to completion of the job the killed process held, per kind of kill
    (OQ_FAULT_KIND_COUNT_: all kinds). */
 static void s_kill_times(FILE *out, const oq_verdict_report_t *r, oq_fault_kind_t only,
@@ -380,17 +402,13 @@ static void s_kill_times(FILE *out, const oq_verdict_report_t *r, oq_fault_kind_
         if (only != OQ_FAULT_KIND_COUNT_ && kills[i].kind != only)
             continue;
         of_kind++;
-        uint64_t job = kills[i].job_id;
-        if (!job && oq_worklog_held_job(r->worklog, kills[i].pid, kills[i].t_ms, &job) < 0) {
-            idle++;
-            continue;
-        }
-        int64_t done_ms;
-        if (oq_worklog_done_after(r->worklog, job, kills[i].t_ms, &done_ms) < 0) {
-            unfinished++;
-            continue;
-        }
-        times[timed++] = done_ms > kills[i].t_ms ? done_ms - kills[i].t_ms : 0;
+        uint64_t job;
+        int64_t delay_ms = 0;
+        int result = s_kill_result(r, &kills[i], &job, &delay_ms);
+        idle += result == S_IDLE;
+        unfinished += result == S_UNDONE;
+        if (result == S_TIMED)
+            times[timed++] = delay_ms;
     }
     if (of_kind) {
         qsort(times, timed, sizeof *times, s_cmp_i64);
@@ -399,13 +417,72 @@ static void s_kill_times(FILE *out, const oq_verdict_report_t *r, oq_fault_kind_
             snprintf(extra, sizeof extra, " (%zu held no job we know of, %zu never done)", idle,
                      unfinished);
         if (timed)
-            s_row(out, label, "%.2f s / %.2f s  (n=%zu)%s",
-                  (double)s_percentile(times, timed, 0.5) / S_MS_PER_S,
+            s_row(out, label, "%.2f / %.2f / %.2f s  (n=%zu)%s",
+                  (double)s_percentile(times, timed, S_P50) / S_MS_PER_S,
+                  (double)s_percentile(times, timed, S_P90) / S_MS_PER_S,
                   (double)times[timed - 1] / S_MS_PER_S, timed, extra);
         else
             s_row(out, label, "-%s", extra);
     }
     free(times);
+}
+
+/* Every kill on a line of its own, for a look at the tail: kind, pid, the
+   kill's Unix ms, the job, the ms to its completion (-1: none). */
+static void s_write_kills(const oq_verdict_report_t *r)
+{
+    const oq_kill_t *kills;
+    size_t n = oq_faults_kills(r->faults, &kills);
+    FILE *f = fopen(r->kills_path, "w");
+    if (!f)
+        return;
+    fprintf(f, "# kind\tpid\tkill_unix_ms\tjob\tms_to_done\n");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t job = 0;
+        int64_t delay_ms = -1;
+        s_kill_result(r, &kills[i], &job, &delay_ms);
+        fprintf(f, "%s\t%d\t%" PRId64 "\t%" PRIu64 "\t%" PRId64 "\n",
+                oq_schedule_kind_name(kills[i].kind), (int)kills[i].pid, kills[i].t_ms, job,
+                delay_ms);
+    }
+    fclose(f);
+}
+
+/* Worker processes that ended though nobody asked them to: not a graceful
+   stop (status 0), not one of our kills nor a self-kill hook (SIGKILL of a
+   pid on the kill list). A watchdog exit (status 3) is a designed outcome,
+   a crash is a bug; neither breaks exactly-once by itself, so they are
+   reported, with the first few named in the notes, and not counted as
+   violations. */
+static size_t s_unexpected_deaths(oq_verdict_t *self, const oq_verdict_report_t *r)
+{
+    const oq_worklog_death_t *deaths;
+    size_t n = oq_worklog_deaths(r->worklog, &deaths);
+    const oq_kill_t *kills;
+    size_t kill_count = oq_faults_kills(r->faults, &kills);
+    size_t unexpected = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (deaths[i].status == 0)
+            continue;
+        bool ours = false;
+        for (size_t k = 0; k < kill_count && !ours; k++)
+            ours = deaths[i].status == -SIGKILL && kills[k].pid == deaths[i].pid;
+        if (ours)
+            continue;
+        if (unexpected++ < S_DEATHS_NAMED) {
+            if (deaths[i].status > 0)
+                oq_verdict_note(self,
+                                "worker pid %d exited with status %d on its own (see "
+                                "workers.log)",
+                                (int)deaths[i].pid, deaths[i].status);
+            else
+                oq_verdict_note(self,
+                                "worker pid %d was ended by signal %d, not by us (see "
+                                "workers.log)",
+                                (int)deaths[i].pid, -deaths[i].status);
+        }
+    }
+    return unexpected;
 }
 
 static void s_print_faults(FILE *out, const oq_verdict_report_t *r)
@@ -432,7 +509,7 @@ static void s_print_faults(FILE *out, const oq_verdict_report_t *r)
     }
 }
 
-void oq_verdict_print(const oq_verdict_t *self, FILE *out, const oq_verdict_report_t *r)
+void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *r)
 {
     oq_load_counts_t lc;
     oq_load_counts(r->load, &lc);
@@ -445,6 +522,8 @@ void oq_verdict_print(const oq_verdict_t *self, FILE *out, const oq_verdict_repo
     s_row(out, "jobs dispatched", "%u", lc.sent);
     s_row(out, "  confirmed by the broker", "%u", lc.confirmed);
     s_row(out, "  unconfirmed (no answer: grant optional)", "%u", lc.unconfirmed);
+    if (lc.late)
+        s_row(out, "  given up on, then confirmed by a late answer", "%u", lc.late);
     if (lc.refused)
         s_row(out, "  refused by the broker", "%u (%s)", lc.refused, lc.refusal);
     s_row(out, "  re-dispatches of an earlier order", "%u", lc.redispatches);
@@ -475,12 +554,16 @@ void oq_verdict_print(const oq_verdict_t *self, FILE *out, const oq_verdict_repo
     s_row(out, "confirmed orders missing their grant", "%" PRIu64, self->missing);
     s_row(out, "jobs leased at the end", "%" PRIu64, self->leased_end);
     s_row(out, "broker lifetimes", "%u", r->totals->lifetimes);
+    if (r->worklog)
+        s_row(out, "worker exits we did not cause", "%zu", s_unexpected_deaths(self, r));
     s_print_faults(out, r);
     const oq_kill_t *kills;
     if (r->worklog && oq_faults_kills(r->faults, &kills) > 0) {
+        if (r->kills_path)
+            s_write_kills(r);
         fprintf(out,
-                "  kill -> that job done: p50 / max (heartbeat window %.2f s, retry_after "
-                "%g s)\n",
+                "  kill -> that job done: p50 / p90 / max (heartbeat window %.2f s, "
+                "retry_after %g s)\n",
                 r->heartbeat_window_s, r->retry_after_s);
         s_kill_times(out, r, OQ_FAULT_KILL, "  mid-job SIGKILL");
         s_kill_times(out, r, OQ_FAULT_COMMIT_KILL, "  SIGKILL between COMMIT and ack");

@@ -41,6 +41,7 @@ typedef struct {
     const oq_observe_totals_t *totals; /* broker counters over the run */
     const oq_worklog_t *worklog;       /* NULL in attach mode; finished */
     const oq_faults_t *faults;
+    const char *kills_path;    /* write every kill and its job's fate here; NULL: no */
     double heartbeat_window_s; /* heartbeat interval x liveness */
     double retry_after_s;
     double run_s; /* first dispatch to settled (or to the deadline) */
@@ -80,7 +81,9 @@ int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_
    violation). */
 int oq_verdict_check_db(oq_verdict_t *self, PGconn *db, const oq_load_t *load, uint64_t applied);
 
-/* Print the table, the notes, the violations and the final word to out. */
-void oq_verdict_print(const oq_verdict_t *self, FILE *out, const oq_verdict_report_t *report);
+/* Print the table, the notes, the violations and the final word to out
+   (what it finds on the way, such as worker exits we did not cause, joins
+   the notes). */
+void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *report);
 
 #endif

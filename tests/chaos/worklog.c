@@ -50,6 +50,8 @@ struct oq_worklog {
     size_t run_count, run_cap;
     s_done_t *done; /* ok completions; by (job, t) after finish */
     size_t done_count, done_cap;
+    oq_worklog_death_t *deaths; /* the supervisor's lines on ended workers */
+    size_t death_count, death_cap;
     size_t already; /* "was already granted" lines */
     size_t retries; /* outcome=retry lines */
 };
@@ -85,6 +87,7 @@ void oq_worklog_destroy(oq_worklog_t **self_p)
     free(self->buf);
     free(self->runs);
     free(self->done);
+    free(self->deaths);
     free(self);
     *self_p = NULL;
 }
@@ -120,6 +123,21 @@ static int64_t s_stamp_ms(const char *line)
     return (int64_t)timegm(&tm) * 1000 + ms;
 }
 
+/* The supervisor's "worker pid=P exited with status N ..." or "... was
+   killed by signal N ...": true with the pid and the status (-N for a
+   signal). */
+static bool s_death(const char *text, int *pid, int *status)
+{
+    if (sscanf(text, "worker pid=%d exited with status %d", pid, status) == 2)
+        return true;
+    int signo;
+    if (sscanf(text, "worker pid=%d was killed by signal %d", pid, &signo) == 2) {
+        *status = -signo;
+        return true;
+    }
+    return false;
+}
+
 static void s_line(oq_worklog_t *self, const char *line, oq_worklog_fn fn, void *ctx)
 {
     int64_t t_ms = s_stamp_ms(line);
@@ -131,6 +149,7 @@ static void s_line(oq_worklog_t *self, const char *line, oq_worklog_fn fn, void 
     int64_t order;
     int pid;
     unsigned attempt;
+    int status;
     uint64_t ms;
     char type[S_TYPE_LEN], outcome[S_WORD_LEN];
     if (sscanf(text, "test hook: pid %d runs job %" SCNu64 " attempt %u (order %" SCNd64 ")", &pid,
@@ -149,6 +168,10 @@ static void s_line(oq_worklog_t *self, const char *line, oq_worklog_fn fn, void 
     } else if (sscanf(text, "job %" SCNu64 ": order %" SCNd64 " was already granted", &job,
                       &order) == 2) {
         self->already++;
+    } else if (s_death(text, &pid, &status)) {
+        if (s_grow((void **)&self->deaths, &self->death_cap, self->death_count,
+                   sizeof *self->deaths) == 0)
+            self->deaths[self->death_count++] = (oq_worklog_death_t){(pid_t)pid, status};
     } else if (sscanf(text,
                       "test hook: pausing after commit for %" SCNu64 " ms (job %" SCNu64
                       ", order %" SCNd64 ", pid %d)",
@@ -262,6 +285,12 @@ int oq_worklog_held_job(const oq_worklog_t *self, pid_t pid, int64_t t_ms, uint6
         return -1;
     *job_id = run->job_id;
     return 0;
+}
+
+size_t oq_worklog_deaths(const oq_worklog_t *self, const oq_worklog_death_t **deaths)
+{
+    *deaths = self->deaths;
+    return self->death_count;
 }
 
 size_t oq_worklog_runs(const oq_worklog_t *self)

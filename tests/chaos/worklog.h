@@ -64,6 +64,16 @@ size_t oq_worklog_already(const oq_worklog_t *self);
 /* Lines of the log's own kinds seen: handler runs that ended in retry. */
 size_t oq_worklog_retries(const oq_worklog_t *self);
 
+/* A worker process's end, as its supervisor logged it. */
+typedef struct {
+    pid_t pid;
+    int status; /* its exit status, or -signal if a signal ended it */
+} oq_worklog_death_t;
+
+/* The worker processes that ended, in log order. Borrowed; *deaths is
+   valid until the next poll. */
+size_t oq_worklog_deaths(const oq_worklog_t *self, const oq_worklog_death_t **deaths);
+
 /* Unix time now in ms, on the clock the log stamps use. */
 int64_t oq_worklog_now_ms(void);
 
