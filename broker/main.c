@@ -11,12 +11,12 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 
-#define S_MAX_QUEUE_FLAGS 64
-#define S_MAX_JOBS_LIMIT  1000000000
+#define S_MAX_QUEUE_FLAGS       64
+#define S_MAX_JOBS_LIMIT        1000000000
 #define S_MAX_COMPACT_MIN_BYTES (1LL << 50)
 #define S_MS_PER_S              1000
-#define S_STR_(x)         #x
-#define S_STR(x)          S_STR_(x)
+#define S_STR_(x)               #x
+#define S_STR(x)                S_STR_(x)
 
 static void s_usage(FILE *out)
 {

@@ -5,10 +5,10 @@
 
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS  14
-#define S_WORKER_FIELDS 6
-#define S_JOB_FIELDS    8
-#define S_TYPE_FIELDS   5
+#define S_QUEUE_FIELDS   14
+#define S_WORKER_FIELDS  6
+#define S_JOB_FIELDS     8
+#define S_TYPE_FIELDS    5
 #define S_JOURNAL_FIELDS 12
 
 static void s_key(msgpack_packer *pk, const char *key)

@@ -46,8 +46,8 @@ int oq_mpcheck(const void *data, size_t size, int max_depth, char *reason, size_
 
         NEED(1);
         uint8_t b = p[pos++];
-        uint64_t skip = 0;      /* bytes of data that follow */
-        uint64_t children = 0;  /* values inside, for containers */
+        uint64_t skip = 0;     /* bytes of data that follow */
+        uint64_t children = 0; /* values inside, for containers */
         int container = 0;
 
         if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
@@ -62,28 +62,102 @@ int oq_mpcheck(const void *data, size_t size, int max_depth, char *reason, size_
             skip = b & 0x1f;
         } else {
             switch (b) {
-            case 0xc4: case 0xd9: NEED(1); skip = s_be(p + pos, 1); pos += 1; break;
-            case 0xc5: case 0xda: NEED(2); skip = s_be(p + pos, 2); pos += 2; break;
-            case 0xc6: case 0xdb: NEED(4); skip = s_be(p + pos, 4); pos += 4; break;
-            case 0xc7: NEED(1); skip = s_be(p + pos, 1) + 1; pos += 1; break;
-            case 0xc8: NEED(2); skip = s_be(p + pos, 2) + 1; pos += 2; break;
-            case 0xc9: NEED(4); skip = s_be(p + pos, 4) + 1; pos += 4; break;
-            case 0xca: skip = 4; break;
-            case 0xcb: skip = 8; break;
-            case 0xcc: case 0xd0: skip = 1; break;
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xce: case 0xd2: skip = 4; break;
-            case 0xcf: case 0xd3: skip = 8; break;
-            case 0xd4: skip = 2; break;
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xdc: NEED(2); children = s_be(p + pos, 2); pos += 2; container = 1; break;
-            case 0xdd: NEED(4); children = s_be(p + pos, 4); pos += 4; container = 1; break;
-            case 0xde: NEED(2); children = 2 * s_be(p + pos, 2); pos += 2; container = 1; break;
-            case 0xdf: NEED(4); children = 2 * s_be(p + pos, 4); pos += 4; container = 1; break;
-            default: FAIL("reserved msgpack type byte 0x%02x at byte %zu", b, pos - 1);
+            case 0xc4:
+            case 0xd9:
+                NEED(1);
+                skip = s_be(p + pos, 1);
+                pos += 1;
+                break;
+            case 0xc5:
+            case 0xda:
+                NEED(2);
+                skip = s_be(p + pos, 2);
+                pos += 2;
+                break;
+            case 0xc6:
+            case 0xdb:
+                NEED(4);
+                skip = s_be(p + pos, 4);
+                pos += 4;
+                break;
+            case 0xc7:
+                NEED(1);
+                skip = s_be(p + pos, 1) + 1;
+                pos += 1;
+                break;
+            case 0xc8:
+                NEED(2);
+                skip = s_be(p + pos, 2) + 1;
+                pos += 2;
+                break;
+            case 0xc9:
+                NEED(4);
+                skip = s_be(p + pos, 4) + 1;
+                pos += 4;
+                break;
+            case 0xca:
+                skip = 4;
+                break;
+            case 0xcb:
+                skip = 8;
+                break;
+            case 0xcc:
+            case 0xd0:
+                skip = 1;
+                break;
+            case 0xcd:
+            case 0xd1:
+                skip = 2;
+                break;
+            case 0xce:
+            case 0xd2:
+                skip = 4;
+                break;
+            case 0xcf:
+            case 0xd3:
+                skip = 8;
+                break;
+            case 0xd4:
+                skip = 2;
+                break;
+            case 0xd5:
+                skip = 3;
+                break;
+            case 0xd6:
+                skip = 5;
+                break;
+            case 0xd7:
+                skip = 9;
+                break;
+            case 0xd8:
+                skip = 17;
+                break;
+            case 0xdc:
+                NEED(2);
+                children = s_be(p + pos, 2);
+                pos += 2;
+                container = 1;
+                break;
+            case 0xdd:
+                NEED(4);
+                children = s_be(p + pos, 4);
+                pos += 4;
+                container = 1;
+                break;
+            case 0xde:
+                NEED(2);
+                children = 2 * s_be(p + pos, 2);
+                pos += 2;
+                container = 1;
+                break;
+            case 0xdf:
+                NEED(4);
+                children = 2 * s_be(p + pos, 4);
+                pos += 4;
+                container = 1;
+                break;
+            default:
+                FAIL("reserved msgpack type byte 0x%02x at byte %zu", b, pos - 1);
             }
         }
         if (container) {

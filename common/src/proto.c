@@ -169,9 +169,8 @@ static int s_get_uint(s_errctx_t *ctx, const msgpack_object *map, const char *ke
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be a non-negative integer", key);
     if (o->via.u64 < min || o->via.u64 > max)
-        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is %llu, must be between %llu and %llu",
-               key, (unsigned long long)o->via.u64, (unsigned long long)min,
-               (unsigned long long)max);
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is %llu, must be between %llu and %llu", key,
+               (unsigned long long)o->via.u64, (unsigned long long)min, (unsigned long long)max);
     *out = o->via.u64;
     return 0;
 }
@@ -204,7 +203,7 @@ static int s_seconds_to_ms(s_errctx_t *ctx, const msgpack_object *o, const char 
     double ms;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
         ms = o->via.u64 > (uint64_t)(max_ms / 1000 + 1) ? (double)max_ms + 1000.0
-                                                         : (double)o->via.u64 * 1000.0;
+                                                        : (double)o->via.u64 * 1000.0;
     else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
         ms = o->via.f64 * 1000.0;
     else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
@@ -295,8 +294,8 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
         msgpack_pack_object(&pk, *payload);
     }
     if (msg->payload_.size > OQ_MAX_PAYLOAD_BYTES)
-        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d",
-               msg->payload_.size, OQ_MAX_PAYLOAD_BYTES);
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", msg->payload_.size,
+               OQ_MAX_PAYLOAD_BYTES);
     j->payload = (const uint8_t *)msg->payload_.data;
     j->payload_len = msg->payload_.size;
 

@@ -5,14 +5,14 @@
 #define ONCEQ_LIMITS_H
 
 /* Wire protocol */
-#define OQ_PROTO_VERSION       1
-#define OQ_MAX_FRAME_BYTES     (1024 * 1024) /* one message body */
+#define OQ_PROTO_VERSION   1
+#define OQ_MAX_FRAME_BYTES (1024 * 1024) /* one message body */
 /* Messages up to this size are read and answered with too_large; beyond it
    libzmq drops the connection instead of buffering an unbounded frame. */
 #define OQ_MAX_WIRE_MSG_BYTES  (4 * OQ_MAX_FRAME_BYTES)
-#define OQ_MAX_PAYLOAD_BYTES   (256 * 1024)  /* a job's encoded payload map */
-#define OQ_MAX_NAME_LEN        64            /* job type, queue name, worker name */
-#define OQ_MAX_ERROR_LEN       1024          /* error text in an ack or error reply */
+#define OQ_MAX_PAYLOAD_BYTES   (256 * 1024) /* a job's encoded payload map */
+#define OQ_MAX_NAME_LEN        64           /* job type, queue name, worker name */
+#define OQ_MAX_ERROR_LEN       1024         /* error text in an ack or error reply */
 #define OQ_MAX_DISPATCH_ID_LEN 64
 #define OQ_MAX_BACKOFF_STEPS   16
 #define OQ_MAX_DEPTH           32 /* nesting of maps and arrays in one message */
@@ -38,7 +38,7 @@
 #define OQ_DEFAULT_BACK_ENDPOINT  "tcp://127.0.0.1:7751"
 #define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
 #define OQ_MAX_QUEUES             1024
-#define OQ_MAX_TYPES              4096 /* distinct job types counted in stats */
+#define OQ_MAX_TYPES              4096  /* distinct job types counted in stats */
 #define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
@@ -79,11 +79,11 @@
 #define OQ_MAX_HEARTBEAT_MS     60000
 
 /* Worker */
-#define OQ_RECONNECT_MIN_MS      250
-#define OQ_RECONNECT_MAX_MS      8000
-#define OQ_EXIT_TIMEOUT          3  /* worker exit status after a handler overran */
-#define OQ_EXIT_BROKEN           4  /* worker exit status after a fatal setup error */
-#define OQ_SUPERVISOR_RESTART_MS 200 /* first delay before restarting a dead worker */
+#define OQ_RECONNECT_MIN_MS         250
+#define OQ_RECONNECT_MAX_MS         8000
+#define OQ_EXIT_TIMEOUT             3   /* worker exit status after a handler overran */
+#define OQ_EXIT_BROKEN              4   /* worker exit status after a fatal setup error */
+#define OQ_SUPERVISOR_RESTART_MS    200 /* first delay before restarting a dead worker */
 #define OQ_SUPERVISOR_MAX_PROCESSES 256
 
 /* Client */

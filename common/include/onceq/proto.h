@@ -59,7 +59,12 @@ typedef enum {
     OQ_ERR_COUNT_
 } oq_err_t;
 
-typedef enum { OQ_OUTCOME_OK = 1, OQ_OUTCOME_RETRY, OQ_OUTCOME_FAIL, OQ_OUTCOME_TIMEOUT } oq_outcome_t;
+typedef enum {
+    OQ_OUTCOME_OK = 1,
+    OQ_OUTCOME_RETRY,
+    OQ_OUTCOME_FAIL,
+    OQ_OUTCOME_TIMEOUT
+} oq_outcome_t;
 
 typedef enum { OQ_RESULT_NONE = 0, OQ_RESULT_APPLIED, OQ_RESULT_ALREADY_APPLIED } oq_result_t;
 
@@ -106,18 +111,18 @@ typedef struct {
 typedef struct {
     oq_cmd_t cmd;
     bool has_req;
-    uint64_t req;      /* request id, echoed in front-socket replies */
-    oq_job_msg_t job;  /* dispatch, job */
-    oq_ack_msg_t ack;  /* ack */
-    uint64_t id;       /* dispatched, requeue, requeued */
-    uint32_t credit;   /* ready */
-    oq_str_t name;     /* ready: worker name; failed: queue filter */
-    uint32_t pid;      /* ready */
-    uint32_t limit;    /* failed */
+    uint64_t req;                    /* request id, echoed in front-socket replies */
+    oq_job_msg_t job;                /* dispatch, job */
+    oq_ack_msg_t ack;                /* ack */
+    uint64_t id;                     /* dispatched, requeue, requeued */
+    uint32_t credit;                 /* ready */
+    oq_str_t name;                   /* ready: worker name; failed: queue filter */
+    uint32_t pid;                    /* ready */
+    uint32_t limit;                  /* failed */
     uint32_t heartbeat_ms, liveness; /* welcome */
-    oq_err_t err_code; /* error */
-    oq_str_t err_text; /* error, reconnect */
-    msgpack_object root; /* the whole decoded map (for stats and failed replies) */
+    oq_err_t err_code;               /* error */
+    oq_str_t err_text;               /* error, reconnect */
+    msgpack_object root;             /* the whole decoded map (for stats and failed replies) */
     /* private */
     msgpack_unpacked unpacked_;
     msgpack_sbuffer payload_;
