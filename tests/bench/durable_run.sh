@@ -42,12 +42,10 @@ REPLAY_POLL_MAX=60000  # ping attempts while timing a replay (each about PING_TI
 WARMUP_JOBS=200
 MAX_JOBS_HELD=4000000  # the broker's --max-jobs for the fill runs
 
-die() { echo "durable_run.sh: $*" >&2; exit 1; }
+SCRIPT=durable_run.sh
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
-binary() {
-    local name=$1 subdir=$2
-    if [[ -x $BUILD/bin/$name ]]; then echo "$BUILD/bin/$name"; else echo "$BUILD/$subdir/$name"; fi
-}
 BROKER_BIN=$(binary onceq-broker broker)
 WORKER_BIN=$(binary onceq-worker worker)
 CLI_BIN=$(binary onceq common)
@@ -67,70 +65,11 @@ BROKER_PID=""
 WORKER_PID=""
 BEANSTALKD_PID=""
 OK=0
+install_cleanup
 
-wait_gone() {
-    for ((i = 0; i < STOP_GRACE_TRIES; i++)); do
-        kill -0 -- "$1" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-stop_pid() { # stop_pid PID [SIGNAL]
-    local pid=$1 sig=${2:-TERM}
-    [[ -n $pid ]] || return 0
-    kill -"$sig" "$pid" 2>/dev/null || true
-    if ! wait_gone "$pid"; then
-        echo "durable_run.sh: pid $pid ignored SIG$sig, sending SIGKILL" >&2
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-    if kill -0 -- "-$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null || true
-        wait_gone "-$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
-    fi
-}
-
-cleanup() {
-    stop_pid "$WORKER_PID"
-    stop_pid "$BROKER_PID"
-    stop_pid "$BEANSTALKD_PID"
-    if ((OK)); then
-        rm -rf "$WORKDIR"
-    else
-        echo "durable_run.sh: failed; logs kept in $WORKDIR" >&2
-        for log in "$WORKDIR"/*.log; do
-            [[ -f $log ]] || continue
-            echo "---- $log (last lines)" >&2
-            tail -n 20 "$log" >&2
-        done
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 now_ms() { date +%s%3N; }
 
-field() {
-    local pair
-    for pair in $1; do
-        if [[ $pair == "$2="* ]]; then
-            echo "${pair#*=}"
-            return 0
-        fi
-    done
-    die "no $2 in result line: $1"
-}
-
-median() {
-    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-        END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", kb * 1024 / n; else print "-" }'; }
 
 # ---- onceq ---------------------------------------------------------------

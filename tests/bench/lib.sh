@@ -1,0 +1,86 @@
+# Helpers shared by the benchmark scripts (run.sh, durable_run.sh). Sourced,
+# not run. The caller sets SCRIPT (its name, for messages), BUILD,
+# STOP_GRACE_TRIES, PORT_BASE, PORT_SPAN, and WORKDIR, BROKER_PID, WORKER_PID,
+# BEANSTALKD_PID and OK before the traps fire.
+
+die() { echo "$SCRIPT: $*" >&2; exit 1; }
+
+# A binary of the build: in BUILD/bin (the tree's layout), or else next to
+# the CMakeLists.txt that declares it.
+binary() {
+    local name=$1 subdir=$2
+    if [[ -x $BUILD/bin/$name ]]; then echo "$BUILD/bin/$name"; else echo "$BUILD/$subdir/$name"; fi
+}
+
+# Stop one process we started: SIGTERM (or the given signal), wait, SIGKILL
+# if it will not go. Servers run in a session of their own (setsid), so
+# whatever a worker supervisor left behind is found in its process group and
+# stopped too.
+wait_gone() { # wait_gone KILL-TARGET: up to STOP_GRACE_TRIES x 0.1 s
+    for ((i = 0; i < STOP_GRACE_TRIES; i++)); do
+        kill -0 -- "$1" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+stop_pid() { # stop_pid PID [SIGNAL]
+    local pid=$1 sig=${2:-TERM}
+    [[ -n $pid ]] || return 0
+    kill -"$sig" "$pid" 2>/dev/null || true
+    if ! wait_gone "$pid"; then
+        echo "$SCRIPT: pid $pid ignored SIG$sig, sending SIGKILL" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        echo "$SCRIPT: processes left in group $pid, stopping them" >&2
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        wait_gone "-$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+}
+
+# Stop every server, and keep the logs of a failed run.
+cleanup() {
+    stop_pid "$WORKER_PID"
+    stop_pid "$BROKER_PID"
+    stop_pid "$BEANSTALKD_PID"
+    if ((OK)); then
+        rm -rf "$WORKDIR"
+    else
+        echo "$SCRIPT: failed; logs kept in $WORKDIR" >&2
+        for log in "$WORKDIR"/*.log; do
+            [[ -f $log ]] || continue
+            echo "---- $log (last lines)" >&2
+            tail -n 20 "$log" >&2
+        done
+    fi
+}
+# Call once WORKDIR and the *_PID variables exist.
+install_cleanup() {
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
+
+# field LINE KEY: the value of KEY=... in a result line.
+field() {
+    local pair
+    for pair in $1; do
+        if [[ $pair == "$2="* ]]; then
+            echo "${pair#*=}"
+            return 0
+        fi
+    done
+    die "no $2 in result line: $1"
+}
+
+# median V...: the middle value (mean of the two middle ones for an even count).
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+        END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
