@@ -24,9 +24,12 @@
     durable: a job lost with an unwritten record was never confirmed.
 
     Disk errors. While the journal cannot write, dispatches are refused with
-    "unavailable" (naming the OS error), replies already promised wait in the
-    outbox, and workers are served as usual: their acks only add records,
-    which wait in memory until a write succeeds. */
+    "unavailable" (naming the OS error), replies waiting in the outbox are
+    answered "unavailable" at once (their records are not durable), and
+    workers are served as usual: their acks only add records, which wait in
+    memory until a write succeeds. On a full disk the journal frees its
+    reserve and a compaction may run whatever its thresholds; dispatches are
+    accepted again once the reserve is back, with no operator action. */
 #include "broker.h"
 
 #include <assert.h>
@@ -80,7 +83,8 @@ oq_broker_config_t oq_broker_config_default(void)
         .engine = oq_engine_config_default(),
         .journal = {.dir = OQ_DEFAULT_DATA_DIR,
                     .fsync = OQ_FSYNC_ALWAYS,
-                    .fsync_interval_ms = OQ_DEFAULT_FSYNC_INTERVAL_MS},
+                    .fsync_interval_ms = OQ_DEFAULT_FSYNC_INTERVAL_MS,
+                    .reserve_bytes = OQ_DEFAULT_DISK_RESERVE_BYTES},
         .compact = {.min_bytes = OQ_DEFAULT_COMPACT_MIN_BYTES, .ratio = OQ_DEFAULT_COMPACT_RATIO},
         .dedupe_window_ms = OQ_DEFAULT_DEDUPE_WINDOW_MS,
         .dedupe_max = OQ_MAX_DEDUPE_ENTRIES,
@@ -336,8 +340,8 @@ static bool s_can_promise(oq_broker_t *self, const s_envelope_t *env, int64_t re
    journal is durable up to needs. */
 static void s_promise(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t needs)
 {
-    int rc = oq_outbox_add(self->outbox, needs, env->identity, env->identity_len, env->delimiter,
-                           self->out.data, self->out.size);
+    int rc = oq_outbox_add(self->outbox, needs, req, env->identity, env->identity_len,
+                           env->delimiter, self->out.data, self->out.size);
     msgpack_sbuffer_clear(&self->out);
     if (rc < 0)
         s_reply_error(self, self->front, env, req, OQ_ERR_INTERNAL,
@@ -647,19 +651,42 @@ static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, b
     return rc < 0 ? -1 : 0;
 }
 
+/* A reply that waited for a record the journal cannot write. */
+static void s_outbox_reject(void *ctx, const void *identity, size_t identity_len, bool delimiter,
+                            int64_t req)
+{
+    oq_broker_t *self = ctx;
+    char text[OQ_MAX_ERROR_LEN];
+    snprintf(text, sizeof text,
+             "the broker could not make this request durable (%s): it is not confirmed and "
+             "may be lost on a restart; send it again (with the same dispatch_id) once "
+             "dispatches are accepted",
+             oq_journal_error(self->journal));
+    oq_proto_encode_error(&self->out, req, OQ_ERR_UNAVAILABLE, text);
+    s_send(self, self->front, identity, identity_len, delimiter);
+}
+
 /* Once per turn, for everything the turn did: start a compaction if one is
-   due, write (and under the policy fsync) the turn's records, then send the
-   replies whose records are durable. */
+   due (on a full disk, whenever it would shrink the file), write (and under
+   the policy fsync) the turn's records, then send the replies whose records
+   are durable; if the write failed, answer the others "unavailable" now. */
 static void s_before_sleep(oq_broker_t *self)
 {
     uint64_t durable = UINT64_MAX;
+    bool failing = false;
     if (self->journal) {
-        if (oq_journal_healthy(self->journal) && oq_compact_due(self->compact))
+        if (oq_journal_healthy(self->journal) ? oq_compact_due(self->compact)
+                                              : oq_compact_reclaim_due(self->compact))
             oq_compact_start(self->compact);
-        oq_journal_flush(self->journal, oq_outbox_needs(self->outbox));
+        failing = oq_journal_flush(self->journal, oq_outbox_needs(self->outbox)) < 0;
         durable = oq_journal_durable(self->journal);
     }
     oq_outbox_flush(self->outbox, durable, s_outbox_send, self);
+    if (failing && oq_outbox_count(self->outbox)) {
+        size_t n = oq_outbox_reject(self->outbox, s_outbox_reject, self);
+        oq_warn("answered %zu waiting request(s) \"unavailable\": %s", n,
+                oq_journal_error(self->journal));
+    }
     oq_dedupe_expire(self->dedupe, oq_clock_wall_ms(self->clock));
 }
 

@@ -39,6 +39,9 @@
 #include "record.h"
 
 #define S_REASON_LEN 4400
+/* On a full disk, compact whenever the snapshot would take at most half the
+   file, whatever --compact-min-bytes and --compact-ratio say. */
+#define S_RECLAIM_FACTOR 2
 
 /* What the child reports through its pipe. */
 typedef struct {
@@ -130,6 +133,17 @@ bool oq_compact_due(const oq_compact_t *self)
     return size >= self->config.min_bytes && size > live * self->config.ratio;
 }
 
+bool oq_compact_reclaim_due(const oq_compact_t *self)
+{
+    if (self->child > 0 || oq_clock_now_ms(self->clock) < self->retry_at_ms)
+        return false;
+    uint64_t size = oq_journal_file_bytes(self->journal);
+    uint64_t live = oq_journal_live_bytes(self->journal) +
+                    oq_dedupe_count(self->dedupe) * oq_record_dedupe_bytes() +
+                    OQ_RECORD_HEADER_BYTES;
+    return size >= live * S_RECLAIM_FACTOR;
+}
+
 /* ---- the snapshot ---- */
 
 typedef struct {
@@ -203,6 +217,9 @@ int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header
     msgpack_sbuffer_init(&s.buf);
     oq_record_header_t h = *header;
     h.version = OQ_JOURNAL_FORMAT_VERSION; /* a snapshot is written in the current format */
+    /* A new file gets its own creation time: the durable mark names the
+       file it is about by it. */
+    h.created_ms = now_ms > header->created_ms ? now_ms : header->created_ms + 1;
     uint8_t head[OQ_RECORD_HEADER_BYTES];
     oq_record_header_encode(&h, head);
     s_check(&s, msgpack_sbuffer_write(&s.buf, (const char *)head, sizeof head));

@@ -37,6 +37,11 @@ void oq_compact_destroy(oq_compact_t **self_p);
    and the journal is over both the minimum and ratio x the live state. */
 bool oq_compact_due(const oq_compact_t *self);
 
+/* The disk is full (the journal's reserve is released): true if no
+   compaction runs, none failed in the last OQ_COMPACT_RETRY_MS, and a
+   snapshot would take at most half the file, whatever the thresholds. */
+bool oq_compact_reclaim_due(const oq_compact_t *self);
+
 /* Start a compaction: fork the child that writes the snapshot. 0, or -1
    (logged; tried again after OQ_COMPACT_RETRY_MS). */
 int oq_compact_start(oq_compact_t *self);

@@ -36,6 +36,8 @@
 #define S_JOURNAL_NAME "journal"
 #define S_TMP_NAME     "journal.tmp"
 #define S_LOCK_NAME    "lock"
+#define S_MARK_NAME    "journal.durable"
+#define S_RESERVE_NAME "reserve"
 #define S_PID_TEXT_LEN 32
 
 struct oq_journal {
@@ -43,10 +45,20 @@ struct oq_journal {
     const oq_disk_ops_t *ops;
     const oq_clock_t *clock;
     char dir[S_DIR_LEN];
-    char path[S_PATH_LEN];     /* dir/journal */
-    char tmp_path[S_PATH_LEN]; /* dir/journal.tmp */
-    int fd;                    /* the journal */
-    int lock_fd;               /* dir/lock, flock()ed while open */
+    char path[S_PATH_LEN];         /* dir/journal */
+    char tmp_path[S_PATH_LEN];     /* dir/journal.tmp */
+    char mark_path[S_PATH_LEN];    /* dir/journal.durable */
+    char reserve_path[S_PATH_LEN]; /* dir/reserve */
+    int mark_fd;
+    bool has_mark;         /* a mark for this file was found at open */
+    uint64_t mark_at_open; /* what it said */
+    uint64_t marked;       /* the offset the mark holds now */
+    bool mark_failing;     /* the last mark write failed (logged once) */
+    bool reserve_held;     /* the reserve file is allocated (or none is configured) */
+    int64_t reserve_retry_at_ms;
+    char reserve_error[S_ERROR_LEN];
+    int fd;      /* the journal */
+    int lock_fd; /* dir/lock, flock()ed while open */
     oq_record_header_t header;
     msgpack_sbuffer buf;  /* appended, not yet durable (see the top) */
     size_t written;       /* bytes of buf in the file */
@@ -78,7 +90,18 @@ static int s_sys_fsync(void *ctx, int fd)
     return fsync(fd);
 }
 
-static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL};
+static int s_sys_allocate(void *ctx, int fd, off_t len)
+{
+    (void)ctx;
+    int rc = posix_fallocate(fd, 0, len); /* returns the error, errno untouched */
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL, s_sys_allocate};
 
 const oq_disk_ops_t *oq_disk_ops_system(void)
 {
@@ -133,6 +156,133 @@ static int s_fsync_dir(const oq_disk_ops_t *ops, const char *dir)
     close(fd);
     errno = saved;
     return rc;
+}
+
+/* ---- the durable mark ---- */
+
+/* Record that the file is durable up to offset. Not fsynced: after a
+   machine crash the mark may be older, never ahead of the journal. */
+static void s_mark(oq_journal_t *self, uint64_t offset)
+{
+    if (self->mark_fd < 0 || offset == self->marked)
+        return;
+    oq_record_mark_t m = {self->header.created_ms, offset};
+    uint8_t bytes[OQ_RECORD_MARK_BYTES];
+    oq_record_mark_encode(&m, bytes);
+    if (pwrite(self->mark_fd, bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
+        if (!self->mark_failing)
+            oq_warn("cannot write %s: %s (replay can then tell damage from a torn tail only "
+                    "by the records after it)",
+                    self->mark_path, strerror(errno));
+        self->mark_failing = true;
+        return;
+    }
+    self->mark_failing = false;
+    self->marked = offset;
+}
+
+/* Read the mark left by the last broker, if it is about this file. */
+static void s_read_mark(oq_journal_t *self)
+{
+    self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    if (self->mark_fd < 0) {
+        oq_warn("cannot open %s: %s", self->mark_path, strerror(errno));
+        return;
+    }
+    uint8_t bytes[OQ_RECORD_MARK_BYTES];
+    ssize_t n = pread(self->mark_fd, bytes, sizeof bytes, 0);
+    oq_record_mark_t m;
+    char why[128];
+    if (n <= 0)
+        return; /* new: a first start, or a journal written by an older broker */
+    if (oq_record_mark_decode(bytes, (size_t)n, &m, why, sizeof why) < 0) {
+        oq_warn("%s: %s; ignored (damage at the journal's end is then told from a torn "
+                "write only by the records after it)",
+                self->mark_path, why);
+        return;
+    }
+    if (m.created_ms != self->header.created_ms) {
+        oq_warn("%s belongs to another journal file (created at %lld, this one at %lld); "
+                "ignored",
+                self->mark_path, (long long)m.created_ms, (long long)self->header.created_ms);
+        return;
+    }
+    self->has_mark = true;
+    self->mark_at_open = self->marked = m.durable_bytes;
+}
+
+bool oq_journal_mark(const oq_journal_t *self, uint64_t *durable_bytes)
+{
+    *durable_bytes = self->mark_at_open;
+    return self->has_mark;
+}
+
+/* ---- the disk reserve ---- */
+
+static bool s_no_space(int err)
+{
+    return err == ENOSPC || err == EDQUOT;
+}
+
+/* Allocate the reserve file. Logs the change when it comes back. */
+static void s_reserve_make(oq_journal_t *self)
+{
+    if (self->config.reserve_bytes == 0) {
+        self->reserve_held = true;
+        return;
+    }
+    int64_t now = oq_clock_now_ms(self->clock);
+    int fd = open(self->reserve_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    int err = 0;
+    if (fd < 0)
+        err = errno;
+    else if (self->ops->allocate
+                 ? self->ops->allocate(self->ops->ctx, fd, (off_t)self->config.reserve_bytes) < 0
+                 : s_sys_allocate(NULL, fd, (off_t)self->config.reserve_bytes) < 0)
+        err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (err) {
+        /* A partial allocation would only take space from the journal. */
+        unlink(self->reserve_path);
+        self->reserve_retry_at_ms = now + OQ_JOURNAL_RESERVE_RETRY_MS;
+        char text[S_ERROR_LEN];
+        snprintf(text, sizeof text,
+                 "cannot allocate the %llu-byte disk reserve %s: %s; dispatches are refused "
+                 "until that much space is free (see --disk-reserve-bytes)",
+                 (unsigned long long)self->config.reserve_bytes, self->reserve_path, strerror(err));
+        if (strcmp(text, self->reserve_error) != 0)
+            oq_error("%s", text);
+        snprintf(self->reserve_error, sizeof self->reserve_error, "%s", text);
+        self->reserve_held = false;
+        return;
+    }
+    if (!self->reserve_held && self->reserve_error[0])
+        oq_info("the %llu-byte disk reserve is allocated again; dispatches are accepted",
+                (unsigned long long)self->config.reserve_bytes);
+    self->reserve_error[0] = 0;
+    self->reserve_held = true;
+}
+
+/* The disk is full: free the reserve so that the records waiting in memory
+   and a compaction fit. */
+static void s_reserve_release(oq_journal_t *self)
+{
+    if (!self->reserve_held || self->config.reserve_bytes == 0)
+        return;
+    unlink(self->reserve_path);
+    self->reserve_held = false;
+    self->reserve_retry_at_ms = oq_clock_now_ms(self->clock) + OQ_JOURNAL_RESERVE_RETRY_MS;
+    snprintf(self->reserve_error, sizeof self->reserve_error,
+             "the disk is full: the %llu-byte reserve %s was released for the journal and a "
+             "compaction; dispatches are refused until that much space is free again",
+             (unsigned long long)self->config.reserve_bytes, self->reserve_path);
+    oq_error("%s", self->reserve_error);
+}
+
+bool oq_journal_reserve_held(const oq_journal_t *self)
+{
+    return self->reserve_held;
 }
 
 /* ---- opening ---- */
@@ -233,7 +383,7 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
     self->config = *config;
     self->ops = config->ops ? config->ops : oq_disk_ops_system();
     self->clock = clock;
-    self->fd = self->lock_fd = -1;
+    self->fd = self->lock_fd = self->mark_fd = -1;
     msgpack_sbuffer_init(&self->buf);
     msgpack_sbuffer_init(&self->tee_buf);
     if (strlen(config->dir) >= sizeof self->dir) {
@@ -243,6 +393,8 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
     snprintf(self->dir, sizeof self->dir, "%s", config->dir);
     snprintf(self->path, sizeof self->path, "%s/%s", config->dir, S_JOURNAL_NAME);
     snprintf(self->tmp_path, sizeof self->tmp_path, "%s/%s", config->dir, S_TMP_NAME);
+    snprintf(self->mark_path, sizeof self->mark_path, "%s/%s", config->dir, S_MARK_NAME);
+    snprintf(self->reserve_path, sizeof self->reserve_path, "%s/%s", config->dir, S_RESERVE_NAME);
     self->last_sync_ms = oq_clock_now_ms(clock);
     if (s_mkdirs(self->dir) < 0) {
         snprintf(reason, reason_len, "cannot create data directory %s: %s", self->dir,
@@ -269,6 +421,14 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
     if (size < OQ_RECORD_HEADER_BYTES ? s_create_header(self, reason, reason_len) < 0
                                       : s_read_header(self, size, reason, reason_len) < 0)
         goto fail;
+    if (size < OQ_RECORD_HEADER_BYTES) {
+        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+        self->marked = UINT64_MAX;
+        s_mark(self, OQ_RECORD_HEADER_BYTES);
+    } else {
+        s_read_mark(self);
+    }
+    s_reserve_make(self);
     return self;
 fail:
     oq_journal_destroy(&self);
@@ -287,6 +447,8 @@ void oq_journal_destroy(oq_journal_t **self_p)
                      self->error);
         close(self->fd);
     }
+    if (self->mark_fd >= 0)
+        close(self->mark_fd);
     if (self->lock_fd >= 0)
         close(self->lock_fd); /* releases the lock */
     msgpack_sbuffer_destroy(&self->buf);
@@ -335,6 +497,7 @@ int oq_journal_truncate(oq_journal_t *self, uint64_t valid_bytes, char *reason, 
         return -1;
     }
     self->base = valid_bytes;
+    s_mark(self, valid_bytes);
     return 0;
 }
 
@@ -355,6 +518,10 @@ static void s_failed(oq_journal_t *self, const char *what, int err)
         self->failing_since_ms = now;
     self->failing = true;
     snprintf(self->error, sizeof self->error, "%s", text);
+    if (s_no_space(err) && self->reserve_held && self->config.reserve_bytes) {
+        s_reserve_release(self);
+        self->retry_at_ms = now; /* the room is there now */
+    }
 }
 
 static void s_recovered(oq_journal_t *self)
@@ -462,6 +629,7 @@ static void s_settle(oq_journal_t *self)
     msgpack_sbuffer_clear(&self->buf);
     self->written = 0;
     self->durable = self->appended;
+    s_mark(self, self->base);
 }
 
 /* Write the part of buf not in the file yet. */
@@ -495,6 +663,8 @@ static int s_fsync(oq_journal_t *self)
 int oq_journal_flush(oq_journal_t *self, uint64_t needs)
 {
     int64_t now = oq_clock_now_ms(self->clock);
+    if (!self->reserve_held && !self->failing && now >= self->reserve_retry_at_ms)
+        s_reserve_make(self);
     if (self->failing && now < self->retry_at_ms)
         return -1;
     if (s_write_pending(self) < 0)
@@ -532,19 +702,27 @@ int64_t oq_journal_next_deadline(const oq_journal_t *self)
 {
     if (self->failing)
         return self->retry_at_ms;
+    int64_t wake = -1;
     if (self->buf.size && self->config.fsync != OQ_FSYNC_OFF)
-        return self->last_sync_ms + self->config.fsync_interval_ms;
-    return -1;
+        wake = self->last_sync_ms + self->config.fsync_interval_ms;
+    if (!self->reserve_held && (wake < 0 || self->reserve_retry_at_ms < wake))
+        wake = self->reserve_retry_at_ms;
+    return wake;
 }
 
 bool oq_journal_healthy(const oq_journal_t *self)
 {
-    return !self->failing;
+    return !self->failing && self->reserve_held;
+}
+
+bool oq_journal_failing(const oq_journal_t *self)
+{
+    return self->failing;
 }
 
 const char *oq_journal_error(const oq_journal_t *self)
 {
-    return self->failing ? self->error : "";
+    return self->failing ? self->error : !self->reserve_held ? self->reserve_error : "";
 }
 
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self)
@@ -606,7 +784,9 @@ int oq_journal_switch(oq_journal_t *self, int fd, uint64_t bytes, char *reason, 
         oq_journal_tee_end(self);
         return -1;
     }
-    /* Renamed: from here on the new file is the journal, whatever happens. */
+    /* Renamed: from here on the new file is the journal, whatever happens.
+       Its header names it (a snapshot gets its own creation time), so the
+       durable mark written next is about it. */
     if (s_fsync_dir(self->ops, self->dir) < 0)
         oq_warn("cannot fsync directory %s after the compaction: %s (a machine crash now may "
                 "bring the old journal back, which is still whole)",
@@ -617,6 +797,14 @@ int oq_journal_switch(oq_journal_t *self, int fd, uint64_t bytes, char *reason, 
        they are durable, and the next append goes after the tee. */
     s_settle(self);
     self->base = bytes + self->tee_buf.size;
+    uint8_t head[OQ_RECORD_HEADER_BYTES];
+    char why[128];
+    oq_record_header_t header;
+    if (pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+        oq_record_header_decode(head, sizeof head, &header, why, sizeof why) == 0)
+        self->header = header;
+    self->marked = UINT64_MAX; /* the mark names the old file: write it whatever the offset */
+    s_mark(self, self->base);
     oq_journal_tee_end(self);
     self->last_sync_ms = oq_clock_now_ms(self->clock);
     s_recovered(self);

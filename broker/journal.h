@@ -16,6 +16,18 @@
     kernel may have dropped the dirty pages, so everything since the last good
     fsync is written again before the next one.
 
+    The durable mark. After every write or fsync that moves the durable
+    position, the file offset it reached is written into DIR/journal.durable
+    (not fsynced: it only ever lags, which keeps it a lower bound). Replay
+    uses it to tell a torn tail from damage: bytes below the mark were
+    durable, so a record there that fails to verify is damage.
+
+    The disk reserve. With reserve_bytes, a file DIR/reserve of that size is
+    allocated at open. A write that fails for lack of space (ENOSPC, EDQUOT)
+    deletes it, so the records waiting in memory and a compaction have room;
+    the journal counts as unhealthy (dispatches refused) until the reserve
+    can be allocated again, tried every OQ_JOURNAL_RESERVE_RETRY_MS.
+
     Disk writes and fsyncs go through a small table (oq_disk_ops_t) that
     tests replace to play a full disk. */
 #ifndef ONCEQ_JOURNAL_H
@@ -36,6 +48,9 @@ typedef struct {
     ssize_t (*pwrite)(void *ctx, int fd, const void *data, size_t len, off_t offset);
     int (*fsync)(void *ctx, int fd);
     void *ctx;
+    /* Allocate len bytes for fd (the disk reserve); 0, or -1 with errno.
+       NULL: posix_fallocate(3). */
+    int (*allocate)(void *ctx, int fd, off_t len);
 } oq_disk_ops_t;
 
 /* The real system calls. Borrowed. */
@@ -54,6 +69,7 @@ typedef struct {
     oq_fsync_t fsync;          /* policy */
     int64_t fsync_interval_ms; /* batch: the longest wait; always: for records no reply waits on */
     const oq_disk_ops_t *ops;  /* NULL: oq_disk_ops_system() */
+    uint64_t reserve_bytes;    /* the disk reserve (0: none); see "the disk reserve" above */
 } oq_journal_config_t;
 
 typedef struct oq_journal oq_journal_t;
@@ -84,6 +100,11 @@ int oq_journal_fd(const oq_journal_t *self);
 
 /* Bytes in the file once everything appended is written. */
 uint64_t oq_journal_file_bytes(const oq_journal_t *self);
+
+/* The durable mark found at open for this file: true with the offset the
+   file was durable up to, false if there was none (an older broker, a
+   first start, a mark for another file; logged at open). */
+bool oq_journal_mark(const oq_journal_t *self, uint64_t *durable_bytes);
 
 /* Replay found the valid records ending at valid_bytes: cut the rest off and
    fsync. 0, or -1 with a reason. */
@@ -119,10 +140,18 @@ int oq_journal_sync(oq_journal_t *self);
    -1 if it need not. */
 int64_t oq_journal_next_deadline(const oq_journal_t *self);
 
-/* False while writes or fsyncs fail; oq_journal_error then says why (the
-   OS error included). Borrowed text. */
+/* False while writes or fsyncs fail, or the disk reserve is not in place;
+   oq_journal_error then says why (the OS error included). Borrowed text. */
 bool oq_journal_healthy(const oq_journal_t *self);
+
+/* True while writes or fsyncs fail (records wait in memory). */
+bool oq_journal_failing(const oq_journal_t *self);
 const char *oq_journal_error(const oq_journal_t *self);
+
+/* True if no reserve is configured or it is in place; false while it is
+   released (or could not be allocated), when a compaction may run to
+   reclaim space whatever its size thresholds. */
+bool oq_journal_reserve_held(const oq_journal_t *self);
 
 /* Bytes appended and not yet durable. */
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self);

@@ -58,12 +58,18 @@ static void s_usage(FILE *out)
         "                         [ONCEQ_FSYNC] (default always)\n"
         "  --fsync-interval-ms N  batch: longest wait for an fsync; always: for records no\n"
         "                         reply waits on [ONCEQ_FSYNC_INTERVAL_MS] (default %d)\n"
-        "  --repair               start even if the journal is damaged: keep the records\n"
-        "                         before the damage, save the rest aside and drop it\n"
+        "  --repair               start even if the journal is damaged: keep every record\n"
+        "                         that verifies, save the damaged bytes to a side file\n"
+        "                         and report what was skipped\n"
         "  --compact-min-bytes N  never compact a journal smaller than this\n"
         "                         [ONCEQ_COMPACT_MIN_BYTES] (default %lld)\n"
         "  --compact-ratio R      compact when the journal is over R x the live jobs\n"
         "                         [ONCEQ_COMPACT_RATIO] (default %d)\n"
+        "  --disk-reserve-bytes N space kept free in the data dir (file DIR/reserve): on a\n"
+        "                         full disk it is released so that the journal and a\n"
+        "                         compaction fit, and dispatches resume by themselves once\n"
+        "                         it can be allocated again; 0: none\n"
+        "                         [ONCEQ_DISK_RESERVE_BYTES] (default %lld)\n"
         "  --dedupe-window S      a dispatch_id sent again within S seconds gets the first\n"
         "                         job's id [ONCEQ_DEDUPE_WINDOW] (default %lld)\n"
         "  --no-journal           keep jobs in memory only: a restart LOSES every job\n"
@@ -74,6 +80,7 @@ static void s_usage(FILE *out)
         OQ_DEFAULT_BACKOFF_MS / 1000, OQ_DEFAULT_HEARTBEAT_MS, OQ_DEFAULT_LIVENESS,
         OQ_DEFAULT_MAX_JOBS, OQ_DEFAULT_DATA_DIR, OQ_DEFAULT_FSYNC_INTERVAL_MS,
         (long long)OQ_DEFAULT_COMPACT_MIN_BYTES, OQ_DEFAULT_COMPACT_RATIO,
+        (long long)OQ_DEFAULT_DISK_RESERVE_BYTES,
         (long long)(OQ_DEFAULT_DEDUPE_WINDOW_MS / S_MS_PER_S));
 }
 
@@ -106,6 +113,7 @@ int main(int argc, char **argv)
         O_COMPACT_MIN,
         O_COMPACT_RATIO,
         O_DEDUPE_WINDOW,
+        O_DISK_RESERVE,
         O_NO_JOURNAL,
         O_HELP,
         O_VERSION
@@ -130,6 +138,7 @@ int main(int argc, char **argv)
         {"compact-min-bytes", required_argument, 0, O_COMPACT_MIN},
         {"compact-ratio", required_argument, 0, O_COMPACT_RATIO},
         {"dedupe-window", required_argument, 0, O_DEDUPE_WINDOW},
+        {"disk-reserve-bytes", required_argument, 0, O_DISK_RESERVE},
         {"no-journal", no_argument, 0, O_NO_JOURNAL},
         {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION},
@@ -139,7 +148,7 @@ int main(int argc, char **argv)
                *max_tries = NULL, *backoff = NULL, *heartbeat = NULL, *liveness = NULL,
                *max_jobs = NULL, *log_level = NULL, *data_dir = NULL, *fsync = NULL,
                *fsync_interval = NULL, *compact_min = NULL, *compact_ratio = NULL,
-               *dedupe_window = NULL;
+               *dedupe_window = NULL, *disk_reserve = NULL;
     bool repair = false, no_journal = false;
     const char *queues[S_MAX_QUEUE_FLAGS];
     int queue_count = 0;
@@ -206,6 +215,9 @@ int main(int argc, char **argv)
             break;
         case O_DEDUPE_WINDOW:
             dedupe_window = optarg;
+            break;
+        case O_DISK_RESERVE:
+            disk_reserve = optarg;
             break;
         case O_NO_JOURNAL:
             no_journal = true;
@@ -291,6 +303,11 @@ int main(int argc, char **argv)
         if (oq_config_uint(v, 2, OQ_MAX_COMPACT_RATIO, &u) < 0)
             return s_bad("--compact-ratio", v, "2 to " S_STR(OQ_MAX_COMPACT_RATIO));
         config.compact.ratio = (uint32_t)u;
+    }
+    if ((v = oq_config_str(disk_reserve, "ONCEQ_DISK_RESERVE_BYTES", NULL))) {
+        if (oq_config_uint(v, 0, OQ_MAX_DISK_RESERVE_BYTES, &u) < 0)
+            return s_bad("--disk-reserve-bytes", v, "a number of bytes (0: no reserve)");
+        config.journal.reserve_bytes = u;
     }
     if ((v = oq_config_str(dedupe_window, "ONCEQ_DEDUPE_WINDOW", NULL)) &&
         (oq_config_seconds(v, OQ_MAX_DEDUPE_WINDOW_MS, &config.dedupe_window_ms) < 0 ||

@@ -14,6 +14,7 @@
 
 typedef struct {
     uint64_t needs;
+    int64_t req;
     uint32_t body_len;
     uint8_t identity_len;
     uint8_t delimiter;
@@ -48,8 +49,8 @@ void oq_outbox_destroy(oq_outbox_t **self_p)
     *self_p = NULL;
 }
 
-int oq_outbox_add(oq_outbox_t *self, uint64_t needs, const void *identity, size_t identity_len,
-                  bool delimiter, const void *body, size_t body_len)
+int oq_outbox_add(oq_outbox_t *self, uint64_t needs, int64_t req, const void *identity,
+                  size_t identity_len, bool delimiter, const void *body, size_t body_len)
 {
     assert(identity_len <= S_MAX_IDENTITY && body_len <= UINT32_MAX);
     if (self->count >= self->max)
@@ -57,6 +58,7 @@ int oq_outbox_add(oq_outbox_t *self, uint64_t needs, const void *identity, size_
     s_head_t head;
     memset(&head, 0, sizeof head); /* no stray padding bytes in the buffer */
     head.needs = needs;
+    head.req = req;
     head.body_len = (uint32_t)body_len;
     head.identity_len = (uint8_t)identity_len;
     head.delimiter = delimiter;
@@ -98,6 +100,23 @@ size_t oq_outbox_flush(oq_outbox_t *self, uint64_t durable, oq_outbox_send_fn se
         self->start = 0;
     }
     return sent;
+}
+
+size_t oq_outbox_reject(oq_outbox_t *self, oq_outbox_reject_fn reject, void *ctx)
+{
+    size_t count = self->count;
+    size_t at = self->start;
+    for (size_t i = 0; i < count; i++) {
+        s_head_t head;
+        memcpy(&head, self->buf.data + at, sizeof head);
+        reject(ctx, self->buf.data + at + sizeof head, head.identity_len, head.delimiter, head.req);
+        at += sizeof head + head.identity_len + head.body_len;
+    }
+    msgpack_sbuffer_clear(&self->buf);
+    self->start = 0;
+    self->count = 0;
+    self->newest_needs = 0;
+    return count;
 }
 
 size_t oq_outbox_count(const oq_outbox_t *self)

@@ -24,10 +24,20 @@ oq_outbox_t *oq_outbox_new(size_t max_replies);
 /* Free it and every waiting reply; set *self_p to NULL. */
 void oq_outbox_destroy(oq_outbox_t **self_p);
 
-/* Keep a reply (bytes copied) until the journal is durable up to needs.
-   0, or -1 if the outbox is full or memory runs out. */
-int oq_outbox_add(oq_outbox_t *self, uint64_t needs, const void *identity, size_t identity_len,
-                  bool delimiter, const void *body, size_t body_len);
+/* Keep a reply (bytes copied) to request req until the journal is durable
+   up to needs. 0, or -1 if the outbox is full or memory runs out. */
+int oq_outbox_add(oq_outbox_t *self, uint64_t needs, int64_t req, const void *identity,
+                  size_t identity_len, bool delimiter, const void *body, size_t body_len);
+
+/* Answer a request whose reply cannot wait any longer. */
+typedef void (*oq_outbox_reject_fn)(void *ctx, const void *identity, size_t identity_len,
+                                    bool delimiter, int64_t req);
+
+/* The journal cannot write the records the waiting replies need: drop
+   every waiting reply, oldest first, calling reject for each so that its
+   peer gets an answer now instead of after the disk recovers. Returns how
+   many. */
+size_t oq_outbox_reject(oq_outbox_t *self, oq_outbox_reject_fn reject, void *ctx);
 
 /* Send, oldest first, every reply whose needs is at most durable. Returns
    how many went (or were dropped because their peer was gone). */

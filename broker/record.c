@@ -117,6 +117,48 @@ int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t 
     return 0;
 }
 
+/* ---- the durable mark ---- */
+
+#define S_MARK_VERSION_AT 8
+#define S_MARK_CREATED_AT 16
+#define S_MARK_DURABLE_AT 24
+#define S_MARK_CRC_AT     32
+#define S_MARK_VERSION    1
+
+_Static_assert(S_MARK_CRC_AT + 4 == OQ_RECORD_MARK_BYTES, "mark layout");
+
+void oq_record_mark_encode(const oq_record_mark_t *m, uint8_t out[OQ_RECORD_MARK_BYTES])
+{
+    memset(out, 0, OQ_RECORD_MARK_BYTES);
+    memcpy(out, OQ_RECORD_MARK_MAGIC, OQ_RECORD_MAGIC_BYTES);
+    s_store(out + S_MARK_VERSION_AT, S_MARK_VERSION, 4);
+    s_store(out + S_MARK_CREATED_AT, (uint64_t)m->created_ms, 8);
+    s_store(out + S_MARK_DURABLE_AT, m->durable_bytes, 8);
+    s_store(out + S_MARK_CRC_AT, oq_crc32c(0, out, S_MARK_CRC_AT), 4);
+}
+
+int oq_record_mark_decode(const uint8_t *data, size_t len, oq_record_mark_t *m, char *why,
+                          size_t why_len)
+{
+    if (len < OQ_RECORD_MARK_BYTES || memcmp(data, OQ_RECORD_MARK_MAGIC, OQ_RECORD_MAGIC_BYTES)) {
+        snprintf(why, why_len, "not a durable mark (%zu bytes)", len);
+        return -1;
+    }
+    if ((uint32_t)s_load(data + S_MARK_CRC_AT, 4) != oq_crc32c(0, data, S_MARK_CRC_AT)) {
+        snprintf(why, why_len, "a durable mark with a bad CRC");
+        return -1;
+    }
+    uint32_t version = (uint32_t)s_load(data + S_MARK_VERSION_AT, 4);
+    if (version != S_MARK_VERSION) {
+        snprintf(why, why_len, "a durable mark of version %u, this broker knows %d", version,
+                 S_MARK_VERSION);
+        return -1;
+    }
+    m->created_ms = (int64_t)s_load(data + S_MARK_CREATED_AT, 8);
+    m->durable_bytes = s_load(data + S_MARK_DURABLE_AT, 8);
+    return 0;
+}
+
 /* ---- framing ---- */
 
 oq_frame_t oq_record_frame(const uint8_t *data, size_t avail, size_t *frame_bytes)
@@ -134,6 +176,33 @@ oq_frame_t oq_record_frame(const uint8_t *data, size_t avail, size_t *frame_byte
     if (crc != oq_crc32c(0, data + OQ_RECORD_FRAME_BYTES, len))
         return OQ_FRAME_BAD_CRC;
     return OQ_FRAME_OK;
+}
+
+/* Types whose body has a small fixed size; a scan skips a candidate whose
+   length does not fit its type before computing any CRC. */
+#define S_SMALL_RECORD_MAX_BYTES 64
+
+bool oq_record_verify(const uint8_t *data, size_t avail, size_t *frame_bytes)
+{
+    if (avail < OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES)
+        return false;
+    uint32_t len = (uint32_t)s_load(data, 4);
+    int type = data[OQ_RECORD_FRAME_BYTES];
+    if (type < OQ_RECORD_DISPATCHED || type > OQ_RECORD_NEXT_ID || len < S_TYPE_BYTES + S_ID_BYTES)
+        return false;
+    if (type != OQ_RECORD_DISPATCHED && type != OQ_RECORD_FAILED && len > S_SMALL_RECORD_MAX_BYTES)
+        return false;
+    if (oq_record_frame(data, avail, frame_bytes) != OQ_FRAME_OK)
+        return false;
+    oq_record_t rec;
+    char why[8];
+    return oq_record_decode(data, *frame_bytes, &rec, why, sizeof why) == 0;
+}
+
+size_t oq_record_min_dispatched_bytes(void)
+{
+    /* Type and queue names are at least one byte each. */
+    return OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES + S_DISPATCHED_FIXED_BYTES + 2;
 }
 
 /* ---- decoding ---- */

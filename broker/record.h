@@ -72,6 +72,25 @@ void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_
 int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
                             size_t why_len);
 
+/* ---- the durable mark (the data directory's journal.durable) ---- */
+
+#define OQ_RECORD_MARK_MAGIC "ONCEQDUR"
+#define OQ_RECORD_MARK_BYTES 36
+
+/* The journal whose header says created_ms was durable up to durable_bytes
+   (a file offset) when the mark was written. */
+typedef struct {
+    int64_t created_ms;
+    uint64_t durable_bytes;
+} oq_record_mark_t;
+
+void oq_record_mark_encode(const oq_record_mark_t *m, uint8_t out[OQ_RECORD_MARK_BYTES]);
+
+/* 0, or -1 with why (not a mark, a bad CRC, a version this broker does not
+   know). */
+int oq_record_mark_decode(const uint8_t *data, size_t len, oq_record_mark_t *m, char *why,
+                          size_t why_len);
+
 /* ---- framing and decoding ---- */
 
 /* Look at the record starting at data, of which avail bytes are present.
@@ -84,6 +103,17 @@ oq_frame_t oq_record_frame(const uint8_t *data, size_t avail, size_t *frame_byte
    or with a field out of range. */
 int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
                      size_t why_len);
+
+/* True if a whole record starts at data (of which avail bytes are present):
+   a known type, a length that fits it, a good CRC and a body that decodes.
+   *frame_bytes gets its length. What a scan for the next good record after
+   damage tests at every offset: the cheap checks come first, and requiring
+   all four makes a false match in damaged bytes improbable. */
+bool oq_record_verify(const uint8_t *data, size_t avail, size_t *frame_bytes);
+
+/* The fewest bytes a DISPATCHED record takes: a gap of n damaged bytes can
+   have held at most n / this many job ids. */
+size_t oq_record_min_dispatched_bytes(void);
 
 /* The type's name, for messages. */
 const char *oq_record_type_name(int type);

@@ -2,13 +2,24 @@
     a buffer that always has room for the largest record, so every record is
     decoded from contiguous memory and the file is read once, front to back.
 
-    Torn or damaged. A crash while appending leaves at most the last record
+    Torn or damaged. A crash while appending leaves at most the last write
     incomplete: its bytes run past the end of the file, or they are all
     there but the CRC fails because part of them never reached the disk, or
-    the space is zeros (the file grew but its data did not land). All three
-    can only be at the very end. The same faults anywhere before the end
-    mean the file was damaged after it was written, and the records after
-    them cannot be trusted to be whole, so the start stops. */
+    the space is zeros (the file grew but its data did not land). A record
+    that fails to verify is taken for such a torn tail only if both hold:
+    it starts at or past the durable mark (bytes below it were durable, so
+    no crash can have torn them), and no record after it verifies (a torn
+    write is the last thing written; a good record after it proves the bad
+    one was damaged later). Anything else is damage: the start stops.
+
+    Repair. From damage, the scan tries every following offset until a
+    record verifies (known type, a length that fits it, good CRC, a body
+    that decodes), keeps it and goes on; the skipped bytes go to a side
+    file. With gaps in the middle the journal is then rewritten as a
+    snapshot of what was replayed (compact.h), so that the next start
+    reads a sound file. Job ids that may have been lost in a gap are never
+    handed out again: the next id moves past as many as the gap could have
+    held. */
 #include "replay.h"
 
 #include <errno.h>
@@ -22,6 +33,7 @@
 
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "compact.h"
 #include "record.h"
 
 #define S_BUF_BYTES                                                                                \
@@ -60,42 +72,52 @@ static bool s_more_in_file(const s_reader_t *r)
     return r->off + r->len < r->size;
 }
 
-/* True if every byte from offset to the end of the file is zero. */
-static bool s_zeros_to_end(int fd, uint64_t offset, uint64_t size)
+/* Append the file's bytes [from, to) to out. 0, or -1 with errno. */
+static int s_save_range(int fd, uint64_t from, uint64_t to, int out)
 {
     uint8_t chunk[S_COPY_CHUNK_BYTES];
-    while (offset < size) {
-        ssize_t n = pread(fd, chunk, sizeof chunk, (off_t)offset);
-        if (n <= 0)
-            return false;
-        for (ssize_t i = 0; i < n; i++)
-            if (chunk[i])
-                return false;
-        offset += (uint64_t)n;
+    while (from < to) {
+        size_t want = to - from < sizeof chunk ? (size_t)(to - from) : sizeof chunk;
+        ssize_t n = pread(fd, chunk, want, (off_t)from);
+        if (n <= 0 || write(out, chunk, (size_t)n) != n) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        from += (uint64_t)n;
     }
-    return true;
+    return 0;
 }
 
-/* Copy the file from offset to its end into path. 0, or -1 with errno. */
-static int s_save_tail(int fd, uint64_t offset, uint64_t size, const char *path)
+/* Go to file offset to (inside the buffer if it is there). */
+static void s_seek(s_reader_t *r, uint64_t to)
 {
-    int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0)
-        return -1;
-    uint8_t chunk[S_COPY_CHUNK_BYTES];
-    int rc = 0;
-    while (rc == 0 && offset < size) {
-        ssize_t n = pread(fd, chunk, sizeof chunk, (off_t)offset);
-        if (n <= 0 || write(out, chunk, (size_t)n) != n)
-            rc = -1;
-        offset += n > 0 ? (uint64_t)n : 0;
+    if (to >= r->off && to <= r->off + r->len) {
+        r->pos = (size_t)(to - r->off);
+    } else {
+        r->off = to;
+        r->len = r->pos = 0;
     }
-    if (rc == 0 && fsync(out) < 0)
-        rc = -1;
-    int saved = errno;
-    close(out);
-    errno = saved;
-    return rc;
+}
+
+/* The offset of the first record at or after from that verifies, or the
+   file's size if none does; UINT64_MAX if the file cannot be read. The
+   reader is left there. */
+static uint64_t s_find_record(s_reader_t *r, uint64_t from)
+{
+    s_seek(r, from);
+    for (;;) {
+        if (r->len - r->pos < OQ_RECORD_FRAME_BYTES + OQ_JOURNAL_MAX_RECORD_BYTES &&
+            s_more_in_file(r) && s_refill(r) < 0)
+            return UINT64_MAX;
+        uint64_t at = r->off + r->pos;
+        if (at >= r->size)
+            return r->size;
+        size_t frame;
+        if (oq_record_verify(r->buf + r->pos, r->len - r->pos, &frame))
+            return at;
+        r->pos++;
+    }
 }
 
 typedef struct {
@@ -186,37 +208,63 @@ static void s_live(void *ctx, const oq_job_view_t *job)
     *(uint64_t *)ctx += oq_record_dispatched_bytes(job);
 }
 
-/* Damage at offset: refuse, or with repair keep what precedes it. */
-static int s_damage(oq_journal_t *journal, s_reader_t *r, uint64_t at, const char *what,
-                    bool repair, int64_t now_ms, oq_replay_report_t *report, char *reason,
-                    size_t reason_len)
+/* Skip the damaged range [from, to): save it to the side file (opened on
+   the first gap) and report it. */
+static void s_skip(oq_journal_t *journal, s_reader_t *r, uint64_t from, uint64_t to,
+                   const char *what, int64_t now_ms, int *side_fd, oq_replay_report_t *report)
 {
-    uint64_t follow = r->size - at;
-    if (!repair) {
-        snprintf(reason, reason_len,
-                 "journal %s is damaged at byte %" PRIu64 " (%s); %" PRIu64
-                 " bytes from there to the end cannot be trusted. Nothing was changed. "
-                 "Start with --repair to keep the %" PRIu64 " bytes (%" PRIu64
-                 " records) before it and drop the rest (saved to a side file first)",
-                 oq_journal_path(journal), at, what, follow, at, report->records);
-        return -1;
+    if (report->gaps == 0) {
+        report->damaged_at = from;
+        snprintf(report->saved_to, sizeof report->saved_to, "%s.damaged-%lld",
+                 oq_journal_path(journal), (long long)now_ms);
+        *side_fd = open(report->saved_to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (*side_fd < 0) {
+            oq_warn("repair: cannot create %s: %s (the damaged bytes are not saved)",
+                    report->saved_to, strerror(errno));
+            report->saved_to[0] = 0;
+        }
     }
-    snprintf(report->saved_to, sizeof report->saved_to, "%s.damaged-%lld", oq_journal_path(journal),
-             (long long)now_ms);
-    if (s_save_tail(r->fd, at, r->size, report->saved_to) < 0) {
-        oq_warn("repair: cannot save the dropped bytes to %s: %s (dropping them anyway)",
+    if (*side_fd >= 0 && s_save_range(r->fd, from, to, *side_fd) < 0)
+        oq_warn("repair: cannot save bytes %" PRIu64 "-%" PRIu64 " to %s: %s", from, to,
                 report->saved_to, strerror(errno));
-        report->saved_to[0] = 0;
-    }
-    if (oq_journal_truncate(journal, at, reason, reason_len) < 0)
-        return -1;
-    report->damaged_at = at;
-    report->dropped_bytes = follow;
-    oq_warn("repair: journal %s was damaged at byte %" PRIu64 " (%s): kept the %" PRIu64
-            " bytes (%" PRIu64 " records) before it, dropped %" PRIu64
-            " bytes%s%s; jobs and outcomes recorded there are lost",
-            oq_journal_path(journal), at, what, at, report->records, follow,
+    if (report->gaps < OQ_REPLAY_MAX_RANGES)
+        report->ranges[report->gaps] = (oq_replay_range_t){from, to};
+    report->gaps++;
+    report->dropped_bytes += to - from;
+    oq_warn("repair: journal %s: skipped bytes %" PRIu64 " to %" PRIu64 " (%" PRIu64
+            " bytes: %s)%s%s; resuming at the next record that verifies",
+            oq_journal_path(journal), from, to, to - from, what,
             report->saved_to[0] ? ", saved to " : "", report->saved_to);
+}
+
+/* After repair skipped gaps: ids a gap may have held are never reused, and
+   the journal is rewritten from what was replayed (unless the only gap ran
+   to the end, which a cut removes). */
+static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *engine,
+                           oq_dedupe_t *dedupe, int64_t now_ms, oq_replay_report_t *report,
+                           char *reason, size_t reason_len)
+{
+    oq_engine_restore_next_id(engine, oq_engine_next_id(engine) +
+                                          report->dropped_bytes / oq_record_min_dispatched_bytes() +
+                                          1);
+    if (report->gaps == 1 && report->ranges[0].to == r->size)
+        return oq_journal_truncate(journal, report->ranges[0].from, reason, reason_len);
+    int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    uint64_t bytes = 0;
+    if (fd < 0 || oq_compact_snapshot(fd, oq_journal_ops(journal), oq_journal_header(journal),
+                                      engine, dedupe, now_ms, &bytes) < 0) {
+        snprintf(reason, reason_len, "repair: cannot write %s: %s", oq_journal_tmp_path(journal),
+                 strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(oq_journal_tmp_path(journal));
+        }
+        return -1;
+    }
+    oq_journal_tee_begin(journal);
+    if (oq_journal_switch(journal, fd, bytes, reason, reason_len) < 0)
+        return -1;
+    report->rewritten = true;
     return 0;
 }
 
@@ -235,16 +283,36 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
         return -1;
     }
     r.size = (uint64_t)st.st_size;
+    report->has_mark = oq_journal_mark(journal, &report->mark);
     s_apply_t apply = {
         engine,           dedupe, oq_journal_header(journal)->dedupe_key, oq_clock_wall_ms(clock),
         dedupe_window_ms, report};
+    const char *path = oq_journal_path(journal);
+    int side_fd = -1;
     int rc = 0;
-    char why[256];
+    char why[256], what[512];
+    if (report->has_mark && report->mark > r.size) {
+        /* Bytes that were durable are gone: the file was cut. */
+        snprintf(what, sizeof what,
+                 "the file ends at byte %" PRIu64 ", but its durable mark says %" PRIu64
+                 " bytes were durable: its end was cut off",
+                 r.size, report->mark);
+        if (!repair) {
+            snprintf(reason, reason_len,
+                     "journal %s is damaged: %s. Nothing was changed. Start with --repair to "
+                     "keep every record that is left",
+                     path, what);
+            free(r.buf);
+            return -1;
+        }
+        oq_warn("repair: journal %s: %s; keeping what is left", path, what);
+        report->damaged_at = r.size;
+        report->dropped_bytes = report->mark - r.size;
+    }
     for (;;) {
         if (r.len - r.pos < OQ_RECORD_FRAME_BYTES + OQ_JOURNAL_MAX_RECORD_BYTES &&
             s_more_in_file(&r) && s_refill(&r) < 0) {
-            snprintf(reason, reason_len, "cannot read %s: %s", oq_journal_path(journal),
-                     strerror(errno));
+            snprintf(reason, reason_len, "cannot read %s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
@@ -253,40 +321,88 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
             break;
         size_t frame;
         oq_frame_t status = oq_record_frame(r.buf + r.pos, r.len - r.pos, &frame);
-        bool last = at + frame >= r.size;
-        if (status == OQ_FRAME_SHORT || (status == OQ_FRAME_BAD_CRC && last) ||
-            (status == OQ_FRAME_BAD_LENGTH && s_zeros_to_end(r.fd, at, r.size))) {
-            report->torn_bytes = r.size - at;
-            oq_warn("journal %s: cut %" PRIu64 " bytes at its end (offset %" PRIu64
-                    "): a record the broker was writing when it stopped; it was never "
-                    "confirmed",
-                    oq_journal_path(journal), report->torn_bytes, at);
-            rc = oq_journal_truncate(journal, at, reason, reason_len);
-            break;
-        }
         oq_record_t rec;
         const char *damage = NULL;
-        if (status == OQ_FRAME_BAD_CRC)
+        bool whole = false; /* checksummed yet not a record: never torn */
+        if (status == OQ_FRAME_SHORT)
+            damage = "a record that runs past the end of the file";
+        else if (status == OQ_FRAME_BAD_CRC)
             damage = "a record with a bad CRC";
         else if (status == OQ_FRAME_BAD_LENGTH)
             damage = "an impossible record length";
         else if (oq_record_decode(r.buf + r.pos, frame, &rec, why, sizeof why) < 0)
-            damage = why; /* whole and checksummed, yet not a record this broker knows */
-        if (damage) {
-            rc =
-                s_damage(journal, &r, at, damage, repair, apply.now_ms, report, reason, reason_len);
-            break;
+            damage = why, whole = true;
+        if (!damage) {
+            if (s_apply(&apply, &rec, reason, reason_len) < 0) {
+                rc = -1;
+                break;
+            }
+            report->records++;
+            r.pos += frame;
+            continue;
         }
-        if (s_apply(&apply, &rec, reason, reason_len) < 0) {
+        bool below_mark = report->has_mark && report->mark > at;
+        uint64_t next = s_find_record(&r, at + 1);
+        if (next == UINT64_MAX) {
+            snprintf(reason, reason_len, "cannot read %s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
-        report->records++;
-        r.pos += frame;
+        if (!whole && !below_mark && next == r.size) {
+            /* Provably a write that never completed: nothing was confirmed. */
+            report->torn_bytes = r.size - at;
+            oq_warn("journal %s: cut %" PRIu64 " bytes at its end (offset %" PRIu64 ", %s): a "
+                    "write the broker did not finish when it stopped, past the durable mark "
+                    "(%s) with no good record after it; it was never confirmed",
+                    path, report->torn_bytes, at, damage,
+                    report->has_mark ? "found" : "none was found");
+            if (report->gaps == 0)
+                rc = oq_journal_truncate(journal, at, reason, reason_len);
+            else
+                r.size = at; /* the rewrite below leaves it out */
+            break;
+        }
+        if (below_mark)
+            snprintf(what, sizeof what, "%s, below the durable mark at byte %" PRIu64, damage,
+                     report->mark);
+        else if (next < r.size)
+            snprintf(what, sizeof what, "%s, followed by a good record at byte %" PRIu64, damage,
+                     next);
+        else
+            snprintf(what, sizeof what, "%s", damage);
+        if (!repair) {
+            snprintf(reason, reason_len,
+                     "journal %s is damaged at byte %" PRIu64 " (%s); the %" PRIu64
+                     " bytes from there to the end cannot be trusted. Nothing was changed. Start "
+                     "with --repair to keep every record that verifies (the %" PRIu64
+                     " records before it and every good one after it); the damaged bytes are "
+                     "saved to a side file first",
+                     path, at, what, r.size - at, report->records);
+            rc = -1;
+            break;
+        }
+        s_skip(journal, &r, at, next, what, apply.now_ms, &side_fd, report);
+        s_seek(&r, next);
     }
+    if (side_fd >= 0) {
+        if (fsync(side_fd) < 0)
+            oq_warn("repair: cannot fsync %s: %s", report->saved_to, strerror(errno));
+        close(side_fd);
+    }
+    if (rc == 0 && report->gaps)
+        rc = s_finish_repair(journal, &r, engine, dedupe, apply.now_ms, report, reason, reason_len);
+    else if (rc == 0 && report->has_mark && report->mark > r.size)
+        rc = oq_journal_truncate(journal, r.size, reason, reason_len); /* the mark: no more */
     free(r.buf);
     if (rc < 0)
         return -1;
+    if (report->gaps)
+        oq_warn("repair: journal %s: kept %" PRIu64 " records, skipped %" PRIu64
+                " damaged range(s) of %" PRIu64 " bytes in all (first at byte %" PRIu64
+                ")%s%s%s; jobs and outcomes recorded in them are lost",
+                path, report->records, report->gaps, report->dropped_bytes, report->damaged_at,
+                report->saved_to[0] ? ", saved to " : "", report->saved_to,
+                report->rewritten ? "; the journal was rewritten without them" : "");
     report->bytes = oq_journal_file_bytes(journal);
     oq_engine_job_each(engine, s_count, &apply);
     uint64_t live = 0;

@@ -4,11 +4,15 @@
     ids still inside their window.
 
     The end of the file may hold a record the broker was writing when it was
-    killed: a torn record is cut off with a warning (it was never confirmed).
-    Damage anywhere else (a bad CRC, an impossible length, a record that does
-    not decode) stops the start with an error naming the offset, unless
-    repair is set: then the records before the damage are kept, the rest is
-    saved to a side file and cut, and the report says how much. */
+    killed: such a torn tail is cut off with a warning, but only when it is
+    provably unconfirmed: it lies at or past the durable mark (journal.h)
+    and no record after it verifies (a torn write is the last thing
+    written). Anything else that fails to verify (a bad CRC, an impossible
+    length, a record that does not decode, a file shorter than its mark) is
+    damage and stops the start with an error naming the offset, unless
+    repair is set: then replay resynchronises at the next record that
+    verifies, keeps every good record, saves the damaged bytes to a side
+    file and reports each skipped range. */
 #ifndef ONCEQ_REPLAY_H
 #define ONCEQ_REPLAY_H
 
@@ -21,15 +25,25 @@
 #include "journal.h"
 #include "onceq/clock.h"
 
-#define OQ_REPLAY_PATH_LEN 4200
+#define OQ_REPLAY_PATH_LEN   4200
+#define OQ_REPLAY_MAX_RANGES 16 /* skipped ranges listed in a report (all are logged) */
+
+typedef struct {
+    uint64_t from, to; /* file offsets, to excluded */
+} oq_replay_range_t;
 
 typedef struct {
     uint64_t records;       /* applied */
     uint64_t bytes;         /* valid bytes, header included */
     uint64_t torn_bytes;    /* cut off the end: a torn record */
-    uint64_t damaged_at;    /* repair: file offset of the damage */
-    uint64_t dropped_bytes; /* repair: bytes cut from there to the end */
-    uint64_t ignored;       /* records naming a job not held (none in a sound journal) */
+    bool has_mark;          /* a durable mark was found for the file */
+    uint64_t mark;          /* what it said: the file was durable up to here */
+    uint64_t damaged_at;    /* repair: file offset of the first damage */
+    uint64_t dropped_bytes; /* repair: damaged bytes skipped, in all */
+    uint64_t gaps;          /* repair: damaged ranges skipped */
+    oq_replay_range_t ranges[OQ_REPLAY_MAX_RANGES]; /* the first gaps */
+    bool rewritten;   /* repair: the journal was rewritten without the gaps */
+    uint64_t ignored; /* records naming a job not held (none in a sound journal) */
     size_t ready, delayed, failed;
     size_t dispatch_ids;
     int64_t elapsed_ms;

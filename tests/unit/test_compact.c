@@ -81,7 +81,7 @@ static int s_setup(void **state)
     assert_non_null(mkdtemp(f->dir));
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk};
+    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
     *state = f;
     return 0;
 }
@@ -125,7 +125,7 @@ static void s_open(s_fix_t *f)
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
     f->dedupe = oq_dedupe_new(1024);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops};
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0};
     char reason[4096];
     f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     if (!f->journal)

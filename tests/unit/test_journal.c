@@ -115,7 +115,7 @@ static int s_setup(void **state)
     assert_non_null(mkdtemp(f->dir));
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk};
+    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
     f->policy = OQ_FSYNC_ALWAYS;
     *state = f;
     return 0;
@@ -158,7 +158,7 @@ static int s_open(s_fix_t *f, bool repair, oq_replay_report_t *report, char *rea
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
     f->dedupe = oq_dedupe_new(1024);
-    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops};
+    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops, 0};
     f->journal = oq_journal_new(&jc, &f->clock, reason, reason_len);
     if (!f->journal)
         return -1;
@@ -533,6 +533,17 @@ static void test_replay_rebuilds_every_state(void **state)
     s_expect(f, ids.retried, "ready", 1);
 }
 
+/* Write what was appended without making it durable: the fsync fails, so
+   the durable mark stays where it was, as when the broker is killed between
+   its write and its fsync. The journal is closed. */
+static void s_write_unsynced(s_fix_t *f)
+{
+    f->disk.fsync_errno = EIO;
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    s_close(f);
+    f->disk.fsync_errno = 0;
+}
+
 static void test_torn_tail_is_cut_with_a_warning(void **state)
 {
     s_fix_t *f = *state;
@@ -540,14 +551,16 @@ static void test_torn_tail_is_cut_with_a_warning(void **state)
     s_ids_t ids = s_build_history(f);
     uint64_t good = s_file_size(s_path(f, "journal"));
     uint64_t last = s_dispatch(f, "noop", 0, NULL);
-    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    s_write_unsynced(f);
     uint64_t whole = s_file_size(s_path(f, "journal"));
-    s_close(f);
+    assert_true(whole > good);
 
     /* The broker died inside the write of its last record. */
     assert_int_equal(truncate(s_path(f, "journal"), (off_t)(whole - 7)), 0);
     oq_replay_report_t r;
     s_open_ok(f, &r);
+    assert_true(r.has_mark);
+    assert_int_equal(r.mark, good);
     assert_int_equal(r.torn_bytes, whole - 7 - good);
     assert_int_equal(s_file_size(s_path(f, "journal")), good);
     s_expect_history(f, &ids);
@@ -562,7 +575,7 @@ static void test_torn_tail_is_cut_with_a_warning(void **state)
     s_expect(f, next, "ready", 0);
 }
 
-static void test_zeros_or_a_bad_crc_at_the_end_are_torn_too(void **state)
+static void test_zeros_or_a_bad_crc_past_the_mark_are_torn_too(void **state)
 {
     s_fix_t *f = *state;
     s_open_ok(f, NULL);
@@ -581,9 +594,8 @@ static void test_zeros_or_a_bad_crc_at_the_end_are_torn_too(void **state)
 
     /* The last record whole in length, but part of it never written. */
     uint64_t last = s_dispatch(f, "noop", 0, NULL);
-    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
+    s_write_unsynced(f);
     uint64_t whole = s_file_size(s_path(f, "journal"));
-    s_close(f);
     fd = open(s_path(f, "journal"), O_WRONLY);
     assert_int_equal(pwrite(fd, zeros, 20, (off_t)(whole - 20)), 20);
     close(fd);
@@ -604,11 +616,41 @@ static void s_damage_at(s_fix_t *f, uint64_t at)
     close(fd);
 }
 
+static void s_write_u32(s_fix_t *f, uint64_t at, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    int fd = open(s_path(f, "journal"), O_RDWR);
+    assert_int_equal(pwrite(fd, b, 4, (off_t)at), 4);
+    close(fd);
+}
+
+#define S_MAX_OFFSETS 4096
+
+/* The offset of every record in the journal; returns how many. */
+static size_t s_offsets(s_fix_t *f, uint64_t *offs)
+{
+    int fd = open(s_path(f, "journal"), O_RDONLY);
+    uint64_t size = s_file_size(s_path(f, "journal"));
+    uint8_t *data = malloc(size);
+    assert_int_equal(pread(fd, data, size, 0), (ssize_t)size);
+    close(fd);
+    size_t n = 0;
+    for (uint64_t at = OQ_RECORD_HEADER_BYTES; at < size;) {
+        size_t frame;
+        assert_int_equal(oq_record_frame(data + at, size - at, &frame), OQ_FRAME_OK);
+        assert_true(n < S_MAX_OFFSETS);
+        offs[n++] = at;
+        at += frame;
+    }
+    free(data);
+    return n;
+}
+
 static void test_damage_before_the_end_stops_the_start(void **state)
 {
     s_fix_t *f = *state;
     s_open_ok(f, NULL);
-    uint64_t first = s_dispatch(f, "noop", 0, NULL);
+    s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
     uint64_t at = s_file_size(s_path(f, "journal"));
     s_dispatch(f, "noop", 0, NULL);
@@ -627,10 +669,132 @@ static void test_damage_before_the_end_stops_the_start(void **state)
     assert_non_null(strstr(reason, "bad CRC"));
     assert_non_null(strstr(reason, "--repair"));
     assert_int_equal(s_file_size(s_path(f, "journal")), size); /* nothing changed */
-    (void)first;
 }
 
-static void test_repair_keeps_the_prefix_and_says_what_it_dropped(void **state)
+/* Many small group commits: the shape of a busy journal. */
+static size_t s_build_many(s_fix_t *f, size_t jobs, uint64_t *offs)
+{
+    for (size_t i = 0; i < jobs; i++) {
+        s_dispatch(f, "noop", 0, NULL);
+        if (i % 10 == 9)
+            assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    }
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    s_close(f);
+    return s_offsets(f, offs);
+}
+
+#define S_MANY_JOBS  1000
+#define S_BACK_BYTES 40000
+
+static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
+    size_t n = s_build_many(f, S_MANY_JOBS, offs);
+    assert_int_equal(n, S_MANY_JOBS);
+    uint64_t size = s_file_size(s_path(f, "journal"));
+    size_t k = 0;
+    while (offs[k] < size - S_BACK_BYTES)
+        k++;
+    /* A legal length (under the record limit) that runs past the end. */
+    uint32_t len = (uint32_t)(size - offs[k]);
+    assert_true(len < OQ_JOURNAL_MAX_RECORD_BYTES);
+    s_write_u32(f, offs[k], len);
+
+    char reason[4096];
+    oq_replay_report_t r;
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "past the end of the file"));
+    assert_non_null(strstr(reason, "below the durable mark"));
+    assert_int_equal(s_file_size(s_path(f, "journal")), size);
+
+    /* Without the mark (a journal from before it existed), the good
+       records after it prove the damage just the same. */
+    assert_int_equal(unlink(s_path(f, "journal.durable")), 0);
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    char next[64];
+    snprintf(next, sizeof next, "good record at byte %llu", (unsigned long long)offs[k + 1]);
+    assert_non_null(strstr(reason, next));
+
+    /* Repair keeps every record but the damaged one. */
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_int_equal(r.records, S_MANY_JOBS - 1);
+    assert_int_equal(r.gaps, 1);
+    assert_int_equal(r.ranges[0].from, offs[k]);
+    assert_int_equal(r.ranges[0].to, offs[k + 1]);
+    assert_int_equal(r.dropped_bytes, offs[k + 1] - offs[k]);
+    assert_int_equal(s_file_size(r.saved_to), offs[k + 1] - offs[k]);
+    assert_true(r.rewritten);
+    assert_int_equal(r.ready, S_MANY_JOBS - 1);
+    uint64_t lost = k + 1; /* ids run from 1 in record order */
+    s_expect(f, lost, NULL, 0);
+    s_expect(f, lost - 1, "ready", 0);
+    s_expect(f, lost + 1, "ready", 0);
+    s_expect(f, S_MANY_JOBS, "ready", 0);
+    /* Ids the gap may have held are not handed out again. */
+    assert_true(oq_engine_next_id(f->engine) > S_MANY_JOBS + 1);
+    /* The rewritten journal starts cleanly. */
+    s_open_ok(f, &r);
+    assert_int_equal(r.gaps, 0);
+    assert_int_equal(r.torn_bytes, 0);
+    assert_int_equal(r.ready, S_MANY_JOBS - 1);
+    free(offs);
+}
+
+static void test_a_bit_flipped_in_the_last_durable_record_is_damage(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
+    size_t n = s_build_many(f, 20, offs);
+    uint64_t size = s_file_size(s_path(f, "journal"));
+    s_damage_at(f, offs[n - 1]);
+
+    char reason[4096];
+    oq_replay_report_t r;
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    char where[64];
+    snprintf(where, sizeof where, "damaged at byte %llu", (unsigned long long)offs[n - 1]);
+    assert_non_null(strstr(reason, where));
+    assert_non_null(strstr(reason, "below the durable mark"));
+    assert_int_equal(s_file_size(s_path(f, "journal")), size);
+
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_int_equal(r.records, n - 1);
+    assert_int_equal(r.gaps, 1);
+    assert_int_equal(r.dropped_bytes, size - offs[n - 1]);
+    assert_false(r.rewritten); /* a gap at the end is cut */
+    assert_int_equal(s_file_size(s_path(f, "journal")), offs[n - 1]);
+    s_expect(f, n, NULL, 0);
+    s_expect(f, n - 1, "ready", 0);
+    free(offs);
+}
+
+static void test_a_journal_shorter_than_its_mark_is_damage(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
+    size_t n = s_build_many(f, 20, offs);
+    /* Cut at a record boundary: every record left verifies. */
+    assert_int_equal(truncate(s_path(f, "journal"), (off_t)offs[n - 3]), 0);
+    char reason[4096];
+    oq_replay_report_t r;
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "its end was cut off"));
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_int_equal(r.records, n - 3);
+    s_open_ok(f, &r); /* the mark now agrees with the file */
+    assert_int_equal(r.records, n - 3);
+    free(offs);
+}
+
+static void test_repair_resyncs_and_keeps_every_good_record(void **state)
 {
     s_fix_t *f = *state;
     s_open_ok(f, NULL);
@@ -638,36 +802,50 @@ static void test_repair_keeps_the_prefix_and_says_what_it_dropped(void **state)
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
     uint64_t at = s_file_size(s_path(f, "journal"));
     uint64_t second = s_dispatch(f, "noop", 0, NULL);
-    uint64_t third = s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t size = s_file_size(s_path(f, "journal"));
+    uint64_t after = s_file_size(s_path(f, "journal"));
+    uint64_t third = s_dispatch(f, "noop", 0, NULL);
+    /* Records after the gap about the job whose DISPATCHED is lost. */
+    oq_worker_t *w = s_lease_all(f, 'a');
+    s_ack(f, w, second, 1, OQ_OUTCOME_FAIL);
+    s_ack(f, w, first, 1, OQ_OUTCOME_OK);
+    uint64_t fourth = s_dispatch(f, "noop", 0, NULL);
+    oq_journal_flush(f->journal, oq_journal_appended(f->journal));
     s_close(f);
+    uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
+    size_t n = s_offsets(f, offs);
     s_damage_at(f, at);
 
     char reason[4096];
     oq_replay_report_t r;
     if (s_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
+    assert_int_equal(r.gaps, 1);
     assert_int_equal(r.damaged_at, at);
-    assert_int_equal(r.dropped_bytes, size - at);
-    assert_int_equal(r.records, 1);
+    assert_int_equal(r.ranges[0].to, after);
+    assert_int_equal(r.dropped_bytes, after - at);
+    assert_int_equal(r.records, n - 1);
+    assert_int_equal(r.ignored, 2); /* second's LEASED and FAILED */
     assert_true(r.saved_to[0]);
-    assert_int_equal(s_file_size(r.saved_to), size - at);
-    assert_int_equal(s_file_size(s_path(f, "journal")), at);
-    s_expect(f, first, "ready", 0);
+    assert_int_equal(s_file_size(r.saved_to), after - at);
+    s_expect(f, first, NULL, 0);
     s_expect(f, second, NULL, 0);
-    s_expect(f, third, NULL, 0);
+    s_expect(f, third, "ready", 1);
+    s_expect(f, fourth, "ready", 0);
     /* The repaired journal starts cleanly from then on. */
     s_open_ok(f, &r);
-    assert_int_equal(r.dropped_bytes, 0);
-    s_expect(f, first, "ready", 0);
+    assert_int_equal(r.gaps, 0);
+    assert_int_equal(r.ignored, 0);
+    s_expect(f, third, "ready", 1);
+    s_expect(f, fourth, "ready", 0);
+    free(offs);
 }
 
 static void test_a_second_broker_is_refused_the_directory(void **state)
 {
     s_fix_t *f = *state;
     s_open_ok(f, NULL);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL};
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL, 0};
     char reason[4096];
     oq_journal_t *second = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     assert_null(second);
@@ -831,10 +1009,18 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
     uint64_t a = msg.id;
     oq_proto_msg_release(&msg);
 
-    /* The disk fills up. B is taken before the broker knows: its answer
-       waits for a write that works. */
+    /* The disk fills up. B is taken before the broker knows; its record
+       cannot be written, so it is answered "unavailable" at once rather
+       than left waiting for the disk. */
     f->disk.write_errno = ENOSPC;
     s_net_dispatch(&n, "b");
+    assert_int_equal(s_await(&n, n.producer, &msg), 0);
+    assert_int_equal(msg.cmd, OQ_CMD_ERROR);
+    assert_int_equal(msg.err_code, OQ_ERR_UNAVAILABLE);
+    char text[512];
+    oq_str_copy(msg.err_text, text, sizeof text);
+    assert_non_null(strstr(text, "not confirmed"));
+    oq_proto_msg_release(&msg);
     assert_int_equal(s_await(&n, n.worker, &msg), 0); /* job a */
     assert_int_equal(msg.cmd, OQ_CMD_JOB);
     oq_proto_msg_release(&msg);
@@ -848,7 +1034,6 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
     assert_int_equal(s_await(&n, n.producer, &msg), 0);
     assert_int_equal(msg.cmd, OQ_CMD_ERROR);
     assert_int_equal(msg.err_code, OQ_ERR_UNAVAILABLE);
-    char text[512];
     oq_str_copy(msg.err_text, text, sizeof text);
     assert_non_null(strstr(text, "No space left on device"));
     oq_proto_msg_release(&msg);
@@ -861,9 +1046,13 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
         oq_broker_turn(n.broker, S_TURN_MS);
     assert_null(oq_engine_job_state(oq_broker_engine(n.broker), a));
 
-    /* The disk has room again: b is confirmed, c is taken. */
+    /* The disk has room again: once the reserve is back, b's resend with
+       its dispatch id finds b, and c is taken. No operator action. */
     f->disk.write_errno = 0;
-    f->time.now += OQ_JOURNAL_RETRY_MS;
+    f->time.now += OQ_JOURNAL_RESERVE_RETRY_MS;
+    for (int i = 0; i < 3; i++)
+        oq_broker_turn(n.broker, S_TURN_MS);
+    s_net_dispatch(&n, "b");
     assert_int_equal(s_await(&n, n.producer, &msg), 0);
     assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
     assert_int_equal(msg.id, b);
@@ -903,9 +1092,12 @@ int main(void)
         S_TEST(test_off_never_fsyncs),
         S_TEST(test_replay_rebuilds_every_state),
         S_TEST(test_torn_tail_is_cut_with_a_warning),
-        S_TEST(test_zeros_or_a_bad_crc_at_the_end_are_torn_too),
+        S_TEST(test_zeros_or_a_bad_crc_past_the_mark_are_torn_too),
         S_TEST(test_damage_before_the_end_stops_the_start),
-        S_TEST(test_repair_keeps_the_prefix_and_says_what_it_dropped),
+        S_TEST(test_a_length_running_past_the_end_40kb_before_it_is_damage),
+        S_TEST(test_a_bit_flipped_in_the_last_durable_record_is_damage),
+        S_TEST(test_a_journal_shorter_than_its_mark_is_damage),
+        S_TEST(test_repair_resyncs_and_keeps_every_good_record),
         S_TEST(test_a_second_broker_is_refused_the_directory),
         S_TEST(test_failed_write_keeps_records_and_resumes_where_it_stopped),
         S_TEST(test_failed_fsync_writes_everything_since_the_last_good_one_again),

@@ -54,7 +54,11 @@
 /* One record at most: a job with the largest payload, every name, backoff
    step and dispatch id at their limits, and room to spare. */
 #define OQ_JOURNAL_MAX_RECORD_BYTES (OQ_MAX_PAYLOAD_BYTES + 4096)
-#define OQ_JOURNAL_RETRY_MS         100 /* a failed write or fsync is tried again this often */
+#define OQ_JOURNAL_RETRY_MS         100  /* a failed write or fsync is tried again this often */
+#define OQ_JOURNAL_RESERVE_RETRY_MS 1000 /* a released disk reserve is allocated again this often  \
+                                          */
+#define OQ_DEFAULT_DISK_RESERVE_BYTES (64LL * 1024 * 1024) /* room for recovery on a full disk */
+#define OQ_MAX_DISK_RESERVE_BYTES     (1LL << 44)
 /* Records waiting for the disk (unwritten, or written and not yet fsynced)
    at most; beyond it the broker stops handing out jobs until they are written. */
 #define OQ_JOURNAL_MAX_BACKLOG_BYTES (256LL * 1024 * 1024)
