@@ -7,14 +7,20 @@
       fsyncs only when a reply waits (or the interval is over), "batch" waits
       for the interval, "off" never fsyncs;
     - replay: a journal rebuilds ready, delayed, failed jobs and dispatch
-      ids; a torn last record is cut with a warning; damage elsewhere stops
-      the start, and repair keeps what precedes it and says how much it
-      dropped;
+      ids; a torn write past the durable mark is cut with a warning; a
+      length running past the end 40 KB before it, a bit flipped in the
+      last durable record and a file cut below its mark are damage that
+      stops the start (also without the mark, by the good records after
+      it); repair resynchronises past each damaged range, keeps every
+      record that verifies (counted exactly), skips records about jobs lost
+      in a gap, and leaves a journal that starts cleanly;
     - disk errors through the seam: a failed write or fsync keeps every
       record, and after a failed fsync everything since the last good one is
-      written again; at the broker, a full disk refuses new dispatches with
-      "unavailable" while workers are served, loses no confirmed job, and
-      recovers when the disk does. */
+      written again; at the broker, a dispatch waiting when the disk fills
+      is answered "unavailable" at once, a full disk refuses new dispatches
+      with "unavailable" while workers are served, releases the disk
+      reserve, loses no confirmed job, and recovers when the reserve can be
+      allocated again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
