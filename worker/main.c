@@ -10,9 +10,11 @@
 #include "onceq/config.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "onceq/effects.h"
 #include "onceq/worker.h"
-#include "pg/txn.h"
 #include "points/handler.h"
+#include "points/points_limits.h"
+#include "points_hooks.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "worker_limits.h"
@@ -20,14 +22,13 @@
 #define S_PROGRAM    "onceq-worker"
 #define S_EXIT_USAGE 2
 #define S_MAX_PORT   65535
-/* Test hooks are on only when this variable is exactly "1". */
-#define S_ENV_TEST_HOOKS "ONCEQ_TEST_HOOKS"
 
 /* What each worker process needs: its own settings and those of the
    handlers that keep per-process state. */
 typedef struct {
     oq_worker_config_t worker;
     oq_points_config_t points;
+    bool test_hooks; /* grant_points with its test hooks, and the unguarded twin */
 } s_config_t;
 
 static void s_usage(FILE *out)
@@ -135,7 +136,9 @@ static int s_run_worker(void *arg)
     /* Made here, in the process that runs the jobs: a database connection
        must not cross a fork. It connects on the first job. */
     oq_points_handler_t *points = oq_points_handler_new(&config->points);
-    if (oq_points_handler_register(points, registry) < 0)
+    int registered = config->test_hooks ? oq_points_test_register(registry, points)
+                                        : oq_points_handler_register(points, registry);
+    if (registered < 0)
         oq_error("the %s handler is not available", OQ_POINTS_JOB_TYPE);
     int status = oq_worker_run(&config->worker, &registry);
     oq_registry_destroy(&registry);
@@ -256,8 +259,7 @@ int main(int argc, char **argv)
         if (oq_txn_isolation_parse(v, &all.points.isolation) < 0)
             return s_bad(origin, v, "read-committed, repeatable-read or serializable");
     }
-    const char *hooks = getenv(S_ENV_TEST_HOOKS);
-    all.points.test_hooks = hooks && strcmp(hooks, "1") == 0;
+    all.test_hooks = oq_points_test_hooks_wanted();
 
     oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
     if ((v = s_value(processes, "--processes", "ONCEQ_WORKER_PROCESSES", &origin))) {

@@ -1,8 +1,7 @@
-/*  worker_limits.h: the timers and limits only onceq-worker uses (and, for
-    the database part, the onceq tool, which links the same onceq_points
-    code), in one place and with their units in the names. The ones the
-    protocol or other parts share (reconnect backoff, exit statuses, the first
-    restart delay) live in onceq/limits.h. */
+/*  worker_limits.h: the timers and limits only onceq-worker uses, in one
+    place and with their units in the names. The ones the protocol or other
+    parts share (reconnect backoff, exit statuses, the first restart delay)
+    live in onceq/limits.h; the database's are libonceq-effects' own. */
 #ifndef ONCEQ_WORKER_LIMITS_H
 #define ONCEQ_WORKER_LIMITS_H
 
@@ -35,41 +34,5 @@
    default), so this is that plus room to ack, and below systemd's default
    stop timeout of 90 s. */
 #define OQ_SUPERVISOR_STOP_MS 75000
-
-/* ---- PostgreSQL and the points domain (worker/pg, worker/points; the onceq
-   tool uses them too, through onceq_points) ---- */
-
-/* Longest wait for a connection to come up when no job deadline is nearer. */
-#define OQ_PG_CONNECT_TIMEOUT_MS 10000
-
-/* A statement must end before its job's timeout, so that the handler
-   reports retry itself instead of the watchdog ending the process. The
-   server's statement_timeout is the job's timeout less a margin of
-   timeout / OQ_PG_MARGIN_DIVISOR, capped at OQ_PG_MARGIN_MAX_MS; the client
-   waits for an answer half a margin longer than that (see pg.c). */
-#define OQ_PG_MARGIN_DIVISOR 10
-#define OQ_PG_MARGIN_MAX_MS  1000
-
-/* Error text kept from a failed statement. */
-#define OQ_PG_MAX_ERROR_LEN 512
-
-/* A transaction that hits a serialization failure or a deadlock is run again
-   in place up to this many times, after a jittered pause that starts at
-   OQ_TXN_BACKOFF_BASE_MS and doubles up to OQ_TXN_BACKOFF_MAX_MS. */
-#define OQ_TXN_MAX_RETRIES     4
-#define OQ_TXN_BACKOFF_BASE_MS 10
-#define OQ_TXN_BACKOFF_MAX_MS  200
-
-/* Migrations: files in one directory, and the size of one file. */
-#define OQ_MIGRATE_MAX_FILES      1000
-#define OQ_MIGRATE_MAX_FILE_BYTES (1024 * 1024)
-#define OQ_MIGRATE_MAX_VERSION    9999 /* four digits: NNNN_name.sql */
-
-/* Points granted by one order: a payload beyond this is a producer bug. */
-#define OQ_MAX_POINTS 1000000
-
-/* How long the onceq tool's grant, customer and balance commands wait for
-   the database. */
-#define OQ_CLI_DB_TIMEOUT_MS 30000
 
 #endif

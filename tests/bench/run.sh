@@ -36,7 +36,7 @@ source "$(dirname "$0")/lib.sh"
 
 BROKER_BIN=$(binary onceq-broker broker)
 WORKER_BIN=$(binary onceq-worker worker)
-CLI_BIN=$(binary onceq common)
+CLI_BIN=$(binary onceq clients/cli)
 ONCEQ_BENCH=$(binary onceq-bench tests/bench)
 BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
 

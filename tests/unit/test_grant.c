@@ -1,6 +1,7 @@
 /*  test_grant.c: the order-points use case (points/grant.h) over the
     in-memory ledger (points/ledger_mem.h) and the transaction runner
-    (pg/txn.h), and the grant_points handler (points/handler.h) on top: once
+    (onceq/effects.h), and the grant_points handler (points/handler.h) on
+    top, with the test build's hooks (tests/support/points_hooks.h): once
     and only once, exact balances, rollback of a grant without its balance,
     in-place re-runs after serialization failures and deadlocks, and how each
     failure becomes a job outcome. Faults are injected through the ledger's
@@ -22,11 +23,13 @@
 
 #include "onceq/log.h"
 #include "onceq/worker.h"
-#include "pg/txn.h"
+#include "onceq/effects.h"
+#include "onceq/effects_worker.h"
 #include "points/grant.h"
 #include "points/handler.h"
 #include "points/ledger_mem.h"
-#include "worker_limits.h"
+#include "points/points_limits.h"
+#include "points_hooks.h"
 
 /* ---- fixture ------------------------------------------------------------ */
 
@@ -273,7 +276,7 @@ static void test_retries_exhausted_is_retry(void **state)
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 13, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_TRANSIENT);
-    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_RETRY);
     assert_string_equal(r.error.sqlstate, "40001");
     assert_non_null(strstr(r.error.message, "still failing after"));
     assert_int_equal(oq_txn_attempts(fx->txn), OQ_TXN_MAX_RETRIES + 1);
@@ -296,7 +299,7 @@ static void test_connection_lost_before_commit(void **state)
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 14, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_CONNECTION);
-    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_RETRY);
     assert_int_equal(oq_txn_attempts(fx->txn), 1); /* not re-run in place */
     assert_false(s_has_grant(fx, 14));
     assert_int_equal(s_balance(fx, 42), 0);
@@ -311,7 +314,7 @@ static void test_connection_lost_during_commit_is_unknown_then_already(void **st
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_UNKNOWN);
-    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_RETRY);
     assert_true(s_has_grant(fx, 15));
     assert_int_equal(s_balance(fx, 42), 5);
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ALREADY_GRANTED);
@@ -326,7 +329,7 @@ static void test_data_error_fails(void **state)
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 16, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_FAIL);
-    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_FAIL);
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_FAIL);
     assert_false(s_has_grant(fx, 16));
 }
 
@@ -443,9 +446,14 @@ typedef struct {
 static void s_handler_open(s_hx_t *hx, s_fx_t *fx, bool test_hooks)
 {
     hx->fx = fx;
-    hx->handler = oq_points_handler_new_on(fx->ledger, fx->txn, test_hooks);
+    hx->handler = oq_points_handler_new_on(fx->ledger, fx->txn);
     hx->registry = oq_registry_new();
-    assert_int_equal(oq_points_handler_register(hx->handler, hx->registry), 0);
+    /* With hooks: what a test worker registers; without: the production
+       handler. */
+    if (test_hooks)
+        assert_int_equal(oq_points_test_register(hx->registry, hx->handler), 0);
+    else
+        assert_int_equal(oq_points_handler_register(hx->handler, hx->registry), 0);
 }
 
 static void s_handler_close(s_hx_t *hx)
@@ -678,7 +686,11 @@ static void s_marking_rollback(void *db)
     oq_ledger_mem_txn_ops()->rollback(db);
 }
 
-static const oq_txn_ops_t s_marking_ops = {s_marking_begin, s_marking_commit, s_marking_rollback};
+static const oq_txn_ops_t s_marking_ops = {
+    .begin = s_marking_begin,
+    .commit = s_marking_commit,
+    .rollback = s_marking_rollback,
+};
 
 /* The window onceq-chaos kills in: the process sits after a COMMIT that
    went through and before it reports (so before any ack), says so with its
@@ -695,9 +707,9 @@ static void test_handler_pause_after_commit_hook(void **state)
         dup2(fds[1], STDERR_FILENO);
         oq_log_set_level(OQ_LOG_INFO);
         oq_txn_t *txn = oq_txn_new(&s_marking_ops, fx->mem, OQ_TXN_READ_COMMITTED);
-        oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, txn, true);
+        oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, txn);
         oq_registry_t *registry = oq_registry_new();
-        oq_points_handler_register(handler, registry);
+        oq_points_test_register(registry, handler);
         s_payload_t p;
         oq_report_t report;
         s_run(registry,

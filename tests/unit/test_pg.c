@@ -1,4 +1,4 @@
-/*  test_pg.c: the PostgreSQL side of onceq_points against a real server:
+/*  test_pg.c: the effects SDK and the points ledger against a real server:
     migrations (idempotent, concurrent, one transaction per file), the PG
     ledger under the grant use case, real serialization failures re-run in
     place, a lost connection and the reconnect, the job's statement_timeout,
@@ -24,9 +24,7 @@
 
 #include "onceq/clock.h"
 #include "onceq/log.h"
-#include "pg/migrate.h"
-#include "pg/pg.h"
-#include "pg/txn.h"
+#include "onceq/effects.h"
 #include "points/grant.h"
 #include "points/ledger_pg.h"
 
@@ -41,6 +39,8 @@
 #define S_PORT_RANGE  30000
 #define S_START_TRIES 3
 #define S_TEXT_LEN    1024
+/* The files in deploy/sql (0001_points, 0002_once), numbered from 1. */
+#define S_MIGRATIONS 2
 /* pg_terminate_backend waits this long for the session to be gone. */
 #define S_TERMINATE_WAIT_MS 5000
 
@@ -175,7 +175,7 @@ static oq_grant_status_t s_grant(s_worker_t *w, int64_t order, int64_t customer,
 static void test_migrate_is_idempotent(void **state)
 {
     /* pg.sh start has applied the migrations with the onceq tool. */
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), 1);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
     uint32_t applied, latest;
     oq_pg_error_t error;
     for (int i = 0; i < 2; i++) {
@@ -183,9 +183,9 @@ static void test_migrate_is_idempotent(void **state)
                                         &applied, &latest, &error),
                          0);
         assert_int_equal(applied, 0);
-        assert_int_equal(latest, 1);
+        assert_int_equal(latest, S_MIGRATIONS);
     }
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), 1);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
     char out[S_TEXT_LEN];
     char args[S_TEXT_LEN];
     snprintf(args, sizeof args, "db migrate --database '%s'", s_url);
@@ -320,7 +320,7 @@ typedef struct {
     int runs;
 } s_rr_t;
 
-static int s_rr_body(void *arg, oq_pg_error_t *error)
+static int s_rr_body(oq_txn_t *txn, void *arg, oq_pg_error_t *error)
 {
     s_rr_t *ctx = arg;
     ctx->runs++;
@@ -385,7 +385,7 @@ typedef struct {
     s_worker_t *w;
 } s_mid_t;
 
-static int s_mid_body(void *arg, oq_pg_error_t *error)
+static int s_mid_body(oq_txn_t *txn, void *arg, oq_pg_error_t *error)
 {
     s_mid_t *ctx = arg;
     oq_ledger_grant_t grant = {300, OQ_GRANT_REASON_ORDER, 1, 9};
@@ -405,7 +405,7 @@ static void test_connection_lost_inside_transaction(void **state)
     oq_pg_error_t error;
     assert_int_equal(oq_txn_run(w.txn, s_mid_body, &ctx, &error), -1);
     assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
-    assert_int_equal(oq_pg_errors_outcome(error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(error.cls), OQ_EFFECTS_RETRY);
     assert_int_equal(oq_txn_attempts(w.txn), 1);
     assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 300"), 0);
     /* The job's retry. */
@@ -440,7 +440,7 @@ static void test_statement_timeout_from_job_timeout(void **state)
     int64_t took_ms = oq_clock_now_ms(oq_clock_system()) - start_ms;
     assert_string_equal(r.error.sqlstate, "57014");
     assert_int_equal(r.error.cls, OQ_PG_ERR_TRANSIENT);
-    assert_int_equal(oq_pg_errors_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(r.error.cls), OQ_EFFECTS_RETRY);
     assert_true(took_ms < job_timeout_ms);
     assert_true(took_ms >= job_timeout_ms / 2);
 

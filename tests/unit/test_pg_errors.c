@@ -1,6 +1,7 @@
-/*  test_pg_errors.c: the SQLSTATE classification (pg/pg_errors.h): every
-    code the table names, the class fallbacks, the two connection facts that
-    come before the table, and the outcome each class maps to. */
+/*  test_pg_errors.c: the SQLSTATE classification of the effects SDK
+    (onceq/effects.h): every code the table names, the class fallbacks, the
+    two connection facts that come before the table, and the verdict each
+    class maps to. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "pg/pg_errors.h"
+#include "onceq/effects.h"
 
 typedef struct {
     const char *sqlstate;
@@ -105,12 +106,13 @@ static void test_no_sqlstate(void **state)
 
 static void test_outcomes(void **state)
 {
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_NONE), OQ_OUTCOME_OK);
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_RETRY_TXN), OQ_OUTCOME_RETRY);
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_CONNECTION), OQ_OUTCOME_RETRY);
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_UNKNOWN), OQ_OUTCOME_RETRY);
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_TRANSIENT), OQ_OUTCOME_RETRY);
-    assert_int_equal(oq_pg_errors_outcome(OQ_PG_ERR_FAIL), OQ_OUTCOME_FAIL);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_NONE), OQ_EFFECTS_OK);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_RETRY_TXN), OQ_EFFECTS_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_CONNECTION), OQ_EFFECTS_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_UNKNOWN), OQ_EFFECTS_UNKNOWN);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_TRANSIENT), OQ_EFFECTS_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_FAIL), OQ_EFFECTS_FAIL);
+    assert_string_equal(oq_effects_verdict_name(OQ_EFFECTS_UNKNOWN), "unknown");
 }
 
 static void test_set_makes_one_line(void **state)

@@ -18,7 +18,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "worker_limits.h"
+#include "points/points_limits.h"
 
 typedef struct {
     /* inputs */
@@ -31,7 +31,7 @@ typedef struct {
 } s_ctx_t;
 
 /* The transaction body: grant_once. */
-static int s_grant_once(void *arg, oq_pg_error_t *error)
+static int s_grant_once(oq_txn_t *txn, void *arg, oq_pg_error_t *error)
 {
     s_ctx_t *ctx = arg;
     ctx->status = OQ_GRANT_ERROR;

@@ -12,8 +12,7 @@
 
 #include <stdint.h>
 
-#include "pg/pg_errors.h"
-#include "pg/txn.h"
+#include "onceq/effects.h"
 #include "points/ledger.h"
 
 /* The reason recorded with the points of an order. Part of the unique key:

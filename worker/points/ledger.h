@@ -2,10 +2,10 @@
     per (order, reason), and one balance per customer. It is a small table of
     functions with two implementations: PostgreSQL (ledger_pg.h) and an
     in-memory one for unit tests (ledger_mem.h). Every call runs inside the
-    transaction the caller's runner (pg/txn.h) opened on the same database.
+    transaction the caller's runner (onceq/effects.h) opened on the same database.
 
     Each function returns 0 with its answer, or -1 with a classified error
-    (pg/pg_errors.h). Answers that are facts about the data (the grant
+    (onceq/effects.h). Answers that are facts about the data (the grant
     existed, the customer has no balance row) are answers, not errors. */
 #ifndef ONCEQ_LEDGER_H
 #define ONCEQ_LEDGER_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "pg/pg_errors.h"
+#include "onceq/effects.h"
 
 /* One grant: points given to a customer for an order, for a reason. */
 typedef struct {

@@ -298,7 +298,8 @@ oq_ledger_t *oq_ledger_mem_ledger(oq_ledger_mem_t *self)
 
 const oq_txn_ops_t *oq_ledger_mem_txn_ops(void)
 {
-    static const oq_txn_ops_t ops = {s_begin, s_commit, s_rollback};
+    /* No once: the points domain guards with its own table. */
+    static const oq_txn_ops_t ops = {.begin = s_begin, .commit = s_commit, .rollback = s_rollback};
     return &ops;
 }
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pg/txn.h"
+#include "onceq/effects.h"
 #include "points/ledger.h"
 
 typedef struct oq_ledger_mem oq_ledger_mem_t;

@@ -7,7 +7,7 @@
     with its record. The lock is taken before CREATE TABLE IF NOT EXISTS
     because two sessions creating the same table at once can still collide
     on the catalog's unique index. */
-#include "pg/migrate.h"
+#include "onceq/effects.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -19,9 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects_limits.h"
 #include "onceq/log.h"
-#include "pg/txn.h"
-#include "worker_limits.h"
 
 /* The advisory lock every migrator takes: "onceq" in ASCII, as a bigint. */
 #define S_LOCK_KEY "478593377649"
@@ -215,7 +214,7 @@ static const s_record_t *s_find(const s_record_t *records, size_t count, uint32_
 }
 
 /* The transaction body: the file's statements and its record. */
-static int s_apply(void *arg, oq_pg_error_t *error)
+static int s_apply(oq_txn_t *txn, void *arg, oq_pg_error_t *error)
 {
     s_apply_t *apply = arg;
     if (oq_pg_exec_script(apply->pg, apply->sql, error) < 0) {

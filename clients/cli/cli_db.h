@@ -1,14 +1,19 @@
 /*  cli_db.h: what the database subcommands of the onceq tool (db, customer,
     grant, balance) share: opening the connection named by --database or
     ONCEQ_DATABASE_URL, and reporting a database error with the exit code of
-    its class. They run the same code the worker runs (onceq_points). */
+    its class. They run the same calls the worker runs: the effects SDK
+    (onceq/effects.h) and the points library. */
 #ifndef ONCEQ_CLI_DB_H
 #define ONCEQ_CLI_DB_H
 
 #include <stdint.h>
 
 #include "cli.h"
-#include "pg/pg.h"
+#include "onceq/effects.h"
+
+/* How long the grant, customer and balance commands wait for the
+   database. */
+#define OQ_CLI_DB_TIMEOUT_MS 30000
 
 /* Connect to the database now, so that a wrong URL is the first thing
    said. timeout_ms bounds every statement that follows (0: no bound).

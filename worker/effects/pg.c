@@ -20,7 +20,7 @@
     start: time the worker process did not run (SIGSTOP, a suspended VM) is
     not time the server failed to answer, and the worker's watchdog too
     leaves such time out of the job's. */
-#include "pg/pg.h"
+#include "onceq/effects.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects_limits.h"
 #include "onceq/clock.h"
 #include "onceq/log.h"
-#include "worker_limits.h"
 
 /* statement_timeout as set_config() text: milliseconds, at most 20 digits. */
 #define S_TIMEOUT_TEXT_LEN 24
@@ -144,7 +144,7 @@ static int s_poll(int fd, short events, int64_t *budget_ms)
         int64_t start_ms = s_now_ms();
         int n = poll(&p, 1, wait_ms);
         int64_t waited_ms = s_now_ms() - start_ms;
-        bool stalled = wait_ms >= 0 && waited_ms > wait_ms + OQ_WORKER_STALL_MS;
+        bool stalled = wait_ms >= 0 && waited_ms > wait_ms + OQ_PG_STALL_MS;
         if (*budget_ms > 0 && !stalled)
             *budget_ms -= waited_ms < wait_ms ? waited_ms : wait_ms;
         if (n > 0)

@@ -9,10 +9,10 @@
 #include "cli.h"
 #include "cli_db.h"
 #include "onceq/config.h"
-#include "pg/txn.h"
+#include "onceq/effects.h"
 #include "points/grant.h"
 #include "points/ledger_pg.h"
-#include "worker_limits.h"
+#include "points/points_limits.h"
 
 #define S_ENV_ISOLATION "ONCEQ_DB_ISOLATION"
 

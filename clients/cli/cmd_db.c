@@ -9,11 +9,11 @@
 #include "cli.h"
 #include "cli_db.h"
 #include "onceq/config.h"
-#include "pg/migrate.h"
+#include "onceq/effects.h"
 
 #define S_ENV_SQL_DIR "ONCEQ_SQL_DIR"
 
-/* Where migrations live: compiled in by common/CMakeLists.txt. */
+/* Where migrations live: compiled in by clients/cli/CMakeLists.txt. */
 #ifndef ONCEQ_SQL_DIR_INSTALLED
 #error "ONCEQ_SQL_DIR_INSTALLED must name the installed migrations directory"
 #endif

@@ -6,7 +6,6 @@
 #include "cli.h"
 #include "cli_db.h"
 #include "points/ledger_pg.h"
-#include "worker_limits.h"
 
 static void s_help(void)
 {

@@ -10,7 +10,7 @@
     both retry at once collide again. Each pause is drawn from the upper
     half of an interval that doubles per re-run ("equal jitter"), so the
     retries spread out but never come back instantly. */
-#include "pg/txn.h"
+#include "onceq/effects.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "once.h"
 #include "onceq/clock.h"
 #include "onceq/log.h"
-#include "pg/pg.h"
 
 #define S_NS_PER_MS 1000000L
 #define S_MS_PER_S  1000
@@ -34,6 +34,7 @@ struct oq_txn {
     void *sleep_ctx;
     uint64_t random;   /* xorshift64 state for the jitter; never 0 */
     uint32_t attempts; /* of the last run */
+    bool active;       /* a body runs: the transaction is open */
 };
 
 /* BEGIN statements, indexed by oq_txn_isolation_t, and their names. */
@@ -117,7 +118,9 @@ int oq_txn_run(oq_txn_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *er
         oq_pg_errors_clear(error);
         int rc = self->ops->begin(self->db, self->isolation, error);
         if (rc == 0) {
-            rc = body(ctx, error);
+            self->active = true;
+            rc = body(self, ctx, error);
+            self->active = false;
             if (rc == 0)
                 rc = self->ops->commit(self->db, error);
             /* After a failed body, end the transaction; after a failed
@@ -161,6 +164,42 @@ uint32_t oq_txn_attempts(const oq_txn_t *self)
     return self->attempts;
 }
 
+bool oq_txn_active(const oq_txn_t *self)
+{
+    assert(self);
+    return self->active;
+}
+
+oq_pg_t *oq_txn_pg(const oq_txn_t *self)
+{
+    assert(self);
+    return self->ops == oq_txn_pg_ops() ? self->db : NULL;
+}
+
+int oq_once(oq_txn_t *txn, const char *scope, const char *key, uint64_t job_id, bool *applied,
+            oq_pg_error_t *error)
+{
+    assert(txn && applied && error);
+    oq_pg_errors_clear(error);
+    *applied = false;
+    /* Outside a transaction the row would commit on its own, apart from
+       the effect it guards: the two must commit together or not at all. */
+    if (!txn->active) {
+        oq_pg_errors_set(error, OQ_PG_ERR_FAIL, NULL,
+                         "the once-guard must be taken inside a transaction body (oq_txn_run)");
+        return -1;
+    }
+    if (oq_once_check(scope, key, job_id, error) < 0)
+        return -1;
+    if (!txn->ops->once) {
+        oq_pg_errors_set(error, OQ_PG_ERR_FAIL, NULL,
+                         "this transaction's database has no once-guard (its oq_txn_ops_t has no "
+                         "once)");
+        return -1;
+    }
+    return txn->ops->once(txn->db, scope, key, job_id, applied, error);
+}
+
 int oq_txn_isolation_parse(const char *text, oq_txn_isolation_t *out)
 {
     for (size_t i = 0; text && i < S_LEVEL_COUNT; i++) {
@@ -198,6 +237,11 @@ static void s_pg_rollback(void *db)
 
 const oq_txn_ops_t *oq_txn_pg_ops(void)
 {
-    static const oq_txn_ops_t ops = {s_pg_begin, s_pg_commit, s_pg_rollback};
+    static const oq_txn_ops_t ops = {
+        .begin = s_pg_begin,
+        .commit = s_pg_commit,
+        .rollback = s_pg_rollback,
+        .once = oq_once_pg,
+    };
     return &ops;
 }

@@ -17,7 +17,7 @@
     An error the table does not know is OQ_PG_ERR_FAIL: a statement that
     fails for a reason we cannot name would fail the same way on every try,
     and the failed store shows it to a person with its SQLSTATE. */
-#include "pg/pg_errors.h"
+#include "onceq/effects.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -123,21 +123,22 @@ void oq_pg_errors_set(oq_pg_error_t *error, oq_pg_class_t cls, const char *sqlst
     *out = 0;
 }
 
-oq_outcome_t oq_pg_errors_outcome(oq_pg_class_t cls)
+oq_effects_verdict_t oq_pg_errors_verdict(oq_pg_class_t cls)
 {
     switch (cls) {
     case OQ_PG_ERR_NONE:
-        return OQ_OUTCOME_OK;
+        return OQ_EFFECTS_OK;
     case OQ_PG_ERR_FAIL:
-        return OQ_OUTCOME_FAIL;
+        return OQ_EFFECTS_FAIL;
+    case OQ_PG_ERR_UNKNOWN:
+        return OQ_EFFECTS_UNKNOWN;
     case OQ_PG_ERR_RETRY_TXN:
     case OQ_PG_ERR_CONNECTION:
-    case OQ_PG_ERR_UNKNOWN:
     case OQ_PG_ERR_TRANSIENT:
-        return OQ_OUTCOME_RETRY;
+        return OQ_EFFECTS_RETRY;
     }
     assert(!"unknown error class");
-    return OQ_OUTCOME_FAIL;
+    return OQ_EFFECTS_FAIL;
 }
 
 const char *oq_pg_errors_hint(const oq_pg_error_t *error)
@@ -163,6 +164,21 @@ const char *oq_pg_errors_class_name(oq_pg_class_t cls)
     case OQ_PG_ERR_TRANSIENT:
         return "transient";
     case OQ_PG_ERR_FAIL:
+        return "fail";
+    }
+    return "?";
+}
+
+const char *oq_effects_verdict_name(oq_effects_verdict_t verdict)
+{
+    switch (verdict) {
+    case OQ_EFFECTS_OK:
+        return "ok";
+    case OQ_EFFECTS_RETRY:
+        return "retry";
+    case OQ_EFFECTS_UNKNOWN:
+        return "unknown";
+    case OQ_EFFECTS_FAIL:
         return "fail";
     }
     return "?";

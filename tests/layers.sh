@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# layers.includes: the one-way dependencies of docs/handlers.md and
+# README.md, checked on the sources:
+#   - libonceq-effects knows nothing of the wire protocol or the worker
+#     runtime (onceq/effects_worker.h, the header-only glue, is the one file
+#     that includes both, by design);
+#   - the points app and the onceq tool include only public headers of the
+#     layers below (onceq/... from an include/ directory) and their own;
+#   - nothing under common/ refers to a target or a source under worker/.
+#
+#   bash tests/layers.sh SOURCE_DIR
+set -uo pipefail
+top=${1:?usage: layers.sh SOURCE_DIR}
+cd "$top" || exit 2
+bad=0
+say() { echo "layers: $*" >&2; bad=1; }
+
+# Quoted includes of the given files, as "file:header".
+includes() { grep -Ho '^#include "[^"]*"' "$@" | sed 's/#include "\(.*\)"/\1/'; }
+
+# A public header: onceq/NAME.h under one of the include/ directories.
+public() {
+  case $1 in onceq/*) ;; *) return 1 ;; esac
+  [ -f "common/include/$1" ] || [ -f "worker/include/$1" ] || [ -f "worker/effects/include/$1" ]
+}
+
+while IFS=: read -r file header; do
+  case $file in */effects_worker.h) continue ;; esac
+  case $header in
+    onceq/proto.h | onceq/worker.h | onceq/client.h | worker_limits.h | points/* | pg/*)
+      say "$file includes $header: the effects layer must not know the protocol, the worker runtime or the apps" ;;
+  esac
+done < <(includes worker/effects/*.c worker/effects/*.h worker/effects/include/onceq/*.h)
+
+while IFS=: read -r file header; do
+  case $header in points/*) continue ;; esac
+  public "$header" || say "$file includes $header: the points app may include only public headers (onceq/...) and its own (points/...)"
+done < <(includes worker/points/*.c worker/points/*.h)
+
+while IFS=: read -r file header; do
+  case $header in points/*) continue ;; esac
+  [ -f "clients/cli/$header" ] && continue
+  public "$header" || say "$file includes $header: the onceq tool may include only public headers, the points app's and its own"
+done < <(includes clients/cli/*.c clients/cli/*.h)
+
+if grep -rnE 'onceq_points|onceq_worker|onceq_effects|worker/' common/ >&2; then
+  say "common/ refers to the worker or the layers above it (lines above)"
+fi
+
+[ "$bad" -eq 0 ] && echo "layers: the dependencies run one way"
+exit "$bad"

@@ -1,0 +1,59 @@
+/*  effects.c: the per-process handle, a connection and a runner over it.
+    It adds no behaviour of its own; it is the one thing a handler keeps, so
+    that "one connection per process, its transactions at the configured
+    isolation level" is one line to write and hard to get wrong. */
+#include "onceq/effects.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+struct oq_effects {
+    oq_pg_t *pg;   /* owned; connects on first use */
+    oq_txn_t *txn; /* owned; over pg */
+};
+
+oq_effects_t *oq_effects_new(const char *conninfo, oq_txn_isolation_t isolation,
+                             const char *application_name)
+{
+    oq_effects_t *self = calloc(1, sizeof *self);
+    assert(self);
+    self->pg = oq_pg_new(conninfo, application_name);
+    self->txn = oq_txn_new(oq_txn_pg_ops(), self->pg, isolation);
+    return self;
+}
+
+void oq_effects_destroy(oq_effects_t **self_p)
+{
+    assert(self_p);
+    oq_effects_t *self = *self_p;
+    if (!self)
+        return;
+    oq_txn_destroy(&self->txn);
+    oq_pg_destroy(&self->pg);
+    free(self);
+    *self_p = NULL;
+}
+
+void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms)
+{
+    assert(self);
+    oq_pg_set_timeout(self->pg, timeout_ms);
+}
+
+int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error)
+{
+    assert(self);
+    return oq_txn_run(self->txn, body, ctx, error);
+}
+
+oq_pg_t *oq_effects_pg(oq_effects_t *self)
+{
+    assert(self);
+    return self->pg;
+}
+
+oq_txn_t *oq_effects_txn(oq_effects_t *self)
+{
+    assert(self);
+    return self->txn;
+}

@@ -1,0 +1,302 @@
+/*  onceq/effects.h: exactly-once effects in PostgreSQL, for job handlers
+    (libonceq-effects, pkg-config onceq-effects).
+
+    A job runs at least once; its effect must happen once. This library gives
+    a handler what that takes: one PostgreSQL connection per worker process
+    (opened on first use, dropped when lost and opened again on the next use,
+    bounded in time by the job's timeout), a transaction runner that re-runs
+    a transaction in place when the server asks for it (serialization
+    failure, deadlock), a classification of every failure into what the job
+    does next (retry, fail, or "unknown": retry, safe because of the guard),
+    the once-guard (oq_once) for effects without a business table of their
+    own, and schema migrations.
+
+    It knows nothing of the wire protocol or of the worker runtime: results
+    are its own (oq_pg_error_t, oq_effects_verdict_t). onceq/effects_worker.h
+    turns them into a job's report. Not thread-safe: a handle, its
+    connection and its runner belong to one thread (a worker's job thread,
+    or a command-line tool). The reasoning behind the error table is in
+    docs/handlers.md and docs/points.md. */
+#ifndef ONCEQ_EFFECTS_H
+#define ONCEQ_EFFECTS_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- limits ------------------------------------------------------------- */
+
+/* Error text kept from a failed statement, in bytes. */
+#define OQ_PG_MAX_ERROR_LEN 512
+
+/* A transaction that hits a serialization failure or a deadlock is run again
+   in place up to this many times, after a jittered pause that starts at
+   OQ_TXN_BACKOFF_BASE_MS and doubles up to OQ_TXN_BACKOFF_MAX_MS. */
+#define OQ_TXN_MAX_RETRIES     4
+#define OQ_TXN_BACKOFF_BASE_MS 10
+#define OQ_TXN_BACKOFF_MAX_MS  200
+
+/* The once-guard's scope and key, in bytes (the table's CHECKs say the
+   same: deploy/sql/0002_once.sql). */
+#define OQ_ONCE_MAX_SCOPE_LEN 64
+#define OQ_ONCE_MAX_KEY_LEN   256
+
+/* ---- errors: classified, not guessed ------------------------------------ */
+
+/* What a failure means for the work that met it. */
+typedef enum {
+    OQ_PG_ERR_NONE = 0,
+    /* Serialization failure (40001) or deadlock (40P01): the server rolled
+       the transaction back and running it again is expected to succeed. The
+       transaction runner does that in place. */
+    OQ_PG_ERR_RETRY_TXN,
+    /* The connection is gone (or never came up) and nothing was committed:
+       retry the job; the next statement reconnects. */
+    OQ_PG_ERR_CONNECTION,
+    /* The connection was lost during COMMIT: the transaction may or may not
+       have committed. Retry the job: the guard (oq_once, or a UNIQUE
+       constraint of your own) makes the second run find the first one's
+       row if there is one. */
+    OQ_PG_ERR_UNKNOWN,
+    /* The server refused for now (statement timeout, out of resources,
+       shutting down), or in-place retries ran out: retry the job later. */
+    OQ_PG_ERR_TRANSIENT,
+    /* The statement or its data is wrong (bad value, constraint, missing
+       table, a domain rule such as an unknown customer): running it again
+       gives the same answer. Fail the job. */
+    OQ_PG_ERR_FAIL,
+} oq_pg_class_t;
+
+/* A classified error, filled by whoever saw it. */
+typedef struct {
+    oq_pg_class_t cls;
+    char sqlstate[6];                      /* "" when there is none (libpq's own errors) */
+    char message[OQ_PG_MAX_ERROR_LEN + 1]; /* one line */
+} oq_pg_error_t;
+
+/* What the job does about a class: the four answers a handler reports. */
+typedef enum {
+    OQ_EFFECTS_OK = 0,  /* committed (OQ_PG_ERR_NONE) */
+    OQ_EFFECTS_RETRY,   /* nothing committed; run the job again later */
+    OQ_EFFECTS_UNKNOWN, /* may have committed; run the job again: the guard decides */
+    OQ_EFFECTS_FAIL,    /* the same work fails the same way every time */
+} oq_effects_verdict_t;
+
+/* The class of an error. sqlstate may be NULL or "" (libpq reports a lost
+   connection without one); connection_ok says the connection was still up
+   after the error; in_commit says the statement was COMMIT. */
+oq_pg_class_t oq_pg_errors_classify(const char *sqlstate, bool connection_ok, bool in_commit);
+
+/* Fill error with a class, a SQLSTATE (NULL for none) and a message; the
+   message is cut at OQ_PG_MAX_ERROR_LEN and its line breaks become spaces. */
+void oq_pg_errors_set(oq_pg_error_t *error, oq_pg_class_t cls, const char *sqlstate,
+                      const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+/* Reset error to "no error". */
+void oq_pg_errors_clear(oq_pg_error_t *error);
+
+/* The verdict for a class: OK for none, FAIL for OQ_PG_ERR_FAIL, UNKNOWN for
+   OQ_PG_ERR_UNKNOWN, RETRY for every other class. */
+oq_effects_verdict_t oq_pg_errors_verdict(oq_pg_class_t cls);
+
+/* Advice for an operator that the error itself does not give (a missing
+   table: run the migrations), or NULL. Static text. */
+const char *oq_pg_errors_hint(const oq_pg_error_t *error);
+
+/* "none", "retry_txn", "connection", "unknown", "transient" or "fail". */
+const char *oq_pg_errors_class_name(oq_pg_class_t cls);
+
+/* "ok", "retry", "unknown" or "fail". */
+const char *oq_effects_verdict_name(oq_effects_verdict_t verdict);
+
+/* ---- the connection ----------------------------------------------------- */
+
+/* One connection, the way a worker process uses it: opened on first use,
+   dropped when lost and opened again on the next use, and bounded in time
+   by the current job's timeout (the server's statement_timeout ends a
+   statement before the job's watchdog would; the client's own wait ends
+   soon after, should the server not answer at all). Statements go with
+   bound parameters only; the single exception, oq_pg_exec_script, runs
+   migration files from disk. */
+typedef struct oq_pg oq_pg_t;
+
+/* A connection to be, for conninfo: a libpq keyword string or URI (copied;
+   NULL or "" means libpq's defaults, PGHOST and friends). application_name
+   is what pg_stat_activity shows unless conninfo names one (copied; NULL:
+   "onceq"). Does not connect. */
+oq_pg_t *oq_pg_new(const char *conninfo, const char *application_name);
+
+/* Close the connection if open, free, and set *self_p to NULL. */
+void oq_pg_destroy(oq_pg_t **self_p);
+
+/* Bound the statements that follow by a job timeout of timeout_ms: the
+   server's statement_timeout becomes timeout_ms less a margin (a tenth, at
+   most 1 s; set on the session when it changes, outside transactions), and
+   the client waits for any one answer at most half a margin longer than
+   that, then drops the connection. timeout_ms 0 removes both bounds. */
+void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms);
+
+/* Connect now if not connected. 0, or -1 with error (OQ_PG_ERR_CONNECTION). */
+int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error);
+
+/* Run one statement; params are text values ($1 .. $nparams; NULL is SQL
+   NULL). With result non-NULL, 0 gives the result (caller PQclear()s it);
+   -1 leaves *result NULL and fills error. Connects first if needed (not
+   inside a transaction whose connection was lost: that is an error). */
+int oq_pg_exec(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+               PGresult **result, oq_pg_error_t *error);
+
+/* Run a script of several statements without parameters (simple query
+   protocol). Only for trusted SQL from files the operator installed
+   (migrations), never for anything built from data. 0 or -1 with error. */
+int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error);
+
+/* BEGIN with the given statement ("BEGIN ISOLATION LEVEL ..."), COMMIT,
+   ROLLBACK. oq_pg_commit fails unless the server answers COMMIT (an aborted
+   transaction answers ROLLBACK), and classifies a connection lost meanwhile
+   as OQ_PG_ERR_UNKNOWN. oq_pg_rollback ignores errors: after it the session
+   is out of the transaction or the connection is gone. Handlers use the
+   transaction runner instead. */
+int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error);
+int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error);
+void oq_pg_rollback(oq_pg_t *self);
+
+/* True if a connection is open (it may still turn out to be dead). */
+bool oq_pg_connected(const oq_pg_t *self);
+
+/* The server process of the open connection (for tests that end it), or 0. */
+int oq_pg_backend_pid(const oq_pg_t *self);
+
+/* ---- the transaction runner --------------------------------------------- */
+
+/* The runner runs a body between BEGIN (at a chosen isolation level) and
+   COMMIT, rolls back when the body or COMMIT fails, and runs the whole
+   transaction again, in place, when the server asked for that
+   (OQ_PG_ERR_RETRY_TXN), up to OQ_TXN_MAX_RETRIES times with a jittered
+   pause. Other errors end the run and are returned. */
+typedef enum {
+    OQ_TXN_READ_COMMITTED,
+    OQ_TXN_REPEATABLE_READ,
+    OQ_TXN_SERIALIZABLE,
+} oq_txn_isolation_t;
+
+typedef struct oq_txn oq_txn_t;
+
+/* The seam: how to open, commit and roll back a transaction on db, so that
+   unit tests run the same runner (and the same bodies) over a database in
+   memory, with faults injected by name. begin and commit return 0 or -1
+   with a classified error; rollback never fails (afterwards db is out of
+   the transaction, or its connection is gone). once (may be NULL: then
+   oq_once fails on this db) is the once-guard's insert, see oq_once.
+   oq_txn_pg_ops() is the PostgreSQL table. */
+typedef struct {
+    int (*begin)(void *db, oq_txn_isolation_t isolation, oq_pg_error_t *error);
+    int (*commit)(void *db, oq_pg_error_t *error);
+    void (*rollback)(void *db);
+    int (*once)(void *db, const char *scope, const char *key, uint64_t job_id, bool *applied,
+                oq_pg_error_t *error);
+} oq_txn_ops_t;
+
+/* The work inside the transaction. Returns 0 to commit, or -1 with error
+   filled to roll back (error->cls OQ_PG_ERR_RETRY_TXN asks for a re-run).
+   It may run more than once per oq_txn_run, so it must start from its
+   inputs every time, not from what an earlier run left in ctx. txn is the
+   runner: pass it to oq_once, or get the connection with oq_txn_pg. */
+typedef int (*oq_txn_body_fn)(oq_txn_t *txn, void *ctx, oq_pg_error_t *error);
+
+/* Sleep ms milliseconds between re-runs; replaceable for tests. */
+typedef void (*oq_txn_sleep_fn)(void *ctx, uint32_t ms);
+
+/* A runner over db (borrowed) through ops (borrowed, static). */
+oq_txn_t *oq_txn_new(const oq_txn_ops_t *ops, void *db, oq_txn_isolation_t isolation);
+
+/* Free the runner and set *self_p to NULL. */
+void oq_txn_destroy(oq_txn_t **self_p);
+
+/* The PostgreSQL ops: db is an oq_pg_t. */
+const oq_txn_ops_t *oq_txn_pg_ops(void);
+
+/* Replace the sleep between re-runs (tests record it instead of waiting). */
+void oq_txn_set_sleep(oq_txn_t *self, oq_txn_sleep_fn fn, void *ctx);
+
+/* Run body in a transaction. 0 if it committed; -1 with error otherwise. A
+   serialization failure or deadlock that persists through every re-run is
+   returned as OQ_PG_ERR_TRANSIENT: retry the job later. */
+int oq_txn_run(oq_txn_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error);
+
+/* How many times the last oq_txn_run began the transaction (1: no re-run). */
+uint32_t oq_txn_attempts(const oq_txn_t *self);
+
+/* True while a body of this runner runs (between BEGIN and COMMIT). */
+bool oq_txn_active(const oq_txn_t *self);
+
+/* The connection of a runner over oq_txn_pg_ops(), or NULL for other ops. */
+oq_pg_t *oq_txn_pg(const oq_txn_t *self);
+
+/* Parse "read-committed", "repeatable-read" or "serializable". 0 or -1. */
+int oq_txn_isolation_parse(const char *text, oq_txn_isolation_t *out);
+
+/* The name oq_txn_isolation_parse takes. */
+const char *oq_txn_isolation_name(oq_txn_isolation_t isolation);
+
+/* ---- the once-guard ----------------------------------------------------- */
+
+/* Record, inside txn's transaction, that the effect named (scope, key) has
+   happened: INSERT INTO onceq_once ... ON CONFLICT (scope, key) DO NOTHING.
+   *applied is true if this call's row went in (this run owns the effect:
+   do it, in the same transaction), false if the pair was on record (a run
+   before this one did it: do nothing). A concurrent transaction holding the
+   same pair uncommitted makes this call wait for it. job_id is recorded
+   for people reading the table (0: none, stored as NULL). scope (1 to
+   OQ_ONCE_MAX_SCOPE_LEN bytes) names the kind of effect, e.g. the job
+   type; key (1 to OQ_ONCE_MAX_KEY_LEN bytes) names the business operation
+   (never the job id). 0, or -1 with error (OQ_PG_ERR_FAIL for a scope or key
+   out of bounds or a call outside a transaction body). */
+int oq_once(oq_txn_t *txn, const char *scope, const char *key, uint64_t job_id, bool *applied,
+            oq_pg_error_t *error);
+
+/* ---- migrations --------------------------------------------------------- */
+
+/* Versioned SQL files NNNN_name.sql in one directory are applied in version
+   order, each in its own transaction together with its row in
+   onceq_migrations(version, name, applied_at); a session advisory lock
+   makes two migrators take turns. Files must not contain BEGIN or COMMIT,
+   nor statements that cannot run in a transaction. */
+
+/* Told about each migration as it is applied. */
+typedef void (*oq_migrate_report_fn)(void *ctx, uint32_t version, const char *name);
+
+/* Apply the migrations of dir that onceq_migrations does not record.
+   report (may be NULL) hears of each one applied. 0 with *applied set to
+   the number applied (0: up to date) and *latest to the highest version now
+   recorded; -1 with error (a file problem is OQ_PG_ERR_FAIL). */
+int oq_migrate_run(oq_pg_t *pg, const char *dir, oq_migrate_report_fn report, void *ctx,
+                   uint32_t *applied, uint32_t *latest, oq_pg_error_t *error);
+
+/* ---- the per-process handle --------------------------------------------- */
+
+/* What a handler keeps per worker process: one connection and one runner
+   over it. Create it in the process that runs the jobs (after fork, e.g.
+   where the handler registers); it connects on the first job. */
+typedef struct oq_effects oq_effects_t;
+
+/* A handle for conninfo (as oq_pg_new) whose transactions run at
+   isolation. application_name as oq_pg_new. Does not connect. */
+oq_effects_t *oq_effects_new(const char *conninfo, oq_txn_isolation_t isolation,
+                             const char *application_name);
+
+/* Close the connection if open, free, and set *self_p to NULL. */
+void oq_effects_destroy(oq_effects_t **self_p);
+
+/* Bound the statements of the job about to run by its timeout (as
+   oq_pg_set_timeout). Call it at the start of every job. */
+void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms);
+
+/* Run body in a transaction (oq_txn_run on the handle's runner). */
+int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error);
+
+/* The handle's connection and runner (borrowed). */
+oq_pg_t *oq_effects_pg(oq_effects_t *self);
+oq_txn_t *oq_effects_txn(oq_effects_t *self);
+
+#endif
