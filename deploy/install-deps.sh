@@ -8,7 +8,8 @@ packages=(
   build-essential cmake pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libjansson-dev libcmocka-dev
   libpq-dev postgresql-15 postgresql-client-15
-  jq procps
+  libmicrohttpd-dev
+  jq procps curl
 )
 # The benchmark's peer; only needed by tests/bench/run.sh.
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then
