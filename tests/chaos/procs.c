@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "chaos_limits.h"
+#include "onceq/paths.h"
 
 #define S_PATH_LEN      PATH_MAX
 #define S_SUFFIX_LEN    32 /* room for "/onceq-broker" and the like after a path */
@@ -262,12 +263,12 @@ static int s_find_pg_script(oq_procs_t *self)
 {
     const char *env = getenv("ONCEQ_PG_SCRIPT");
     const char *candidates[3] = {self->config->pg_script, env && *env ? env : NULL, NULL};
-    char source[S_PATH_LEN];
-    snprintf(source, sizeof source, "%s/deploy/pg.sh", ONCEQ_SOURCE_DIR);
-    /* From the build tree the checkout's script; installed, the installed
-       one: an older copy elsewhere never shadows the one that matches. */
-    bool in_build = strcmp(self->bin_dir, ONCEQ_BUILD_BIN_DIR) == 0;
-    candidates[2] = in_build ? source : ONCEQ_PG_SCRIPT_INSTALLED;
+    /* Next to this binary: the installed share/onceq/pg.sh, or from the
+       build tree its link to the checkout's (onceq/paths.h), so an older
+       copy elsewhere never shadows the one that matches. */
+    char found[S_PATH_LEN];
+    if (oq_paths_data("pg.sh", found, sizeof found) == 0)
+        candidates[2] = found;
     for (size_t i = 0; i < 3; i++) {
         if (candidates[i] && s_readable(candidates[i])) {
             snprintf(self->pg_script, sizeof self->pg_script, "%s", candidates[i]);
@@ -277,7 +278,7 @@ static int s_find_pg_script(oq_procs_t *self)
     fprintf(stderr,
             "onceq-chaos: deploy/pg.sh not found (looked for %s); pass --pg-script PATH or "
             "--database URL\n",
-            candidates[2]);
+            candidates[2] ? candidates[2] : "share/onceq/pg.sh next to this binary");
     return -1;
 }
 
@@ -286,17 +287,10 @@ static int s_find_bins(oq_procs_t *self)
     if (self->config->bin_dir) {
         snprintf(self->bin_dir, sizeof self->bin_dir, "%s", self->config->bin_dir);
     } else {
-        char exe[S_PATH_LEN];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n < 0) {
-            fprintf(stderr, "onceq-chaos: cannot find my own path: %s\n", strerror(errno));
+        if (oq_paths_exe_dir(self->bin_dir, sizeof self->bin_dir) < 0) {
+            fprintf(stderr, "onceq-chaos: cannot find my own path; pass --bin-dir\n");
             return -1;
         }
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-        snprintf(self->bin_dir, sizeof self->bin_dir, "%s", exe);
     }
     snprintf(self->broker_bin, sizeof self->broker_bin, "%s/onceq-broker", self->bin_dir);
     snprintf(self->worker_bin, sizeof self->worker_bin, "%s/onceq-worker", self->bin_dir);
