@@ -261,15 +261,15 @@ static void s_start_guardian(oq_procs_t *self)
 
 static int s_find_pg_script(oq_procs_t *self)
 {
-    const char *env = getenv("ONCEQ_PG_SCRIPT");
-    const char *candidates[3] = {self->config->pg_script, env && *env ? env : NULL, NULL};
+    /* --pg-script, or ONCEQ_PG_SCRIPT (chaos_main.c's flag table) */
+    const char *candidates[2] = {self->config->pg_script, NULL};
     /* Next to this binary: the installed share/onceq/pg.sh, or from the
        build tree its link to the checkout's (onceq/paths.h), so an older
        copy elsewhere never shadows the one that matches. */
     char found[S_PATH_LEN];
     if (oq_paths_data("pg.sh", found, sizeof found) == 0)
-        candidates[2] = found;
-    for (size_t i = 0; i < 3; i++) {
+        candidates[1] = found;
+    for (size_t i = 0; i < 2; i++) {
         if (candidates[i] && s_readable(candidates[i])) {
             snprintf(self->pg_script, sizeof self->pg_script, "%s", candidates[i]);
             return 0;
@@ -278,7 +278,7 @@ static int s_find_pg_script(oq_procs_t *self)
     fprintf(stderr,
             "onceq-chaos: deploy/pg.sh not found (looked for %s); pass --pg-script PATH or "
             "--database URL\n",
-            candidates[2] ? candidates[2] : "share/onceq/pg.sh next to this binary");
+            candidates[1] ? candidates[1] : "share/onceq/pg.sh next to this binary");
     return -1;
 }
 
