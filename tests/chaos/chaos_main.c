@@ -13,7 +13,6 @@
     Exit status: 0 no violation, 1 violations, 2 a usage error or a run that
     could not be carried out (a process did not start), 130 interrupted. */
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +35,7 @@
 #include "procs.h"
 #include "rng.h"
 #include "schedule.h"
+#include "support.h"
 #include "verdict.h"
 #include "worklog.h"
 
@@ -47,7 +47,6 @@
 #define S_PATH_LEN         4096
 #define S_FILE_LEN         32 /* a file name in the run directory */
 #define S_ERR_LEN          1024
-#define S_FTW_FDS          16
 /* Ids of a run against a database that is not ours start above the time
    of the run times this: runs a second apart never share an id. */
 #define S_ID_BASE_PER_S 10000000LL
@@ -57,19 +56,6 @@ static volatile sig_atomic_t s_interrupted;
 static void s_on_signal(int signo)
 {
     s_interrupted = 1;
-}
-
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* ---- flags ------------------------------------------------------------ */
@@ -339,26 +325,19 @@ static int s_make_dir(s_run_t *run)
         }
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(run->dir, sizeof run->dir, "%s/onceq-chaos-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(run->dir)) {
+    if (oq_support_temp_dir("onceq-chaos", run->dir, sizeof run->dir) < 0) {
         fprintf(stderr, "onceq-chaos: cannot create a run directory: %s\n", strerror(errno));
         return -1;
     }
     return 0;
 }
 
-static int s_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path) == 0 ? 0 : -1;
-}
-
 /* Ping the broker until it answers; -1 if it does not within the bound or
    the process we started exits. */
 static int s_wait_broker(s_run_t *run)
 {
-    int64_t end = s_now_ms() + OQ_CHAOS_BROKER_UP_MS;
-    while (s_now_ms() < end && !s_interrupted) {
+    int64_t end = oq_support_now_ms() + OQ_CHAOS_BROKER_UP_MS;
+    while (oq_support_now_ms() < end && !s_interrupted) {
         if (oq_observe_ping(run->observe, OQ_CHAOS_PING_MS) == 0)
             return 0;
         int status;
@@ -376,16 +355,16 @@ static int s_wait_broker(s_run_t *run)
 static int s_wait_workers(s_run_t *run)
 {
     oq_observe_stats_t *stats = malloc(sizeof *stats);
-    int64_t end = s_now_ms() + OQ_CHAOS_WORKERS_UP_MS;
+    int64_t end = oq_support_now_ms() + OQ_CHAOS_WORKERS_UP_MS;
     int rc = -1;
-    while (s_now_ms() < end && !s_interrupted) {
+    while (oq_support_now_ms() < end && !s_interrupted) {
         if (oq_observe_stats(run->observe, stats) == 0 && stats->workers >= run->config->workers) {
             rc = 0;
             break;
         }
         if (oq_procs_workers_died(run->procs))
             break;
-        s_sleep_ms(OQ_CHAOS_LOOP_MS);
+        oq_support_sleep_ms(OQ_CHAOS_LOOP_MS);
     }
     free(stats);
     if (rc < 0)
@@ -472,7 +451,7 @@ static int s_loop(s_run_t *run)
     int rc = 0;
     bool announced = false;
     while (!s_interrupted) {
-        int64_t now = s_now_ms();
+        int64_t now = oq_support_now_ms();
         oq_load_pump(run->load, now);
         long wait_ms = (long)(oq_load_next_ms(run->load, now) - now);
         zmq_pollitem_t item = {oq_load_socket(run->load), 0, ZMQ_POLLIN, 0};
@@ -480,7 +459,7 @@ static int s_loop(s_run_t *run)
                  wait_ms < 0                  ? 0
                  : wait_ms > OQ_CHAOS_LOOP_MS ? OQ_CHAOS_LOOP_MS
                                               : wait_ms);
-        now = s_now_ms();
+        now = oq_support_now_ms();
         oq_load_receive(run->load, now);
         s_poll_log(run);
         oq_load_counts_t lc;
@@ -601,7 +580,7 @@ static void s_teardown(s_run_t *run, bool remove_dir)
     oq_verdict_destroy(&run->verdict);
     oq_schedule_destroy(&run->schedule);
     if (remove_dir) {
-        if (nftw(run->dir, s_remove_one, S_FTW_FDS, FTW_DEPTH | FTW_PHYS) < 0)
+        if (oq_support_remove_tree(run->dir) < 0)
             fprintf(stderr, "onceq-chaos: could not remove %s\n", run->dir);
     } else {
         printf("run directory kept: %s\n", run->dir);

@@ -27,6 +27,7 @@
 
 #include "chaos_limits.h"
 #include "onceq/paths.h"
+#include "support.h"
 
 #define S_PATH_LEN      PATH_MAX
 #define S_SUFFIX_LEN    32 /* room for "/onceq-broker" and the like after a path */
@@ -65,39 +66,6 @@ struct oq_procs {
     size_t stopped_count;
 };
 
-/* ---- small helpers ---------------------------------------------------- */
-
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A port the kernel considers free now. Another process may take it
-   before the broker binds it; the broker then fails to start and says so. */
-static int s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
-        port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
-}
-
 static bool s_executable(const char *path)
 {
     return access(path, X_OK) == 0;
@@ -112,7 +80,7 @@ static bool s_readable(const char *path)
    running (or is not our child). */
 static int s_wait(pid_t pid, int64_t timeout_ms)
 {
-    int64_t end = s_now_ms() + timeout_ms;
+    int64_t end = oq_support_now_ms() + timeout_ms;
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -120,9 +88,9 @@ static int s_wait(pid_t pid, int64_t timeout_ms)
             return status;
         if (r < 0 && errno != EINTR)
             return -1;
-        if (s_now_ms() >= end)
+        if (oq_support_now_ms() >= end)
             return -1;
-        s_sleep_ms(S_WAIT_SLICE_MS);
+        oq_support_sleep_ms(S_WAIT_SLICE_MS);
     }
 }
 
@@ -338,7 +306,7 @@ oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const char *run_dir)
         free(self);
         return NULL;
     }
-    int front = s_free_port(), back = s_free_port();
+    int front = oq_support_free_port(), back = oq_support_free_port();
     if (front < 0 || back < 0 || front == back) {
         fprintf(stderr, "onceq-chaos: no free loopback ports\n");
         free(self);
@@ -404,7 +372,7 @@ int oq_procs_start_pg(oq_procs_t *self)
     /* As root the server runs as postgres, which must reach its directory. */
     chmod(self->run_dir, 0755);
     snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->run_dir);
-    self->pg_port = s_free_port();
+    self->pg_port = oq_support_free_port();
     if (self->pg_port < 0)
         return -1;
     self->pg_started = true; /* from here on, stop it whatever happens */
@@ -415,8 +383,7 @@ int oq_procs_start_pg(oq_procs_t *self)
                 rc, self->run_dir);
         return -1;
     }
-    snprintf(self->db_url, sizeof self->db_url, "host=%s port=%d dbname=onceq user=onceq",
-             self->pg_dir, self->pg_port);
+    oq_support_pg_url(self->pg_dir, self->pg_port, self->db_url, sizeof self->db_url);
     return 0;
 }
 
