@@ -168,8 +168,10 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     if (rc < 0 || help || version) {
         if (help)
             s_usage(flags, count, registry);
-        else if (version)
+        else if (version && strcmp(s_program, "onceq-worker") == 0)
             printf("%s %s\n", s_program, ONCEQ_VERSION);
+        else if (version)
+            printf("%s (libonceq-worker %s)\n", s_program, ONCEQ_VERSION);
         oq_registry_destroy(&registry);
         return rc < 0 ? S_EXIT_USAGE : 0;
     }
