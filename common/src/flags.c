@@ -192,8 +192,7 @@ static void s_check_table(const oq_flag_t *flags, size_t count)
     }
 }
 
-int oq_flags_parse(const char *program, const oq_flag_t *flags, size_t count, int argc,
-                   char **argv)
+int oq_flags_parse(const char *program, const oq_flag_t *flags, size_t count, int argc, char **argv)
 {
     s_check_table(flags, count);
     struct option options[OQ_FLAGS_MAX + 1];
@@ -203,10 +202,9 @@ int oq_flags_parse(const char *program, const oq_flag_t *flags, size_t count, in
     for (size_t i = 0; i < count; i++) {
         if (flags[i].kind == OQ_FLAG_SECTION)
             continue;
-        options[n++] = (struct option){flags[i].name,
-                                       flags[i].kind == OQ_FLAG_BOOL ? no_argument
-                                                                     : required_argument,
-                                       NULL, S_OPT_BASE + (int)i};
+        options[n++] = (struct option){
+            flags[i].name, flags[i].kind == OQ_FLAG_BOOL ? no_argument : required_argument, NULL,
+            S_OPT_BASE + (int)i};
         if (flags[i].src)
             *flags[i].src = OQ_FLAG_SRC_NONE;
     }

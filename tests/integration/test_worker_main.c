@@ -109,7 +109,7 @@ static void test_settings_reach_every_worker_process(void **state)
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
     it_use_worker(it, S_WORKER);
-    const char *flags[] = {"--processes", "2", "--database", S_DB_URL, "--isolation",
+    const char *flags[] = {"--processes",  "2", "--database", S_DB_URL, "--isolation",
                            "serializable", NULL};
     pid_t supervisor = it_start_worker(it, "workers", flags);
     assert_true(supervisor > 0);
@@ -123,9 +123,9 @@ static void test_settings_reach_every_worker_process(void **state)
     uint64_t done = S_JOBS + 1;
     assert_true(it_wait_stats(it, s_done_at_least, &done, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
-    assert_int_equal(it_log_count(it, "workers",
-                                  "settings: database_url=" S_DB_URL " isolation=serializable"),
-                     S_JOBS);
+    assert_int_equal(
+        it_log_count(it, "workers", "settings: database_url=" S_DB_URL " isolation=serializable"),
+        S_JOBS);
 
     it_signal(supervisor, SIGTERM);
     int status = it_wait_exit(supervisor, IT_WAIT_MS);

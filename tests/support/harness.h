@@ -17,7 +17,7 @@
 
 #define IT_MAX_PROCS   32
 #define IT_MAX_WORKERS 64
-#define IT_WAIT_MS     30000 /* generous bound for anything a test waits on */
+#define IT_WAIT_MS     30000          /* generous bound for anything a test waits on */
 #define IT_WORKER      "onceq-worker" /* what it_start_worker starts by default */
 
 typedef struct {

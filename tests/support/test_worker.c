@@ -22,8 +22,7 @@ static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
         oq_report_fail(report, "settings: oq_worker_settings() is NULL in a worker process");
         return;
     }
-    oq_info("settings: database_url=%s isolation=%s", settings->database_url,
-            settings->isolation);
+    oq_info("settings: database_url=%s isolation=%s", settings->database_url, settings->isolation);
     oq_report_ok(report, OQ_RESULT_NONE);
 }
 

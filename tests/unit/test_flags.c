@@ -14,7 +14,7 @@
 
 #include "onceq/flags.h"
 
-#define S_ERR_LEN 4096
+#define S_ERR_LEN    4096
 #define S_MAX_QUEUES 4
 
 typedef struct {
@@ -52,27 +52,78 @@ static int s_queue(const char *value, void *dest, char *why, size_t why_len)
 
 static const oq_flag_t s_flags[] = {
     {.kind = OQ_FLAG_SECTION, .help = "connection:"},
-    {.name = "broker", .env = "T_FLAGS_BROKER", .kind = OQ_FLAG_ENDPOINT, .arg = "ENDPOINT",
-     .def = "tcp://127.0.0.1:7751", .dest = &s_v.broker, .help = "the broker"},
-    {.name = "jobs", .env = "T_FLAGS_JOBS", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1,
-     .max = 1000, .def = "10", .dest = &s_v.jobs, .help = "how many jobs"},
-    {.name = "workers", .env = "T_FLAGS_WORKERS", .kind = OQ_FLAG_U32, .arg = "N", .min = 1,
-     .max = 256, .dest = &s_v.workers, .def_text = "one", .src = &s_v.workers_src,
+    {.name = "broker",
+     .env = "T_FLAGS_BROKER",
+     .kind = OQ_FLAG_ENDPOINT,
+     .arg = "ENDPOINT",
+     .def = "tcp://127.0.0.1:7751",
+     .dest = &s_v.broker,
+     .help = "the broker"},
+    {.name = "jobs",
+     .env = "T_FLAGS_JOBS",
+     .kind = OQ_FLAG_UINT,
+     .arg = "N",
+     .min = 1,
+     .max = 1000,
+     .def = "10",
+     .dest = &s_v.jobs,
+     .help = "how many jobs"},
+    {.name = "workers",
+     .env = "T_FLAGS_WORKERS",
+     .kind = OQ_FLAG_U32,
+     .arg = "N",
+     .min = 1,
+     .max = 256,
+     .dest = &s_v.workers,
+     .def_text = "one",
+     .src = &s_v.workers_src,
      .help = "worker processes"},
-    {.name = "heartbeat-ms", .env = "T_FLAGS_HEARTBEAT_MS", .kind = OQ_FLAG_MS, .arg = "N",
-     .min = 10, .max = 60000, .def = "1000", .dest = &s_v.heartbeat_ms, .help = "heartbeat"},
+    {.name = "heartbeat-ms",
+     .env = "T_FLAGS_HEARTBEAT_MS",
+     .kind = OQ_FLAG_MS,
+     .arg = "N",
+     .min = 10,
+     .max = 60000,
+     .def = "1000",
+     .dest = &s_v.heartbeat_ms,
+     .help = "heartbeat"},
     {.kind = OQ_FLAG_SECTION, .help = "more:"},
-    {.name = "stop-timeout", .kind = OQ_FLAG_SECONDS, .arg = "S", .max = 86400000, .def = "75",
-     .dest = &s_v.stop_ms, .help = "grace after SIGTERM"},
-    {.name = "rate", .kind = OQ_FLAG_DOUBLE, .arg = "R", .dmin = 0, .dmax = 1e6, .def = "100",
-     .dest = &s_v.rate, .help = "dispatches per second"},
-    {.name = "keep", .env = "T_FLAGS_KEEP", .kind = OQ_FLAG_BOOL, .dest = &s_v.keep,
+    {.name = "stop-timeout",
+     .kind = OQ_FLAG_SECONDS,
+     .arg = "S",
+     .max = 86400000,
+     .def = "75",
+     .dest = &s_v.stop_ms,
+     .help = "grace after SIGTERM"},
+    {.name = "rate",
+     .kind = OQ_FLAG_DOUBLE,
+     .arg = "R",
+     .dmin = 0,
+     .dmax = 1e6,
+     .def = "100",
+     .dest = &s_v.rate,
+     .help = "dispatches per second"},
+    {.name = "keep",
+     .env = "T_FLAGS_KEEP",
+     .kind = OQ_FLAG_BOOL,
+     .dest = &s_v.keep,
      .help = "keep the directory"},
-    {.name = "isolation", .env = "T_FLAGS_ISOLATION", .kind = OQ_FLAG_ENUM, .arg = "LEVEL",
-     .words = s_isolations, .def = "read-committed", .dest = &s_v.isolation,
+    {.name = "isolation",
+     .env = "T_FLAGS_ISOLATION",
+     .kind = OQ_FLAG_ENUM,
+     .arg = "LEVEL",
+     .words = s_isolations,
+     .def = "read-committed",
+     .dest = &s_v.isolation,
      .help = "isolation level"},
-    {.name = "queue", .kind = OQ_FLAG_CUSTOM, .arg = "NAME:S", .parse = s_queue,
-     .expected = "NAME:SECONDS", .repeat = true, .dest = &s_v, .help = "a queue; repeatable"},
+    {.name = "queue",
+     .kind = OQ_FLAG_CUSTOM,
+     .arg = "NAME:S",
+     .parse = s_queue,
+     .expected = "NAME:SECONDS",
+     .repeat = true,
+     .dest = &s_v,
+     .help = "a queue; repeatable"},
     {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &s_v.help, .help = "this text"},
 };
 
@@ -134,10 +185,11 @@ static void test_defaults(void **state)
 static void test_flags_parsed(void **state)
 {
     char err[S_ERR_LEN];
-    const char *args[] = {"--broker", "ipc:///tmp/b", "--jobs", "1000", "--workers=4",
-                          "--heartbeat-ms", "10", "--stop-timeout", "0.25", "--rate", "2.5",
-                          "--keep", "--isolation", "serializable", "--queue", "high:30",
-                          "--queue", "low:60", NULL};
+    const char *args[] = {"--broker",    "ipc:///tmp/b",   "--jobs",  "1000",
+                          "--workers=4", "--heartbeat-ms", "10",      "--stop-timeout",
+                          "0.25",        "--rate",         "2.5",     "--keep",
+                          "--isolation", "serializable",   "--queue", "high:30",
+                          "--queue",     "low:60",         NULL};
     assert_int_equal(s_parse(args, err), 0);
     assert_string_equal(err, "");
     assert_string_equal(s_v.broker, "ipc:///tmp/b");
@@ -194,9 +246,8 @@ static void test_bounds_errors(void **state)
     char err[S_ERR_LEN];
     const char *low[] = {"--heartbeat-ms", "5", NULL};
     assert_int_equal(s_parse(low, err), -1);
-    assert_string_equal(err,
-                        "prog: invalid --heartbeat-ms \"5\": expected milliseconds from 10 to "
-                        "60000\n");
+    assert_string_equal(err, "prog: invalid --heartbeat-ms \"5\": expected milliseconds from 10 to "
+                             "60000\n");
     const char *high[] = {"--jobs", "1001", NULL};
     assert_int_equal(s_parse(high, err), -1);
     assert_string_equal(err,

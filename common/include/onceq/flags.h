@@ -55,21 +55,21 @@ typedef enum {
 typedef int (*oq_flag_parse_fn)(const char *value, void *dest, char *why, size_t why_len);
 
 typedef struct {
-    const char *name;   /* long name without "--" */
-    const char *env;    /* environment fallback, or NULL for none */
+    const char *name; /* long name without "--" */
+    const char *env;  /* environment fallback, or NULL for none */
     oq_flag_kind_t kind;
-    const char *arg;    /* the value's name in --help ("N", "URL"); unused for BOOL */
-    const char *help;   /* what it does; wrapped in --help */
-    const char *def;    /* default value text, parsed like a value; NULL: dest untouched */
-    const char *def_text; /* what --help calls the default when def is NULL ("the host name") */
-    void *dest;           /* see oq_flag_kind_t */
-    uint64_t min, max;    /* UINT, U32, MS; SECONDS in ms */
-    double dmin, dmax;    /* DOUBLE */
+    const char *arg;          /* the value's name in --help ("N", "URL"); unused for BOOL */
+    const char *help;         /* what it does; wrapped in --help */
+    const char *def;          /* default value text, parsed like a value; NULL: dest untouched */
+    const char *def_text;     /* what --help calls the default when def is NULL ("the host name") */
+    void *dest;               /* see oq_flag_kind_t */
+    uint64_t min, max;        /* UINT, U32, MS; SECONDS in ms */
+    double dmin, dmax;        /* DOUBLE */
     const char *const *words; /* ENUM: NULL-terminated */
     oq_flag_parse_fn parse;   /* CUSTOM */
     const char *expected;     /* replaces the generated "expected ..." text (CUSTOM: required) */
-    bool repeat;  /* CUSTOM only: parse every occurrence, in order (e.g. --queue) */
-    bool stop;    /* BOOL only: when given, parsing stops and returns 1 (--help, --version) */
+    bool repeat;              /* CUSTOM only: parse every occurrence, in order (e.g. --queue) */
+    bool stop;          /* BOOL only: when given, parsing stops and returns 1 (--help, --version) */
     oq_flag_src_t *src; /* optional: where the value came from */
 } oq_flag_t;
 

@@ -1,11 +1,10 @@
 /*  onceq/worker.h: the worker SDK (libonceq-worker; pkg-config onceq-worker).
     A handler is a function registered under a job type; oq_worker_main
     turns a program into a complete worker that runs it on its job thread,
-    one job at a time, and reports what it returns to the broker. Handlers must be idempotent in their
-    effects: a job can run more than once (retries, lease expiry, a worker
-    killed before its ack). Write effects in a database transaction guarded by
-    a UNIQUE constraint, and key external calls by the business operation,
-    never by the job id.
+    one job at a time, and reports what it returns to the broker. Handlers must be idempotent in
+   their effects: a job can run more than once (retries, lease expiry, a worker killed before its
+   ack). Write effects in a database transaction guarded by a UNIQUE constraint, and key external
+   calls by the business operation, never by the job id.
 
     A handler's state pointer is given at registration and only ever used on
     the job thread, so per-process state (a database connection) needs no
