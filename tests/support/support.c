@@ -28,6 +28,13 @@ void oq_support_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+void oq_support_sleep_us(uint64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 int oq_support_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

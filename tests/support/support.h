@@ -15,6 +15,9 @@ int64_t oq_support_now_ms(void);
 /* Sleep ms milliseconds (a signal may end it early). */
 void oq_support_sleep_ms(int ms);
 
+/* Sleep us microseconds in full (resumed after a signal). */
+void oq_support_sleep_us(uint64_t us);
+
 /* A loopback TCP port the kernel considers free now, or -1. Another
    process may take it before it is bound; whoever binds it then says so. */
 int oq_support_free_port(void);
