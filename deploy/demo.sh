@@ -84,7 +84,9 @@ done
 pids+=("$broker")
 echo "== broker on $ONCEQ_BROKER (workers on $back); logs in $run"
 
-ONCEQ_TEST_HOOKS=1 onceq-worker --broker "$back" --processes "$workers" >"$run/workers.log" 2>&1 &
+# onceq-test-worker: onceq-worker plus the test hooks that let a few orders
+# SIGKILL their worker between COMMIT and ack (docs/points.md, "Test hooks").
+ONCEQ_TEST_HOOKS=1 onceq-test-worker --broker "$back" --processes "$workers" >"$run/workers.log" 2>&1 &
 pids+=("$!")
 stats() { onceq stats --json; }
 for _ in $(seq 100); do

@@ -8,15 +8,27 @@
 #   deploy/pg.sh url [DIR]      print the libpq conninfo for ONCEQ_DATABASE_URL
 #   deploy/pg.sh status [DIR]
 #
-# DIR defaults to .local/pg at the top of the checkout (ONCEQ_PG_DIR). The
+# DIR defaults to .local/pg at the top of the checkout, or for an installed
+# copy (PREFIX/share/onceq/pg.sh) to ~/.local/share/onceq/pg (ONCEQ_PG_DIR). The
 # cluster listens on a unix socket in DIR and on 127.0.0.1:PORT (ONCEQ_PG_PORT,
 # default 54329). As root, the server runs as the `postgres` user, since
 # initdb refuses root. Set ONCEQ_DATABASE_URL to use an existing server
-# instead; nothing here is needed then.
+# instead; nothing here is needed then. The migrations run with the onceq
+# binary of the same install or build (ONCEQ_BIN to name another).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+# The script's own directory, a link not followed: deploy/ in a checkout,
+# PREFIX/share/onceq installed, BUILD/share/onceq in a build tree.
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$(basename "$here")" = onceq ] && [ "$(basename "$(dirname "$here")")" = share ]; then
+  default_dir=${XDG_DATA_HOME:-$HOME/.local/share}/onceq/pg
+  default_onceq=$here/../../bin/onceq
+else
+  default_dir=$here/../.local/pg
+  default_onceq=$here/../build/bin/onceq
+fi
+[ -x "$default_onceq" ] || default_onceq=$(command -v onceq || echo "$default_onceq")
 cmd=${1:-}
-dir=${2:-${ONCEQ_PG_DIR:-$top/.local/pg}}
+dir=${2:-${ONCEQ_PG_DIR:-$default_dir}}
 port=${ONCEQ_PG_PORT:-54329}
 db=${ONCEQ_PG_DB:-onceq}
 user=onceq
@@ -47,7 +59,7 @@ start)
        "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
     "$pgbin/createdb" -h "$dir" -p "$port" -U "$user" "$db"
   fi
-  onceq=${ONCEQ_BIN:-$top/build/bin/onceq}
+  onceq=${ONCEQ_BIN:-$default_onceq}
   if [ -x "$onceq" ]; then
     ONCEQ_DATABASE_URL=$(conninfo) "$onceq" db migrate
   else

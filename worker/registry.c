@@ -92,3 +92,15 @@ int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn 
         *state = entry->state;
     return 0;
 }
+
+size_t oq_registry_count(const oq_registry_t *self)
+{
+    assert(self);
+    return self->count;
+}
+
+const char *oq_registry_type(const oq_registry_t *self, size_t i)
+{
+    assert(self);
+    return i < self->count ? self->entries[i].type : NULL;
+}

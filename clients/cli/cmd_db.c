@@ -10,19 +10,9 @@
 #include "cli_db.h"
 #include "onceq/config.h"
 #include "onceq/effects.h"
+#include "onceq/paths.h"
 
 #define S_ENV_SQL_DIR "ONCEQ_SQL_DIR"
-
-/* Where migrations live: compiled in by clients/cli/CMakeLists.txt. */
-#ifndef ONCEQ_SQL_DIR_INSTALLED
-#error "ONCEQ_SQL_DIR_INSTALLED must name the installed migrations directory"
-#endif
-#ifndef ONCEQ_SQL_DIR_SOURCE
-#error "ONCEQ_SQL_DIR_SOURCE must name the source tree's deploy/sql"
-#endif
-#ifndef ONCEQ_BUILD_DIR
-#error "ONCEQ_BUILD_DIR must name the build tree"
-#endif
 
 static void s_help(void)
 {
@@ -34,33 +24,24 @@ static void s_help(void)
            "nothing. Two migrators started at once take turns (advisory lock).\n"
            "\n"
            "Options:\n"
-           "  --sql-dir DIR      the migrations (env %s; default %s, or\n"
-           "                     %s for a binary run from its build tree)\n"
+           "  --sql-dir DIR      the migrations (env %s; default %s,\n"
+           "                     next to this binary)\n"
            "  --database URL     libpq conninfo or URI (env %s, default: libpq's\n"
            "                     defaults)\n"
            "  -h, --help         show this help\n"
            "\n"
            "Exit status 0 applied or up to date, 1 a migration failed (nothing of it\n"
            "was kept), 2 bad command line, 3 no connection to the database.\n",
-           S_ENV_SQL_DIR, ONCEQ_SQL_DIR_INSTALLED, ONCEQ_SQL_DIR_SOURCE, OQ_CLI_ENV_DATABASE);
+           S_ENV_SQL_DIR, "../share/onceq/sql", OQ_CLI_ENV_DATABASE);
 }
 
-/* The default migrations directory. A binary in its build tree uses the
-   checkout's files, so that an older installed copy never shadows them;
-   an installed one uses the installed files. */
+/* The default migrations directory: PREFIX/share/onceq/sql for a binary in
+   PREFIX/bin; from the build tree, the build's link to the checkout's
+   deploy/sql (onceq/paths.h). NULL if this binary's path is unknown. */
 static const char *s_default_sql_dir(void)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    size_t build_len = strlen(ONCEQ_BUILD_DIR);
-    if (n > 0) {
-        exe[n] = 0;
-        if (strncmp(exe, ONCEQ_BUILD_DIR, build_len) == 0 && exe[build_len] == '/')
-            return ONCEQ_SQL_DIR_SOURCE;
-    }
-    if (access(ONCEQ_SQL_DIR_INSTALLED, R_OK | X_OK) == 0)
-        return ONCEQ_SQL_DIR_INSTALLED;
-    return ONCEQ_SQL_DIR_SOURCE;
+    static char dir[PATH_MAX];
+    return oq_paths_data("sql", dir, sizeof dir) == 0 ? dir : NULL;
 }
 
 static void s_applied(void *ctx, uint32_t version, const char *name)
@@ -100,6 +81,9 @@ int oq_cmd_db(oq_cli_t *cli, int argc, char **argv)
     const char *dir = oq_config_str(sql_dir, S_ENV_SQL_DIR, NULL);
     if (!dir)
         dir = s_default_sql_dir();
+    if (!dir)
+        return oq_cli_usage_error(cli, "cannot find the migrations next to this binary; pass "
+                                       "--sql-dir DIR");
 
     /* No time bound: a migration may rewrite a large table, and waiting
        for another migrator's lock is the point of the lock. */

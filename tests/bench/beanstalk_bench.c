@@ -41,6 +41,7 @@
 #include "onceq/clock.h"
 #include "onceq/config.h"
 #include "samples.h"
+#include "support.h"
 
 #define S_BODY_BYTES 100 /* the same size as onceq-bench's msgpack payload */
 #define S_PRIORITY   0
@@ -255,13 +256,6 @@ static int s_stats(s_conn_t *c, const char *tube, uint64_t *deleted, uint64_t *w
     return 0;
 }
 
-static void s_sleep_us(uint64_t us)
-{
-    struct timespec ts = {(time_t)(us / S_US_PER_S), (long)(us % S_US_PER_S) * 1000};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 static int s_wait_deleted(s_conn_t *c, const s_opts_t *opts, uint64_t target, uint64_t interval_us,
                           int64_t *at_us, oq_samples_t *rtt)
 {
@@ -282,7 +276,7 @@ static int s_wait_deleted(s_conn_t *c, const s_opts_t *opts, uint64_t target, ui
             return -1;
         }
         if (interval_us)
-            s_sleep_us(interval_us);
+            oq_support_sleep_us(interval_us);
     }
 }
 
@@ -421,7 +415,7 @@ static int s_latency(s_conn_t *c, const s_opts_t *opts, uint64_t *deleted, oq_sa
         (*deleted)++;
         oq_samples_add(latency, end_us - start_us);
         if (opts->gap_us)
-            s_sleep_us(opts->gap_us);
+            oq_support_sleep_us(opts->gap_us);
     }
     return 0;
 }
@@ -590,7 +584,7 @@ static int s_run(const s_opts_t *opts, s_conn_t *c)
             return -1;
         }
         if (watching < opts->consumers)
-            s_sleep_us(S_WORKER_POLL_US);
+            oq_support_sleep_us(S_WORKER_POLL_US);
     }
     int64_t at_us;
     if (opts->warmup_jobs > 0) {

@@ -48,6 +48,7 @@
 #include "onceq/limits.h"
 #include "onceq/proto.h"
 #include "samples.h"
+#include "support.h"
 
 /* The job: the built-in noop handler with a payload of exactly this many
    msgpack bytes, {"pad": "xxx…"}, the same size as beanstalk-bench's bodies. */
@@ -160,13 +161,6 @@ static int s_past_deadline(const s_opts_t *opts, const char *doing)
     return -1;
 }
 
-static void s_sleep_us(uint64_t us)
-{
-    struct timespec ts = {(time_t)(us / S_US_PER_S), (long)(us % S_US_PER_S) * 1000};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* One stats round trip: the queue's done counter (0 if the queue does not
    exist yet) and the number of connected workers. */
 static int s_stats(oq_client_t *client, const char *queue, uint64_t *done, uint64_t *workers)
@@ -214,7 +208,7 @@ static int s_wait_done(const s_opts_t *opts, oq_client_t *client, uint64_t targe
         if (s_past_deadline(opts, "waiting for jobs to be done"))
             return -1;
         if (interval_us)
-            s_sleep_us(interval_us);
+            oq_support_sleep_us(interval_us);
     }
 }
 
@@ -228,7 +222,7 @@ static int s_wait_workers(const s_opts_t *opts, oq_client_t *client, uint64_t *d
             return 0;
         if (s_past_deadline(opts, "waiting for workers to connect"))
             return -1;
-        s_sleep_us(S_WORKER_POLL_US);
+        oq_support_sleep_us(S_WORKER_POLL_US);
     }
 }
 
@@ -387,7 +381,7 @@ static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
         (*done)++;
         oq_samples_add(latency, end_us - start_us);
         if (opts->gap_us)
-            s_sleep_us(opts->gap_us);
+            oq_support_sleep_us(opts->gap_us);
     }
     return 0;
 }

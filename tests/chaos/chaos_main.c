@@ -13,8 +13,6 @@
     Exit status: 0 no violation, 1 violations, 2 a usage error or a run that
     could not be carried out (a process did not start), 130 interrupted. */
 #include <errno.h>
-#include <ftw.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,10 +30,12 @@
 #include "faults.h"
 #include "load.h"
 #include "observe.h"
+#include "onceq/flags.h"
 #include "onceq/limits.h"
 #include "procs.h"
 #include "rng.h"
 #include "schedule.h"
+#include "support.h"
 #include "verdict.h"
 #include "worklog.h"
 
@@ -47,7 +47,6 @@
 #define S_PATH_LEN         4096
 #define S_FILE_LEN         32 /* a file name in the run directory */
 #define S_ERR_LEN          1024
-#define S_FTW_FDS          16
 /* Ids of a run against a database that is not ours start above the time
    of the run times this: runs a second apart never share an id. */
 #define S_ID_BASE_PER_S 10000000LL
@@ -59,221 +58,7 @@ static void s_on_signal(int signo)
     s_interrupted = 1;
 }
 
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* ---- flags ------------------------------------------------------------ */
-
-static void s_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: onceq-chaos [options]\n"
-            "\n"
-            "Proves exactly-once effects while it breaks things: starts a broker, a worker\n"
-            "pool and PostgreSQL on loopback in a temp dir (or attaches to a deployment),\n"
-            "dispatches order-point grants, kills and stops workers, kills the broker,\n"
-            "restarts the database and sends malformed frames on a seeded schedule, then\n"
-            "checks from the database and the broker that every order was granted exactly\n"
-            "once and every balance is exact. See docs/chaos.md.\n"
-            "\n"
-            "run:\n"
-            "  --seed N              reproduce a run (default: random, printed at start)\n"
-            "  --long                the long run: %d jobs at %d/s, hundreds of faults\n"
-            "  --jobs N              dispatches in all (default %d)\n"
-            "  --rate R              dispatches per second, 0 unpaced (default %d)\n"
-            "  --customers N         customers, each with a balance row (default %d)\n"
-            "  --redispatch PCT      share of dispatches repeating an earlier order (default "
-            "%d)\n"
-            "  --job-type TYPE       grant_points, or grant_points_unguarded to watch the\n"
-            "                        verdict catch double grants (default %s)\n"
-            "  --queue NAME          the run's queue (default %s)\n"
-            "  --settle S            wait this long for the jobs to settle (default %d)\n"
-            "\n"
-            "faults (defaults: the bounded run of the test suite):\n"
-            "  --kills N             SIGKILL a worker holding a job (default %d)\n"
-            "  --commit-kills N      SIGKILL a worker between COMMIT and ack (default %d)\n"
-            "  --self-kills N        a worker SIGKILLs itself after COMMIT (default %d)\n"
-            "  --pauses N            SIGSTOP a worker past retry_after, then SIGCONT (default "
-            "%d)\n"
-            "  --broker-kills N      SIGKILL the broker, restart it on its journal (default %d)\n"
-            "  --db-restarts N       restart PostgreSQL, immediate then fast (default %d)\n"
-            "  --bursts N            bursts of malformed frames to both sockets (default %d)\n"
-            "  --burst-frames N      frames per socket in a burst (default %d)\n"
-            "  --no-faults           none of the above: the baseline to compare with\n"
-            "  --pause-ms N          how long a worker stays stopped (default retry_after + "
-            "%d)\n"
-            "  --broker-down-ms N    how long a killed broker stays down (default %d)\n"
-            "\n"
-            "own deployment (the default):\n"
-            "  --workers N           worker processes (default %d)\n"
-            "  --heartbeat-ms N      heartbeat interval (default %d)\n"
-            "  --liveness N          missed heartbeats before a worker is dead (default %d)\n"
-            "  --retry-after S       lease length (default %d)\n"
-            "  --job-timeout S       each job's timeout (default %d)\n"
-            "  --max-tries N         each job's retry budget (default %d)\n"
-            "  --backoff S           each job's wait before a retry (default %d)\n"
-            "  --hold-ms N           each grant holds its transaction this long (default %d)\n"
-            "  --commit-pause-ms N   the COMMIT-to-ack window of commit-kill orders (default "
-            "%d)\n"
-            "  --bin-dir DIR         onceq-broker, onceq-worker, onceq (default: next to this)\n"
-            "  --pg-script PATH      deploy/pg.sh (default: found, see docs/chaos.md)\n"
-            "  --dir DIR             the run directory (default: a new one in $TMPDIR)\n"
-            "  --keep                keep the run directory after a clean run too\n"
-            "\n"
-            "attach to a deployment (process faults are skipped):\n"
-            "  --broker ENDPOINT     its front socket; starts nothing\n"
-            "  --back ENDPOINT       its worker socket, for the malformed bursts\n"
-            "  --database URL        its PostgreSQL (also: ONCEQ_DATABASE_URL); with our own\n"
-            "                        broker and workers, the database restarts are skipped\n"
-            "  --id-base N           customer and order ids start above N (default: 0 on our\n"
-            "                        own cluster, else from the clock)\n"
-            "\n"
-            "Exit status: 0 no violation, 1 violations, 2 usage error or a run that could\n"
-            "not be carried out, 130 interrupted.\n",
-            OQ_CHAOS_LONG_JOBS, OQ_CHAOS_LONG_RATE, OQ_CHAOS_DEFAULT_JOBS, OQ_CHAOS_DEFAULT_RATE,
-            OQ_CHAOS_DEFAULT_CUSTOMERS, OQ_CHAOS_DEFAULT_REDISPATCH_PCT, OQ_CHAOS_DEFAULT_JOB_TYPE,
-            OQ_CHAOS_DEFAULT_QUEUE, OQ_CHAOS_DEFAULT_SETTLE_S, OQ_CHAOS_DEFAULT_KILLS,
-            OQ_CHAOS_DEFAULT_COMMIT_KILLS, OQ_CHAOS_DEFAULT_SELF_KILLS, OQ_CHAOS_DEFAULT_PAUSES,
-            OQ_CHAOS_DEFAULT_BROKER_KILLS, OQ_CHAOS_DEFAULT_DB_RESTARTS, OQ_CHAOS_DEFAULT_BURSTS,
-            OQ_CHAOS_DEFAULT_BURST_FRAMES, OQ_CHAOS_PAUSE_BEYOND_MS, OQ_CHAOS_BROKER_DOWN_MS,
-            OQ_CHAOS_DEFAULT_WORKERS, OQ_CHAOS_DEFAULT_HEARTBEAT_MS, OQ_CHAOS_DEFAULT_LIVENESS,
-            OQ_CHAOS_DEFAULT_RETRY_AFTER_S, OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S,
-            OQ_CHAOS_DEFAULT_MAX_TRIES, OQ_CHAOS_DEFAULT_BACKOFF_S, OQ_CHAOS_DEFAULT_HOLD_MS,
-            OQ_CHAOS_DEFAULT_COMMIT_PAUSE_MS);
-}
-
-enum {
-    S_OPT_SEED = 256,
-    S_OPT_LONG,
-    S_OPT_JOBS,
-    S_OPT_RATE,
-    S_OPT_CUSTOMERS,
-    S_OPT_REDISPATCH,
-    S_OPT_JOB_TYPE,
-    S_OPT_QUEUE,
-    S_OPT_SETTLE,
-    S_OPT_KILLS,
-    S_OPT_COMMIT_KILLS,
-    S_OPT_SELF_KILLS,
-    S_OPT_PAUSES,
-    S_OPT_BROKER_KILLS,
-    S_OPT_DB_RESTARTS,
-    S_OPT_BURSTS,
-    S_OPT_BURST_FRAMES,
-    S_OPT_NO_FAULTS,
-    S_OPT_PAUSE_MS,
-    S_OPT_BROKER_DOWN_MS,
-    S_OPT_WORKERS,
-    S_OPT_HEARTBEAT_MS,
-    S_OPT_LIVENESS,
-    S_OPT_RETRY_AFTER,
-    S_OPT_JOB_TIMEOUT,
-    S_OPT_MAX_TRIES,
-    S_OPT_BACKOFF,
-    S_OPT_HOLD_MS,
-    S_OPT_COMMIT_PAUSE_MS,
-    S_OPT_BIN_DIR,
-    S_OPT_PG_SCRIPT,
-    S_OPT_DIR,
-    S_OPT_KEEP,
-    S_OPT_BROKER,
-    S_OPT_BACK,
-    S_OPT_DATABASE,
-    S_OPT_ID_BASE,
-    S_OPT_HELP,
-};
-
-static const struct option s_options[] = {
-    {"seed", required_argument, NULL, S_OPT_SEED},
-    {"long", no_argument, NULL, S_OPT_LONG},
-    {"jobs", required_argument, NULL, S_OPT_JOBS},
-    {"rate", required_argument, NULL, S_OPT_RATE},
-    {"customers", required_argument, NULL, S_OPT_CUSTOMERS},
-    {"redispatch", required_argument, NULL, S_OPT_REDISPATCH},
-    {"job-type", required_argument, NULL, S_OPT_JOB_TYPE},
-    {"queue", required_argument, NULL, S_OPT_QUEUE},
-    {"settle", required_argument, NULL, S_OPT_SETTLE},
-    {"kills", required_argument, NULL, S_OPT_KILLS},
-    {"commit-kills", required_argument, NULL, S_OPT_COMMIT_KILLS},
-    {"self-kills", required_argument, NULL, S_OPT_SELF_KILLS},
-    {"pauses", required_argument, NULL, S_OPT_PAUSES},
-    {"broker-kills", required_argument, NULL, S_OPT_BROKER_KILLS},
-    {"db-restarts", required_argument, NULL, S_OPT_DB_RESTARTS},
-    {"bursts", required_argument, NULL, S_OPT_BURSTS},
-    {"burst-frames", required_argument, NULL, S_OPT_BURST_FRAMES},
-    {"no-faults", no_argument, NULL, S_OPT_NO_FAULTS},
-    {"pause-ms", required_argument, NULL, S_OPT_PAUSE_MS},
-    {"broker-down-ms", required_argument, NULL, S_OPT_BROKER_DOWN_MS},
-    {"workers", required_argument, NULL, S_OPT_WORKERS},
-    {"heartbeat-ms", required_argument, NULL, S_OPT_HEARTBEAT_MS},
-    {"liveness", required_argument, NULL, S_OPT_LIVENESS},
-    {"retry-after", required_argument, NULL, S_OPT_RETRY_AFTER},
-    {"job-timeout", required_argument, NULL, S_OPT_JOB_TIMEOUT},
-    {"max-tries", required_argument, NULL, S_OPT_MAX_TRIES},
-    {"backoff", required_argument, NULL, S_OPT_BACKOFF},
-    {"hold-ms", required_argument, NULL, S_OPT_HOLD_MS},
-    {"commit-pause-ms", required_argument, NULL, S_OPT_COMMIT_PAUSE_MS},
-    {"bin-dir", required_argument, NULL, S_OPT_BIN_DIR},
-    {"pg-script", required_argument, NULL, S_OPT_PG_SCRIPT},
-    {"dir", required_argument, NULL, S_OPT_DIR},
-    {"keep", no_argument, NULL, S_OPT_KEEP},
-    {"broker", required_argument, NULL, S_OPT_BROKER},
-    {"back", required_argument, NULL, S_OPT_BACK},
-    {"database", required_argument, NULL, S_OPT_DATABASE},
-    {"id-base", required_argument, NULL, S_OPT_ID_BASE},
-    {"help", no_argument, NULL, S_OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-/* An unsigned number in [min, max]; 0 or -1 with a message. */
-static int s_uint(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || v < min || v > max) {
-        fprintf(stderr,
-                "onceq-chaos: --%s must be a whole number from %" PRIu64 " to %" PRIu64
-                ", not \"%s\"\n",
-                flag, min, max, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int s_u32(const char *flag, const char *text, uint32_t max, uint32_t *out)
-{
-    uint64_t v;
-    if (s_uint(flag, text, 0, max, &v) < 0)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int s_seconds(const char *flag, const char *text, double max, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= 0) || v > max) {
-        fprintf(stderr, "onceq-chaos: --%s must be seconds from 0 to %g, not \"%s\"\n", flag, max,
-                text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static void s_defaults(oq_chaos_config_t *c, bool is_long)
 {
@@ -304,132 +89,6 @@ static void s_defaults(oq_chaos_config_t *c, bool is_long)
         .broker_down_ms = OQ_CHAOS_BROKER_DOWN_MS,
         .settle_s = OQ_CHAOS_DEFAULT_SETTLE_S,
     };
-}
-
-/* One flag into c; 0, -1 on a bad value, 1 for --help. */
-static int s_flag(oq_chaos_config_t *c, int opt, const char *arg, bool *seed_set, bool *pause_set)
-{
-    const char *name = NULL;
-    for (const struct option *o = s_options; o->name; o++)
-        if (o->val == opt)
-            name = o->name;
-    uint64_t v;
-    switch (opt) {
-    case S_OPT_SEED:
-        *seed_set = true;
-        return s_uint(name, arg, 0, UINT64_MAX, &c->seed);
-    case S_OPT_LONG:
-        return 0; /* applied before the other flags */
-    case S_OPT_JOBS:
-        if (s_uint(name, arg, 1, OQ_CHAOS_MAX_JOBS, &v) < 0)
-            return -1;
-        c->jobs = (uint32_t)v;
-        return 0;
-    case S_OPT_RATE:
-        return s_seconds(name, arg, 1e6, &c->rate);
-    case S_OPT_CUSTOMERS:
-        if (s_uint(name, arg, 1, OQ_CHAOS_MAX_CUSTOMERS, &v) < 0)
-            return -1;
-        c->customers = (uint32_t)v;
-        return 0;
-    case S_OPT_REDISPATCH:
-        return s_u32(name, arg, 100, &c->redispatch_pct);
-    case S_OPT_JOB_TYPE:
-        c->job_type = arg;
-        return 0;
-    case S_OPT_QUEUE:
-        c->queue = arg;
-        return 0;
-    case S_OPT_SETTLE:
-        return s_u32(name, arg, UINT32_MAX / 1000, &c->settle_s);
-    case S_OPT_KILLS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->kills);
-    case S_OPT_COMMIT_KILLS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->commit_kills);
-    case S_OPT_SELF_KILLS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->self_kills);
-    case S_OPT_PAUSES:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->pauses);
-    case S_OPT_BROKER_KILLS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->broker_kills);
-    case S_OPT_DB_RESTARTS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->db_restarts);
-    case S_OPT_BURSTS:
-        return s_u32(name, arg, OQ_CHAOS_MAX_FAULTS, &c->bursts);
-    case S_OPT_BURST_FRAMES:
-        return s_u32(name, arg, OQ_CHAOS_MAX_BURST_FRAMES, &c->burst_frames);
-    case S_OPT_NO_FAULTS:
-        c->kills = c->commit_kills = c->self_kills = c->pauses = 0;
-        c->broker_kills = c->db_restarts = c->bursts = 0;
-        return 0;
-    case S_OPT_PAUSE_MS:
-        *pause_set = true;
-        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->pause_ms);
-    case S_OPT_BROKER_DOWN_MS:
-        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->broker_down_ms);
-    case S_OPT_WORKERS:
-        if (s_uint(name, arg, 1, OQ_SUPERVISOR_MAX_PROCESSES, &v) < 0)
-            return -1;
-        c->workers = (uint32_t)v;
-        return 0;
-    case S_OPT_HEARTBEAT_MS:
-        if (s_uint(name, arg, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS, &v) < 0)
-            return -1;
-        c->heartbeat_ms = (uint32_t)v;
-        return 0;
-    case S_OPT_LIVENESS:
-        if (s_uint(name, arg, 1, OQ_MAX_LIVENESS, &v) < 0)
-            return -1;
-        c->liveness = (uint32_t)v;
-        return 0;
-    case S_OPT_RETRY_AFTER:
-        return s_seconds(name, arg, (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S, &c->retry_after_s);
-    case S_OPT_JOB_TIMEOUT:
-        return s_seconds(name, arg, (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S, &c->job_timeout_s);
-    case S_OPT_MAX_TRIES:
-        if (s_uint(name, arg, 1, OQ_MAX_TRIES_LIMIT, &v) < 0)
-            return -1;
-        c->max_tries = (uint32_t)v;
-        return 0;
-    case S_OPT_BACKOFF:
-        return s_u32(name, arg, (uint32_t)(OQ_MAX_BACKOFF_MS / 1000), &c->backoff_s);
-    case S_OPT_HOLD_MS:
-        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->hold_ms);
-    case S_OPT_COMMIT_PAUSE_MS:
-        return s_u32(name, arg, (uint32_t)OQ_MAX_TIMEOUT_MS, &c->commit_pause_ms);
-    case S_OPT_BIN_DIR:
-        c->bin_dir = arg;
-        return 0;
-    case S_OPT_PG_SCRIPT:
-        c->pg_script = arg;
-        return 0;
-    case S_OPT_DIR:
-        c->dir = arg;
-        return 0;
-    case S_OPT_KEEP:
-        c->keep = true;
-        return 0;
-    case S_OPT_BROKER:
-        c->attach = true;
-        c->front = arg;
-        return 0;
-    case S_OPT_BACK:
-        c->back = arg;
-        return 0;
-    case S_OPT_DATABASE:
-        c->database = arg;
-        return 0;
-    case S_OPT_ID_BASE:
-        c->id_base_set = true;
-        if (s_uint(name, arg, 0, (uint64_t)INT64_MAX / 2, &v) < 0)
-            return -1;
-        c->id_base = (int64_t)v;
-        return 0;
-    case S_OPT_HELP:
-        return 1;
-    default:
-        return -1;
-    }
 }
 
 /* Rules between flags, with the numbers in the message. 0 or -1. */
@@ -468,6 +127,31 @@ static int s_check(const oq_chaos_config_t *c)
     return 0;
 }
 
+#define S_STR_(x) #x
+#define S_STR(x)  S_STR_(x)
+#define S_FAULTS(flag, field, text, def)                                                           \
+    {                                                                                              \
+        .name = flag, .kind = OQ_FLAG_U32, .arg = "N", .max = OQ_CHAOS_MAX_FAULTS,                 \
+        .dest = &c->field, .def_text = S_STR(def), .help = text                                    \
+    }
+
+static void s_usage(const oq_flag_t *flags, size_t count)
+{
+    printf("usage: onceq-chaos [options]\n"
+           "\n"
+           "Proves exactly-once effects while it breaks things: starts a broker, a worker\n"
+           "pool and PostgreSQL on loopback in a temp dir (or attaches to a deployment),\n"
+           "dispatches order-point grants, kills and stops workers, kills the broker,\n"
+           "restarts the database and sends malformed frames on a seeded schedule, then\n"
+           "checks from the database and the broker that every order was granted exactly\n"
+           "once and every balance is exact. See docs/chaos.md.\n"
+           "\n");
+    oq_flags_help(flags, count, stdout);
+    printf("\n"
+           "Exit status: 0 no violation, 1 violations, 2 usage error or a run that could\n"
+           "not be carried out, 130 interrupted.\n");
+}
+
 /* 0 to run, 1 after --help, -1 on a usage error. */
 static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
 {
@@ -475,28 +159,256 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
     for (int i = 1; i < argc; i++)
         is_long |= strcmp(argv[i], "--long") == 0;
     s_defaults(c, is_long);
-    bool seed_set = false, pause_set = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "", s_options, NULL)) != -1) {
-        int rc = s_flag(c, opt, optarg, &seed_set, &pause_set);
-        if (rc != 0)
-            return rc;
+    oq_flag_src_t seed_src, pause_src, broker_src, id_base_src;
+    bool long_given = false, no_faults = false, help = false;
+    uint64_t id_base = 0;
+    char long_text[S_ERR_LEN], pause_text[S_ERR_LEN];
+    snprintf(long_text, sizeof long_text, "the long run: %d jobs at %d/s, hundreds of faults",
+             OQ_CHAOS_LONG_JOBS, OQ_CHAOS_LONG_RATE);
+    snprintf(pause_text, sizeof pause_text, "retry_after + %d", OQ_CHAOS_PAUSE_BEYOND_MS);
+    const char *seconds_expected = "seconds from 0 to 86400";
+    const oq_flag_t flags[] = {
+        {.kind = OQ_FLAG_SECTION, .help = "run:"},
+        {.name = "seed",
+         .kind = OQ_FLAG_UINT,
+         .arg = "N",
+         .max = UINT64_MAX,
+         .dest = &c->seed,
+         .src = &seed_src,
+         .def_text = "random, printed at start",
+         .help = "reproduce a run"},
+        {.name = "long", .kind = OQ_FLAG_BOOL, .dest = &long_given, .help = long_text},
+        {.name = "jobs",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_CHAOS_MAX_JOBS,
+         .dest = &c->jobs,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_JOBS),
+         .help = "dispatches in all"},
+        {.name = "rate",
+         .kind = OQ_FLAG_DOUBLE,
+         .arg = "R",
+         .dmax = 1e6,
+         .dest = &c->rate,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_RATE),
+         .help = "dispatches per second, 0 unpaced"},
+        {.name = "customers",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_CHAOS_MAX_CUSTOMERS,
+         .dest = &c->customers,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_CUSTOMERS),
+         .help = "customers, each with a balance row"},
+        {.name = "redispatch",
+         .kind = OQ_FLAG_U32,
+         .arg = "PCT",
+         .max = 100,
+         .dest = &c->redispatch_pct,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_REDISPATCH_PCT),
+         .help = "share of dispatches repeating an earlier order"},
+        {.name = "job-type",
+         .kind = OQ_FLAG_STRING,
+         .arg = "TYPE",
+         .dest = &c->job_type,
+         .def_text = OQ_CHAOS_DEFAULT_JOB_TYPE,
+         .help = "grant_points, or grant_points_unguarded to watch the verdict catch double "
+                 "grants"},
+        {.name = "queue",
+         .kind = OQ_FLAG_STRING,
+         .arg = "NAME",
+         .dest = &c->queue,
+         .def_text = OQ_CHAOS_DEFAULT_QUEUE,
+         .help = "the run's queue"},
+        {.name = "settle",
+         .kind = OQ_FLAG_U32,
+         .arg = "S",
+         .max = UINT32_MAX / 1000,
+         .dest = &c->settle_s,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_SETTLE_S),
+         .help = "wait this long for the jobs to settle"},
+        {.kind = OQ_FLAG_SECTION, .help = "faults (defaults: the bounded run of the test suite):"},
+        S_FAULTS("kills", kills, "SIGKILL a worker holding a job", OQ_CHAOS_DEFAULT_KILLS),
+        S_FAULTS("commit-kills", commit_kills, "SIGKILL a worker between COMMIT and ack",
+                 OQ_CHAOS_DEFAULT_COMMIT_KILLS),
+        S_FAULTS("self-kills", self_kills, "a worker SIGKILLs itself after COMMIT",
+                 OQ_CHAOS_DEFAULT_SELF_KILLS),
+        S_FAULTS("pauses", pauses, "SIGSTOP a worker past retry_after, then SIGCONT",
+                 OQ_CHAOS_DEFAULT_PAUSES),
+        S_FAULTS("broker-kills", broker_kills, "SIGKILL the broker, restart it on its journal",
+                 OQ_CHAOS_DEFAULT_BROKER_KILLS),
+        S_FAULTS("db-restarts", db_restarts, "restart PostgreSQL, immediate then fast",
+                 OQ_CHAOS_DEFAULT_DB_RESTARTS),
+        S_FAULTS("bursts", bursts, "bursts of malformed frames to both sockets",
+                 OQ_CHAOS_DEFAULT_BURSTS),
+        {.name = "burst-frames",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .max = OQ_CHAOS_MAX_BURST_FRAMES,
+         .dest = &c->burst_frames,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_BURST_FRAMES),
+         .help = "frames per socket in a burst"},
+        {.name = "no-faults",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &no_faults,
+         .help = "none of the above, whatever their flags say: the baseline to compare with"},
+        {.name = "pause-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .dest = &c->pause_ms,
+         .src = &pause_src,
+         .def_text = pause_text,
+         .help = "how long a worker stays stopped"},
+        {.name = "broker-down-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .dest = &c->broker_down_ms,
+         .def_text = S_STR(OQ_CHAOS_BROKER_DOWN_MS),
+         .help = "how long a killed broker stays down"},
+        {.kind = OQ_FLAG_SECTION, .help = "own deployment (the default):"},
+        {.name = "workers",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_SUPERVISOR_MAX_PROCESSES,
+         .dest = &c->workers,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_WORKERS),
+         .help = "worker processes"},
+        {.name = "heartbeat-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .min = OQ_MIN_HEARTBEAT_MS,
+         .max = OQ_MAX_HEARTBEAT_MS,
+         .dest = &c->heartbeat_ms,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_HEARTBEAT_MS),
+         .help = "heartbeat interval"},
+        {.name = "liveness",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_MAX_LIVENESS,
+         .dest = &c->liveness,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_LIVENESS),
+         .help = "missed heartbeats before a worker is dead"},
+        {.name = "retry-after",
+         .kind = OQ_FLAG_DOUBLE,
+         .arg = "S",
+         .dmax = (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S,
+         .expected = seconds_expected,
+         .dest = &c->retry_after_s,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_RETRY_AFTER_S),
+         .help = "lease length"},
+        {.name = "job-timeout",
+         .kind = OQ_FLAG_DOUBLE,
+         .arg = "S",
+         .dmax = (double)OQ_MAX_TIMEOUT_MS / S_MS_PER_S,
+         .expected = seconds_expected,
+         .dest = &c->job_timeout_s,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S),
+         .help = "each job's timeout"},
+        {.name = "max-tries",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_MAX_TRIES_LIMIT,
+         .dest = &c->max_tries,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_MAX_TRIES),
+         .help = "each job's retry budget"},
+        {.name = "backoff",
+         .kind = OQ_FLAG_U32,
+         .arg = "S",
+         .max = OQ_MAX_BACKOFF_MS / 1000,
+         .dest = &c->backoff_s,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_BACKOFF_S),
+         .help = "each job's wait before a retry, in seconds"},
+        {.name = "hold-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .dest = &c->hold_ms,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_HOLD_MS),
+         .help = "each grant holds its transaction this long"},
+        {.name = "commit-pause-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .dest = &c->commit_pause_ms,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_COMMIT_PAUSE_MS),
+         .help = "the COMMIT-to-ack window of commit-kill orders"},
+        {.name = "bin-dir",
+         .kind = OQ_FLAG_STRING,
+         .arg = "DIR",
+         .dest = &c->bin_dir,
+         .def_text = "next to this",
+         .help = "onceq-broker, onceq-test-worker, onceq"},
+        {.name = "pg-script",
+         .kind = OQ_FLAG_STRING,
+         .arg = "PATH",
+         .dest = &c->pg_script,
+         .env = "ONCEQ_PG_SCRIPT",
+         .def_text = "share/onceq/pg.sh next to this",
+         .help = "deploy/pg.sh"},
+        {.name = "dir",
+         .kind = OQ_FLAG_STRING,
+         .arg = "DIR",
+         .dest = &c->dir,
+         .def_text = "a new one in $TMPDIR",
+         .help = "the run directory"},
+        {.name = "keep",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &c->keep,
+         .help = "keep the run directory after a clean run too"},
+        {.kind = OQ_FLAG_SECTION, .help = "attach to a deployment (process faults are skipped):"},
+        {.name = "broker",
+         .kind = OQ_FLAG_ENDPOINT,
+         .arg = "ENDPOINT",
+         .dest = &c->front,
+         .src = &broker_src,
+         .help = "its front socket; starts nothing"},
+        {.name = "back",
+         .kind = OQ_FLAG_ENDPOINT,
+         .arg = "ENDPOINT",
+         .dest = &c->back,
+         .help = "its worker socket, for the malformed bursts"},
+        {.name = "database",
+         .env = "ONCEQ_DATABASE_URL",
+         .kind = OQ_FLAG_STRING,
+         .arg = "URL",
+         .dest = &c->database,
+         .help = "its PostgreSQL; with our own broker and workers, the database restarts are "
+                 "skipped"},
+        {.name = "id-base",
+         .kind = OQ_FLAG_UINT,
+         .arg = "N",
+         .max = (uint64_t)INT64_MAX / 2,
+         .dest = &id_base,
+         .src = &id_base_src,
+         .def_text = "0 on our own cluster, else from the clock",
+         .help = "customer and order ids start above N"},
+        {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
+    };
+    int rc = oq_flags_parse("onceq-chaos", flags, OQ_FLAGS_COUNT(flags), argc, argv);
+    if (rc != 0) {
+        if (help)
+            s_usage(flags, OQ_FLAGS_COUNT(flags));
+        return rc;
     }
-    if (optind < argc) {
-        fprintf(stderr, "onceq-chaos: unexpected argument \"%s\" (see --help)\n", argv[optind]);
-        return -1;
+    if (no_faults) {
+        c->kills = c->commit_kills = c->self_kills = c->pauses = 0;
+        c->broker_kills = c->db_restarts = c->bursts = 0;
     }
-    if (!c->database) {
-        const char *url = getenv("ONCEQ_DATABASE_URL");
-        if (url && *url)
-            c->database = url;
-    }
+    c->attach = broker_src != OQ_FLAG_SRC_NONE;
+    c->id_base_set = id_base_src != OQ_FLAG_SRC_NONE;
+    c->id_base = (int64_t)id_base;
     c->hooks = !c->attach;
-    if (!pause_set)
+    if (pause_src == OQ_FLAG_SRC_NONE)
         c->pause_ms = (uint32_t)(c->retry_after_s * S_MS_PER_S) + OQ_CHAOS_PAUSE_BEYOND_MS;
     if (c->attach && c->job_timeout_s == OQ_CHAOS_DEFAULT_JOB_TIMEOUT_S)
         c->job_timeout_s = 0; /* their queue's own default */
-    if (!seed_set && oq_rng_os_seed(&c->seed) < 0) {
+    if (seed_src == OQ_FLAG_SRC_NONE && oq_rng_os_seed(&c->seed) < 0) {
         fprintf(stderr, "onceq-chaos: no randomness for a seed; pass --seed\n");
         return -1;
     }
@@ -532,26 +444,19 @@ static int s_make_dir(s_run_t *run)
         }
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(run->dir, sizeof run->dir, "%s/onceq-chaos-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(run->dir)) {
+    if (oq_support_temp_dir("onceq-chaos", run->dir, sizeof run->dir) < 0) {
         fprintf(stderr, "onceq-chaos: cannot create a run directory: %s\n", strerror(errno));
         return -1;
     }
     return 0;
 }
 
-static int s_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path) == 0 ? 0 : -1;
-}
-
 /* Ping the broker until it answers; -1 if it does not within the bound or
    the process we started exits. */
 static int s_wait_broker(s_run_t *run)
 {
-    int64_t end = s_now_ms() + OQ_CHAOS_BROKER_UP_MS;
-    while (s_now_ms() < end && !s_interrupted) {
+    int64_t end = oq_support_now_ms() + OQ_CHAOS_BROKER_UP_MS;
+    while (oq_support_now_ms() < end && !s_interrupted) {
         if (oq_observe_ping(run->observe, OQ_CHAOS_PING_MS) == 0)
             return 0;
         int status;
@@ -569,16 +474,16 @@ static int s_wait_broker(s_run_t *run)
 static int s_wait_workers(s_run_t *run)
 {
     oq_observe_stats_t *stats = malloc(sizeof *stats);
-    int64_t end = s_now_ms() + OQ_CHAOS_WORKERS_UP_MS;
+    int64_t end = oq_support_now_ms() + OQ_CHAOS_WORKERS_UP_MS;
     int rc = -1;
-    while (s_now_ms() < end && !s_interrupted) {
+    while (oq_support_now_ms() < end && !s_interrupted) {
         if (oq_observe_stats(run->observe, stats) == 0 && stats->workers >= run->config->workers) {
             rc = 0;
             break;
         }
         if (oq_procs_workers_died(run->procs))
             break;
-        s_sleep_ms(OQ_CHAOS_LOOP_MS);
+        oq_support_sleep_ms(OQ_CHAOS_LOOP_MS);
     }
     free(stats);
     if (rc < 0)
@@ -665,7 +570,7 @@ static int s_loop(s_run_t *run)
     int rc = 0;
     bool announced = false;
     while (!s_interrupted) {
-        int64_t now = s_now_ms();
+        int64_t now = oq_support_now_ms();
         oq_load_pump(run->load, now);
         long wait_ms = (long)(oq_load_next_ms(run->load, now) - now);
         zmq_pollitem_t item = {oq_load_socket(run->load), 0, ZMQ_POLLIN, 0};
@@ -673,7 +578,7 @@ static int s_loop(s_run_t *run)
                  wait_ms < 0                  ? 0
                  : wait_ms > OQ_CHAOS_LOOP_MS ? OQ_CHAOS_LOOP_MS
                                               : wait_ms);
-        now = s_now_ms();
+        now = oq_support_now_ms();
         oq_load_receive(run->load, now);
         s_poll_log(run);
         oq_load_counts_t lc;
@@ -794,7 +699,7 @@ static void s_teardown(s_run_t *run, bool remove_dir)
     oq_verdict_destroy(&run->verdict);
     oq_schedule_destroy(&run->schedule);
     if (remove_dir) {
-        if (nftw(run->dir, s_remove_one, S_FTW_FDS, FTW_DEPTH | FTW_PHYS) < 0)
+        if (oq_support_remove_tree(run->dir) < 0)
             fprintf(stderr, "onceq-chaos: could not remove %s\n", run->dir);
     } else {
         printf("run directory kept: %s\n", run->dir);
@@ -805,10 +710,8 @@ int main(int argc, char **argv)
 {
     oq_chaos_config_t config;
     int parsed = s_parse(argc, argv, &config);
-    if (parsed != 0) {
-        s_usage(parsed > 0 ? stdout : stderr);
+    if (parsed != 0)
         return parsed > 0 ? S_EXIT_PASS : S_EXIT_USAGE;
-    }
     struct sigaction sa = {.sa_handler = s_on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include "chaos_limits.h"
+#include "onceq/paths.h"
+#include "support.h"
 
 #define S_PATH_LEN      PATH_MAX
 #define S_SUFFIX_LEN    32 /* room for "/onceq-broker" and the like after a path */
@@ -64,39 +66,6 @@ struct oq_procs {
     size_t stopped_count;
 };
 
-/* ---- small helpers ---------------------------------------------------- */
-
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A port the kernel considers free now. Another process may take it
-   before the broker binds it; the broker then fails to start and says so. */
-static int s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
-        port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
-}
-
 static bool s_executable(const char *path)
 {
     return access(path, X_OK) == 0;
@@ -111,7 +80,7 @@ static bool s_readable(const char *path)
    running (or is not our child). */
 static int s_wait(pid_t pid, int64_t timeout_ms)
 {
-    int64_t end = s_now_ms() + timeout_ms;
+    int64_t end = oq_support_now_ms() + timeout_ms;
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -119,9 +88,9 @@ static int s_wait(pid_t pid, int64_t timeout_ms)
             return status;
         if (r < 0 && errno != EINTR)
             return -1;
-        if (s_now_ms() >= end)
+        if (oq_support_now_ms() >= end)
             return -1;
-        s_sleep_ms(S_WAIT_SLICE_MS);
+        oq_support_sleep_ms(S_WAIT_SLICE_MS);
     }
 }
 
@@ -260,15 +229,15 @@ static void s_start_guardian(oq_procs_t *self)
 
 static int s_find_pg_script(oq_procs_t *self)
 {
-    const char *env = getenv("ONCEQ_PG_SCRIPT");
-    const char *candidates[3] = {self->config->pg_script, env && *env ? env : NULL, NULL};
-    char source[S_PATH_LEN];
-    snprintf(source, sizeof source, "%s/deploy/pg.sh", ONCEQ_SOURCE_DIR);
-    /* From the build tree the checkout's script; installed, the installed
-       one: an older copy elsewhere never shadows the one that matches. */
-    bool in_build = strcmp(self->bin_dir, ONCEQ_BUILD_BIN_DIR) == 0;
-    candidates[2] = in_build ? source : ONCEQ_PG_SCRIPT_INSTALLED;
-    for (size_t i = 0; i < 3; i++) {
+    /* --pg-script, or ONCEQ_PG_SCRIPT (chaos_main.c's flag table) */
+    const char *candidates[2] = {self->config->pg_script, NULL};
+    /* Next to this binary: the installed share/onceq/pg.sh, or from the
+       build tree its link to the checkout's (onceq/paths.h), so an older
+       copy elsewhere never shadows the one that matches. */
+    char found[S_PATH_LEN];
+    if (oq_paths_data("pg.sh", found, sizeof found) == 0)
+        candidates[1] = found;
+    for (size_t i = 0; i < 2; i++) {
         if (candidates[i] && s_readable(candidates[i])) {
             snprintf(self->pg_script, sizeof self->pg_script, "%s", candidates[i]);
             return 0;
@@ -277,7 +246,7 @@ static int s_find_pg_script(oq_procs_t *self)
     fprintf(stderr,
             "onceq-chaos: deploy/pg.sh not found (looked for %s); pass --pg-script PATH or "
             "--database URL\n",
-            candidates[2]);
+            candidates[1] ? candidates[1] : "share/onceq/pg.sh next to this binary");
     return -1;
 }
 
@@ -286,20 +255,13 @@ static int s_find_bins(oq_procs_t *self)
     if (self->config->bin_dir) {
         snprintf(self->bin_dir, sizeof self->bin_dir, "%s", self->config->bin_dir);
     } else {
-        char exe[S_PATH_LEN];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n < 0) {
-            fprintf(stderr, "onceq-chaos: cannot find my own path: %s\n", strerror(errno));
+        if (oq_paths_exe_dir(self->bin_dir, sizeof self->bin_dir) < 0) {
+            fprintf(stderr, "onceq-chaos: cannot find my own path; pass --bin-dir\n");
             return -1;
         }
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-        snprintf(self->bin_dir, sizeof self->bin_dir, "%s", exe);
     }
     snprintf(self->broker_bin, sizeof self->broker_bin, "%s/onceq-broker", self->bin_dir);
-    snprintf(self->worker_bin, sizeof self->worker_bin, "%s/onceq-worker", self->bin_dir);
+    snprintf(self->worker_bin, sizeof self->worker_bin, "%s/onceq-test-worker", self->bin_dir);
     snprintf(self->onceq_bin, sizeof self->onceq_bin, "%s/onceq", self->bin_dir);
     const char *bins[] = {self->broker_bin, self->worker_bin, self->onceq_bin};
     for (size_t i = 0; i < sizeof bins / sizeof bins[0]; i++) {
@@ -344,7 +306,7 @@ oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const char *run_dir)
         free(self);
         return NULL;
     }
-    int front = s_free_port(), back = s_free_port();
+    int front = oq_support_free_port(), back = oq_support_free_port();
     if (front < 0 || back < 0 || front == back) {
         fprintf(stderr, "onceq-chaos: no free loopback ports\n");
         free(self);
@@ -410,7 +372,7 @@ int oq_procs_start_pg(oq_procs_t *self)
     /* As root the server runs as postgres, which must reach its directory. */
     chmod(self->run_dir, 0755);
     snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->run_dir);
-    self->pg_port = s_free_port();
+    self->pg_port = oq_support_free_port();
     if (self->pg_port < 0)
         return -1;
     self->pg_started = true; /* from here on, stop it whatever happens */
@@ -421,8 +383,7 @@ int oq_procs_start_pg(oq_procs_t *self)
                 rc, self->run_dir);
         return -1;
     }
-    snprintf(self->db_url, sizeof self->db_url, "host=%s port=%d dbname=onceq user=onceq",
-             self->pg_dir, self->pg_port);
+    oq_support_pg_url(self->pg_dir, self->pg_port, self->db_url, sizeof self->db_url);
     return 0;
 }
 

@@ -8,9 +8,9 @@
     the harness die without cleaning up (a SIGKILL, a test timeout).
 
     Where things are found: the binaries next to onceq-chaos (or --bin-dir);
-    pg.sh from --pg-script, else $ONCEQ_PG_SCRIPT, else the checkout's
-    deploy/pg.sh when onceq-chaos runs from its build tree, else the
-    installed share/onceq/pg.sh. */
+    pg.sh from --pg-script, else $ONCEQ_PG_SCRIPT, else share/onceq/pg.sh
+    next to the binaries (installed, or the build tree's link to the
+    checkout's deploy/pg.sh; onceq/paths.h). */
 #ifndef ONCEQ_CHAOS_PROCS_H
 #define ONCEQ_CHAOS_PROCS_H
 

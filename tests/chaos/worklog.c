@@ -1,7 +1,7 @@
 /*  worklog.c: the log is read in chunks from a kept offset; a line counts
     once it ends in a newline (a worker writes each line with one write on
     an O_APPEND file, so lines of different processes never mix). The lines
-    it knows, after "<stamp> onceq-worker <level>: ":
+    it knows, after "<stamp> onceq-test-worker <level>: ":
 
       test hook: pid P runs job J attempt A (order O)
       test hook: pausing after commit for MS ms (job J, order O, pid P)

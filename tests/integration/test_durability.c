@@ -28,6 +28,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "support.h"
 
 #define S_CONFIRMED_BEFORE_KILL 400   /* confirmations the stream waits for before the kill */
 #define S_WINDOW                16    /* dispatches in flight */
@@ -55,12 +56,6 @@ static int s_teardown(void **state)
     it_t *it = *state;
     it_destroy(&it);
     return 0;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static void s_send(void *sock, msgpack_sbuffer *buf)
@@ -184,7 +179,7 @@ static void s_stream_and_kill(it_t *it, s_confirmed_t *c, s_bouncer_t *bouncer, 
             s_note(c, &msg);
             oq_proto_msg_release(&msg);
         }
-        s_sleep_ms(10);
+        oq_support_sleep_ms(10);
     }
     print_message("confirmed %zu of %zu dispatches before the kill\n", c->count, sent);
     zmq_close(sock); /* what was still queued in it is dropped, never sent */
@@ -357,7 +352,7 @@ static void test_lazy_pirate_resends_until_the_broker_answers(void **state)
                           "noop",           "--dispatch-id", "pirate-1",    "--timeout-ms",
                           S_CLI_TIMEOUT_MS, "--retries",     S_CLI_RETRIES, NULL};
     pid_t cli = it_spawn(it, "pirate", argv);
-    s_sleep_ms(S_PAUSE_MS); /* a few timeouts, each followed by a resend */
+    oq_support_sleep_ms(S_PAUSE_MS); /* a few timeouts, each followed by a resend */
     it_signal(it->broker, SIGCONT);
     int status = it_wait_exit(cli, IT_WAIT_MS);
     assert_true(status >= 0 && WIFEXITED(status));

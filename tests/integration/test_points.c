@@ -27,6 +27,7 @@ static int s_group_setup(void **state)
         return -1;
     s_it->stats_type = "grant_points";
     setenv("ONCEQ_TEST_HOOKS", "1", 1);
+    it_use_worker(s_it, "onceq-test-worker");
     *state = s_it;
     return 0;
 }

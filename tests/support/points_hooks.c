@@ -144,7 +144,8 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     if (oq_points_decode(job, &args, report) < 0 || s_decode_hooks(job, &args, &hooks, report) < 0)
         return;
     s_trace(&hooks);
-    oq_points_handler_begin_job(points, job);
+    if (oq_points_handler_begin_job(points, job, report) < 0)
+        return;
     oq_grant_hooks_t grant_hooks = {s_after_insert, &hooks};
     oq_grant_result_t result;
     int rc =
@@ -190,7 +191,8 @@ static void s_grant_points_unguarded(const oq_job_t *job, void *state, oq_report
     if (oq_points_decode(job, &args, report) < 0 || s_decode_hooks(job, &args, &hooks, report) < 0)
         return;
     s_trace(&hooks);
-    oq_points_handler_begin_job(points, job);
+    if (oq_points_handler_begin_job(points, job, report) < 0)
+        return;
     s_unguarded_t ctx = {
         .ledger = oq_points_handler_ledger(points),
         .grant = {args.order_id, OQ_GRANT_REASON_ORDER, args.customer_id, args.points},

@@ -21,6 +21,7 @@
 #include "onceq/limits.h"
 #include "record.h"
 #include "replay.h"
+#include "support.h"
 
 #define S_WALL_BASE_MS 1700000000000LL
 #define S_INTERVAL_MS  50
@@ -76,9 +77,7 @@ typedef struct {
 static int s_setup(void **state)
 {
     s_fix_t *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "%s/onceq-unit-compact-XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(oq_support_temp_dir("onceq-unit-compact", f->dir, sizeof f->dir), 0);
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
     f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
@@ -100,9 +99,7 @@ static int s_teardown(void **state)
 {
     s_fix_t *f = *state;
     s_close(f);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    if (system(cmd) != 0)
+    if (oq_support_remove_tree(f->dir) < 0)
         fprintf(stderr, "cannot remove %s\n", f->dir);
     free(f);
     return 0;

@@ -19,21 +19,30 @@
 #define S_APPLICATION_NAME "onceq-worker"
 
 struct oq_points_handler {
-    oq_effects_t *effects; /* owned; NULL when the ledger is borrowed */
+    bool from_settings;    /* open effects from the worker's settings on the first job */
+    oq_effects_t *effects; /* owned; NULL when the ledger is borrowed or not open yet */
     oq_ledger_t *ledger;   /* owned when effects is set */
     oq_txn_t *txn;         /* the effects handle's, or borrowed */
 };
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-oq_points_handler_t *oq_points_handler_new(const oq_points_config_t *config)
+static void s_open(oq_points_handler_t *self, const char *database_url,
+                   oq_txn_isolation_t isolation)
 {
-    assert(config);
-    oq_points_handler_t *self = calloc(1, sizeof *self);
-    assert(self);
-    self->effects = oq_effects_new(config->database_url, config->isolation, S_APPLICATION_NAME);
+    self->effects = oq_effects_new(database_url, isolation, S_APPLICATION_NAME);
     self->ledger = oq_ledger_pg_new(oq_effects_pg(self->effects));
     self->txn = oq_effects_txn(self->effects);
+}
+
+oq_points_handler_t *oq_points_handler_new(const oq_points_config_t *config)
+{
+    oq_points_handler_t *self = calloc(1, sizeof *self);
+    assert(self);
+    if (config)
+        s_open(self, config->database_url, config->isolation);
+    else
+        self->from_settings = true;
     return self;
 }
 
@@ -73,11 +82,25 @@ oq_txn_t *oq_points_handler_txn(oq_points_handler_t *self)
     return self->txn;
 }
 
-void oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job)
+int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job,
+                                oq_report_t *report)
 {
-    assert(self && job);
+    assert(self && job && report);
+    if (self->from_settings && !self->effects) {
+        /* The first job of this worker process: oq_worker_main has parsed
+           --database and --isolation (and checked the isolation's name). */
+        const oq_worker_settings_t *settings = oq_worker_settings();
+        oq_txn_isolation_t isolation;
+        if (!settings || oq_txn_isolation_parse(settings->isolation, &isolation) < 0) {
+            oq_report_fail(report, "%s: no database settings in this process (run it under "
+                                   "oq_worker_main)", job->type);
+            return -1;
+        }
+        s_open(self, settings->database_url, isolation);
+    }
     if (self->effects)
         oq_effects_begin_job(self->effects, job->timeout_ms);
+    return 0;
 }
 
 /* ---- payload ---------------------------------------------------------- */
@@ -151,7 +174,8 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     oq_points_args_t args;
     if (oq_points_decode(job, &args, report) < 0)
         return;
-    oq_points_handler_begin_job(self, job);
+    if (oq_points_handler_begin_job(self, job, report) < 0)
+        return;
     oq_grant_result_t result;
     oq_grant_order_points(self->ledger, self->txn, args.order_id, args.customer_id, args.points,
                           NULL, &result);

@@ -43,7 +43,10 @@ typedef struct {
 
 typedef struct oq_points_handler oq_points_handler_t;
 
-/* State over PostgreSQL (config->database_url is copied). Does not connect. */
+/* State over PostgreSQL (config->database_url is copied). Does not connect.
+   With config NULL the database is the worker's (--database, --isolation:
+   oq_worker_settings), read on the first job in the process that runs it,
+   so the state may be made before oq_worker_main forks its workers. */
 oq_points_handler_t *oq_points_handler_new(const oq_points_config_t *config);
 
 /* State over a ledger and runner the caller keeps (unit tests: the
@@ -62,8 +65,11 @@ int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registr
 oq_ledger_t *oq_points_handler_ledger(oq_points_handler_t *self);
 oq_txn_t *oq_points_handler_txn(oq_points_handler_t *self);
 
-/* Bound the database work of the job about to run by its timeout. */
-void oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job);
+/* Open the database state if it is still to come from the worker's
+   settings, and bound the database work of the job about to run by its
+   timeout. 0, or -1 after reporting fail. */
+int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job,
+                                oq_report_t *report);
 
 /* Decode and check a grant_points payload. 0, or -1 after reporting fail
    with a reason that names the field. */

@@ -1,10 +1,10 @@
-/*  onceq/worker.h: the handler API. A handler is a function registered under
-    a job type; onceq-worker runs it on its job thread, one job at a time, and
-    reports what it returns to the broker. Handlers must be idempotent in their
-    effects: a job can run more than once (retries, lease expiry, a worker
-    killed before its ack). Write effects in a database transaction guarded by
-    a UNIQUE constraint, and key external calls by the business operation,
-    never by the job id.
+/*  onceq/worker.h: the worker SDK (libonceq-worker; pkg-config onceq-worker).
+    A handler is a function registered under a job type; oq_worker_main
+    turns a program into a complete worker that runs it on its job thread,
+    one job at a time, and reports what it returns to the broker. Handlers must be idempotent in
+   their effects: a job can run more than once (retries, lease expiry, a worker killed before its
+   ack). Write effects in a database transaction guarded by a UNIQUE constraint, and key external
+   calls by the business operation, never by the job id.
 
     A handler's state pointer is given at registration and only ever used on
     the job thread, so per-process state (a database connection) needs no
@@ -14,10 +14,18 @@
 
 #include <msgpack.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "onceq/limits.h"
 #include "onceq/proto.h"
+
+/* libonceq-worker is built with -fvisibility=hidden: what this header
+   declares is its whole ABI, and nothing else of the runtime (session,
+   job thread, supervisor) is exported. The pragma marks every declaration
+   below, so a function added here is exported without a second list to
+   keep in step. */
+#pragma GCC visibility push(default)
 
 /* A delivered job as a handler sees it. Everything is borrowed for the
    duration of the handler call. */
@@ -76,5 +84,56 @@ int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn 
 
 /* Register the built-in handlers: noop, sleep, fail, crash. */
 void oq_builtin_register(oq_registry_t *self);
+
+/* The number of registered handlers, and the type of the i-th (0-based,
+   in registration order; borrowed). */
+size_t oq_registry_count(const oq_registry_t *self);
+const char *oq_registry_type(const oq_registry_t *self, size_t i);
+
+/* ---- the worker program ---- */
+
+/* Run a complete worker with the handlers in the registry, the whole of
+   onceq-worker's command line included (see worker/README.md, or --help):
+
+     --broker ENDPOINT, --name NAME, --heartbeat-ms N, --processes N (a
+     supervisor of N worker processes) with --stop-timeout S, --log-level,
+     --database URL, --isolation LEVEL, --help (lists the registered job
+     types), --version; each with its environment variable.
+
+   Takes ownership of the registry (it is destroyed before this returns,
+   also on an error). With --processes each worker process is forked
+   from this one and gets its own copy of the registry and of the handlers'
+   state pointers; a handler that keeps per-process state (a database
+   connection) must therefore create no connection before this call:
+   connect lazily, on the first job, in the process that runs it.
+
+   Call it from main, before any thread or ZeroMQ context exists: it
+   blocks SIGTERM and SIGINT and forks. SIGTERM or SIGINT drains (no new
+   job, the current one finishes and is acked) and ends the worker.
+   Returns the process exit status: 0 after a graceful stop or --help, 2 on
+   a usage error (an empty registry is one), OQ_EXIT_BROKEN if the worker
+   could not start. A worker whose handler overran its job's timeout exits
+   the process with OQ_EXIT_TIMEOUT and does not return. */
+int oq_worker_main(int argc, char **argv, oq_registry_t *handlers);
+
+/* The settings a handler may need that the worker does not use itself.
+   The runtime does not link a database client: it only checks that
+   isolation is one of the three words, and hands both strings on. */
+typedef struct {
+    /* --database / ONCEQ_DATABASE_URL: a libpq conninfo or URI; "" when not
+       set (libpq's defaults: PGHOST, PGDATABASE, ...). */
+    const char *database_url;
+    /* --isolation / ONCEQ_DB_ISOLATION: "read-committed" (the default),
+       "repeatable-read" or "serializable". */
+    const char *isolation;
+} oq_worker_settings_t;
+
+/* The settings of this worker process. Valid once oq_worker_main has
+   parsed the command line, in every worker process (read them from a
+   handler, e.g. when it connects on its first job); before that, NULL.
+   Borrowed: valid until the process exits. */
+const oq_worker_settings_t *oq_worker_settings(void);
+
+#pragma GCC visibility pop
 
 #endif

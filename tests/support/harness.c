@@ -25,6 +25,9 @@
 #include <libpq-fe.h>
 #include <zmq.h>
 
+#include "onceq/paths.h"
+#include "support.h"
+
 #define S_POLL_MS      20
 #define S_BROKER_UP_MS 10000
 #define S_CALL_MS      5000
@@ -36,15 +39,7 @@ static bool s_atexit_set;
 
 int64_t it_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    return oq_support_now_ms();
 }
 
 static void s_kill_all(void)
@@ -70,28 +65,18 @@ static void s_forget(pid_t pid)
 const char *it_bin(const char *name)
 {
     static char path[512];
+    /* The test binaries are built next to the others (build/bin). */
+    char here[400];
     const char *dir = getenv("ONCEQ_BIN_DIR");
-    if (!dir)
-        dir = ONCEQ_BIN_DIR; /* compiled in by CMake */
+    if (!dir || !*dir)
+        dir = oq_paths_exe_dir(here, sizeof here) == 0 ? here : ".";
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return path;
 }
 
-static int s_free_port(void)
+void it_use_worker(it_t *self, const char *name)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    int port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
+    self->worker_bin = name;
 }
 
 it_t *it_new(const char *name)
@@ -102,14 +87,15 @@ it_t *it_new(const char *name)
     }
     signal(SIGPIPE, SIG_IGN);
     it_t *self = calloc(1, sizeof *self);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(self->dir, sizeof self->dir, "%s/onceq-%s-XXXXXX", tmp ? tmp : "/tmp", name);
-    if (!mkdtemp(self->dir)) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "onceq-%s", name);
+    if (oq_support_temp_dir(prefix, self->dir, sizeof self->dir) < 0) {
         free(self);
         return NULL;
     }
-    snprintf(self->front, sizeof self->front, "tcp://127.0.0.1:%d", s_free_port());
-    snprintf(self->back, sizeof self->back, "tcp://127.0.0.1:%d", s_free_port());
+    snprintf(self->front, sizeof self->front, "tcp://127.0.0.1:%d", oq_support_free_port());
+    snprintf(self->back, sizeof self->back, "tcp://127.0.0.1:%d", oq_support_free_port());
+    self->worker_bin = IT_WORKER;
     self->zctx = zmq_ctx_new();
     self->client = zmq_socket(self->zctx, ZMQ_DEALER);
     int zero = 0;
@@ -127,10 +113,10 @@ void it_destroy(it_t **self_p)
     s_kill_all();
     if (self->db)
         PQfinish(self->db);
-    if (self->pg_dir[0]) {
+    char script[512];
+    if (self->pg_dir[0] && oq_support_pg_script(script, sizeof script) == 0) {
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "bash '%s/deploy/pg.sh' stop '%s' >/dev/null 2>&1",
-                 ONCEQ_SOURCE_DIR, self->pg_dir);
+        snprintf(cmd, sizeof cmd, "bash '%s' stop '%s' >/dev/null 2>&1", script, self->pg_dir);
         if (system(cmd) != 0)
             fprintf(stderr, "harness: could not stop the cluster in %s\n", self->pg_dir);
     }
@@ -139,9 +125,7 @@ void it_destroy(it_t **self_p)
     zmq_close(self->client);
     zmq_ctx_term(self->zctx);
     if (!getenv("ONCEQ_KEEP_TEST_DIR")) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", self->dir);
-        if (system(cmd) != 0)
+        if (oq_support_remove_tree(self->dir) < 0)
             fprintf(stderr, "harness: could not remove %s\n", self->dir);
     } else {
         fprintf(stderr, "harness: kept %s\n", self->dir);
@@ -206,7 +190,7 @@ int it_wait_exit(pid_t pid, int timeout_ms)
         }
         if (r < 0)
             return -1;
-        s_sleep_ms(S_POLL_MS);
+        oq_support_sleep_ms(S_POLL_MS);
     } while (it_now_ms() < end);
     return -1;
 }
@@ -353,7 +337,7 @@ int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_
             return it_now_ms() - start;
         if (it_now_ms() - start > timeout_ms)
             return -1;
-        s_sleep_ms(S_POLL_MS);
+        oq_support_sleep_ms(S_POLL_MS);
     }
 }
 
@@ -401,7 +385,7 @@ pid_t it_start_broker(it_t *self, const char *const extra[])
 
 pid_t it_start_worker(it_t *self, const char *log, const char *const extra[])
 {
-    const char *argv[48] = {it_bin("onceq-worker"), "--broker", self->back};
+    const char *argv[48] = {it_bin(self->worker_bin), "--broker", self->back};
     size_t n = 3;
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         argv[n++] = extra[i];
@@ -442,7 +426,7 @@ int it_wait_log(it_t *self, const char *log, const char *needle, size_t count, i
     while (it_log_count(self, log, needle) < count) {
         if (it_now_ms() > end)
             return -1;
-        s_sleep_ms(S_POLL_MS);
+        oq_support_sleep_ms(S_POLL_MS);
     }
     return 0;
 }
@@ -459,17 +443,21 @@ int it_start_pg(it_t *self)
        able to reach its directory. */
     chmod(self->dir, 0755);
     snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->dir);
-    int port = s_free_port();
+    int port = oq_support_free_port();
+    char script[512];
+    if (oq_support_pg_script(script, sizeof script) < 0) {
+        fprintf(stderr, "harness: deploy/pg.sh not found next to the test binary\n");
+        return -1;
+    }
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "ONCEQ_PG_PORT=%d ONCEQ_BIN='%s' bash '%s/deploy/pg.sh' start '%s' > '%s/pg.log' 2>&1",
-             port, it_bin("onceq"), ONCEQ_SOURCE_DIR, self->pg_dir, self->dir);
+             "ONCEQ_PG_PORT=%d ONCEQ_BIN='%s' bash '%s' start '%s' > '%s/pg.log' 2>&1", port,
+             it_bin("onceq"), script, self->pg_dir, self->dir);
     if (system(cmd) != 0) {
         fprintf(stderr, "harness: the cluster did not start; see %s/pg.log\n", self->dir);
         return -1;
     }
-    snprintf(self->db_url, sizeof self->db_url, "host=%s port=%d dbname=onceq user=onceq",
-             self->pg_dir, port);
+    oq_support_pg_url(self->pg_dir, port, self->db_url, sizeof self->db_url);
     setenv("ONCEQ_DATABASE_URL", self->db_url, 1);
     self->db = PQconnectdb(self->db_url);
     if (PQstatus(self->db) != CONNECTION_OK) {

@@ -17,7 +17,8 @@
 
 #define IT_MAX_PROCS   32
 #define IT_MAX_WORKERS 64
-#define IT_WAIT_MS     30000 /* generous bound for anything a test waits on */
+#define IT_WAIT_MS     30000          /* generous bound for anything a test waits on */
+#define IT_WORKER      "onceq-worker" /* what it_start_worker starts by default */
 
 typedef struct {
     char dir[256];  /* this test's temp dir */
@@ -33,6 +34,7 @@ typedef struct {
     char db_url[512];
     void *db;               /* PGconn of the test itself */
     const char *stats_type; /* job type whose counters it_stats reads, or NULL */
+    const char *worker_bin; /* the binary it_start_worker starts (IT_WORKER) */
 } it_t;
 
 typedef struct {
@@ -56,8 +58,14 @@ void it_destroy(it_t **self_p);
    it_destroy (so a failed assertion cannot leave the context hanging). */
 void *it_socket(it_t *self, int type, const char *endpoint);
 
-/* Path of a binary from the build (ONCEQ_BIN_DIR or the compiled-in path). */
+/* Path of a binary from the build: in ONCEQ_BIN_DIR if set, else next to
+   the running test (build/bin). */
 const char *it_bin(const char *name);
+
+/* Make it_start_worker start this binary (a name in the build's bin
+   directory), e.g. "onceq-test-worker", the worker with test-only
+   handlers; the default is IT_WORKER. */
+void it_use_worker(it_t *self, const char *name);
 
 /* Start argv[0] (a name from it_bin) with its output in DIR/log.log.
    Returns the pid; the process is tracked for cleanup. */
@@ -67,7 +75,8 @@ pid_t it_spawn(it_t *self, const char *log, const char *const argv[]);
    answers a ping. */
 pid_t it_start_broker(it_t *self, const char *const extra[]);
 
-/* Start `onceq-worker` with extra flags against the broker's back socket. */
+/* Start the worker (`onceq-worker`, or it_use_worker's) with extra flags
+   against the broker's back socket. */
 pid_t it_start_worker(it_t *self, const char *log, const char *const extra[]);
 
 /* Send a signal to a tracked pid. */

@@ -1,0 +1,52 @@
+/*  test_worker.c: onceq-test-worker, the worker the tests start when they
+    need handlers that must never ship in a production binary. It is built
+    on the public SDK like any user's worker (oq_worker_main over a
+    registry) and is not installed.
+
+    Handlers: the built-ins (noop, sleep, fail, crash), and
+      settings {}   logs "settings: database_url=<url> isolation=<level>"
+                    (oq_worker_settings as the worker process sees it), ok
+      grant_points, grant_points_unguarded
+                    with ONCEQ_TEST_HOOKS=1: the order-points handler with
+                    its test hooks, and its unguarded twin (points_hooks.h);
+                    otherwise the production grant_points only; over the
+                    worker's --database
+
+    ONCEQ_TEST_WORKER_EMPTY=1 registers nothing, to show that a worker
+    without handlers is refused. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onceq/log.h"
+#include "onceq/worker.h"
+#include "points_hooks.h"
+
+static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    const oq_worker_settings_t *settings = oq_worker_settings();
+    if (!settings) {
+        oq_report_fail(report, "settings: oq_worker_settings() is NULL in a worker process");
+        return;
+    }
+    oq_info("settings: database_url=%s isolation=%s", settings->database_url, settings->isolation);
+    oq_report_ok(report, OQ_RESULT_NONE);
+}
+
+int main(int argc, char **argv)
+{
+    oq_registry_t *registry = oq_registry_new();
+    const char *empty = getenv("ONCEQ_TEST_WORKER_EMPTY");
+    if (!empty || strcmp(empty, "1") != 0) {
+        oq_builtin_register(registry);
+        if (oq_registry_add(registry, "settings", s_settings, NULL) < 0)
+            return 2;
+        /* Opens its database on the first job of each worker process. The
+           hooked handlers only with ONCEQ_TEST_HOOKS=1; the production one
+           otherwise, as onceq-worker registers it. */
+        oq_points_handler_t *points = oq_points_handler_new(NULL);
+        if ((oq_points_test_hooks_wanted() ? oq_points_test_register(registry, points)
+                                           : oq_points_handler_register(points, registry)) < 0)
+            return 2;
+    }
+    return oq_worker_main(argc, argv, registry);
+}

@@ -1,0 +1,251 @@
+/*  worker_main.c: oq_worker_main, the whole worker program over a user's
+    registry: the flag table (onceq/flags.h; flags fall back to environment
+    variables, then to the defaults in onceq/limits.h), then a single worker
+    or, with --processes, a supervisor of that many. */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "onceq/flags.h"
+#include "onceq/limits.h"
+#include "onceq/log.h"
+#include "onceq/worker.h"
+#include "supervisor.h"
+#include "worker.h"
+#include "worker_limits.h"
+
+#define S_EXIT_USAGE   2
+#define S_PROGRAM_LEN  64
+#define S_DEFAULT_LEN  32
+#define S_LOG_NAME_LEN (S_PROGRAM_LEN + 24)
+
+/* What each worker process runs with. */
+typedef struct {
+    oq_worker_config_t worker;
+    oq_registry_t *registry; /* each process's own copy after a fork */
+} s_run_t;
+
+static char s_program[S_PROGRAM_LEN] = "onceq-worker";
+static oq_worker_settings_t s_settings;
+static bool s_settings_ready;
+
+const oq_worker_settings_t *oq_worker_settings(void)
+{
+    return s_settings_ready ? &s_settings : NULL;
+}
+
+static int s_parse_name(const char *value, void *dest, char *why, size_t why_len)
+{
+    if (!oq_proto_name_valid(value, strlen(value)))
+        return -1;
+    *(const char **)dest = value;
+    return 0;
+}
+
+static int s_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
+{
+    return oq_log_parse_level(value, dest);
+}
+
+/* The host name, if it is a valid worker name. */
+static const char *s_default_name(void)
+{
+    static char host[OQ_MAX_NAME_LEN + 2];
+    if (gethostname(host, sizeof host) < 0)
+        return NULL;
+    host[sizeof host - 1] = 0;
+    return oq_proto_name_valid(host, strlen(host)) ? host : NULL;
+}
+
+static void s_usage(const oq_flag_t *flags, size_t count, const oq_registry_t *registry)
+{
+    printf("usage: %s [options]\n"
+           "\n"
+           "An onceq worker: takes jobs from the broker one at a time, runs the handler\n"
+           "registered for each job's type, and acks the outcome.\n"
+           "\n"
+           "options (environment variable in brackets):\n",
+           s_program);
+    oq_flags_help(flags, count, stdout);
+    size_t n = registry ? oq_registry_count(registry) : 0;
+    printf("\nJob types this worker handles (%zu):\n ", n);
+    int col = 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *type = oq_registry_type(registry, i);
+        int len = (int)strlen(type) + (i + 1 < n ? 1 : 0);
+        if (col + 1 + len > 79) {
+            printf("\n ");
+            col = 1;
+        }
+        col += printf(" %s%s", type, i + 1 < n ? "," : "");
+    }
+    printf("%s\n"
+           "\n"
+           "SIGTERM or SIGINT: take no new job, finish the current one, ack it, exit 0.\n"
+           "Exit status: 0 after a graceful stop, %d on a usage error, %d after a handler\n"
+           "ran past its job's timeout, %d if the worker could not start.\n",
+           n ? "" : " none", S_EXIT_USAGE, OQ_EXIT_TIMEOUT, OQ_EXIT_BROKEN);
+}
+
+/* One worker process: the body of the process itself or of each child. */
+static int s_run_worker(void *arg)
+{
+    s_run_t *run = arg;
+    /* Each process's lines carry its pid, so that a supervisor's children
+       can be told apart in one log. */
+    static char log_name[S_LOG_NAME_LEN];
+    snprintf(log_name, sizeof log_name, "%s[%d]", s_program, (int)getpid());
+    oq_log_init(log_name);
+    return oq_worker_run(&run->worker, &run->registry);
+}
+
+int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
+{
+    oq_registry_t *registry = handlers;
+    if (argc > 0 && argv[0] && argv[0][0]) {
+        char path[S_PROGRAM_LEN * 4];
+        snprintf(path, sizeof path, "%s", argv[0]);
+        snprintf(s_program, sizeof s_program, "%s", basename(path));
+    }
+    oq_log_init(s_program);
+
+    static const char *const isolations[] = {"read-committed", "repeatable-read", "serializable",
+                                             NULL};
+    s_run_t run = {
+        .worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT, .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS}};
+    oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
+    oq_log_level_t level = OQ_LOG_INFO;
+    const char *database = NULL;
+    int isolation = 0;
+    bool help = false, version = false;
+    oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
+    char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
+    snprintf(heartbeat_def, sizeof heartbeat_def, "%d", OQ_DEFAULT_HEARTBEAT_MS);
+    snprintf(stop_def, sizeof stop_def, "%d", OQ_SUPERVISOR_STOP_MS / 1000);
+    snprintf(max_name, sizeof max_name, "1 to %d characters of A-Z a-z 0-9 _ . : -",
+             OQ_MAX_NAME_LEN);
+    const oq_flag_t flags[] = {
+        {.name = "broker",
+         .env = "ONCEQ_WORKER_BROKER",
+         .kind = OQ_FLAG_ENDPOINT,
+         .arg = "ENDPOINT",
+         .def = OQ_DEFAULT_BACK_ENDPOINT,
+         .dest = &run.worker.endpoint,
+         .help = "the broker's worker socket, tcp://HOST:PORT or ipc://PATH"},
+        {.name = "name",
+         .env = "ONCEQ_WORKER_NAME",
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "NAME",
+         .parse = s_parse_name,
+         .expected = max_name,
+         .def_text = "the host name",
+         .dest = &run.worker.name,
+         .help = "shown in the broker's stats"},
+        {.name = "heartbeat-ms",
+         .env = "ONCEQ_HEARTBEAT_MS",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .min = OQ_MIN_HEARTBEAT_MS,
+         .max = OQ_MAX_HEARTBEAT_MS,
+         .def = heartbeat_def,
+         .dest = &run.worker.heartbeat_ms,
+         .help = "heartbeat interval until the broker's welcome sets its own"},
+        {.name = "processes",
+         .env = "ONCEQ_WORKER_PROCESSES",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_SUPERVISOR_MAX_PROCESSES,
+         .dest = &supervisor.processes,
+         .def_text = "one worker, no supervisor",
+         .help = "supervise N worker processes and restart any that dies"},
+        {.name = "stop-timeout",
+         .env = "ONCEQ_WORKER_STOP_TIMEOUT",
+         .kind = OQ_FLAG_SECONDS,
+         .arg = "S",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .def = stop_def,
+         .dest = &supervisor.stop_timeout_ms,
+         .src = &stop_src,
+         .help = "with --processes: how long workers get to finish their jobs after "
+                 "SIGTERM before they are killed"},
+        {.name = "log-level",
+         .env = "ONCEQ_LOG_LEVEL",
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "LEVEL",
+         .parse = s_parse_log_level,
+         .expected = "debug, info, warn or error",
+         .def = "info",
+         .dest = &level,
+         .help = "debug, info, warn or error"},
+        {.name = "database",
+         .env = "ONCEQ_DATABASE_URL",
+         .kind = OQ_FLAG_STRING,
+         .arg = "URL",
+         .dest = &database,
+         .def_text = "libpq's defaults, PGHOST, PGDATABASE, ...",
+         .help = "PostgreSQL for the handlers that use one, a libpq conninfo or URI; "
+                 "handlers connect on their first job"},
+        {.name = "isolation",
+         .env = "ONCEQ_DB_ISOLATION",
+         .kind = OQ_FLAG_ENUM,
+         .arg = "LEVEL",
+         .words = isolations,
+         .def = isolations[0],
+         .dest = &isolation,
+         .help = "the transaction isolation level for those handlers: read-committed, "
+                 "repeatable-read or serializable"},
+        {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
+        {.name = "version",
+         .kind = OQ_FLAG_BOOL,
+         .stop = true,
+         .dest = &version,
+         .help = "the version"},
+    };
+    size_t count = OQ_FLAGS_COUNT(flags);
+
+    int rc = oq_flags_parse(s_program, flags, count, argc, argv);
+    if (rc < 0 || help || version) {
+        if (help)
+            s_usage(flags, count, registry);
+        else if (version && strcmp(s_program, "onceq-worker") == 0)
+            printf("%s %s\n", s_program, ONCEQ_VERSION);
+        else if (version)
+            printf("%s (libonceq-worker %s)\n", s_program, ONCEQ_VERSION);
+        oq_registry_destroy(&registry);
+        return rc < 0 ? S_EXIT_USAGE : 0;
+    }
+    oq_log_set_level(level);
+    if (!registry || oq_registry_count(registry) == 0) {
+        fprintf(stderr,
+                "%s: no job handlers registered: a worker needs at least one "
+                "(oq_registry_add before oq_worker_main)\n",
+                s_program);
+        oq_registry_destroy(&registry);
+        return S_EXIT_USAGE;
+    }
+    if (stop_src == OQ_FLAG_SRC_ARG && supervisor.processes == 0) {
+        fprintf(stderr, "%s: --stop-timeout applies only with --processes\n", s_program);
+        oq_registry_destroy(&registry);
+        return S_EXIT_USAGE;
+    }
+    if (!run.worker.name)
+        run.worker.name = s_default_name();
+
+    /* The URL is not checked here: the handler's database client says what
+       is wrong with it on the first job, and the other handlers still run. */
+    s_settings.database_url = strdup(database ? database : "");
+    s_settings.isolation = isolations[isolation];
+    s_settings_ready = true;
+
+    run.registry = registry;
+    if (supervisor.processes == 0)
+        return s_run_worker(&run);
+    /* Each child runs on its own copy of the registry; this one is the
+       supervisor's, which runs no job. */
+    int status = oq_supervisor_run(&supervisor, s_run_worker, &run) == 0 ? 0 : OQ_EXIT_BROKEN;
+    oq_registry_destroy(&registry);
+    return status;
+}
