@@ -144,6 +144,18 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
     if (r.ignored)
         oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
                 (unsigned long long)r.ignored);
+    oq_engine_restore_report(self->engine);
+    /* Jobs once confirmed are kept whatever the limits say now; new ones
+       are refused until enough are done. */
+    uint64_t bytes = oq_engine_bytes(self->engine);
+    if (bytes > oq_engine_max_bytes(self->engine))
+        oq_warn("journal: the restored jobs hold %llu bytes, over --max-bytes %llu; every one is "
+                "kept, dispatches are refused (full) until workers bring it below the limit",
+                (unsigned long long)bytes, (unsigned long long)oq_engine_max_bytes(self->engine));
+    if (oq_engine_job_count(self->engine) > c->engine.max_jobs)
+        oq_warn("journal: %zu jobs restored, over --max-jobs %zu; every one is kept, dispatches "
+                "are refused (full) until workers bring it below the limit",
+                oq_engine_job_count(self->engine), c->engine.max_jobs);
     oq_engine_hooks_t hooks = oq_journal_hooks(self->journal);
     oq_engine_set_hooks(self->engine, &hooks);
     self->compact =
@@ -178,6 +190,15 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0) {
         oq_broker_destroy(&self);
         return NULL;
+    }
+    /* Before replay, so that restored jobs meet the queues as configured now. */
+    for (size_t i = 0; i < config->queue_count; i++) {
+        const oq_broker_queue_t *q = &config->queues[i];
+        if (oq_engine_queue_config(self->engine, q->name, q->retry_after_ms, q->timeout_ms, reason,
+                                   reason_len) < 0) {
+            oq_broker_destroy(&self);
+            return NULL;
+        }
     }
     /* Replay before binding: a producer that can connect finds the jobs. */
     if (config->no_journal) {
@@ -439,7 +460,8 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         char queue[OQ_MAX_NAME_LEN + 1];
         oq_str_copy(msg->name, queue, sizeof queue);
         uint32_t limit = msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST;
-        oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL, limit);
+        oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
+                               msg->after, limit);
         break;
     }
     case OQ_CMD_PING:
@@ -484,6 +506,8 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
             }
         }
         oq_engine_worker_seen(self->engine, w);
+        /* A ready after a drain ends it (a stop that was cancelled). */
+        oq_engine_worker_resume(self->engine, w);
         oq_engine_worker_credit(self->engine, w, msg->credit);
         break;
     case OQ_CMD_HEARTBEAT:

@@ -368,7 +368,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_FAILED_LIST, &u, &present) < 0)
             return -1;
         msg->limit = present ? (uint32_t)u : OQ_DEFAULT_FAILED_LIST;
-        return 0;
+        return s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL);
     }
     case OQ_CMD_ERROR: {
         if (s_get_str(ctx, root, "code", true, OQ_MAX_NAME_LEN, &s) < 0 ||
@@ -689,12 +689,22 @@ void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req)
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit)
 {
+    oq_proto_encode_failed_page(buf, req, queue, 0, limit);
+}
+
+void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 uint64_t after, uint32_t limit)
+{
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + 1);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + (after ? 1 : 0) + 1);
     if (queue) {
         oq_proto_pack_cstr(&pk, "queue");
         oq_proto_pack_cstr(&pk, queue);
+    }
+    if (after) {
+        oq_proto_pack_cstr(&pk, "after");
+        msgpack_pack_uint64(&pk, after);
     }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);

@@ -37,11 +37,28 @@
 #define OQ_DEFAULT_FRONT_ENDPOINT "tcp://127.0.0.1:7750"
 #define OQ_DEFAULT_BACK_ENDPOINT  "tcp://127.0.0.1:7751"
 #define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
-#define OQ_MAX_QUEUES             1024
-#define OQ_MAX_TYPES              4096  /* distinct job types counted in stats */
-#define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
-#define OQ_MAX_WORKERS            10000
-#define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
+/* Bytes of live jobs held at most (--max-bytes). A job costs its encoded
+   payload, its own backoff steps and this fixed overhead: the job header,
+   its id-map slot and the allocator's rounding (measured: about 200 bytes
+   per empty job in RSS; rounded up so the limit is never an underestimate). */
+#define OQ_JOB_OVERHEAD_BYTES 256
+/* Default --max-bytes: this fraction of physical memory (or of the cgroup's
+   memory.max, if lower), within the bounds below. A quarter leaves the rest
+   for what the limit does not count: libzmq's buffers of messages in
+   flight, the journal's backlog (OQ_JOURNAL_MAX_BACKLOG_BYTES), the pages a
+   compaction's forked child copies on write, and the other processes. */
+#define OQ_DEFAULT_MAX_BYTES_DIVISOR 4
+#define OQ_MIN_DEFAULT_MAX_BYTES     (64LL * 1024 * 1024) /* a small container still takes jobs */
+/* Above this, replaying or compacting the journal of a full broker would take
+   minutes; set --max-bytes explicitly to go higher. */
+#define OQ_MAX_DEFAULT_MAX_BYTES (64LL * 1024 * 1024 * 1024)
+#define OQ_MIN_MAX_BYTES         (1024 * 1024) /* --max-bytes at least */
+#define OQ_MAX_MAX_BYTES         (1LL << 50)   /* --max-bytes at most */
+#define OQ_MAX_QUEUES            1024
+#define OQ_MAX_TYPES             4096  /* distinct job types counted in stats */
+#define OQ_RECENT_DONE_JOBS      65536 /* done jobs remembered to attribute late acks */
+#define OQ_MAX_WORKERS           10000
+#define OQ_BROKER_BATCH_MSGS     256 /* messages read from one socket per loop turn */
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. */
 #define OQ_JOURNAL_FORMAT_VERSION    1
