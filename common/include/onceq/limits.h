@@ -37,6 +37,13 @@
 #define OQ_DEFAULT_FRONT_ENDPOINT "tcp://127.0.0.1:7750"
 #define OQ_DEFAULT_BACK_ENDPOINT  "tcp://127.0.0.1:7751"
 #define OQ_DEFAULT_MAX_JOBS       1000000 /* live jobs held in memory */
+#define OQ_MAX_QUEUES             1024
+#define OQ_MAX_TYPES              4096  /* distinct job types counted in stats */
+#define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
+#define OQ_MAX_WORKERS            10000
+#define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
+
+/* Memory held by jobs */
 /* Bytes of live jobs held at most (--max-bytes). A job costs its encoded
    payload, its own backoff steps and this fixed overhead: the job header,
    its id-map slot and the allocator's rounding (measured: about 200 bytes
@@ -54,11 +61,6 @@
 #define OQ_MAX_DEFAULT_MAX_BYTES (64LL * 1024 * 1024 * 1024)
 #define OQ_MIN_MAX_BYTES         (1024 * 1024) /* --max-bytes at least */
 #define OQ_MAX_MAX_BYTES         (1LL << 50)   /* --max-bytes at most */
-#define OQ_MAX_QUEUES            1024
-#define OQ_MAX_TYPES             4096  /* distinct job types counted in stats */
-#define OQ_RECENT_DONE_JOBS      65536 /* done jobs remembered to attribute late acks */
-#define OQ_MAX_WORKERS           10000
-#define OQ_BROKER_BATCH_MSGS     256 /* messages read from one socket per loop turn */
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. */
 #define OQ_JOURNAL_FORMAT_VERSION    1
