@@ -440,6 +440,31 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
     }
 }
 
+/* The request id of a frame refused as too large, so that the error can be
+   matched to its request: read only if the frame is well-formed msgpack
+   (checked first, so its decoding is bounded by its size, which libzmq
+   bounds by OQ_MAX_WIRE_MSG_BYTES). */
+static bool s_peek_req(const void *data, size_t size, uint64_t *req)
+{
+    const uint8_t *b = data;
+    char why[160];
+    if (!((b[0] >= 0x80 && b[0] <= 0x8f) || b[0] == 0xde || b[0] == 0xdf) ||
+        oq_mpcheck(data, size, OQ_MAX_DEPTH, why, sizeof why) < 0)
+        return false;
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    bool found = false;
+    if (msgpack_unpack_next(&unpacked, data, size, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *r = oq_proto_map_get(&unpacked.data, "req");
+        if (r && r->type == MSGPACK_OBJECT_POSITIVE_INTEGER && r->via.u64 <= INT64_MAX) {
+            *req = r->via.u64;
+            found = true;
+        }
+    }
+    msgpack_unpacked_destroy(&unpacked);
+    return found;
+}
+
 int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
                     size_t reason_len)
 {
@@ -448,9 +473,11 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
     *code = OQ_ERR_NONE;
     if (reason_len)
         reason[0] = 0;
-    if (size > OQ_MAX_FRAME_BYTES)
+    if (size > OQ_MAX_FRAME_BYTES) {
+        msg->has_req = s_peek_req(data, size, &msg->req);
         S_FAIL(&ctx, OQ_ERR_TOO_LARGE, "frame is %zu bytes, the limit is %d", size,
                OQ_MAX_FRAME_BYTES);
+    }
     if (size == 0)
         S_FAIL(&ctx, OQ_ERR_MALFORMED, "empty frame");
     const uint8_t *b = data;
