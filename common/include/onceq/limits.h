@@ -46,8 +46,9 @@
 /* Memory held by jobs */
 /* Bytes of live jobs held at most (--max-bytes). A job costs its encoded
    payload, its own backoff steps and this fixed overhead: the job header,
-   its id-map slot and the allocator's rounding (measured: about 200 bytes
-   per empty job in RSS; rounded up so the limit is never an underestimate). */
+   its id-map slot and the allocator's rounding (measured: 200,000 jobs with
+   12-byte payloads took 34 MB of RSS, about 160 bytes each beyond the
+   payload; rounded up so the limit does not underestimate). */
 #define OQ_JOB_OVERHEAD_BYTES 256
 /* Default --max-bytes: this fraction of physical memory (or of the cgroup's
    memory.max, if lower), within the bounds below. A quarter leaves the rest
