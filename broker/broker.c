@@ -39,6 +39,7 @@
 
 #include <sys/random.h>
 
+#include "conns.h"
 #include "dedupe.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
@@ -49,7 +50,7 @@
 #include "stats.h"
 
 #define S_MAX_IDENTITY 255
-#define S_POLL_ITEMS   3 /* front, back, and a compaction's child while one runs */
+#define S_POLL_ITEMS   5 /* front, back, a compaction's child while one runs, 2 monitors */
 
 struct oq_broker {
     oq_broker_config_t config;
@@ -64,6 +65,7 @@ struct oq_broker {
     uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* the journal's, or random */
     uint64_t dedupe_hits;
     oq_outbox_t *outbox;
+    oq_conns_t *conns;   /* connections against the open-file limit; NULL if unwatched */
     bool paused;         /* deliveries paused: too many records wait for the disk */
     msgpack_sbuffer out; /* reused encoding buffer */
     int64_t started_ms;
@@ -214,6 +216,11 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    void *const listening[] = {self->front, self->back};
+    self->conns = oq_conns_new(self->ctx, listening, 2, 0);
+    if (!self->conns)
+        oq_warn("connections are not counted: new peers are not refused before the open-file "
+                "limit");
     self->started_ms = oq_clock_now_ms(clock);
     self->next_heartbeat_ms = self->started_ms + config->heartbeat_ms;
     return self;
@@ -225,6 +232,7 @@ void oq_broker_destroy(oq_broker_t **self_p)
     oq_broker_t *self = *self_p;
     if (!self)
         return;
+    oq_conns_destroy(&self->conns);
     if (self->front)
         zmq_close(self->front);
     if (self->back)
@@ -706,8 +714,18 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
                                           {self->back, 0, ZMQ_POLLIN, 0}};
     int count = 2;
     int compact_fd = self->compact ? oq_compact_fd(self->compact) : -1;
-    if (compact_fd >= 0)
+    int compact_at = -1, monitors_at = -1;
+    if (compact_fd >= 0) {
+        compact_at = count;
         items[count++] = (zmq_pollitem_t){NULL, compact_fd, ZMQ_POLLIN, 0};
+    }
+    size_t monitors = 0;
+    if (self->conns) {
+        void *const *pollers = oq_conns_pollers(self->conns, &monitors);
+        monitors_at = count;
+        for (size_t i = 0; i < monitors && count < S_POLL_ITEMS; i++)
+            items[count++] = (zmq_pollitem_t){pollers[i], 0, ZMQ_POLLIN, 0};
+    }
     if (zmq_poll(items, count, timeout_ms) < 0) {
         if (zmq_errno() == EINTR)
             return 0;
@@ -718,8 +736,13 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
         s_drain_socket(self, self->back);
     if (items[0].revents & ZMQ_POLLIN)
         s_drain_socket(self, self->front);
-    if (count > 2 && (items[2].revents & ZMQ_POLLIN))
+    if (compact_at >= 0 && (items[compact_at].revents & ZMQ_POLLIN))
         oq_compact_poll(self->compact);
+    bool monitor_events = false;
+    for (int i = monitors_at; i >= 0 && i < count; i++)
+        monitor_events |= (items[i].revents & ZMQ_POLLIN) != 0;
+    if (monitor_events)
+        oq_conns_poll(self->conns);
     oq_engine_tick(self->engine);
     int64_t now = oq_clock_now_ms(self->clock);
     if (now >= self->next_heartbeat_ms) {

@@ -63,6 +63,12 @@
 #define OQ_MIN_MAX_BYTES         (1024 * 1024) /* --max-bytes at least */
 #define OQ_MAX_MAX_BYTES         (1LL << 50)   /* --max-bytes at most */
 
+/* Descriptors (broker/conns.h). Connections are capped this many below the
+   open-file limit: room for the journal, a compaction, libzmq's own
+   descriptors and a burst of accepts in flight, so that accept() never
+   fails with EMFILE (libzmq would spin on it). */
+#define OQ_FD_RESERVE 64
+
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. */
 #define OQ_JOURNAL_FORMAT_VERSION    1
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
