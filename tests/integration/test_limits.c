@@ -10,7 +10,10 @@
     (iii) A restored job whose timeout breaks a shortened retry_after is
           clamped and logged.
     (iv)  A worker that sent drain and then ready is sent jobs again.
-    (v)   `onceq failed list` pages by id with --after. */
+    (v)   `onceq failed list` pages by id with --after.
+    (vi)  Under an open-file limit of 256, idle connections beyond the cap
+          are refused, the broker does not spin, a peer connected before
+          is still served, and new peers are taken again once they close. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,7 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <cmocka.h>
@@ -35,6 +43,10 @@
 #define S_EXTRA_REFUSED 64                          /* the flood goes on after full */
 #define S_RSS_SLACK_KIB (24 * 1024) /* allocator, libzmq and journal buffers beyond the limit */
 #define S_FAILED_JOBS   5
+#define S_NOFILE        "256" /* the broker's open-file limit in the descriptor test */
+#define S_IDLE_CONNS    320   /* idle TCP connections: more than it can hold */
+#define S_CPU_SAMPLE_MS 2000
+#define S_MAX_CPU_PCT   30 /* a spinning broker takes a whole core */
 
 static int s_setup(void **state)
 {
@@ -344,6 +356,95 @@ static void test_failed_list_pages_with_after(void **state)
     free(page);
 }
 
+static bool s_ping(it_t *it, int timeout_ms)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(it);
+    oq_proto_encode_simple(&buf, OQ_CMD_PING, req);
+    oq_msg_t reply;
+    int rc = it_call(it, &buf, req, &reply, timeout_ms);
+    msgpack_sbuffer_destroy(&buf);
+    bool ok = rc == 0 && reply.cmd == OQ_CMD_PONG;
+    oq_proto_msg_release(&reply);
+    return ok;
+}
+
+/* CPU time (user + system) of pid in clock ticks. */
+static long s_cpu_ticks(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    char *p = strrchr(line, ')');
+    assert_non_null(p);
+    long utime = 0, stime = 0;
+    /* After ")": the state, ten fields, then utime and stime (proc(5)). */
+    assert_int_equal(
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime), 2);
+    return utime + stime;
+}
+
+static void test_descriptor_exhaustion_refuses_new_peers_without_spinning(void **state)
+{
+    it_t *it = *state;
+    /* This process holds the idle connections: give it room. */
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    assert_true(rl.rlim_cur > S_IDLE_CONNS + 64);
+
+    char command[1024];
+    snprintf(command, sizeof command,
+             "ulimit -n " S_NOFILE " && exec %s --front %s --back %s --no-journal",
+             it_bin("onceq-broker"), it->front, it->back);
+    const char *argv[] = {"/bin/sh", "-c", command, NULL};
+    it->broker = it_spawn(it, "broker", argv);
+    assert_true(it->broker > 0);
+    int64_t end = it_now_ms() + IT_WAIT_MS;
+    while (!s_ping(it, 200) && it_now_ms() < end)
+        ;
+    assert_true(s_ping(it, IT_WAIT_MS)); /* connected before the flood */
+    assert_int_equal(it_log_count(it, "broker", "open-file limit " S_NOFILE " (was"), 1);
+
+    int port = atoi(strrchr(it->front, ':') + 1);
+    int fds[S_IDLE_CONNS];
+    for (int i = 0; i < S_IDLE_CONNS; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fds[i] >= 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        connect(fds[i], (struct sockaddr *)&a, sizeof a); /* EINPROGRESS: completes by itself */
+    }
+    assert_int_equal(it_wait_log(it, "broker", "refusing new peers", 1, IT_WAIT_MS), 0);
+
+    /* No spin: the broker sleeps while the idle connections stay. */
+    long before = s_cpu_ticks(it->broker);
+    int64_t start = it_now_ms();
+    usleep(S_CPU_SAMPLE_MS * 1000);
+    long ticks = s_cpu_ticks(it->broker) - before;
+    int64_t elapsed_ms = it_now_ms() - start;
+    long pct = ticks * 1000 * 100 / sysconf(_SC_CLK_TCK) / elapsed_ms;
+    print_message("broker CPU with %d idle connections: %ld%%\n", S_IDLE_CONNS, pct);
+    assert_true(pct < S_MAX_CPU_PCT);
+    /* A peer connected before is served as usual. */
+    assert_true(s_ping(it, IT_WAIT_MS));
+
+    for (int i = 0; i < S_IDLE_CONNS; i++)
+        close(fds[i]);
+    assert_int_equal(it_wait_log(it, "broker", "accepting new peers again", 1, IT_WAIT_MS), 0);
+    /* A new peer is taken again: a real worker runs a real job. */
+    assert_true(it_start_worker(it, "worker", NULL) > 0);
+    assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
+    it_stats_t s;
+    uint64_t one = 1;
+    assert_true(it_wait_stats(it, s_done_at_least, &one, IT_WAIT_MS, &s) >= 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +459,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ready_after_drain_gets_jobs_again, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_failed_list_pages_with_after, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_descriptor_exhaustion_refuses_new_peers_without_spinning, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
