@@ -42,6 +42,7 @@
 
 #include <sys/random.h>
 
+#include "conns.h"
 #include "dedupe.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
@@ -52,7 +53,7 @@
 #include "stats.h"
 
 #define S_MAX_IDENTITY 255
-#define S_POLL_ITEMS   3 /* front, back, and a compaction's child while one runs */
+#define S_POLL_ITEMS   5 /* front, back, a compaction's child while one runs, 2 monitors */
 
 struct oq_broker {
     oq_broker_config_t config;
@@ -67,6 +68,7 @@ struct oq_broker {
     uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* the journal's, or random */
     uint64_t dedupe_hits;
     oq_outbox_t *outbox;
+    oq_conns_t *conns;   /* connections against the open-file limit; NULL if unwatched */
     bool paused;         /* deliveries paused: too many records wait for the disk */
     msgpack_sbuffer out; /* reused encoding buffer */
     int64_t started_ms;
@@ -148,6 +150,18 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
     if (r.ignored)
         oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
                 (unsigned long long)r.ignored);
+    oq_engine_restore_report(self->engine);
+    /* Jobs once confirmed are kept whatever the limits say now; new ones
+       are refused until enough are done. */
+    uint64_t bytes = oq_engine_bytes(self->engine);
+    if (bytes > oq_engine_max_bytes(self->engine))
+        oq_warn("journal: the restored jobs hold %llu bytes, over --max-bytes %llu; every one is "
+                "kept, dispatches are refused (full) until workers bring it below the limit",
+                (unsigned long long)bytes, (unsigned long long)oq_engine_max_bytes(self->engine));
+    if (oq_engine_job_count(self->engine) > c->engine.max_jobs)
+        oq_warn("journal: %zu jobs restored, over --max-jobs %zu; every one is kept, dispatches "
+                "are refused (full) until workers bring it below the limit",
+                oq_engine_job_count(self->engine), c->engine.max_jobs);
     oq_engine_hooks_t hooks = oq_journal_hooks(self->journal);
     oq_engine_set_hooks(self->engine, &hooks);
     self->compact =
@@ -183,6 +197,15 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    /* Before replay, so that restored jobs meet the queues as configured now. */
+    for (size_t i = 0; i < config->queue_count; i++) {
+        const oq_broker_queue_t *q = &config->queues[i];
+        if (oq_engine_queue_config(self->engine, q->name, q->retry_after_ms, q->timeout_ms, reason,
+                                   reason_len) < 0) {
+            oq_broker_destroy(&self);
+            return NULL;
+        }
+    }
     /* Replay before binding: a producer that can connect finds the jobs. */
     if (config->no_journal) {
         oq_warn("running without a journal (--no-journal): a restart loses every job");
@@ -197,6 +220,11 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    void *const listening[] = {self->front, self->back};
+    self->conns = oq_conns_new(self->ctx, listening, 2, 0);
+    if (!self->conns)
+        oq_warn("connections are not counted: new peers are not refused before the open-file "
+                "limit");
     self->started_ms = oq_clock_now_ms(clock);
     self->next_heartbeat_ms = self->started_ms + config->heartbeat_ms;
     return self;
@@ -208,6 +236,7 @@ void oq_broker_destroy(oq_broker_t **self_p)
     oq_broker_t *self = *self_p;
     if (!self)
         return;
+    oq_conns_destroy(&self->conns);
     if (self->front)
         zmq_close(self->front);
     if (self->back)
@@ -443,7 +472,8 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         char queue[OQ_MAX_NAME_LEN + 1];
         oq_str_copy(msg->name, queue, sizeof queue);
         uint32_t limit = msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST;
-        oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL, limit);
+        oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
+                               msg->after, limit);
         break;
     }
     case OQ_CMD_PING:
@@ -488,6 +518,8 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
             }
         }
         oq_engine_worker_seen(self->engine, w);
+        /* A ready after a drain ends it (a stop that was cancelled). */
+        oq_engine_worker_resume(self->engine, w);
         oq_engine_worker_credit(self->engine, w, msg->credit);
         break;
     case OQ_CMD_HEARTBEAT:
@@ -709,8 +741,18 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
                                           {self->back, 0, ZMQ_POLLIN, 0}};
     int count = 2;
     int compact_fd = self->compact ? oq_compact_fd(self->compact) : -1;
-    if (compact_fd >= 0)
+    int compact_at = -1, monitors_at = -1;
+    if (compact_fd >= 0) {
+        compact_at = count;
         items[count++] = (zmq_pollitem_t){NULL, compact_fd, ZMQ_POLLIN, 0};
+    }
+    size_t monitors = 0;
+    if (self->conns) {
+        void *const *pollers = oq_conns_pollers(self->conns, &monitors);
+        monitors_at = count;
+        for (size_t i = 0; i < monitors && count < S_POLL_ITEMS; i++)
+            items[count++] = (zmq_pollitem_t){pollers[i], 0, ZMQ_POLLIN, 0};
+    }
     if (zmq_poll(items, count, timeout_ms) < 0) {
         if (zmq_errno() == EINTR)
             return 0;
@@ -721,8 +763,13 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
         s_drain_socket(self, self->back);
     if (items[0].revents & ZMQ_POLLIN)
         s_drain_socket(self, self->front);
-    if (count > 2 && (items[2].revents & ZMQ_POLLIN))
+    if (compact_at >= 0 && (items[compact_at].revents & ZMQ_POLLIN))
         oq_compact_poll(self->compact);
+    bool monitor_events = false;
+    for (int i = monitors_at; i >= 0 && i < count; i++)
+        monitor_events |= (items[i].revents & ZMQ_POLLIN) != 0;
+    if (monitor_events)
+        oq_conns_poll(self->conns);
     oq_engine_tick(self->engine);
     int64_t now = oq_clock_now_ms(self->clock);
     if (now >= self->next_heartbeat_ms) {

@@ -15,6 +15,13 @@
 #include "journal.h"
 #include "onceq/clock.h"
 
+/* One --queue flag: a queue's lease length and default timeout. */
+typedef struct {
+    const char *name;
+    int64_t retry_after_ms;
+    int64_t timeout_ms; /* <= 0: the engine default */
+} oq_broker_queue_t;
+
 typedef struct {
     const char *front_endpoint;
     const char *back_endpoint;
@@ -25,8 +32,10 @@ typedef struct {
     oq_journal_config_t journal; /* data directory, fsync policy, disk seam */
     bool repair;                 /* keep a damaged journal's good prefix */
     oq_compact_config_t compact;
-    int64_t dedupe_window_ms; /* a repeated dispatch_id maps to its job this long */
-    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two) */
+    int64_t dedupe_window_ms;        /* a repeated dispatch_id maps to its job this long */
+    size_t dedupe_max;               /* dispatch ids remembered at most (a power of two) */
+    const oq_broker_queue_t *queues; /* applied before the journal is replayed */
+    size_t queue_count;
 } oq_broker_config_t;
 
 /* The defaults from onceq/limits.h (journal in OQ_DEFAULT_DATA_DIR). */
@@ -34,8 +43,9 @@ oq_broker_config_t oq_broker_config_default(void);
 
 typedef struct oq_broker oq_broker_t;
 
-/* Open and replay the journal, then bind both sockets. NULL with a reason
-   (a damaged journal, "address in use", ...) on failure. */
+/* Configure the queues, open and replay the journal, then bind both
+   sockets. NULL with a reason (a queue breaking the timeout rule, a damaged
+   journal, "address in use", ...) on failure. */
 oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *clock, char *reason,
                            size_t reason_len);
 

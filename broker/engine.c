@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "heap.h"
 #include "idmap.h"
@@ -59,6 +60,8 @@ typedef struct s_queue {
     oq_link_t active;       /* in engine->active while ready is not empty */
     uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
+    uint64_t clamped;           /* restored jobs whose timeout broke the rule */
+    int64_t clamped_longest_ms; /* the longest timeout among them */
 } s_queue_t;
 
 /* A job type, with the outcomes counted per type: how many duplicates the
@@ -141,6 +144,7 @@ struct oq_engine {
     oq_link_t active;  /* queues with ready jobs, served round-robin */
     uint64_t next_id;
     uint64_t unknown_acks;
+    uint64_t bytes;           /* sum of the live jobs' costs, against config.max_bytes */
     s_recent_t *recent;       /* ring of recently done jobs */
     size_t recent_next;       /* slot the next done job takes */
     oq_idmap_t *recent_index; /* id -> s_recent_t */
@@ -156,8 +160,44 @@ oq_engine_config_t oq_engine_config_default(void)
         .max_tries = OQ_DEFAULT_MAX_TRIES,
         .backoff_ms = OQ_DEFAULT_BACKOFF_MS,
         .max_jobs = OQ_DEFAULT_MAX_JOBS,
+        .max_bytes = oq_engine_default_max_bytes(),
     };
     return c;
+}
+
+/* The cgroup v2 memory limit of this process, or 0 if none can be read
+   ("max", no cgroup v2, no file). A broker in a container or under a
+   systemd MemoryMax= must size itself from that, not from the host. */
+static uint64_t s_cgroup_memory_max(void)
+{
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (!f)
+        return 0;
+    unsigned long long limit = 0;
+    if (fscanf(f, "%llu", &limit) != 1)
+        limit = 0;
+    fclose(f);
+    return limit;
+}
+
+uint64_t oq_engine_default_max_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    uint64_t memory = pages > 0 && page_size > 0 ? (uint64_t)pages * (uint64_t)page_size : 0;
+    uint64_t cgroup = s_cgroup_memory_max();
+    if (cgroup && (memory == 0 || cgroup < memory))
+        memory = cgroup;
+    uint64_t bytes = memory / OQ_DEFAULT_MAX_BYTES_DIVISOR;
+    if (bytes < (uint64_t)OQ_MIN_DEFAULT_MAX_BYTES)
+        bytes = OQ_MIN_DEFAULT_MAX_BYTES;
+    if (bytes > (uint64_t)OQ_MAX_DEFAULT_MAX_BYTES)
+        bytes = OQ_MAX_DEFAULT_MAX_BYTES;
+    return bytes;
+}
+
+uint64_t oq_engine_job_cost(size_t payload_len, size_t backoff_len)
+{
+    return (uint64_t)payload_len + backoff_len * sizeof(int64_t) + OQ_JOB_OVERHEAD_BYTES;
 }
 
 static int64_t s_now(const oq_engine_t *self)
@@ -278,6 +318,17 @@ void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks)
 static int s_check_rule(const oq_engine_t *self, const char *queue, int64_t timeout_ms,
                         int64_t retry_after_ms, char *reason, size_t reason_len)
 {
+    if (retry_after_ms - timeout_ms < self->config.margin_ms &&
+        retry_after_ms <= self->config.margin_ms) {
+        /* No timeout above 0 fits: only a longer lease can help. */
+        snprintf(reason, reason_len,
+                 "timeout %.3g s is not shorter than queue \"%s\" retry_after %.3g s by the "
+                 "margin of %.3g s, and no timeout is: raise retry_after to at least %.3g s "
+                 "(the timeout plus the margin)",
+                 timeout_ms / 1000.0, queue, retry_after_ms / 1000.0,
+                 self->config.margin_ms / 1000.0, (timeout_ms + self->config.margin_ms) / 1000.0);
+        return -1;
+    }
     if (retry_after_ms - timeout_ms < self->config.margin_ms) {
         snprintf(reason, reason_len,
                  "timeout %.3g s is not shorter than queue \"%s\" retry_after %.3g s by the "
@@ -504,6 +555,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
             s_remember_done(self, job);
         }
         oq_idmap_remove(self->jobs, job->id);
+        self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         s_job_free(job);
         return;
     case S_NEW:
@@ -602,6 +654,7 @@ static int s_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, s_
         s_job_free(job);
         return rc;
     }
+    self->bytes += oq_engine_job_cost(job->payload_len, job->backoff_len);
     *job_p = job;
     return 0;
 }
@@ -618,6 +671,14 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
 
     if (oq_idmap_size(self->jobs) >= self->config.max_jobs)
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
+    /* Refused before the limit, not after: the bytes held never pass it. */
+    uint64_t cost = oq_engine_job_cost(msg->payload_len, msg->backoff_len);
+    if (self->bytes + cost > self->config.max_bytes)
+        S_REFUSE(OQ_ERR_FULL,
+                 "the broker holds %llu bytes of jobs; this one needs %llu more (a %zu-byte "
+                 "payload and %d bytes per job) and the limit is %llu (--max-bytes)",
+                 (unsigned long long)self->bytes, (unsigned long long)cost, msg->payload_len,
+                 OQ_JOB_OVERHEAD_BYTES, (unsigned long long)self->config.max_bytes);
     char qname[OQ_MAX_NAME_LEN + 1];
     oq_str_copy(msg->queue, qname, sizeof qname);
     /* Check before creating anything: a refused dispatch leaves no queue behind. */
@@ -709,6 +770,12 @@ void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t cr
     worker->credit = total > OQ_MAX_CREDIT ? OQ_MAX_CREDIT : (uint32_t)total;
     if (!oq_list_linked(&worker->waiting))
         oq_list_push_back(&self->waiting, &worker->waiting);
+}
+
+void oq_engine_worker_resume(oq_engine_t *self, oq_worker_t *worker)
+{
+    (void)self;
+    worker->draining = false;
 }
 
 void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker)
@@ -1045,6 +1112,87 @@ size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
     return total;
 }
 
+/* The page is chosen in one pass over the failed jobs: a max-heap of the
+   limit smallest ids above the cursor, then sorted. O(n log limit), with n
+   the failed jobs, for any page. */
+static void s_sift_down(uint64_t *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t big = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && heap[l] > heap[big])
+            big = l;
+        if (r < n && heap[r] > heap[big])
+            big = r;
+        if (big == i)
+            return;
+        uint64_t t = heap[i];
+        heap[i] = heap[big];
+        heap[big] = t;
+        i = big;
+    }
+}
+
+static void s_sift_up(uint64_t *heap, size_t i)
+{
+    while (i > 0 && heap[(i - 1) / 2] < heap[i]) {
+        uint64_t t = heap[i];
+        heap[i] = heap[(i - 1) / 2];
+        heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, uint64_t after, size_t limit,
+                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx, bool *more)
+{
+    assert(limit >= 1 && limit <= OQ_MAX_FAILED_LIST);
+    uint64_t heap[OQ_MAX_FAILED_LIST];
+    size_t n = 0, total = 0, above = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        if (queue && strcmp(queue, q->name) != 0)
+            continue;
+        for (oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
+            uint64_t id = oq_container_of(l, s_job_t, link)->id;
+            total++;
+            if (id <= after)
+                continue;
+            above++;
+            if (n < limit) {
+                heap[n] = id;
+                s_sift_up(heap, n++);
+            } else if (id < heap[0]) {
+                heap[0] = id;
+                s_sift_down(heap, n, 0);
+            }
+        }
+    }
+    /* Heapsort in place: ascending ids. */
+    for (size_t end = n; end > 1; end--) {
+        uint64_t t = heap[0];
+        heap[0] = heap[end - 1];
+        heap[end - 1] = t;
+        s_sift_down(heap, end - 1, 0);
+    }
+    for (size_t i = 0; i < n; i++) {
+        oq_job_view_t view;
+        s_job_view(self, oq_idmap_get(self->jobs, heap[i]), &view);
+        fn(ctx, &view);
+    }
+    *more = above > n;
+    return total;
+}
+
+uint64_t oq_engine_bytes(const oq_engine_t *self)
+{
+    return self->bytes;
+}
+
+uint64_t oq_engine_max_bytes(const oq_engine_t *self)
+{
+    return self->config.max_bytes;
+}
+
 const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id)
 {
     const s_job_t *job = oq_idmap_get(self->jobs, id);
@@ -1148,8 +1296,16 @@ int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *msg, int64_t not_be
         return -1;
     }
     int64_t timeout_ms = msg->has_timeout ? msg->timeout_ms : q->timeout_ms;
+    /* The queue may have been given a shorter retry_after since the job was
+       accepted. Refusing it would lose a confirmed job; keeping its timeout
+       would let its handler overlap its own redelivery. The longest timeout
+       the rule allows keeps both promises. */
+    int64_t longest_ms = q->retry_after_ms - self->config.margin_ms;
+    if (longest_ms < 1)
+        longest_ms = 1;
+    bool clamp = timeout_ms > longest_ms;
     s_job_t *job;
-    int rc = s_job_new(self, msg, msg->id, q, type, timeout_ms, &job);
+    int rc = s_job_new(self, msg, msg->id, q, type, clamp ? longest_ms : timeout_ms, &job);
     if (rc != 0) {
         snprintf(reason, reason_len,
                  rc > 0 ? "job %llu is restored twice" : "out of memory restoring job %llu",
@@ -1158,6 +1314,11 @@ int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *msg, int64_t not_be
     }
     if (msg->id >= self->next_id)
         self->next_id = msg->id + 1;
+    if (clamp) {
+        q->clamped++;
+        if (timeout_ms > q->clamped_longest_ms)
+            q->clamped_longest_ms = timeout_ms;
+    }
     s_restore_timed(self, job, not_before_ms);
     return 0;
 }
@@ -1212,4 +1373,21 @@ void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id)
 {
     if (next_id > self->next_id)
         self->next_id = next_id;
+}
+
+uint64_t oq_engine_restore_report(oq_engine_t *self)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        const s_queue_t *q = self->queues[i];
+        if (!q->clamped)
+            continue;
+        oq_warn("queue \"%s\": %llu restored job(s) had a timeout (up to %.3g s) not shorter "
+                "than retry_after %.3g s by the margin of %.3g s; their timeout is now %.3g s",
+                q->name, (unsigned long long)q->clamped, q->clamped_longest_ms / 1000.0,
+                q->retry_after_ms / 1000.0, self->config.margin_ms / 1000.0,
+                (q->retry_after_ms - self->config.margin_ms) / 1000.0);
+        total += q->clamped;
+    }
+    return total;
 }

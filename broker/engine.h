@@ -27,10 +27,21 @@ typedef struct {
     uint32_t max_tries;     /* default retry budget */
     int64_t backoff_ms;     /* default backoff (one step, repeating) */
     size_t max_jobs;        /* live jobs held at most */
+    uint64_t max_bytes;     /* bytes of live jobs held at most (oq_engine_job_cost) */
 } oq_engine_config_t;
 
-/* The defaults from onceq/limits.h. */
+/* The defaults from onceq/limits.h; max_bytes sized from the machine
+   (oq_engine_default_max_bytes). */
 oq_engine_config_t oq_engine_config_default(void);
+
+/* The default byte limit: physical memory (or the cgroup's memory.max, if
+   lower) / OQ_DEFAULT_MAX_BYTES_DIVISOR, within OQ_MIN_DEFAULT_MAX_BYTES and
+   OQ_MAX_DEFAULT_MAX_BYTES. */
+uint64_t oq_engine_default_max_bytes(void);
+
+/* What a job with this payload and this many backoff steps counts against
+   max_bytes: payload + steps + OQ_JOB_OVERHEAD_BYTES. */
+uint64_t oq_engine_job_cost(size_t payload_len, size_t backoff_len);
 
 /* A live job's state (done jobs are gone). */
 typedef enum {
@@ -127,7 +138,9 @@ void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks);
 int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_after_ms,
                            int64_t timeout_ms, char *reason, size_t reason_len);
 
-/* Check the engine defaults against the timeout rule: 0, or -1 with reason. */
+/* Check the engine defaults against the timeout rule: 0, or -1 with reason.
+   When no timeout fits (retry_after is not above the margin) the reason says
+   how far to raise retry_after. */
 int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reason_len);
 
 /* Queue a dispatched job. 0 with *id, or -1 with *code and reason. */
@@ -149,8 +162,13 @@ void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker);
 /* Add credit (capped at OQ_MAX_CREDIT). */
 void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t credit);
 
-/* Send the worker nothing more; its leases stay. */
+/* Send the worker nothing more; its leases stay. Credit returned with acks
+   is ignored until the worker sends ready again (oq_engine_worker_resume). */
 void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker);
+
+/* End a drain: the worker takes jobs again with the credit given next (a
+   worker whose stop was cancelled sends ready). */
+void oq_engine_worker_resume(oq_engine_t *self, oq_worker_t *worker);
 
 /* Forget the worker: its leased jobs become ready at once (or fail on their
    last attempt, with reason in the error). *worker_p is set to NULL. */
@@ -213,6 +231,21 @@ size_t oq_engine_job_count(const oq_engine_t *self);
 size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
                              void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx);
 
+/* One page of the failed store in job id order: fn for at most limit
+   (1 ... OQ_MAX_FAILED_LIST) failed jobs of queue (NULL: all) whose id is
+   above after. A cursor by id is stable while jobs fail and are requeued
+   between pages. Returns the number of matching failed jobs (all of them,
+   whatever after); *more is set if jobs above the last one shown remain. */
+size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, uint64_t after, size_t limit,
+                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx,
+                             bool *more);
+
+/* Bytes of live jobs held now (the sum of their oq_engine_job_cost). */
+uint64_t oq_engine_bytes(const oq_engine_t *self);
+
+/* The byte limit (config.max_bytes). */
+uint64_t oq_engine_max_bytes(const oq_engine_t *self);
+
 /* A job's state by id, for tests and admin: "ready", "delayed", "leased",
    "failed", or NULL if the broker does not hold it (done or unknown). */
 const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id);
@@ -237,8 +270,11 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
 /* ---- replay (broker/replay.c) --------------------------------------------
    The journal is read back through these calls before the broker serves.
    They bypass the dispatch limits (a job once accepted is never refused on
-   the way back) and report nothing to the hooks. A job that was leased when
-   the broker stopped comes back ready, with its attempt count. */
+   the way back: jobs and bytes may end above max_jobs and max_bytes) and
+   report nothing to the hooks. A job that was leased when the broker
+   stopped comes back ready, with its attempt count. Configure the queues
+   first: a restored job whose timeout breaks its queue's timeout rule is
+   clamped to the longest legal timeout (see oq_engine_restore_report). */
 
 /* Recreate a dispatched job with its own id (job->id) and its resolved
    max_tries and timeout (has_max_tries, has_timeout set): ready, or delayed
@@ -264,5 +300,9 @@ int oq_engine_restore_done(oq_engine_t *self, uint64_t id);
 
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);
+
+/* After replay: log one line per queue whose restored jobs had their
+   timeout clamped, with the numbers. Returns how many jobs were clamped. */
+uint64_t oq_engine_restore_report(oq_engine_t *self);
 
 #endif

@@ -1,10 +1,12 @@
 /*  main.c: onceq-broker's command line. Flags fall back to environment
     variables, then to the defaults in onceq/limits.h. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "broker.h"
 #include "onceq/config.h"
@@ -43,6 +45,9 @@ static void s_usage(FILE *out)
         "  --liveness N           missed heartbeats before a worker is dead\n"
         "                         [ONCEQ_LIVENESS] (default %d)\n"
         "  --max-jobs N           live jobs held at most [ONCEQ_MAX_JOBS] (default %d)\n"
+        "  --max-bytes N          bytes of live jobs held at most: each job's payload\n"
+        "                         plus %d bytes [ONCEQ_MAX_BYTES] (default a quarter of\n"
+        "                         the memory, here %llu)\n"
         "  --log-level LEVEL      debug, info, warn or error [ONCEQ_LOG_LEVEL] (default info)\n"
         "  --help                 this text\n"
         "  --version              the version\n"
@@ -78,10 +83,33 @@ static void s_usage(FILE *out)
         OQ_DEFAULT_FRONT_ENDPOINT, OQ_DEFAULT_BACK_ENDPOINT, OQ_DEFAULT_RETRY_AFTER_MS / 1000,
         OQ_DEFAULT_TIMEOUT_MS / 1000, OQ_DEFAULT_MARGIN_MS / 1000, OQ_DEFAULT_MAX_TRIES,
         OQ_DEFAULT_BACKOFF_MS / 1000, OQ_DEFAULT_HEARTBEAT_MS, OQ_DEFAULT_LIVENESS,
-        OQ_DEFAULT_MAX_JOBS, OQ_DEFAULT_DATA_DIR, OQ_DEFAULT_FSYNC_INTERVAL_MS,
-        (long long)OQ_DEFAULT_COMPACT_MIN_BYTES, OQ_DEFAULT_COMPACT_RATIO,
-        (long long)OQ_DEFAULT_DISK_RESERVE_BYTES,
+        OQ_DEFAULT_MAX_JOBS, OQ_JOB_OVERHEAD_BYTES,
+        (unsigned long long)oq_engine_default_max_bytes(), OQ_DEFAULT_DATA_DIR,
+        OQ_DEFAULT_FSYNC_INTERVAL_MS, (long long)OQ_DEFAULT_COMPACT_MIN_BYTES,
+        OQ_DEFAULT_COMPACT_RATIO, (long long)OQ_DEFAULT_DISK_RESERVE_BYTES,
         (long long)(OQ_DEFAULT_DEDUPE_WINDOW_MS / S_MS_PER_S));
+}
+
+/* Every peer costs the broker a descriptor. The soft limit is often 1024
+   while the hard one is far higher; take all of it. */
+static void s_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        oq_warn("cannot read the open-file limit: %s", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            oq_warn("cannot raise the open-file limit from %llu to %llu: %s",
+                    (unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+            return;
+        }
+    }
+    oq_info("open-file limit %llu (was %llu)", (unsigned long long)rl.rlim_cur,
+            (unsigned long long)was);
 }
 
 static int s_bad(const char *flag, const char *value, const char *expected)
@@ -105,6 +133,7 @@ int main(int argc, char **argv)
         O_HEARTBEAT,
         O_LIVENESS,
         O_MAX_JOBS,
+        O_MAX_BYTES,
         O_LOG_LEVEL,
         O_DATA_DIR,
         O_FSYNC,
@@ -130,6 +159,7 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, O_HEARTBEAT},
         {"liveness", required_argument, 0, O_LIVENESS},
         {"max-jobs", required_argument, 0, O_MAX_JOBS},
+        {"max-bytes", required_argument, 0, O_MAX_BYTES},
         {"log-level", required_argument, 0, O_LOG_LEVEL},
         {"data-dir", required_argument, 0, O_DATA_DIR},
         {"fsync", required_argument, 0, O_FSYNC},
@@ -146,8 +176,8 @@ int main(int argc, char **argv)
     };
     const char *front = NULL, *back = NULL, *retry_after = NULL, *timeout = NULL, *margin = NULL,
                *max_tries = NULL, *backoff = NULL, *heartbeat = NULL, *liveness = NULL,
-               *max_jobs = NULL, *log_level = NULL, *data_dir = NULL, *fsync = NULL,
-               *fsync_interval = NULL, *compact_min = NULL, *compact_ratio = NULL,
+               *max_jobs = NULL, *max_bytes = NULL, *log_level = NULL, *data_dir = NULL,
+               *fsync = NULL, *fsync_interval = NULL, *compact_min = NULL, *compact_ratio = NULL,
                *dedupe_window = NULL, *disk_reserve = NULL;
     bool repair = false, no_journal = false;
     const char *queues[S_MAX_QUEUE_FLAGS];
@@ -191,6 +221,9 @@ int main(int argc, char **argv)
             break;
         case O_MAX_JOBS:
             max_jobs = optarg;
+            break;
+        case O_MAX_BYTES:
+            max_bytes = optarg;
             break;
         case O_LOG_LEVEL:
             log_level = optarg;
@@ -283,6 +316,11 @@ int main(int argc, char **argv)
             return s_bad("--max-jobs", v, "1 to " S_STR(S_MAX_JOBS_LIMIT));
         config.engine.max_jobs = (size_t)u;
     }
+    if ((v = oq_config_str(max_bytes, "ONCEQ_MAX_BYTES", NULL))) {
+        if (oq_config_uint(v, OQ_MIN_MAX_BYTES, OQ_MAX_MAX_BYTES, &u) < 0)
+            return s_bad("--max-bytes", v, "a number of bytes from 1048576 to 2^50");
+        config.engine.max_bytes = u;
+    }
     config.no_journal = no_journal;
     config.repair = repair;
     config.journal.dir = oq_config_str(data_dir, "ONCEQ_DATA_DIR", OQ_DEFAULT_DATA_DIR);
@@ -314,28 +352,27 @@ int main(int argc, char **argv)
          config.dedupe_window_ms == 0))
         return s_bad("--dedupe-window", v, "seconds, more than 0 and at most 7 days");
 
-    char reason[512];
-    oq_broker_t *broker = oq_broker_new(&config, oq_clock_system(), reason, sizeof reason);
-    if (!broker) {
-        fprintf(stderr, "onceq-broker: %s\n", reason);
-        return 1;
-    }
+    static char queue_names[S_MAX_QUEUE_FLAGS][OQ_MAX_NAME_LEN + 2];
+    oq_broker_queue_t queue_config[S_MAX_QUEUE_FLAGS];
     for (int i = 0; i < queue_count; i++) {
-        char name[OQ_MAX_NAME_LEN + 2];
+        char *name = queue_names[i];
         char ra[32] = "", to[32] = "";
         int64_t ra_ms, to_ms = 0;
         if (sscanf(queues[i], "%65[^:]:%31[^:]:%31s", name, ra, to) < 2 ||
             oq_config_seconds(ra, OQ_MAX_TIMEOUT_MS * 2, &ra_ms) < 0 || ra_ms == 0 ||
-            (to[0] && (oq_config_seconds(to, OQ_MAX_TIMEOUT_MS, &to_ms) < 0 || to_ms == 0))) {
-            oq_broker_destroy(&broker);
+            (to[0] && (oq_config_seconds(to, OQ_MAX_TIMEOUT_MS, &to_ms) < 0 || to_ms == 0)))
             return s_bad("--queue", queues[i], "NAME:RETRY_AFTER[:TIMEOUT] in seconds");
-        }
-        if (oq_engine_queue_config(oq_broker_engine(broker), name, ra_ms, to_ms, reason,
-                                   sizeof reason) < 0) {
-            fprintf(stderr, "onceq-broker: refusing to start: %s\n", reason);
-            oq_broker_destroy(&broker);
-            return 1;
-        }
+        queue_config[i] = (oq_broker_queue_t){name, ra_ms, to_ms};
+    }
+    config.queues = queue_config;
+    config.queue_count = (size_t)queue_count;
+
+    s_raise_nofile();
+    char reason[512];
+    oq_broker_t *broker = oq_broker_new(&config, oq_clock_system(), reason, sizeof reason);
+    if (!broker) {
+        fprintf(stderr, "onceq-broker: refusing to start: %s\n", reason);
+        return 1;
     }
     int rc = oq_broker_run(broker);
     oq_broker_destroy(&broker);

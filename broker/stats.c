@@ -122,9 +122,11 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     oq_engine_worker_each(engine, s_pack_worker, &pk);
 
     s_key(&pk, "broker");
-    msgpack_pack_map(&pk, 5);
+    msgpack_pack_map(&pk, 7);
     s_kv_u64(&pk, "uptime_ms", uptime_ms > 0 ? (uint64_t)uptime_ms : 0);
     s_kv_u64(&pk, "jobs", oq_engine_job_count(engine));
+    s_kv_u64(&pk, "bytes", oq_engine_bytes(engine));
+    s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));
     s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
     s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));
     s_key(&pk, "version");
@@ -149,22 +151,33 @@ static void s_pack_failed(void *ctx, const oq_job_view_t *job)
     msgpack_pack_str_body(pk, job->payload, job->payload_len); /* already msgpack */
 }
 
-static void s_count_only(void *ctx, const oq_job_view_t *job)
+typedef struct {
+    oq_job_view_t *jobs;
+    size_t count;
+} s_page_t;
+
+/* The page is collected before it is packed: the array's length comes first. */
+static void s_collect(void *ctx, const oq_job_view_t *job)
 {
-    (void)ctx;
-    (void)job;
+    s_page_t *page = ctx;
+    page->jobs[page->count++] = *job;
 }
 
 void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, uint32_t limit)
+                            const char *queue, uint64_t after, uint32_t limit)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    size_t total = oq_engine_failed_each(engine, queue, 0, s_count_only, NULL);
-    size_t shown = total < limit ? total : limit;
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, 2);
+    static oq_job_view_t views[OQ_MAX_FAILED_LIST];
+    s_page_t page = {views, 0};
+    bool more = false;
+    size_t total = oq_engine_failed_page(engine, queue, after, limit, s_collect, &page, &more);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 3 : 2);
     s_kv_u64(&pk, "total", total);
+    if (more)
+        s_kv_u64(&pk, "next", page.jobs[page.count - 1].id);
     s_key(&pk, "jobs");
-    msgpack_pack_array(&pk, shown);
-    oq_engine_failed_each(engine, queue, shown, s_pack_failed, &pk);
+    msgpack_pack_array(&pk, page.count);
+    for (size_t i = 0; i < page.count; i++)
+        s_pack_failed(&pk, &page.jobs[i]);
 }

@@ -25,8 +25,9 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
                      const oq_stats_journal_t *journal);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
-   all queues), oldest first. */
+   all queues) with an id above after, in id order, with "next" (the cursor
+   for the next page) while more remain. */
 void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, uint32_t limit);
+                            const char *queue, uint64_t after, uint32_t limit);
 
 #endif

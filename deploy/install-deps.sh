@@ -10,6 +10,8 @@ packages=(
   libpq-dev postgresql-15 postgresql-client-15
   libmicrohttpd-dev
   jq procps curl
+  # tests/run.sh: the clang-format check and the libFuzzer targets
+  clang clang-format libclang-rt-14-dev
 )
 # The benchmark's peer; only needed by tests/bench/run.sh.
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds, and runs every unit
-# and integration test under ctest; then the same suite once more in a build
-# with AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with
+# The whole test suite: installs what it needs, checks the C sources'
+# formatting, builds, and runs every unit and integration test under ctest;
+# runs each fuzz target briefly from its seed corpus (skip with
+# ONCEQ_NO_FUZZ=1); then the same suite once more in a build with
+# AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with
 # ONCEQ_NO_SANITIZE=1).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,10 +11,17 @@ cd "$top"
 
 bash deploy/install-deps.sh
 
+echo "== format"
+bash tests/format.sh
 echo "== build"
 BUILD_DIR=$top/build bash deploy/build.sh
 echo "== tests"
 ctest --test-dir "$top/build" --output-on-failure --timeout 300
+
+if [ "${ONCEQ_NO_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz (clang, libFuzzer, a bounded number of runs per target)"
+  BUILD_DIR=$top/build-fuzz bash tests/fuzz/run.sh
+fi
 
 if [ "${ONCEQ_NO_SANITIZE:-0}" != 1 ]; then
   echo "== build (address and undefined-behaviour sanitizers)"

@@ -15,24 +15,26 @@
 
 static void s_help(void)
 {
-    printf("Usage: onceq failed list [--queue Q] [--limit N] [--json]\n"
+    printf("Usage: onceq failed list [--queue Q] [--limit N] [--after ID] [--json]\n"
            "       onceq failed retry ID\n"
            "\n"
-           "list: failed jobs, oldest first: ID, TYPE, QUEUE, ATTEMPT (of MAX_TRIES),\n"
-           "FAILED_AT (UTC) and the ERROR that ended the job.\n"
+           "list: failed jobs in job ID order: ID, TYPE, QUEUE, ATTEMPT (of MAX_TRIES),\n"
+           "FAILED_AT (UTC) and the ERROR that ended the job. A page holds at most %d;\n"
+           "the next page starts after the last ID shown (--after ID).\n"
            "retry: put failed job ID back to ready, with attempt 0 and its full retry\n"
            "budget; done once the broker has made it durable.\n"
            "\n"
            "Options:\n"
            "  --queue Q          only jobs of this queue\n"
            "  --limit N          at most N jobs, 1 to %d (default %d)\n"
+           "  --after ID         only jobs with an ID above ID: the next page\n"
            "  --json             print the broker's reply as one line of JSON, with each\n"
            "                     job's payload; failed_at is Unix time in milliseconds\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
            "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
            "  -h, --help         show this help\n",
-           OQ_MAX_FAILED_LIST, OQ_DEFAULT_FAILED_LIST, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
-           OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+           OQ_MAX_FAILED_LIST, OQ_MAX_FAILED_LIST, OQ_DEFAULT_FAILED_LIST, OQ_CLI_ENV_BROKER,
+           OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
 
 static int s_add_jobs(oq_table_t *table, const msgpack_object *jobs)
@@ -63,14 +65,15 @@ static int s_add_jobs(oq_table_t *table, const msgpack_object *jobs)
     return rc;
 }
 
-static int s_print_table(const msgpack_object *reply, uint32_t limit)
+static int s_print_table(const msgpack_object *reply)
 {
     const msgpack_object *jobs = oq_proto_map_get(reply, "jobs");
     uint32_t shown = jobs && jobs->type == MSGPACK_OBJECT_ARRAY ? jobs->via.array.size : 0;
     uint64_t total = shown;
     oq_cli_get_uint(reply, "total", &total);
     if (shown == 0) {
-        printf("no failed jobs\n");
+        printf(total ? "no failed jobs on this page (%" PRIu64 " in all)\n" : "no failed jobs\n",
+               total);
         return OQ_CLI_EXIT_OK;
     }
     static const char *headers[] = {"ID", "TYPE", "QUEUE", "ATTEMPT", "FAILED_AT", "ERROR"};
@@ -91,9 +94,13 @@ static int s_print_table(const msgpack_object *reply, uint32_t limit)
         fprintf(stderr, "onceq: out of memory\n");
         return OQ_CLI_EXIT_REFUSED;
     }
-    if (total > shown)
-        printf("\n%" PRIu32 " of %" PRIu64 " failed jobs shown%s\n", shown, total,
-               shown == limit && limit < OQ_MAX_FAILED_LIST ? "; see more with --limit" : "");
+    uint64_t next;
+    if (oq_cli_get_uint(reply, "next", &next) == 0)
+        printf("\n%" PRIu32 " of %" PRIu64 " failed jobs shown; the next page: --after %" PRIu64
+               "\n",
+               shown, total, next);
+    else if (total > shown)
+        printf("\n%" PRIu32 " of %" PRIu64 " failed jobs shown (the last page)\n", shown, total);
     return OQ_CLI_EXIT_OK;
 }
 
@@ -131,11 +138,12 @@ static int s_retry(oq_cli_t *cli, int argc, char **argv)
 
 int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
 {
-    enum { S_OPT_QUEUE = OQ_CLI_OPT_FIRST_FREE_, S_OPT_LIMIT, S_OPT_JSON };
+    enum { S_OPT_QUEUE = OQ_CLI_OPT_FIRST_FREE_, S_OPT_LIMIT, S_OPT_AFTER, S_OPT_JSON };
     static const struct option options[] = {
         OQ_CLI_GLOBAL_OPTIONS,
         {"queue", required_argument, NULL, S_OPT_QUEUE},
         {"limit", required_argument, NULL, S_OPT_LIMIT},
+        {"after", required_argument, NULL, S_OPT_AFTER},
         {"json", no_argument, NULL, S_OPT_JSON},
         {NULL, 0, NULL, 0},
     };
@@ -160,6 +168,7 @@ int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
 
     const char *queue = NULL;
     uint32_t limit = OQ_DEFAULT_FAILED_LIST;
+    uint64_t after = 0;
     bool json = false;
     int opt;
     while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -184,6 +193,11 @@ int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
                                           optarg, OQ_MAX_FAILED_LIST);
             limit = (uint32_t)u;
             break;
+        case S_OPT_AFTER:
+            if (oq_config_uint(optarg, 0, UINT64_MAX, &after) < 0)
+                return oq_cli_usage_error(cli, "--after '%s' must be a job ID (a whole number)",
+                                          optarg);
+            break;
         case S_OPT_JSON:
             json = true;
             break;
@@ -200,10 +214,10 @@ int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv)
     if (rc != OQ_CLI_EXIT_OK)
         return rc;
     oq_msg_t reply;
-    if (oq_client_failed(client, queue, limit, cli->timeout, &reply) < 0) {
+    if (oq_client_failed_page(client, queue, after, limit, cli->timeout, &reply) < 0) {
         rc = oq_cli_report(cli, client);
     } else {
-        rc = json ? oq_cli_print_json(&reply.root) : s_print_table(&reply.root, limit);
+        rc = json ? oq_cli_print_json(&reply.root) : s_print_table(&reply.root);
         oq_proto_msg_release(&reply);
     }
     oq_client_destroy(&client);

@@ -352,6 +352,15 @@ int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int t
     return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
 }
 
+int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
+                          int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_failed_page(&self->buf, (int64_t)req, queue, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
+}
+
 int oq_client_ping(oq_client_t *self, int timeout_ms)
 {
     assert(self);

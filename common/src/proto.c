@@ -368,7 +368,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_FAILED_LIST, &u, &present) < 0)
             return -1;
         msg->limit = present ? (uint32_t)u : OQ_DEFAULT_FAILED_LIST;
-        return 0;
+        return s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL);
     }
     case OQ_CMD_ERROR: {
         if (s_get_str(ctx, root, "code", true, OQ_MAX_NAME_LEN, &s) < 0 ||
@@ -440,6 +440,31 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
     }
 }
 
+/* The request id of a frame refused as too large, so that the error can be
+   matched to its request: read only if the frame is well-formed msgpack
+   (checked first, so its decoding is bounded by its size, which libzmq
+   bounds by OQ_MAX_WIRE_MSG_BYTES). */
+static bool s_peek_req(const void *data, size_t size, uint64_t *req)
+{
+    const uint8_t *b = data;
+    char why[160];
+    if (!((b[0] >= 0x80 && b[0] <= 0x8f) || b[0] == 0xde || b[0] == 0xdf) ||
+        oq_mpcheck(data, size, OQ_MAX_DEPTH, why, sizeof why) < 0)
+        return false;
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    bool found = false;
+    if (msgpack_unpack_next(&unpacked, data, size, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *r = oq_proto_map_get(&unpacked.data, "req");
+        if (r && r->type == MSGPACK_OBJECT_POSITIVE_INTEGER && r->via.u64 <= INT64_MAX) {
+            *req = r->via.u64;
+            found = true;
+        }
+    }
+    msgpack_unpacked_destroy(&unpacked);
+    return found;
+}
+
 int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
                     size_t reason_len)
 {
@@ -448,9 +473,11 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
     *code = OQ_ERR_NONE;
     if (reason_len)
         reason[0] = 0;
-    if (size > OQ_MAX_FRAME_BYTES)
+    if (size > OQ_MAX_FRAME_BYTES) {
+        msg->has_req = s_peek_req(data, size, &msg->req);
         S_FAIL(&ctx, OQ_ERR_TOO_LARGE, "frame is %zu bytes, the limit is %d", size,
                OQ_MAX_FRAME_BYTES);
+    }
     if (size == 0)
         S_FAIL(&ctx, OQ_ERR_MALFORMED, "empty frame");
     const uint8_t *b = data;
@@ -689,12 +716,22 @@ void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req)
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit)
 {
+    oq_proto_encode_failed_page(buf, req, queue, 0, limit);
+}
+
+void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 uint64_t after, uint32_t limit)
+{
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + 1);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + (after ? 1 : 0) + 1);
     if (queue) {
         oq_proto_pack_cstr(&pk, "queue");
         oq_proto_pack_cstr(&pk, queue);
+    }
+    if (after) {
+        oq_proto_pack_cstr(&pk, "after");
+        msgpack_pack_uint64(&pk, after);
     }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);

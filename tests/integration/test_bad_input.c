@@ -183,11 +183,60 @@ static void test_bad_messages_get_errors_and_broker_keeps_serving(void **state)
     free(log);
 }
 
+/* A dispatch with req whose payload map {b: bin} is blob_len bytes of blob. */
+static void s_big_dispatch(msgpack_sbuffer *buf, int64_t req, size_t blob_len)
+{
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "b");
+    char *blob = calloc(1, blob_len);
+    msgpack_pack_bin(&pk, blob_len);
+    msgpack_pack_bin_body(&pk, blob, blob_len);
+    free(blob);
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .payload = (const uint8_t *)payload.data,
+                        .payload_len = payload.size};
+    msgpack_sbuffer_clear(buf);
+    oq_proto_encode_dispatch(buf, req, &job);
+    msgpack_sbuffer_destroy(&payload);
+}
+
+static void test_too_large_echoes_req(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_msg_t reply;
+    /* A frame over 1 MiB: refused before it is decoded, yet matched to its
+       request (it_call waits for this req only). */
+    int64_t req = it_req(it);
+    s_big_dispatch(&buf, req, 2 * 1024 * 1024);
+    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
+    assert_int_equal(reply.cmd, OQ_CMD_ERROR);
+    assert_int_equal(reply.err_code, OQ_ERR_TOO_LARGE);
+    assert_true(reply.has_req);
+    assert_int_equal(reply.req, req);
+    oq_proto_msg_release(&reply);
+    /* A payload over 256 KiB in a frame under 1 MiB. */
+    req = it_req(it);
+    s_big_dispatch(&buf, req, 300 * 1024);
+    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
+    assert_int_equal(reply.err_code, OQ_ERR_TOO_LARGE);
+    assert_int_equal(reply.req, req);
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_messages_get_errors_and_broker_keeps_serving,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_too_large_echoes_req, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

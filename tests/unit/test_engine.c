@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "engine.h"
+#include "onceq/limits.h"
 
 #define S_RETRY_AFTER_MS 10000
 #define S_TIMEOUT_MS     4000
@@ -689,6 +690,226 @@ static void test_job_each_goes_leased_ready_delayed_failed(void **state)
     assert_int_equal(w.states[3], OQ_STATE_FAILED);
 }
 
+/* ---- issue 11: bytes, restored timeouts, drain, the rule's message, paging -- */
+
+#define S_BIG_PAYLOAD 1000
+
+static oq_job_msg_t s_big_job(void)
+{
+    static uint8_t payload[S_BIG_PAYLOAD] = {0x80};
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = payload,
+                        .payload_len = sizeof payload};
+    return job;
+}
+
+static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
+    assert_int_equal(cost, S_BIG_PAYLOAD + OQ_JOB_OVERHEAD_BYTES);
+    oq_engine_config_t config = oq_engine_config_default();
+    config.retry_after_ms = S_RETRY_AFTER_MS;
+    config.timeout_ms = S_TIMEOUT_MS;
+    config.margin_ms = S_MARGIN_MS;
+    config.max_bytes = 3 * cost + cost / 2; /* room for three and a half */
+    oq_engine_destroy(&f->engine);
+    f->engine = oq_engine_new(&config, &f->clock);
+    assert_non_null(f->engine);
+    assert_int_equal(oq_engine_max_bytes(f->engine), config.max_bytes);
+
+    oq_job_msg_t job = s_big_job();
+    uint64_t ids[3], id;
+    oq_err_t code = OQ_ERR_NONE;
+    char reason[512];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(oq_engine_dispatch(f->engine, &job, &ids[i], &code, reason, sizeof reason),
+                         0);
+    assert_int_equal(oq_engine_bytes(f->engine), 3 * cost);
+    /* The fourth would pass the limit: refused before it, with the numbers. */
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+    char held[32], limit[32];
+    snprintf(held, sizeof held, "%llu", (unsigned long long)(3 * cost));
+    snprintf(limit, sizeof limit, "%llu", (unsigned long long)config.max_bytes);
+    assert_non_null(strstr(reason, held));
+    assert_non_null(strstr(reason, limit));
+    assert_non_null(strstr(reason, "--max-bytes"));
+    assert_int_equal(oq_engine_job_count(f->engine), 3);
+    assert_int_equal(oq_engine_bytes(f->engine), 3 * cost);
+    /* A small job still fits in the half left. */
+    s_dispatch(f, "noop");
+    assert_int_equal(oq_engine_bytes(f->engine), 3 * cost + oq_engine_job_cost(1, 0));
+
+    /* Workers are still served, and a done job frees its bytes. */
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, ids[0]);
+    assert_int_equal(s_ack(f, a, ids[0], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_bytes(f->engine), 2 * cost + oq_engine_job_cost(1, 0));
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+
+    /* Backoff steps a job carries count too. */
+    job.backoff_len = 4;
+    job.backoff_ms[0] = job.backoff_ms[1] = job.backoff_ms[2] = job.backoff_ms[3] = 1000;
+    assert_int_equal(oq_engine_job_cost(S_BIG_PAYLOAD, 4), cost + 4 * sizeof(int64_t));
+}
+
+static void test_replayed_jobs_count_and_are_never_refused(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
+    oq_engine_config_t config = oq_engine_config_default();
+    config.retry_after_ms = S_RETRY_AFTER_MS;
+    config.timeout_ms = S_TIMEOUT_MS;
+    config.margin_ms = S_MARGIN_MS;
+    config.max_bytes = 2 * cost;
+    config.max_jobs = 2;
+    oq_engine_destroy(&f->engine);
+    f->engine = oq_engine_new(&config, &f->clock);
+    assert_non_null(f->engine);
+    oq_job_msg_t job = s_big_job();
+    job.has_max_tries = job.has_timeout = true;
+    job.max_tries = 3;
+    job.timeout_ms = 1000;
+    char reason[256];
+    for (uint64_t id = 1; id <= 5; id++) {
+        job.id = id;
+        assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    }
+    assert_int_equal(oq_engine_job_count(f->engine), 5);
+    assert_int_equal(oq_engine_bytes(f->engine), 5 * cost);
+    assert_int_equal(oq_engine_restore_done(f->engine, 5), 0);
+    assert_int_equal(oq_engine_bytes(f->engine), 4 * cost);
+    /* New work waits until the restored jobs are below the limit again. */
+    uint64_t id;
+    oq_err_t code;
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+}
+
+static void test_restored_job_breaking_timeout_rule_is_clamped(void **state)
+{
+    s_fixture_t *f = *state;
+    char reason[512];
+    /* The queue's lease was shortened since the jobs were accepted. */
+    assert_int_equal(oq_engine_queue_config(f->engine, "short", 6000, 3000, reason, sizeof reason),
+                     0);
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("short"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .has_timeout = true};
+    job.id = 1;
+    job.timeout_ms = 30000; /* legal under the old retry_after, not now */
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    job.id = 2;
+    job.timeout_ms = 20000;
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    job.id = 3;
+    job.timeout_ms = 4000; /* exactly retry_after - margin: legal, untouched */
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    job.id = 4;
+    job.queue = oq_str("default");
+    job.timeout_ms = 8000; /* the default queue: 10 s - 2 s, legal */
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, 1, &v), 0);
+    assert_int_equal(v.timeout_ms, 4000); /* the longest legal timeout */
+    assert_int_equal(oq_engine_job_view(f->engine, 2, &v), 0);
+    assert_int_equal(v.timeout_ms, 4000);
+    assert_int_equal(oq_engine_job_view(f->engine, 3, &v), 0);
+    assert_int_equal(v.timeout_ms, 4000);
+    assert_int_equal(oq_engine_job_view(f->engine, 4, &v), 0);
+    assert_int_equal(v.timeout_ms, 8000);
+    assert_int_equal(oq_engine_restore_report(f->engine), 2);
+    /* Kept, and delivered with the clamped timeout. */
+    assert_int_equal(oq_engine_job_count(f->engine), 4);
+}
+
+static void test_ready_after_drain_resumes_the_worker(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t first = s_dispatch(f, "noop");
+    uint64_t second = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_engine_worker_drain(f->engine, a);
+    /* The ack of the job it was finishing returns credit: still ignored, or
+       a stopping worker would be sent a job it is about to give back. */
+    assert_int_equal(s_ack(f, a, first, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    /* Its stop was cancelled: ready ends the drain and adds credit. */
+    oq_engine_worker_resume(f->engine, a);
+    oq_engine_worker_credit(f->engine, a, 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].id, second);
+}
+
+static void test_rule_message_says_raise_retry_after_when_no_timeout_fits(void **state)
+{
+    s_fixture_t *f = *state;
+    char reason[512];
+    /* retry_after 2 s is not above the 2 s margin: no timeout fits. */
+    assert_int_equal(oq_engine_queue_config(f->engine, "bad", 2000, 2000, reason, sizeof reason),
+                     -1);
+    assert_null(strstr(reason, "at most 0"));
+    assert_non_null(strstr(reason, "raise retry_after to at least 4 s"));
+    assert_int_equal(oq_engine_queue_config(f->engine, "bad", 1500, 500, reason, sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "raise retry_after to at least 2.5 s"));
+    /* When a shorter timeout fits, the message names it. */
+    assert_int_equal(oq_engine_queue_config(f->engine, "ok", 5000, 5000, reason, sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "use a timeout of at most 3 s"));
+}
+
+static void test_failed_pages_by_id_cursor(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t ids[7];
+    for (int i = 0; i < 7; i++)
+        ids[i] = s_dispatch(f, "fail");
+    oq_worker_t *a = s_worker(f, 'a', 7);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 7);
+    /* Fail them in an order unlike their ids. */
+    static const int order[] = {4, 0, 6, 2, 1, 5, 3};
+    for (int i = 0; i < 7; i++)
+        s_ack(f, a, ids[order[i]], 1, OQ_OUTCOME_FAIL, "bad");
+    s_seen_t page = {0};
+    bool more = false;
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, 0, 3, s_collect, &page, &more), 7);
+    assert_int_equal(page.n, 3);
+    assert_true(more);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(page.ids[i], ids[i]);
+    /* Between pages a listed job is requeued and an unlisted one done:
+       the next page neither repeats nor skips a job still failed. */
+    char reason[128];
+    assert_int_equal(oq_engine_requeue(f->engine, ids[1], reason, sizeof reason), 0);
+    assert_int_equal(s_ack(f, a, ids[4], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    s_seen_t next = {0};
+    assert_int_equal(
+        oq_engine_failed_page(f->engine, NULL, page.ids[2], 3, s_collect, &next, &more), 5);
+    assert_int_equal(next.n, 3);
+    assert_int_equal(next.ids[0], ids[3]);
+    assert_int_equal(next.ids[1], ids[5]);
+    assert_int_equal(next.ids[2], ids[6]);
+    assert_false(more);
+    s_seen_t none = {0};
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, ids[6], 3, s_collect, &none, &more), 5);
+    assert_int_equal(none.n, 0);
+    assert_false(more);
+    s_seen_t other = {0};
+    assert_int_equal(oq_engine_failed_page(f->engine, "other", 0, 3, s_collect, &other, &more), 0);
+    assert_int_equal(other.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -721,6 +942,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outcomes_counted_per_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_refused_dispatch_creates_no_queue, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_byte_limit_refuses_before_it_and_done_frees, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_replayed_jobs_count_and_are_never_refused, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_restored_job_breaking_timeout_rule_is_clamped, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ready_after_drain_resumes_the_worker, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_rule_message_says_raise_retry_after_when_no_timeout_fits, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_pages_by_id_cursor, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1070,7 +1070,33 @@ static void test_decode_frame_limit(void **state)
     /* The size is checked first: even garbage over the limit is too_large. */
     char *junk = calloc(1, OQ_MAX_FRAME_BYTES + 1);
     s_decode_bad("garbage over the limit", junk, OQ_MAX_FRAME_BYTES + 1, OQ_ERR_TOO_LARGE);
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(
+        oq_proto_decode(&msg, junk, OQ_MAX_FRAME_BYTES + 1, &code, reason, sizeof reason), -1);
+    assert_false(msg.has_req); /* nothing to read it from */
+    oq_proto_msg_release(&msg);
     free(junk);
+
+    /* A well-formed frame over the limit still tells its req, so that the
+       error can be matched to the request. */
+    msgpack_sbuffer big;
+    msgpack_sbuffer_init(&big);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &big, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_PING, 77, 1);
+    oq_proto_pack_cstr(&pk, "pad");
+    size_t n = 2 * OQ_MAX_FRAME_BYTES;
+    char *pad = calloc(1, n);
+    msgpack_pack_str(&pk, n);
+    msgpack_pack_str_body(&pk, pad, n);
+    free(pad);
+    assert_int_equal(oq_proto_decode(&msg, big.data, big.size, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_TOO_LARGE);
+    assert_true(msg.has_req);
+    assert_int_equal(msg.req, 77);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&big);
 }
 
 /* dispatch with payload {k:'x'*n}, whose encoding is exactly size bytes. */

@@ -82,8 +82,7 @@ oq_txn_t *oq_points_handler_txn(oq_points_handler_t *self)
     return self->txn;
 }
 
-int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job,
-                                oq_report_t *report)
+int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job, oq_report_t *report)
 {
     assert(self && job && report);
     if (self->from_settings && !self->effects) {
@@ -92,8 +91,10 @@ int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job,
         const oq_worker_settings_t *settings = oq_worker_settings();
         oq_txn_isolation_t isolation;
         if (!settings || oq_txn_isolation_parse(settings->isolation, &isolation) < 0) {
-            oq_report_fail(report, "%s: no database settings in this process (run it under "
-                                   "oq_worker_main)", job->type);
+            oq_report_fail(report,
+                           "%s: no database settings in this process (run it under "
+                           "oq_worker_main)",
+                           job->type);
             return -1;
         }
         s_open(self, settings->database_url, isolation);

@@ -54,6 +54,12 @@ int oq_client_stats(oq_client_t *self, int timeout_ms, oq_msg_t *reply);
 int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
                      oq_msg_t *reply);
 
+/* One page of failed jobs in id order: those with an id above after (0:
+   from the first). The reply's "next", present while more remain, is the
+   after of the next page. */
+int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
+                          int timeout_ms, oq_msg_t *reply);
+
 /* Round trip a ping. 0 if the broker answered in time, -1 otherwise. */
 int oq_client_ping(oq_client_t *self, int timeout_ms);
 

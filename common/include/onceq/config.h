@@ -18,7 +18,7 @@ int oq_config_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 int oq_config_seconds(const char *text, int64_t max_ms, int64_t *ms);
 
 /* Parse a backoff list of seconds ("10,60,300") into ms[], at most max steps;
-   *n gets the count. 0 or -1. */
+ *n gets the count. 0 or -1. */
 int oq_config_backoff(const char *text, int64_t *ms, uint32_t max, uint32_t *n);
 
 #endif

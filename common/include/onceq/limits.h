@@ -43,6 +43,32 @@
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
 
+/* Memory held by jobs */
+/* Bytes of live jobs held at most (--max-bytes). A job costs its encoded
+   payload, its own backoff steps and this fixed overhead: the job header,
+   its id-map slot and the allocator's rounding (measured: 200,000 jobs with
+   12-byte payloads took 34 MB of RSS, about 160 bytes each beyond the
+   payload; rounded up so the limit does not underestimate). */
+#define OQ_JOB_OVERHEAD_BYTES 256
+/* Default --max-bytes: this fraction of physical memory (or of the cgroup's
+   memory.max, if lower), within the bounds below. A quarter leaves the rest
+   for what the limit does not count: libzmq's buffers of messages in
+   flight, the journal's backlog (OQ_JOURNAL_MAX_BACKLOG_BYTES), the pages a
+   compaction's forked child copies on write, and the other processes. */
+#define OQ_DEFAULT_MAX_BYTES_DIVISOR 4
+#define OQ_MIN_DEFAULT_MAX_BYTES     (64LL * 1024 * 1024) /* a small container still takes jobs */
+/* Above this, replaying or compacting the journal of a full broker would take
+   minutes; set --max-bytes explicitly to go higher. */
+#define OQ_MAX_DEFAULT_MAX_BYTES (64LL * 1024 * 1024 * 1024)
+#define OQ_MIN_MAX_BYTES         (1024 * 1024) /* --max-bytes at least */
+#define OQ_MAX_MAX_BYTES         (1LL << 50)   /* --max-bytes at most */
+
+/* Descriptors (broker/conns.h). Connections are capped this many below the
+   open-file limit: room for the journal, a compaction, libzmq's own
+   descriptors and a burst of accepts in flight, so that accept() never
+   fails with EMFILE (libzmq would spin on it). */
+#define OQ_FD_RESERVE 64
+
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. */
 #define OQ_JOURNAL_FORMAT_VERSION    1
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
@@ -54,9 +80,10 @@
 /* One record at most: a job with the largest payload, every name, backoff
    step and dispatch id at their limits, and room to spare. */
 #define OQ_JOURNAL_MAX_RECORD_BYTES (OQ_MAX_PAYLOAD_BYTES + 4096)
-#define OQ_JOURNAL_RETRY_MS         100  /* a failed write or fsync is tried again this often */
-#define OQ_JOURNAL_RESERVE_RETRY_MS 1000 /* a released disk reserve is allocated again this often  \
-                                          */
+#define OQ_JOURNAL_RETRY_MS         100 /* a failed write or fsync is tried again this often */
+#define OQ_JOURNAL_RESERVE_RETRY_MS                                                                \
+    1000 /* a released disk reserve is allocated again this often                                  \
+          */
 #define OQ_DEFAULT_DISK_RESERVE_BYTES (64LL * 1024 * 1024) /* room for recovery on a full disk */
 #define OQ_MAX_DISK_RESERVE_BYTES     (1LL << 44)
 /* Records waiting for the disk (unwritten, or written and not yet fsynced)

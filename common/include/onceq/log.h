@@ -17,8 +17,7 @@ int oq_log_parse_level(const char *text, oq_log_level_t *level);
 /* True if a message of this level would be printed. */
 int oq_log_enabled(oq_log_level_t level);
 
-void oq_log(oq_log_level_t level, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
+void oq_log(oq_log_level_t level, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 #define oq_debug(...) oq_log(OQ_LOG_DEBUG, __VA_ARGS__)
 #define oq_info(...)  oq_log(OQ_LOG_INFO, __VA_ARGS__)

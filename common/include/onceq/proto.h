@@ -119,6 +119,7 @@ typedef struct {
     oq_str_t name;                   /* ready: worker name; failed: queue filter */
     uint32_t pid;                    /* ready */
     uint32_t limit;                  /* failed */
+    uint64_t after;                  /* failed: list ids above this (0: from the start) */
     uint32_t heartbeat_ms, liveness; /* welcome */
     oq_err_t err_code;               /* error */
     oq_str_t err_text;               /* error, reconnect */
@@ -176,6 +177,10 @@ void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, con
 void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit);
+
+/* The same with a cursor: only jobs with an id above after (0: no cursor). */
+void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 uint64_t after, uint32_t limit);
 void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid);
 void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness);
 void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack);

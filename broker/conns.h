@@ -1,0 +1,51 @@
+/*  conns.h: the broker's connections against its open-file limit. Every
+    peer holds a descriptor, and libzmq's listener, when accept() fails with
+    EMFILE, is left readable and polled again at once: the broker would spin
+    at 100% CPU and lock out every new peer without a word.
+
+    So the connections are counted (a socket monitor on each listening
+    socket reports every accept and every close) against a cap that leaves
+    a reserve of descriptors below the limit. A peer accepted over the cap
+    is shut down at once (its descriptor stays libzmq's, which closes it),
+    so the listener never meets EMFILE; connected peers are served as usual.
+    Hitting the cap is logged once, and so is getting below it again.
+
+    A limiter that knows roles (ZAP) asks oq_conns_room before admitting a
+    peer, and can read the count and the cap for its own limits. */
+#ifndef ONCEQ_CONNS_H
+#define ONCEQ_CONNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct oq_conns oq_conns_t;
+
+/* Watch the listening sockets (borrowed; bound already) of ctx. The cap
+   is the soft RLIMIT_NOFILE minus the descriptors open now minus
+   OQ_FD_RESERVE, or max_conns if that is lower and not 0. NULL if the
+   monitors cannot be set up. */
+oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count, size_t max_conns);
+
+/* Stop watching; set *self_p to NULL. Call before the sockets close. */
+void oq_conns_destroy(oq_conns_t **self_p);
+
+/* The monitor sockets to poll for ZMQ_POLLIN: count in *count. Borrowed. */
+void *const *oq_conns_pollers(const oq_conns_t *self, size_t *count);
+
+/* Read every waiting monitor event: count accepts and closes, shut down
+   peers over the cap. Never blocks. */
+void oq_conns_poll(oq_conns_t *self);
+
+/* Connections open now (accepted, not yet closed), over every socket. */
+size_t oq_conns_count(const oq_conns_t *self);
+
+/* The cap. */
+size_t oq_conns_max(const oq_conns_t *self);
+
+/* True while a new peer may be admitted (count below the cap). */
+bool oq_conns_room(const oq_conns_t *self);
+
+/* Peers shut down for want of room, since start. */
+unsigned long long oq_conns_refused(const oq_conns_t *self);
+
+#endif
