@@ -9,7 +9,8 @@
 #   deploy/pg.sh status [DIR]
 #
 # DIR defaults to .local/pg at the top of the checkout, or for an installed
-# copy (PREFIX/share/onceq/pg.sh) to ~/.local/share/onceq/pg (ONCEQ_PG_DIR). The
+# copy (PREFIX/share/onceq/pg.sh) to ~/.local/share/onceq/pg, and as root to
+# /var/lib/onceq/pg, where the postgres user can enter (ONCEQ_PG_DIR). The
 # cluster listens on a unix socket in DIR and on 127.0.0.1:PORT (ONCEQ_PG_PORT,
 # default 54329). As root, the server runs as the `postgres` user, since
 # initdb refuses root. Set ONCEQ_DATABASE_URL to use an existing server
@@ -20,7 +21,12 @@ set -euo pipefail
 # PREFIX/share/onceq installed, BUILD/share/onceq in a build tree.
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(basename "$here")" = onceq ] && [ "$(basename "$(dirname "$here")")" = share ]; then
-  default_dir=${XDG_DATA_HOME:-$HOME/.local/share}/onceq/pg
+  if [ "$(id -u)" -eq 0 ]; then
+    # The server runs as postgres, which cannot enter /root.
+    default_dir=/var/lib/onceq/pg
+  else
+    default_dir=${XDG_DATA_HOME:-$HOME/.local/share}/onceq/pg
+  fi
   default_onceq=$here/../../bin/onceq
 else
   default_dir=$here/../.local/pg
