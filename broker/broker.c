@@ -23,6 +23,12 @@
     share that fsync. Jobs are handed to workers before their record is
     durable: a job lost with an unwritten record was never confirmed.
 
+    Lease tokens. Every delivery carries a token the worker's ack and
+    touches must echo (fenced acks, engine.c). Its key is 128 random bits
+    kept in the data dir (OQ_LEASE_KEY_FILE, created 0600 and fsynced on
+    the first start), so that a worker's late ack after a broker restart
+    still counts; with --no-journal it is random per start.
+
     Disk errors. While the journal cannot write, dispatches are refused with
     "unavailable" (naming the OS error), replies waiting in the outbox are
     answered "unavailable" at once (their records are not durable), and
@@ -34,6 +40,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +48,7 @@
 #include <zmq.h>
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "conns.h"
 #include "dedupe.h"
@@ -129,6 +137,51 @@ fail:
     return NULL;
 }
 
+/* The lease key from DIR/OQ_LEASE_KEY_FILE, made on the first start. */
+static int s_lease_key(const char *dir, uint8_t key[OQ_LEASE_KEY_BYTES], char *reason,
+                       size_t reason_len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, OQ_LEASE_KEY_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, key, OQ_LEASE_KEY_BYTES);
+        close(fd);
+        if (n == OQ_LEASE_KEY_BYTES)
+            return 0;
+        snprintf(reason, reason_len,
+                 "lease key %s is %zd bytes, expected %d (remove it to make a new one; acks of "
+                 "jobs delivered before will then be ignored)",
+                 path, n, OQ_LEASE_KEY_BYTES);
+        return -1;
+    }
+    if (errno != ENOENT)
+        goto fail;
+    if (getrandom(key, OQ_LEASE_KEY_BYTES, 0) != OQ_LEASE_KEY_BYTES)
+        goto fail;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        goto fail;
+    if (write(fd, key, OQ_LEASE_KEY_BYTES) != OQ_LEASE_KEY_BYTES || fsync(fd) < 0) {
+        close(fd);
+        goto fail;
+    }
+    close(fd);
+    if (rename(tmp, path) < 0)
+        goto fail;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+fail:
+    snprintf(reason, reason_len, "cannot keep the lease key in %s: %s", path, strerror(errno));
+    return -1;
+}
+
 /* Open the journal and read it back into the engine and the dedupe table,
    then let the journal see every change from now on. */
 static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
@@ -207,14 +260,22 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         }
     }
     /* Replay before binding: a producer that can connect finds the jobs. */
+    uint8_t lease_key[OQ_LEASE_KEY_BYTES];
     if (config->no_journal) {
         oq_warn("running without a journal (--no-journal): a restart loses every job");
         if (getrandom(self->dedupe_key, sizeof self->dedupe_key, 0) < 0)
             oq_warn("no random bytes for the dispatch id key: %s", strerror(errno));
-    } else if (s_open_journal(self, reason, reason_len) < 0) {
+        if (getrandom(lease_key, sizeof lease_key, 0) != (ssize_t)sizeof lease_key) {
+            snprintf(reason, reason_len, "no random bytes for the lease key: %s", strerror(errno));
+            oq_broker_destroy(&self);
+            return NULL;
+        }
+    } else if (s_open_journal(self, reason, reason_len) < 0 ||
+               s_lease_key(config->journal.dir, lease_key, reason, reason_len) < 0) {
         oq_broker_destroy(&self);
         return NULL;
     }
+    oq_engine_set_lease_key(self->engine, lease_key);
     if (!(self->front = s_bind(self->ctx, config->front_endpoint, reason, reason_len)) ||
         !(self->back = s_bind(self->ctx, config->back_endpoint, reason, reason_len))) {
         oq_broker_destroy(&self);
@@ -508,8 +569,17 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
                               "the broker cannot register more workers");
                 return;
             }
-            oq_info("worker registered: pid %u name \"%.*s\" credit %u", msg->pid,
-                    (int)msg->name.len, msg->name.ptr ? msg->name.ptr : "", msg->credit);
+            char why[256];
+            if (oq_engine_worker_route(self->engine, w, msg->types, msg->queues, why, sizeof why) <
+                0) {
+                oq_engine_worker_remove(self->engine, &w, "refused");
+                s_reply_error(self, self->back, env, -1, OQ_ERR_FULL, why);
+                return;
+            }
+            oq_info("worker registered: pid %u name \"%.*s\" credit %u, %u type(s), %u "
+                    "queue(s) (0: every one)",
+                    msg->pid, (int)msg->name.len, msg->name.ptr ? msg->name.ptr : "", msg->credit,
+                    oq_proto_list_size(msg->types), oq_proto_list_size(msg->queues));
             oq_proto_encode_welcome(&self->out, (uint32_t)self->config.heartbeat_ms,
                                     (uint32_t)self->config.liveness);
             if (s_reply(self, self->back, env) < 0) {
@@ -533,11 +603,20 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         if (effect != OQ_ACK_APPLIED)
             oq_debug("ack for job %llu attempt %u: %s", (unsigned long long)msg->ack.id,
                      msg->ack.attempt,
-                     effect == OQ_ACK_LATE ? "late, completed the job" : "ignored");
+                     effect == OQ_ACK_LATE     ? "late, completed the job"
+                     : effect == OQ_ACK_FENCED ? "fenced: no valid lease token, ignored"
+                                               : "ignored");
         if (!w)
             s_send_reconnect(self, env, "unknown worker: ack applied, send ready");
         break;
     }
+    case OQ_CMD_TOUCH:
+        if (oq_engine_touch(self->engine, w, &msg->ack) < 0)
+            oq_debug("touch for job %llu attempt %u changed nothing",
+                     (unsigned long long)msg->ack.id, msg->ack.attempt);
+        if (!w)
+            s_send_reconnect(self, env, "unknown worker: send ready");
+        break;
     case OQ_CMD_DRAIN:
         if (w)
             oq_engine_worker_drain(self->engine, w);
@@ -560,7 +639,7 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
-           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT;
+           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH;
 }
 
 /* Read and handle up to one batch of messages from sock. */
@@ -617,6 +696,8 @@ static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_vie
         .max_tries = job->max_tries,
         .timeout_ms = job->timeout_ms,
         .has_timeout = true,
+        .lease = job->lease,
+        .has_lease = true,
     };
     if (job->backoff_ms) {
         memcpy(msg.backoff_ms, job->backoff_ms, job->backoff_len * sizeof *job->backoff_ms);

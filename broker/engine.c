@@ -17,7 +17,28 @@
     except a lease, which the pump reports only once the job has really
     been sent. Replay rebuilds jobs through the restore calls, whose moves
     are legal only while restoring (a leased job comes back ready, so a
-    retry or a failure is replayed from ready). */
+    retry or a failure is replayed from ready).
+
+    Routing. A worker may name the job types it handles and the queues it
+    serves, in priority order; one that names none takes every job. Besides
+    its queue's ready list (priority high to low, FIFO within), a ready job
+    sits on the list of its (queue, type) lane, in the same order, and each
+    queue keeps the list of its lanes that hold ready jobs. A worker's pick
+    walks its queues in order (or the queues with ready jobs, round-robin,
+    if it named none), and in each queue looks only at the heads of the
+    non-empty lanes whose type is in the worker's type bitmap, taking the
+    best head (higher priority, then earlier in the queue's order, which
+    ready_seq records). So a pick costs O(its queues x the non-empty lanes
+    of each), never a scan of the ready jobs, and a worker that found
+    nothing is not asked again until some job becomes ready (ready_epoch).
+    A job whose type no worker handles simply stays ready: it uses no try.
+
+    Fenced acks. Every delivery carries a lease token, the keyed SipHash of
+    (job id, attempt, requeue generation) under the broker's secret. An ack
+    or a touch counts only if it echoes the token of a delivery that really
+    happened to this job (attempt 1 .. the job's attempt, this generation);
+    anything else changes nothing and is counted in fenced_acks. A requeue
+    starts a new generation, so the tokens of the job's earlier life die. */
 #include "engine.h"
 
 #include <assert.h>
@@ -33,6 +54,9 @@
 #include "list.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "siphash.h"
+
+#define S_TYPE_WORDS ((OQ_MAX_TYPES + 63) / 64) /* a worker's type bitmap */
 
 typedef enum {
     S_NEW = 0, /* allocated, not yet placed */
@@ -53,6 +77,8 @@ static const char *s_state_names[] = {"new", "ready", "delayed", "leased", "fail
 
 typedef struct s_queue {
     char *name;
+    uint32_t index;         /* in engine->queues */
+    oq_link_t lanes;        /* s_lane_t.active: its lanes with ready jobs */
     int64_t retry_after_ms; /* lease length */
     int64_t timeout_ms;     /* default job timeout */
     oq_link_t ready;        /* ready jobs, priority high to low, FIFO within */
@@ -68,8 +94,20 @@ typedef struct s_queue {
    effect's unique guard absorbed is a question about a handler, not a queue. */
 typedef struct {
     char *name;
+    uint32_t index;   /* in engine->type_list */
+    uint32_t workers; /* connected workers that named this type */
+    uint64_t ready;   /* jobs of this type ready now */
     uint64_t done, applied, duplicates, failed;
 } s_type_t;
+
+/* The ready jobs of one type in one queue, in the queue's order. */
+typedef struct {
+    s_queue_t *queue;
+    s_type_t *type;
+    oq_link_t ready;  /* s_job_t.lane_link */
+    oq_link_t active; /* in queue->lanes while ready is not empty */
+    oq_link_t all;    /* in engine->lanes_all, for destroy */
+} s_lane_t;
 
 /* A job is one allocation: this header and its payload. The header is kept
    small because a broker holds up to a million of them: fields used only in
@@ -81,6 +119,8 @@ typedef struct s_job {
     s_type_t *type;      /* owned by engine->types */
     int64_t *backoff_ms; /* NULL: the engine default */
     oq_link_t link;      /* queue->ready, queue->failed, or worker->leases while leased */
+    oq_link_t lane_link; /* ready only: its (queue, type) lane */
+    int64_t ready_seq;   /* ready only: its place in the queue's order within a priority */
     union {
         struct {
             oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
@@ -96,6 +136,7 @@ typedef struct s_job {
     uint32_t max_tries;
     uint32_t payload_len;
     uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint32_t gen;        /* requeues so far: part of the lease token */
     uint8_t state;       /* s_state_t */
     uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
     uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
@@ -104,13 +145,20 @@ typedef struct s_job {
 
 /* A job recently done, remembered so that an ack arriving after it (the
    slower of two overlapping deliveries) is still attributed: it is counted
-   as ignored, and an "already_applied" in it as a duplicate the unique
-   guard absorbed. A ring of OQ_RECENT_DONE_JOBS; the oldest is forgotten. */
+   as ignored, and its result as what it was: "applied" (the slower run may
+   be the one that wrote the effect) or "already_applied" (a duplicate the
+   unique guard absorbed). Each delivery's result is counted once: an ack a
+   worker sends again after a reconnect is only ignored. A ring of
+   OQ_RECENT_DONE_JOBS; the oldest is forgotten. */
 typedef struct {
     uint64_t id; /* 0: empty slot */
     s_type_t *type;
     s_queue_t *queue;
+    uint32_t attempt, gen; /* to check the token of a later ack */
+    uint32_t counted;      /* bit a-1: the result of attempt a (<= 32) is counted */
 } s_recent_t;
+
+#define S_COUNTED_ATTEMPTS 32 /* bits of s_recent_t.counted */
 
 struct oq_worker {
     uint8_t identity[256];
@@ -125,6 +173,15 @@ struct oq_worker {
     uint32_t leased;
     oq_link_t waiting; /* in engine->waiting while credit > 0 */
     oq_link_t all;     /* in engine->workers_all */
+    bool routed;       /* the first ready's types and queues are taken */
+    s_type_t **types;  /* the types it named; NULL: every type */
+    uint32_t type_count;
+    uint64_t *type_bits; /* the same as a bitmap by s_type_t.index */
+    s_queue_t **queues;  /* the queues it serves, in priority order; NULL: every queue */
+    uint32_t queue_count;
+    s_type_t *refused[OQ_MAX_REFUSED_TYPES]; /* handed back by a worker that named no types */
+    uint32_t refused_count;
+    uint64_t idle_epoch; /* ready_epoch when its last pick found nothing */
 };
 
 struct oq_engine {
@@ -144,11 +201,19 @@ struct oq_engine {
     oq_link_t active;  /* queues with ready jobs, served round-robin */
     uint64_t next_id;
     uint64_t unknown_acks;
-    uint64_t bytes;           /* sum of the live jobs' costs, against config.max_bytes */
-    s_recent_t *recent;       /* ring of recently done jobs */
-    size_t recent_next;       /* slot the next done job takes */
-    oq_idmap_t *recent_index; /* id -> s_recent_t */
-    oq_engine_hooks_t hooks;  /* the observer; changed is NULL when none */
+    uint64_t bytes;         /* sum of the live jobs' costs, against config.max_bytes */
+    uint64_t fenced_acks;   /* acks without a valid token: changed nothing */
+    uint64_t stale_touches; /* touches of a lease not current or not the sender's */
+    uint8_t lease_key[OQ_LEASE_KEY_BYTES];
+    oq_idmap_t *lanes;           /* (queue index + 1) << 32 | type index -> s_lane_t */
+    oq_link_t lanes_all;         /* every lane, for destroy */
+    int64_t seq_front, seq_back; /* ready_seq of the next front / back insertion */
+    uint64_t ready_epoch;        /* counts entries to ready */
+    uint32_t any_type_workers;   /* connected workers that named no types */
+    s_recent_t *recent;          /* ring of recently done jobs */
+    size_t recent_next;          /* slot the next done job takes */
+    oq_idmap_t *recent_index;    /* id -> s_recent_t */
+    oq_engine_hooks_t hooks;     /* the observer; changed is NULL when none */
 };
 
 oq_engine_config_t oq_engine_config_default(void)
@@ -205,6 +270,36 @@ static int64_t s_now(const oq_engine_t *self)
     return oq_clock_now_ms(self->clock);
 }
 
+/* The lease token of one delivery: unguessable without the broker's key. */
+static uint64_t s_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen)
+{
+    uint8_t in[16], out[OQ_SIPHASH_DIGEST_BYTES];
+    for (int i = 0; i < 8; i++)
+        in[i] = (uint8_t)(id >> (8 * i));
+    for (int i = 0; i < 4; i++) {
+        in[8 + i] = (uint8_t)(attempt >> (8 * i));
+        in[12 + i] = (uint8_t)(gen >> (8 * i));
+    }
+    oq_siphash128(self->lease_key, in, sizeof in, out);
+    uint64_t token = 0;
+    for (int i = 0; i < 8; i++)
+        token |= (uint64_t)out[i] << (8 * i);
+    return token;
+}
+
+/* Does lease prove a delivery of this job on this attempt? */
+static bool s_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt, uint32_t gen,
+                        uint32_t attempt, bool has_lease, uint64_t lease)
+{
+    return has_lease && attempt >= 1 && attempt <= job_attempt &&
+           lease == s_token(self, id, attempt, gen);
+}
+
+void oq_engine_set_lease_key(oq_engine_t *self, const uint8_t key[OQ_LEASE_KEY_BYTES])
+{
+    memcpy(self->lease_key, key, OQ_LEASE_KEY_BYTES);
+}
+
 static void s_free_type(void **item)
 {
     s_type_t *type = *item;
@@ -229,8 +324,10 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
     self->recent_index = oq_idmap_new();
-    if (!self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
+    self->lanes = oq_idmap_new();
+    if (!self->lanes || !self->timers || !self->jobs || !self->queues_by_name || !self->types ||
+        !self->workers || !self->queues || !self->type_list || !self->recent ||
+        !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -238,6 +335,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     oq_list_init(&self->workers_all);
     oq_list_init(&self->waiting);
     oq_list_init(&self->active);
+    oq_list_init(&self->lanes_all);
+    self->ready_epoch = 1;
     self->next_id = 1;
     return self;
 }
@@ -286,8 +385,17 @@ void oq_engine_destroy(oq_engine_t **self_p)
             s_job_free(job);
         }
         oq_list_remove(&w->all);
+        free(w->types);
+        free(w->type_bits);
+        free(w->queues);
         free(w);
     }
+    while (!oq_list_empty(&self->lanes_all)) {
+        s_lane_t *lane = oq_container_of(self->lanes_all.next, s_lane_t, all);
+        oq_list_remove(&lane->all);
+        free(lane);
+    }
+    oq_idmap_destroy(&self->lanes);
     for (size_t i = 0; i < self->queue_count; i++) {
         free(self->queues[i]->name);
         free(self->queues[i]);
@@ -363,6 +471,8 @@ static s_queue_t *s_queue_get(oq_engine_t *self, const char *name, bool create)
     }
     q->retry_after_ms = self->config.retry_after_ms;
     q->timeout_ms = self->config.timeout_ms;
+    q->index = (uint32_t)self->queue_count;
+    oq_list_init(&q->lanes);
     oq_list_init(&q->ready);
     oq_list_init(&q->failed);
     oq_link_clear(&q->active);
@@ -398,19 +508,82 @@ int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_af
    priority (FIFO), or, for a job given back after its lease ended, in front
    of its priority band. Scans from the end the list is normally touched at,
    so equal priorities cost O(1). */
-static void s_ready_insert(s_queue_t *q, s_job_t *job, bool in_front)
+static int32_t s_priority_at(const oq_link_t *at, size_t offset)
+{
+    return ((const s_job_t *)((const char *)at - offset))->priority;
+}
+
+static void s_band_insert(oq_link_t *list, oq_link_t *node, size_t offset, int32_t priority,
+                          bool in_front)
 {
     if (in_front) {
-        oq_link_t *at = &q->ready;
-        while (at->next != &q->ready &&
-               oq_container_of(at->next, s_job_t, link)->priority > job->priority)
+        oq_link_t *at = list;
+        while (at->next != list && s_priority_at(at->next, offset) > priority)
             at = at->next;
-        oq_list_insert_after(at, &job->link);
+        oq_list_insert_after(at, node);
     } else {
-        oq_link_t *at = q->ready.prev;
-        while (at != &q->ready && oq_container_of(at, s_job_t, link)->priority < job->priority)
+        oq_link_t *at = list->prev;
+        while (at != list && s_priority_at(at, offset) < priority)
             at = at->prev;
-        oq_list_insert_after(at, &job->link);
+        oq_list_insert_after(at, node);
+    }
+}
+
+static uint64_t s_lane_key(const s_queue_t *q, const s_type_t *t)
+{
+    return ((uint64_t)(q->index + 1) << 32) | t->index;
+}
+
+static s_lane_t *s_lane_get(oq_engine_t *self, s_queue_t *q, s_type_t *t)
+{
+    s_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, t));
+    if (lane)
+        return lane;
+    lane = calloc(1, sizeof *lane);
+    if (!lane)
+        return NULL;
+    lane->queue = q;
+    lane->type = t;
+    oq_list_init(&lane->ready);
+    oq_link_clear(&lane->active);
+    if (oq_idmap_put(self->lanes, s_lane_key(q, t), lane) < 0) {
+        free(lane);
+        return NULL;
+    }
+    oq_list_push_back(&self->lanes_all, &lane->all);
+    return lane;
+}
+
+/* Into the queue's ready list and its lane, in the same order. */
+static void s_ready_insert(oq_engine_t *self, s_queue_t *q, s_job_t *job, bool in_front)
+{
+    s_band_insert(&q->ready, &job->link, offsetof(s_job_t, link), job->priority, in_front);
+    job->ready_seq = in_front ? --self->seq_front : ++self->seq_back;
+    job->type->ready++;
+    self->ready_epoch++;
+    s_lane_t *lane = s_lane_get(self, q, job->type);
+    if (!lane) {
+        /* Only workers that take every type will see it. */
+        oq_error("job %llu: no memory for its routing lane", (unsigned long long)job->id);
+        oq_link_clear(&job->lane_link);
+        return;
+    }
+    if (oq_list_empty(&lane->ready))
+        oq_list_push_back(&q->lanes, &lane->active);
+    s_band_insert(&lane->ready, &job->lane_link, offsetof(s_job_t, lane_link), job->priority,
+                  in_front);
+}
+
+static void s_ready_remove(oq_engine_t *self, s_job_t *job)
+{
+    s_queue_t *q = job->queue;
+    oq_list_remove(&job->link);
+    job->type->ready--;
+    if (oq_list_linked(&job->lane_link)) {
+        s_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, job->type));
+        oq_list_remove(&job->lane_link);
+        if (lane && oq_list_empty(&lane->ready))
+            oq_list_remove(&lane->active);
     }
 }
 
@@ -420,7 +593,7 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
     s_queue_t *q = job->queue;
     switch ((s_state_t)job->state) {
     case S_READY:
-        oq_list_remove(&job->link);
+        s_ready_remove(self, job);
         if (oq_list_empty(&q->ready))
             oq_list_remove(&q->active);
         break;
@@ -500,7 +673,7 @@ static void s_remember_done(oq_engine_t *self, const s_job_t *job)
     s_recent_t *slot = &self->recent[self->recent_next];
     if (slot->id)
         oq_idmap_remove(self->recent_index, slot->id);
-    *slot = (s_recent_t){job->id, job->type, job->queue};
+    *slot = (s_recent_t){job->id, job->type, job->queue, job->attempt, job->gen, 0};
     if (oq_idmap_put(self->recent_index, job->id, slot) < 0)
         slot->id = 0; /* out of memory: simply not remembered */
     self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;
@@ -519,7 +692,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
     case S_READY:
         if (oq_list_empty(&q->ready))
             oq_list_push_back(&self->active, &q->active);
-        s_ready_insert(q, job, how && how->in_front);
+        s_ready_insert(self, q, job, how && how->in_front);
         break;
     case S_DELAYED:
         if (oq_heap_push(self->timers, &job->u.t.timer, how->until_ms) < 0) {
@@ -529,7 +702,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
             job->state = S_READY;
             if (oq_list_empty(&q->ready))
                 oq_list_push_back(&self->active, &q->active);
-            s_ready_insert(q, job, false);
+            s_ready_insert(self, q, job, false);
         }
         break;
     case S_LEASED:
@@ -615,6 +788,7 @@ static s_type_t *s_type_get(oq_engine_t *self, oq_str_t name_str)
         return NULL;
     }
     zhashx_insert(self->types, name, type);
+    type->index = (uint32_t)self->type_count;
     self->type_list[self->type_count++] = type;
     return type;
 }
@@ -649,6 +823,7 @@ static int s_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, s_
     if (msg->payload_len)
         memcpy(job->payload, msg->payload, msg->payload_len);
     oq_link_clear(&job->link);
+    oq_link_clear(&job->lane_link);
     int rc = oq_idmap_insert(self->jobs, job->id, job);
     if (rc != 0) {
         s_job_free(job);
@@ -754,7 +929,70 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
     oq_link_clear(&w->waiting);
     oq_list_push_back(&self->workers_all, &w->all);
     zhashx_insert(self->workers, w->key, w);
+    self->any_type_workers++; /* until its route names types */
     return w;
+}
+
+int oq_engine_worker_route(oq_engine_t *self, oq_worker_t *w, const msgpack_object *types,
+                           const msgpack_object *queues, char *reason, size_t reason_len)
+{
+    if (w->routed)
+        return 0; /* the first ready's lists hold for the connection's life */
+    uint32_t ntypes = oq_proto_list_size(types), nqueues = oq_proto_list_size(queues);
+    s_type_t **tv = ntypes ? calloc(ntypes, sizeof *tv) : NULL;
+    uint64_t *bits = ntypes ? calloc(S_TYPE_WORDS, sizeof *bits) : NULL;
+    s_queue_t **qv = nqueues ? calloc(nqueues, sizeof *qv) : NULL;
+    if ((ntypes && (!tv || !bits)) || (nqueues && !qv))
+        goto oom;
+    uint32_t nt = 0;
+    for (uint32_t i = 0; i < ntypes; i++) {
+        s_type_t *t = s_type_get(self, oq_proto_list_at(types, i));
+        if (!t) {
+            snprintf(reason, reason_len, "the broker knows its maximum of %d job types",
+                     OQ_MAX_TYPES);
+            goto refuse;
+        }
+        if (bits[t->index / 64] & (1ULL << (t->index % 64)))
+            continue; /* named twice */
+        bits[t->index / 64] |= 1ULL << (t->index % 64);
+        tv[nt++] = t;
+    }
+    uint32_t nq = 0;
+    for (uint32_t i = 0; i < nqueues; i++) {
+        char name[OQ_MAX_NAME_LEN + 1];
+        oq_str_copy(oq_proto_list_at(queues, i), name, sizeof name);
+        s_queue_t *q = s_queue_get(self, name, true);
+        if (!q) {
+            snprintf(reason, reason_len,
+                     "cannot create queue \"%s\": the broker holds its maximum of %d queues", name,
+                     OQ_MAX_QUEUES);
+            goto refuse;
+        }
+        bool seen = false;
+        for (uint32_t k = 0; k < nq; k++)
+            seen |= qv[k] == q;
+        if (!seen)
+            qv[nq++] = q;
+    }
+    w->routed = true;
+    if (ntypes) {
+        w->types = tv;
+        w->type_count = nt;
+        w->type_bits = bits;
+        for (uint32_t i = 0; i < nt; i++)
+            tv[i]->workers++;
+        self->any_type_workers--;
+    }
+    w->queues = qv;
+    w->queue_count = nq;
+    return 0;
+oom:
+    snprintf(reason, reason_len, "out of memory");
+refuse:
+    free(tv);
+    free(bits);
+    free(qv);
+    return -1;
 }
 
 void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker)
@@ -806,6 +1044,15 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
         oq_list_remove(&w->waiting);
     oq_list_remove(&w->all);
     zhashx_delete(self->workers, w->key);
+    if (w->types) {
+        for (uint32_t i = 0; i < w->type_count; i++)
+            w->types[i]->workers--;
+    } else {
+        self->any_type_workers--;
+    }
+    free(w->types);
+    free(w->type_bits);
+    free(w->queues);
     free(w);
     *worker_p = NULL;
 }
@@ -837,6 +1084,23 @@ static void s_worker_view(const oq_engine_t *self, const oq_worker_t *w, oq_work
     v->credit = w->credit;
     v->leased = w->leased;
     v->idle_ms = s_now(self) - w->last_seen_ms;
+    v->type_count = w->types ? w->type_count : 0;
+    v->queue_count = w->queues ? w->queue_count : 0;
+    v->worker_ = w;
+}
+
+const char *oq_engine_worker_type(const oq_worker_view_t *view, uint32_t i)
+{
+    const oq_worker_t *w = view->worker_;
+    assert(i < w->type_count);
+    return w->types[i]->name;
+}
+
+const char *oq_engine_worker_queue(const oq_worker_view_t *view, uint32_t i)
+{
+    const oq_worker_t *w = view->worker_;
+    assert(i < w->queue_count);
+    return w->queues[i]->name;
 }
 
 void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_worker_view_t *w),
@@ -870,6 +1134,7 @@ static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_
     v->backoff_ms = job->backoff_ms;
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
+    v->lease = job->attempt ? s_token(self, job->id, job->attempt, job->gen) : 0;
     bool failed = job->state == S_FAILED;
     v->error = failed ? job->u.f.error : NULL;
     v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;
@@ -882,18 +1147,91 @@ static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_
     }
 }
 
+static bool s_handles(const oq_worker_t *w, const s_type_t *t)
+{
+    if (w->types)
+        return (w->type_bits[t->index / 64] >> (t->index % 64)) & 1;
+    for (uint32_t i = 0; i < w->refused_count; i++)
+        if (w->refused[i] == t)
+            return false;
+    return true;
+}
+
+/* The better of two ready jobs of one queue: the one its ready list holds first. */
+static bool s_before(const s_job_t *a, const s_job_t *b)
+{
+    return a->priority > b->priority || (a->priority == b->priority && a->ready_seq < b->ready_seq);
+}
+
+/* The job w should take from q next, or NULL. */
+static s_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, s_queue_t *q)
+{
+    (void)self;
+    if (!w->types) {
+        /* Every type: the queue's head, past the few types it handed back
+           (at most OQ_MAX_PICK_SKIP jobs looked at). */
+        size_t looked = 0;
+        for (oq_link_t *n = q->ready.next; n != &q->ready && looked < OQ_MAX_PICK_SKIP;
+             n = n->next, looked++) {
+            s_job_t *job = oq_container_of(n, s_job_t, link);
+            if (s_handles(w, job->type))
+                return job;
+        }
+        return NULL;
+    }
+    s_job_t *best = NULL;
+    for (oq_link_t *n = q->lanes.next; n != &q->lanes; n = n->next) {
+        s_lane_t *lane = oq_container_of(n, s_lane_t, active);
+        if (!s_handles(w, lane->type))
+            continue;
+        s_job_t *head = oq_container_of(lane->ready.next, s_job_t, lane_link);
+        if (!best || s_before(head, best))
+            best = head;
+    }
+    return best;
+}
+
+/* The job w should take next: from its queues in their order, or, if it
+   named none, from the queues with ready jobs round-robin. */
+static s_job_t *s_pick(oq_engine_t *self, oq_worker_t *w)
+{
+    if (w->queues) {
+        for (uint32_t i = 0; i < w->queue_count; i++) {
+            s_job_t *job = s_pick_in(self, w, w->queues[i]);
+            if (job)
+                return job;
+        }
+        return NULL;
+    }
+    for (oq_link_t *n = self->active.next; n != &self->active; n = n->next) {
+        s_queue_t *q = oq_container_of(n, s_queue_t, active);
+        s_job_t *job = s_pick_in(self, w, q);
+        if (job) {
+            oq_list_remove(&q->active);
+            oq_list_push_back(&self->active, &q->active);
+            return job;
+        }
+    }
+    return NULL;
+}
+
 size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
 {
     size_t delivered = 0;
+    /* Workers with credit but nothing they can take wait here until the pump ends. */
+    oq_link_t idle;
+    oq_list_init(&idle);
     while (!oq_list_empty(&self->waiting) && !oq_list_empty(&self->active)) {
-        /* Round-robin over queues with ready jobs, and over workers with credit. */
-        s_queue_t *q = oq_container_of(self->active.next, s_queue_t, active);
-        oq_list_remove(&q->active);
-        oq_list_push_back(&self->active, &q->active);
-        s_job_t *job = oq_container_of(q->ready.next, s_job_t, link);
-
+        /* Round-robin over workers with credit: one job each per round. */
         oq_worker_t *w = oq_container_of(self->waiting.next, oq_worker_t, waiting);
         oq_list_remove(&w->waiting);
+        s_job_t *job = w->idle_epoch == self->ready_epoch ? NULL : s_pick(self, w);
+        if (!job) {
+            w->idle_epoch = self->ready_epoch;
+            oq_list_push_back(&idle, &w->waiting);
+            continue;
+        }
+        s_queue_t *q = job->queue;
         if (--w->credit > 0)
             oq_list_push_back(&self->waiting, &w->waiting);
 
@@ -923,6 +1261,11 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
             q->redelivered++;
         delivered++;
     }
+    while (!oq_list_empty(&idle)) {
+        oq_link_t *n = idle.next;
+        oq_list_remove(n);
+        oq_list_push_back(&self->waiting, n);
+    }
     return delivered;
 }
 
@@ -938,6 +1281,27 @@ static int64_t s_backoff_ms(const oq_engine_t *self, const s_job_t *job)
     return job->backoff_ms[step];
 }
 
+/* A worker handed a job back because it does not handle its type: send it
+   no more of that type. */
+static void s_refuse_type(oq_engine_t *self, oq_worker_t *w, s_type_t *t)
+{
+    if (w->types) {
+        for (uint32_t i = 0; i < w->type_count; i++) {
+            if (w->types[i] == t) {
+                w->types[i] = w->types[--w->type_count];
+                w->type_bits[t->index / 64] &= ~(1ULL << (t->index % 64));
+                t->workers--;
+                break;
+            }
+        }
+    } else if (s_handles(w, t) && w->refused_count < OQ_MAX_REFUSED_TYPES) {
+        w->refused[w->refused_count++] = t;
+    }
+    oq_info("worker %s (pid %u) handed back a job of type %s: it is sent no more of them", w->key,
+            w->pid, t->name);
+    (void)self;
+}
+
 oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)
 {
     if (worker) {
@@ -951,12 +1315,29 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
             self->unknown_acks++;
             return OQ_ACK_IGNORED;
         }
+        if (!s_fenced_ok(self, done->id, done->attempt, done->gen, ack->attempt, ack->has_lease,
+                         ack->lease)) {
+            self->fenced_acks++;
+            return OQ_ACK_FENCED;
+        }
         done->queue->ignored_acks++;
-        if (ack->outcome == OQ_OUTCOME_OK && ack->result == OQ_RESULT_ALREADY_APPLIED) {
+        uint32_t bit = ack->attempt <= S_COUNTED_ATTEMPTS ? 1u << (ack->attempt - 1) : 0;
+        if (ack->outcome != OQ_OUTCOME_OK || (done->counted & bit))
+            return OQ_ACK_IGNORED;
+        done->counted |= bit;
+        if (ack->result == OQ_RESULT_APPLIED)
+            done->type->applied++;
+        if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
             done->queue->duplicates++;
             done->type->duplicates++;
         }
         return OQ_ACK_IGNORED;
+    }
+    /* Only a delivery that happened, proven by its token, may change the job. */
+    if (!s_fenced_ok(self, job->id, job->attempt, job->gen, ack->attempt, ack->has_lease,
+                     ack->lease)) {
+        self->fenced_acks++;
+        return OQ_ACK_FENCED;
     }
     s_queue_t *q = job->queue;
     bool current = job->state == S_LEASED && job->attempt == ack->attempt;
@@ -974,12 +1355,31 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         }
         if (!current)
             q->late_acks++;
+        uint64_t id = job->id;
         s_transition(self, job, S_DONE, OQ_EVENT_DONE, NULL);
+        s_recent_t *recent = oq_idmap_get(self->recent_index, id);
+        if (recent && ack->attempt <= S_COUNTED_ATTEMPTS)
+            recent->counted |= 1u << (ack->attempt - 1);
         return current ? OQ_ACK_APPLIED : OQ_ACK_LATE;
     }
     if (!current) {
         q->ignored_acks++;
         return OQ_ACK_IGNORED;
+    }
+    if (ack->outcome == OQ_OUTCOME_RETURN) {
+        /* Given back unrun: the delivery used no try. */
+        if (worker && job->u.t.worker == worker)
+            s_refuse_type(self, worker, job->type);
+        job->attempt--;
+        job->returned = false;
+        if (ack->has_delay && ack->delay_ms > 0) {
+            s_enter_t how = {.until_ms = s_now(self) + ack->delay_ms};
+            s_transition(self, job, S_DELAYED, OQ_EVENT_RETRY, &how);
+        } else {
+            s_enter_t how = {.in_front = true};
+            s_transition(self, job, S_READY, OQ_EVENT_RETRY, &how);
+        }
+        return OQ_ACK_APPLIED;
     }
     char error[OQ_MAX_ERROR_LEN + 1];
     if (ack->outcome == OQ_OUTCOME_TIMEOUT && ack->error.len == 0)
@@ -998,7 +1398,9 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
             s_format("%s (attempt %u of %u, no tries left)", error, job->attempt, job->max_tries));
         return OQ_ACK_APPLIED;
     }
-    int64_t wait_ms = s_backoff_ms(self, job);
+    /* A release: the handler chose the delay; it still used a try. */
+    int64_t wait_ms = ack->outcome == OQ_OUTCOME_RETRY && ack->has_delay ? ack->delay_ms
+                                                                         : s_backoff_ms(self, job);
     if (wait_ms == 0) {
         s_transition(self, job, S_READY, OQ_EVENT_RETRY, NULL);
     } else {
@@ -1006,6 +1408,29 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         s_transition(self, job, S_DELAYED, OQ_EVENT_RETRY, &how);
     }
     return OQ_ACK_APPLIED;
+}
+
+int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch)
+{
+    if (worker)
+        oq_engine_worker_seen(self, worker);
+    s_job_t *job = oq_idmap_get(self->jobs, touch->id);
+    if (!job || job->state != S_LEASED || job->attempt != touch->attempt || !worker ||
+        job->u.t.worker != worker ||
+        !s_fenced_ok(self, job->id, job->attempt, job->gen, touch->attempt, touch->has_lease,
+                     touch->lease)) {
+        self->stale_touches++;
+        return -1;
+    }
+    /* A fresh lease of retry_after from now. The worker restarts its
+       watchdog at now + timeout as it sends this, and timeout is shorter
+       than retry_after by the margin, so the lease still outlasts the
+       handler's time limit. */
+    oq_heap_remove(self->timers, &job->u.t.timer);
+    if (oq_heap_push(self->timers, &job->u.t.timer, s_now(self) + job->queue->retry_after_ms) < 0)
+        oq_error("job %llu: no memory for its lease timer; it ends with its worker",
+                 (unsigned long long)job->id);
+    return 0;
 }
 
 /* ---- deadlines ----------------------------------------------------------------- */
@@ -1080,11 +1505,24 @@ void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *st
     stats->applied = t->applied;
     stats->duplicates = t->duplicates;
     stats->failed = t->failed;
+    stats->ready = t->ready;
+    stats->workers = t->workers + self->any_type_workers;
+    stats->unhandled = stats->workers == 0 ? t->ready : 0;
 }
 
 uint64_t oq_engine_unknown_acks(const oq_engine_t *self)
 {
     return self->unknown_acks;
+}
+
+uint64_t oq_engine_fenced_acks(const oq_engine_t *self)
+{
+    return self->fenced_acks;
+}
+
+uint64_t oq_engine_stale_touches(const oq_engine_t *self)
+{
+    return self->stale_touches;
 }
 
 size_t oq_engine_job_count(const oq_engine_t *self)
@@ -1255,8 +1693,10 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
                  (unsigned long long)id, job ? "" : " (it is done, or the broker never had it)");
         return -1;
     }
-    /* A fresh budget: the operator decided the cause is fixed. */
+    /* A fresh budget: the operator decided the cause is fixed. A new
+       generation: the tokens of the job's earlier deliveries die. */
     job->attempt = 0;
+    job->gen++;
     job->returned = false;
     s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
     return 0;

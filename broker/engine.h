@@ -68,6 +68,7 @@ typedef struct {
     int64_t failed_at_ms; /* wall clock, failed jobs only */
     int32_t priority;
     int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
+    uint64_t lease;        /* the token of its latest delivery (0 if never delivered) */
 } oq_job_view_t;
 
 /* What happened to a job, as reported to the observer. */
@@ -107,6 +108,9 @@ typedef struct {
     uint64_t applied;    /* ok with result "applied": the effect was written */
     uint64_t duplicates; /* ok with "already_applied": the unique guard absorbed a rerun */
     uint64_t failed;     /* went to the failed store */
+    uint64_t ready;      /* ready now */
+    uint64_t workers;    /* connected workers that take it (named it, or name no types) */
+    uint64_t unhandled;  /* ready now with no connected worker taking the type */
 } oq_type_stats_t;
 
 typedef struct {
@@ -117,7 +121,14 @@ typedef struct {
     uint32_t credit;
     uint32_t leased;
     int64_t idle_ms;
+    uint32_t type_count;  /* types it named (oq_engine_worker_type); 0: every type */
+    uint32_t queue_count; /* queues it serves (oq_engine_worker_queue); 0: every queue */
+    const oq_worker_t *worker_;
 } oq_worker_view_t;
+
+/* Type or queue i the viewed worker named, in its order. Borrowed. */
+const char *oq_engine_worker_type(const oq_worker_view_t *view, uint32_t i);
+const char *oq_engine_worker_queue(const oq_worker_view_t *view, uint32_t i);
 
 /* Called for each delivery: send job to worker. Return 0 if it went out, -1
    if the worker cannot be reached (the engine then declares it dead). */
@@ -128,6 +139,10 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 
 /* Free every job, queue and worker; set *self_p to NULL. */
 void oq_engine_destroy(oq_engine_t **self_p);
+
+/* The broker's secret for lease tokens (copied). Set it before the first
+   delivery; a broker keeps it across restarts so late acks still count. */
+void oq_engine_set_lease_key(oq_engine_t *self, const uint8_t key[OQ_LEASE_KEY_BYTES]);
 
 /* Report every state change to hooks (copied); NULL stops reporting. */
 void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks);
@@ -155,6 +170,13 @@ oq_worker_t *oq_engine_worker_find(oq_engine_t *self, const void *identity, size
 /* Register a worker (identity copied). NULL if full or out of memory. */
 oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_t len,
                                   oq_str_t name, uint32_t pid);
+
+/* Take the types it handles and the queues it serves from its first ready
+   (lists of names from the codec; NULL: every type / every queue). Later
+   calls change nothing. 0, or -1 with reason (too many types or queues in
+   the broker, or out of memory). */
+int oq_engine_worker_route(oq_engine_t *self, oq_worker_t *worker, const msgpack_object *types,
+                           const msgpack_object *queues, char *reason, size_t reason_len);
 
 /* The worker was heard from now (any message). */
 void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker);
@@ -186,19 +208,28 @@ size_t oq_engine_worker_count(const oq_engine_t *self);
 
 /* ---- deliveries, acks, deadlines ----------------------------------------- */
 
-/* Hand ready jobs to workers with credit until one of the two runs out.
-   Returns the number of jobs delivered. */
+/* Hand ready jobs to workers with credit, one per worker per round, each
+   worker only jobs of the types and queues it takes (its queues in their
+   order), until no worker with credit can take a ready job. Returns the
+   number of jobs delivered. */
 size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx);
 
 typedef enum {
     OQ_ACK_APPLIED, /* the current delivery's outcome was applied */
     OQ_ACK_LATE,    /* an ok from an earlier delivery completed the job */
     OQ_ACK_IGNORED, /* the job was done already, or the delivery is not current */
+    OQ_ACK_FENCED,  /* no valid lease token for a delivery of the job: nothing changed */
 } oq_ack_effect_t;
 
 /* Apply a worker's report. worker may be NULL (an ack from an unknown peer).
-   Acks are matched by job id and attempt, never by sender. */
+   Acks are matched by job id, attempt and lease token, never by the
+   sender's identity: the token proves the delivery. */
 oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack);
+
+/* Restart the lease of the job worker holds at now + retry_after (touch's
+   id, attempt, lease). 0, or -1 (counted) if the lease is not current, not
+   the worker's or the token is wrong: nothing changes. */
+int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch);
 
 /* Process every deadline due by now: delayed jobs become ready, leases that
    ran out give their jobs back. Returns the number processed. */
@@ -222,6 +253,10 @@ void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *st
 /* Acks for ids the broker does not hold and does not remember (done longer
    ago than the last OQ_RECENT_DONE_JOBS, or never issued). */
 uint64_t oq_engine_unknown_acks(const oq_engine_t *self);
+
+/* Acks without a valid lease token, and touches that changed nothing. */
+uint64_t oq_engine_fenced_acks(const oq_engine_t *self);
+uint64_t oq_engine_stale_touches(const oq_engine_t *self);
 
 /* Live jobs (ready, delayed, leased, failed). */
 size_t oq_engine_job_count(const oq_engine_t *self);

@@ -6,10 +6,11 @@
 #include "onceq/proto.h"
 
 #define S_QUEUE_FIELDS   14
-#define S_WORKER_FIELDS  6
+#define S_WORKER_FIELDS  8
 #define S_JOB_FIELDS     8
-#define S_TYPE_FIELDS    5
+#define S_TYPE_FIELDS    8
 #define S_JOURNAL_FIELDS 12
+#define S_BROKER_FIELDS  9
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -48,6 +49,15 @@ static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
     s_kv_u64(pk, "credit", w->credit);
     s_kv_u64(pk, "leased", w->leased);
     s_kv_u64(pk, "idle_ms", w->idle_ms > 0 ? (uint64_t)w->idle_ms : 0);
+    /* Empty lists: every type, every queue. */
+    s_key(pk, "types");
+    msgpack_pack_array(pk, w->type_count);
+    for (uint32_t i = 0; i < w->type_count; i++)
+        oq_proto_pack_cstr(pk, oq_engine_worker_type(w, i));
+    s_key(pk, "queues");
+    msgpack_pack_array(pk, w->queue_count);
+    for (uint32_t i = 0; i < w->queue_count; i++)
+        oq_proto_pack_cstr(pk, oq_engine_worker_queue(w, i));
 }
 
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
@@ -115,6 +125,9 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "applied", t.applied);
         s_kv_u64(&pk, "duplicates", t.duplicates);
         s_kv_u64(&pk, "failed", t.failed);
+        s_kv_u64(&pk, "ready", t.ready);
+        s_kv_u64(&pk, "workers", t.workers);
+        s_kv_u64(&pk, "unhandled", t.unhandled);
     }
 
     s_key(&pk, "workers");
@@ -122,8 +135,10 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     oq_engine_worker_each(engine, s_pack_worker, &pk);
 
     s_key(&pk, "broker");
-    msgpack_pack_map(&pk, 7);
+    msgpack_pack_map(&pk, S_BROKER_FIELDS);
     s_kv_u64(&pk, "uptime_ms", uptime_ms > 0 ? (uint64_t)uptime_ms : 0);
+    s_kv_u64(&pk, "fenced_acks", oq_engine_fenced_acks(engine));
+    s_kv_u64(&pk, "stale_touches", oq_engine_stale_touches(engine));
     s_kv_u64(&pk, "jobs", oq_engine_job_count(engine));
     s_kv_u64(&pk, "bytes", oq_engine_bytes(engine));
     s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));

@@ -44,6 +44,7 @@ static void s_check_report(oq_report_t *report, const char *type)
         break;
     case OQ_OUTCOME_RETRY:
     case OQ_OUTCOME_FAIL:
+    case OQ_OUTCOME_RETURN:
         report->result = OQ_RESULT_NONE;
         if (report->error[0] == 0)
             oq_report_fail(report, "the %s handler reported %s without a message", type,
@@ -55,7 +56,7 @@ static void s_check_report(oq_report_t *report, const char *type)
     }
 }
 
-static void s_execute(const oq_registry_t *registry, const s_request_t *request,
+static void s_execute(const oq_registry_t *registry, void *pipe, const s_request_t *request,
                       const void *payload, size_t payload_len, oq_job_done_t *done)
 {
     memset(done, 0, sizeof *done);
@@ -71,7 +72,9 @@ static void s_execute(const oq_registry_t *registry, const s_request_t *request,
         unpacked.data.type != MSGPACK_OBJECT_MAP) {
         oq_report_fail(&done->report, "the job's payload is not a msgpack map");
     } else if (oq_registry_find(registry, request->type, &fn, &state) < 0) {
-        oq_report_fail(&done->report, "no handler for job type %s", request->type);
+        /* Sent a type it never announced (an older broker, a bug): hand it
+           back without using a try, for a worker that handles it. */
+        oq_report_return(&done->report, 0, "no handler for job type %s", request->type);
     } else {
         oq_job_t job = {
             .id = request->id,
@@ -81,6 +84,7 @@ static void s_execute(const oq_registry_t *registry, const s_request_t *request,
             .max_tries = request->max_tries,
             .timeout_ms = request->timeout_ms,
             .payload = &unpacked.data,
+            .runtime_ = pipe,
         };
         int64_t started_us = oq_clock_mono_us();
         fn(&job, state, &done->report);
@@ -124,7 +128,8 @@ static void *s_run(void *arg)
             break;
         }
         oq_job_done_t done;
-        s_execute(self->registry, &request, zmq_msg_data(&payload), zmq_msg_size(&payload), &done);
+        s_execute(self->registry, pipe, &request, zmq_msg_data(&payload), zmq_msg_size(&payload),
+                  &done);
         zmq_msg_close(&payload);
         while (zmq_send(pipe, &done, sizeof done, 0) < 0 && errno == EINTR)
             ;
@@ -217,12 +222,18 @@ int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
     return 0;
 }
 
-int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done)
+int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done, uint64_t *touch_id)
 {
     assert(self);
     int n = zmq_recv(self->pipe, done, sizeof *done, ZMQ_DONTWAIT);
     if (n < 0)
         return -1;
+    /* A touch is the job id alone (oq_job_touch); a report is the whole struct. */
+    _Static_assert(sizeof(oq_job_done_t) != sizeof(uint64_t), "the two frames differ in size");
+    if ((size_t)n == sizeof *touch_id) {
+        memcpy(touch_id, done, sizeof *touch_id);
+        return 1;
+    }
     assert((size_t)n == sizeof *done);
     return 0;
 }

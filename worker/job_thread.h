@@ -40,8 +40,9 @@ void *oq_job_thread_socket(oq_job_thread_t *self);
    it could not be sent. */
 int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job);
 
-/* Take a finished job's report without waiting. 0 with *done filled, or -1
-   if there is none yet. */
-int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done);
+/* Take the thread's next message without waiting: 0 with *done filled (a
+   finished job's report), 1 with *touch_id set (the handler of that job
+   called oq_job_touch), or -1 if there is none yet. */
+int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done, uint64_t *touch_id);
 
 #endif

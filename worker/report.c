@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <zmq.h>
+
 #include "onceq/worker.h"
 
 void oq_report_ok(oq_report_t *report, oq_result_t result)
@@ -13,6 +15,7 @@ void oq_report_ok(oq_report_t *report, oq_result_t result)
     report->outcome = OQ_OUTCOME_OK;
     report->result = result;
     report->error[0] = 0;
+    report->has_delay = false;
 }
 
 /* Cut a string that vsnprintf truncated back to the last whole UTF-8
@@ -36,6 +39,7 @@ static void s_failure(oq_report_t *report, oq_outcome_t outcome, const char *for
     assert(report);
     report->outcome = outcome;
     report->result = OQ_RESULT_NONE;
+    report->has_delay = false;
     int n = vsnprintf(report->error, sizeof report->error, format, args);
     if (n < 0)
         report->error[0] = 0;
@@ -57,6 +61,42 @@ void oq_report_fail(oq_report_t *report, const char *format, ...)
     va_start(args, format);
     s_failure(report, OQ_OUTCOME_FAIL, format, args);
     va_end(args);
+}
+
+static int64_t s_clamp_delay(int64_t delay_ms)
+{
+    return delay_ms < 0 ? 0 : delay_ms > OQ_MAX_DELAY_MS ? OQ_MAX_DELAY_MS : delay_ms;
+}
+
+void oq_report_release(oq_report_t *report, int64_t delay_ms, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    s_failure(report, OQ_OUTCOME_RETRY, format, args);
+    va_end(args);
+    report->delay_ms = s_clamp_delay(delay_ms);
+    report->has_delay = true;
+}
+
+void oq_report_return(oq_report_t *report, int64_t delay_ms, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    s_failure(report, OQ_OUTCOME_RETURN, format, args);
+    va_end(args);
+    report->delay_ms = s_clamp_delay(delay_ms);
+    report->has_delay = report->delay_ms > 0;
+}
+
+int oq_job_touch(const oq_job_t *job)
+{
+    assert(job);
+    /* The job thread's end of its pipe to the worker's main thread; a job
+       built by hand (a test) has none. */
+    if (!job->runtime_)
+        return -1;
+    uint64_t id = job->id;
+    return zmq_send(job->runtime_, &id, sizeof id, ZMQ_DONTWAIT) == sizeof id ? 0 : -1;
 }
 
 const msgpack_object *oq_payload_get(const oq_job_t *job, const char *key)

@@ -11,6 +11,7 @@
 
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "worker_limits.h"
 
 /* Actions one event can queue: connect, ready, ack, disconnect and exit are
    the most (a job that finishes while stopping and disconnected); the rest
@@ -43,6 +44,9 @@ struct oq_session {
     /* The running job, as the watchdog and the log need it. */
     uint64_t job_id;
     uint32_t job_attempt;
+    uint64_t job_lease; /* the delivery's token, echoed in its ack and touches */
+    bool job_has_lease;
+    int64_t touched_ms; /* last touch sent for it */
     char job_type[OQ_MAX_NAME_LEN + 1];
     int64_t job_timeout_ms;
     int64_t job_started_ms;
@@ -140,12 +144,19 @@ static void s_send_ack(oq_session_t *self, int64_t now_ms)
 
 /* Record the ack of one delivery and send it if there is a link; if there is
    none it goes out on the next one. */
-static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, oq_outcome_t outcome,
-                      oq_result_t result, const char *error, bool returns_credit, int64_t now_ms)
+static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
+                      uint64_t lease, oq_outcome_t outcome, oq_result_t result, const char *error,
+                      int64_t delay_ms, bool returns_credit, int64_t now_ms)
 {
     memset(&self->ack, 0, sizeof self->ack);
     self->ack.id = id;
     self->ack.attempt = attempt;
+    self->ack.lease = lease;
+    self->ack.has_lease = has_lease;
+    /* retry with a delay is a release; return with one, a hand-back for later */
+    self->ack.has_delay =
+        delay_ms >= 0 && (outcome == OQ_OUTCOME_RETRY || outcome == OQ_OUTCOME_RETURN);
+    self->ack.delay_ms = self->ack.has_delay ? delay_ms : 0;
     self->ack.outcome = outcome;
     self->ack.result = result;
     snprintf(self->ack_error, sizeof self->ack_error, "%s", error ? error : "");
@@ -234,7 +245,8 @@ static void s_heard(oq_session_t *self, int64_t now_ms)
    The broker never sends more than the credit, so this is its bug or a
    doubled credit; a retry ack hands the job back without keeping the
    credit. */
-static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, int64_t now_ms)
+static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
+                     uint64_t lease, int64_t now_ms)
 {
     assert(self->ack_state == S_ACK_NONE); /* s_heard settled a sent one */
     char why[128];
@@ -246,18 +258,22 @@ static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, int64_t 
     else
         snprintf(why, sizeof why, "worker is stopping");
     oq_warn("refusing delivery id=%llu: %s", (unsigned long long)id, why);
-    s_owe_ack(self, id, attempt, OQ_OUTCOME_RETRY, OQ_RESULT_NONE, why, false, now_ms);
+    s_owe_ack(self, id, attempt, has_lease, lease, OQ_OUTCOME_RETRY, OQ_RESULT_NONE, why, -1, false,
+              now_ms);
 }
 
 static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
 {
     if (self->job == S_JOB_RUNNING || self->draining) {
-        s_refuse(self, job->id, job->attempt, now_ms);
+        s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
         return;
     }
     s_set_job(self, S_JOB_RUNNING);
     self->job_id = job->id;
     self->job_attempt = job->attempt;
+    self->job_lease = job->lease;
+    self->job_has_lease = job->has_lease;
+    self->touched_ms = now_ms;
     oq_str_copy(job->type, self->job_type, sizeof self->job_type);
     self->job_timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
     self->job_started_ms = now_ms;
@@ -321,18 +337,25 @@ void oq_session_on_garbage(oq_session_t *self, int64_t now_ms)
 void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, const char *reason,
                            int64_t now_ms)
 {
+    oq_session_on_bad_job_leased(self, id, attempt, false, 0, reason, now_ms);
+}
+
+void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
+                                  uint64_t lease, const char *reason, int64_t now_ms)
+{
     assert(self);
     if (self->exiting || self->link == OQ_LINK_DOWN)
         return;
     s_heard(self, now_ms);
     if (self->job == S_JOB_RUNNING || self->draining) {
-        s_refuse(self, id, attempt, now_ms);
+        s_refuse(self, id, attempt, has_lease, lease, now_ms);
         return;
     }
     char error[OQ_MAX_ERROR_LEN + 1];
     snprintf(error, sizeof error, "the worker could not decode the job: %s", reason);
     oq_warn("job %llu failed: %s", (unsigned long long)id, error);
-    s_owe_ack(self, id, attempt, OQ_OUTCOME_FAIL, OQ_RESULT_NONE, error, true, now_ms);
+    s_owe_ack(self, id, attempt, has_lease, lease, OQ_OUTCOME_FAIL, OQ_RESULT_NONE, error, -1, true,
+              now_ms);
 }
 
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms)
@@ -351,10 +374,31 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     if (report->outcome != OQ_OUTCOME_OK)
         oq_warn("job %llu %s: %s", (unsigned long long)done->id,
                 oq_proto_outcome_name(report->outcome), report->error);
-    s_owe_ack(self, done->id, done->attempt, report->outcome, report->result, report->error, true,
+    s_owe_ack(self, done->id, done->attempt, self->job_has_lease, self->job_lease, report->outcome,
+              report->result, report->error, report->has_delay ? report->delay_ms : -1, true,
               now_ms);
     if (self->draining)
         s_exit(self, 0, now_ms);
+}
+
+bool oq_session_on_touch(oq_session_t *self, uint64_t id, int64_t now_ms)
+{
+    assert(self);
+    if (self->exiting || self->job != S_JOB_RUNNING || id != self->job_id ||
+        self->link != OQ_LINK_UP || now_ms - self->touched_ms < OQ_WORKER_TOUCH_MIN_MS)
+        return false;
+    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+    action->cmd = OQ_CMD_TOUCH;
+    action->ack.id = self->job_id;
+    action->ack.attempt = self->job_attempt;
+    action->ack.lease = self->job_lease;
+    action->ack.has_lease = self->job_has_lease;
+    self->sent_ms = now_ms;
+    self->touched_ms = now_ms;
+    self->job_deadline_ms = now_ms + self->job_timeout_ms;
+    oq_debug("job %llu: touched; the watchdog restarts at %lld ms", (unsigned long long)id,
+             (long long)self->job_timeout_ms);
+    return true;
 }
 
 void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
@@ -415,8 +459,8 @@ static void s_watchdog(oq_session_t *self, int64_t now_ms)
     char error[OQ_MAX_ERROR_LEN + 1];
     snprintf(error, sizeof error, "handler ran past its timeout of %g s", timeout_s);
     self->draining = true;
-    s_owe_ack(self, self->job_id, self->job_attempt, OQ_OUTCOME_TIMEOUT, OQ_RESULT_NONE, error,
-              false, now_ms);
+    s_owe_ack(self, self->job_id, self->job_attempt, self->job_has_lease, self->job_lease,
+              OQ_OUTCOME_TIMEOUT, OQ_RESULT_NONE, error, -1, false, now_ms);
     s_exit(self, OQ_EXIT_TIMEOUT, now_ms);
 }
 

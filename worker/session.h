@@ -33,16 +33,17 @@ typedef enum {
 typedef enum {
     OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
-    OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack) */
+    OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
     OQ_ACTION_START_JOB, /* hand the job just received to the job thread */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
 } oq_action_kind_t;
 
 typedef struct {
     oq_action_kind_t kind;
-    oq_cmd_t cmd;     /* SEND: ready, heartbeat, ack, drain or disconnect */
+    oq_cmd_t cmd;     /* SEND: ready, heartbeat, ack, touch, drain or disconnect */
     uint32_t credit;  /* SEND ready */
-    oq_ack_msg_t ack; /* SEND ack; ack.error is borrowed until the next event */
+    oq_ack_msg_t ack; /* SEND ack (ack.error borrowed until the next event); touch:
+                         id, attempt and lease */
     int status;       /* EXIT: the process exit status */
 } oq_action_t;
 
@@ -71,8 +72,21 @@ void oq_session_on_garbage(oq_session_t *self, int64_t now_ms);
 void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, const char *reason,
                            int64_t now_ms);
 
+/* The same, echoing the delivery's lease token (has_lease: the broker sent one). */
+void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
+                                  uint64_t lease, const char *reason, int64_t now_ms);
+
 /* The job thread's report on the running job. */
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms);
+
+/* The running job's handler is making progress (oq_job_touch): send touch
+   so the broker restarts the lease at now + retry_after, and restart the
+   watchdog at now + the job's timeout, which is shorter than retry_after
+   by the margin, so the lease still outlasts the handler's time limit.
+   Only with a link up (the touch must be able to reach the broker) and at
+   most once per OQ_WORKER_TOUCH_MIN_MS; otherwise nothing changes. Returns
+   true if a touch was queued. */
+bool oq_session_on_touch(oq_session_t *self, uint64_t id, int64_t now_ms);
 
 /* SIGTERM or SIGINT: take nothing new, finish the job, ack, exit 0. */
 void oq_session_on_signal(oq_session_t *self, int64_t now_ms);

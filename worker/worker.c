@@ -33,7 +33,11 @@ typedef struct {
     oq_session_t *session; /* decides; this module only carries out */
     int signal_fd;         /* SIGTERM and SIGINT */
     const oq_msg_t *msg;   /* the broker message being handled, for START_JOB */
-    bool finished;         /* the loop ends; status is the exit status */
+    /* Announced in ready: the registry's types, the configured queues. */
+    const char *types[OQ_MAX_WORKER_TYPES];
+    size_t type_count;
+    const char *queues[OQ_MAX_WORKER_QUEUES];
+    bool finished; /* the loop ends; status is the exit status */
     int status;
 } s_worker_t;
 
@@ -76,10 +80,15 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
     msgpack_sbuffer_init(&buf);
     switch (action->cmd) {
     case OQ_CMD_READY:
-        oq_proto_encode_ready(&buf, action->credit, self->config->name, (uint32_t)getpid());
+        oq_proto_encode_ready_routed(&buf, action->credit, self->config->name, (uint32_t)getpid(),
+                                     self->types, self->type_count, self->queues,
+                                     self->config->queue_count);
         break;
     case OQ_CMD_ACK:
         oq_proto_encode_ack(&buf, &action->ack);
+        break;
+    case OQ_CMD_TOUCH:
+        oq_proto_encode_touch(&buf, &action->ack);
         break;
     default:
         oq_proto_encode_simple(&buf, action->cmd, -1);
@@ -157,7 +166,8 @@ static void s_act(s_worker_t *self)
 
 /* The id and attempt of a job whose envelope did not decode, if they can be
    read: then the job can be failed instead of waiting for its lease. */
-static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt)
+static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt, bool *has_lease,
+                     uint64_t *lease)
 {
     const msgpack_object *job = oq_proto_map_get(&msg->root, "job");
     const msgpack_object *o_id = oq_proto_map_get(job, "id");
@@ -168,6 +178,9 @@ static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt)
         return -1;
     *id = o_id->via.u64;
     *attempt = (uint32_t)o_attempt->via.u64;
+    const msgpack_object *o_lease = oq_proto_map_get(job, "lease");
+    *has_lease = o_lease && o_lease->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+    *lease = *has_lease ? o_lease->via.u64 : 0;
     return 0;
 }
 
@@ -176,8 +189,9 @@ static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
     oq_msg_t msg;
     oq_err_t code;
     char reason[256];
-    uint64_t id;
+    uint64_t id, lease;
     uint32_t attempt;
+    bool has_lease;
     int64_t now = s_now(self);
     if (oq_proto_decode(&msg, data, size, &code, reason, sizeof reason) == 0) {
         oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
@@ -185,8 +199,8 @@ static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
         oq_session_on_message(self->session, &msg, now);
         s_act(self);
         self->msg = NULL;
-    } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt) == 0) {
-        oq_session_on_bad_job(self->session, id, attempt, reason, now);
+    } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt, &has_lease, &lease) == 0) {
+        oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
         s_act(self);
     } else {
         oq_warn("ignoring a message from the broker that does not decode (%s): %s",
@@ -221,8 +235,13 @@ static void s_read_broker(s_worker_t *self)
 static void s_read_done(s_worker_t *self)
 {
     oq_job_done_t done;
-    while (!self->finished && oq_job_thread_recv(self->jobs, &done) == 0) {
-        oq_session_on_done(self->session, &done, s_now(self));
+    uint64_t touch_id;
+    int got;
+    while (!self->finished && (got = oq_job_thread_recv(self->jobs, &done, &touch_id)) >= 0) {
+        if (got == 1)
+            oq_session_on_touch(self->session, touch_id, s_now(self));
+        else
+            oq_session_on_done(self->session, &done, s_now(self));
         s_act(self);
     }
 }
@@ -285,6 +304,40 @@ static void s_loop(s_worker_t *self)
     }
 }
 
+int oq_worker_parse_queues(oq_worker_config_t *config, const char *text, char *reason,
+                           size_t reason_len)
+{
+    config->queue_count = 0;
+    const char *at = text;
+    for (;;) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (config->queue_count == OQ_MAX_WORKER_QUEUES) {
+            snprintf(reason, reason_len, "queue list \"%s\" names more than %d queues", text,
+                     OQ_MAX_WORKER_QUEUES);
+            return -1;
+        }
+        if (len == 0) {
+            snprintf(reason, reason_len, "queue list \"%s\" has an empty name", text);
+            return -1;
+        }
+        if (!oq_proto_name_valid(at, len)) {
+            snprintf(reason, reason_len,
+                     "queue \"%.*s\" in \"%s\": a queue name is 1 to %d characters of A-Z a-z "
+                     "0-9 _ . : -",
+                     (int)(len > 2 * OQ_MAX_NAME_LEN ? 2 * OQ_MAX_NAME_LEN : len), at, text,
+                     OQ_MAX_NAME_LEN);
+            return -1;
+        }
+        memcpy(config->queues[config->queue_count], at, len);
+        config->queues[config->queue_count][len] = 0;
+        config->queue_count++;
+        if (!end)
+            return 0;
+        at = end + 1;
+    }
+}
+
 int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
 {
     assert(config && config->endpoint);
@@ -306,6 +359,28 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         return OQ_EXIT_BROKEN;
     }
+    /* The types go to the broker in every ready; the job thread owns the
+       registry from here on, so the names are kept as they are now
+       (the registry, and so the strings, live as long as the thread). */
+    size_t types = oq_registry_count(*registry_p);
+    if (types > OQ_MAX_WORKER_TYPES) {
+        oq_error("the worker has %zu job types; a worker can announce at most %d", types,
+                 OQ_MAX_WORKER_TYPES);
+        close(self.signal_fd);
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        return OQ_EXIT_BROKEN;
+    }
+    if (types == 0) {
+        oq_error("the worker has no job handlers registered");
+        close(self.signal_fd);
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        return OQ_EXIT_BROKEN;
+    }
+    for (size_t i = 0; i < types; i++)
+        self.types[i] = oq_registry_type(*registry_p, i);
+    self.type_count = types;
+    for (size_t i = 0; i < config->queue_count; i++)
+        self.queues[i] = config->queues[i];
     self.ctx = zmq_ctx_new();
     self.jobs = self.ctx ? oq_job_thread_new(registry_p) : NULL;
     if (self.jobs) {

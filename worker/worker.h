@@ -6,15 +6,26 @@
 #ifndef ONCEQ_WORKER_WORKER_H
 #define ONCEQ_WORKER_WORKER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "onceq/limits.h"
 #include "onceq/worker.h"
 
 typedef struct {
     const char *endpoint;  /* the broker's back socket, e.g. tcp://127.0.0.1:7751 */
     const char *name;      /* sent in ready (borrowed), or NULL for none */
     uint32_t heartbeat_ms; /* used until the broker's welcome gives its own */
+    /* The queues it serves, highest priority first; none: every queue. */
+    char queues[OQ_MAX_WORKER_QUEUES][OQ_MAX_NAME_LEN + 1];
+    size_t queue_count;
 } oq_worker_config_t;
+
+/* Parse a comma-separated queue list ("high,default") into config->queues.
+   0, or -1 with reason naming the bad value (an empty name, an invalid or
+   too long one, more than OQ_MAX_WORKER_QUEUES). */
+int oq_worker_parse_queues(oq_worker_config_t *config, const char *text, char *reason,
+                           size_t reason_len);
 
 /* Run one worker until SIGTERM or SIGINT stops it. Takes the registry
    (*registry_p becomes NULL). Returns the exit status: 0 after a graceful

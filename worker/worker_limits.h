@@ -19,6 +19,10 @@
    the handler spent running, so deadlines move on by it. */
 #define OQ_WORKER_STALL_MS 50
 
+/* A handler's touches (oq_job_touch) are sent at most this often; one in
+   between changes nothing, so a handler may call it in a tight loop. */
+#define OQ_WORKER_TOUCH_MIN_MS 250
+
 /* Broker messages read per loop turn, so a flood cannot starve the job
    thread's report or a signal. */
 #define OQ_WORKER_BATCH_MSGS 64

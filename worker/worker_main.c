@@ -44,6 +44,12 @@ static int s_parse_name(const char *value, void *dest, char *why, size_t why_len
     return 0;
 }
 
+/* --queue high,default: the worker's queues, highest priority first. */
+static int s_parse_queues(const char *value, void *dest, char *why, size_t why_len)
+{
+    return oq_worker_parse_queues(dest, value, why, why_len);
+}
+
 static int s_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
 {
     return oq_log_parse_level(value, dest);
@@ -143,6 +149,17 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .def_text = "the host name",
          .dest = &run.worker.name,
          .help = "shown in the broker's stats"},
+        {.name = "queue",
+         .env = "ONCEQ_WORKER_QUEUES",
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "LIST",
+         .parse = s_parse_queues,
+         .expected = "a comma-separated list of queue names",
+         .def_text = "every queue",
+         .dest = &run.worker,
+         .help = "the queues to serve, highest priority first, comma-separated "
+                 "(high,default): a job of a later queue is taken only while the earlier "
+                 "ones have none ready"},
         {.name = "heartbeat-ms",
          .env = "ONCEQ_HEARTBEAT_MS",
          .kind = OQ_FLAG_MS,

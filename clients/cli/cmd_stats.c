@@ -39,9 +39,15 @@ static const s_column_t s_queue_columns[] = {
 };
 
 static const s_column_t s_worker_columns[] = {
-    {"id", "ID", "", true},          {"name", "NAME", "", true},
-    {"pid", "PID", "", false},       {"credit", "CREDIT", "", false},
-    {"leased", "LEASED", "", false}, {"idle_ms", "IDLE_MS", "", false},
+    {"id", "ID", "", true},
+    {"name", "NAME", "", true},
+    {"pid", "PID", "", false},
+    {"credit", "CREDIT", "", false},
+    {"leased", "LEASED", "", false},
+    {"idle_ms", "IDLE_MS", "", false},
+    /* Lists, comma-separated; "*" for an empty one: every queue or type. */
+    {"queues", "QUEUES", "", true},
+    {"types", "TYPES", "", true},
 };
 
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -58,6 +64,11 @@ static void s_help(void)
            "effect already applied) since the broker started; the queue's RETRY_AFTER\n"
            "and default TIMEOUT.\n"
            "\n"
+           "A line \"no worker handles type X (N waiting)\" for each job type with ready\n"
+           "jobs that no connected worker takes: they wait, using no try, until one\n"
+           "does. Per worker: the QUEUES it serves in priority order and the TYPES it\n"
+           "handles (* for every one).\n"
+           "\n"
            "The journal line: the fsync policy, the journal's size next to what its live\n"
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
            "the broker cannot write it (dispatches are refused until it can).\n"
@@ -69,6 +80,25 @@ static void s_help(void)
            "  -h, --help         show this help\n",
            OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
            OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+}
+
+/* An array of strings as "a,b,c" (cut to fit), or empty when it is empty. */
+static void s_format_list(const msgpack_object *list, const char *empty, char *out, size_t out_len)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (uint32_t i = 0; i < list->via.array.size && used + 1 < out_len; i++) {
+        const msgpack_object *o = &list->via.array.ptr[i];
+        if (o->type != MSGPACK_OBJECT_STR)
+            continue;
+        int n = snprintf(out + used, out_len - used, "%s%.*s", used ? "," : "",
+                         (int)o->via.str.size, o->via.str.ptr);
+        if (n < 0)
+            break;
+        used += (size_t)n < out_len - used ? (size_t)n : out_len - used - 1;
+    }
+    if (used == 0)
+        snprintf(out, out_len, "%s", empty);
 }
 
 /* One table from an array of maps. Returns 0 or -1 (out of memory). */
@@ -88,7 +118,10 @@ static int s_print_rows(const msgpack_object *rows, const s_column_t *columns, s
         for (size_t c = 0; c < count; c++) {
             const msgpack_object *value = oq_proto_map_get(row, columns[c].key);
             char cell[S_CELL_LEN];
-            oq_cli_format_value(value, cell, sizeof cell);
+            if (value && value->type == MSGPACK_OBJECT_ARRAY)
+                s_format_list(value, "*", cell, sizeof cell);
+            else
+                oq_cli_format_value(value, cell, sizeof cell);
             rc |= value ? oq_table_addf(table, "%s%s", cell, columns[c].unit)
                         : oq_table_add(table, cell);
         }
@@ -164,6 +197,20 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
         printf("no queues yet\n");
     else
         rc |= s_print_rows(queues, s_queue_columns, S_COUNT(s_queue_columns));
+
+    /* Jobs that wait because no connected worker takes their type (a
+       rolling deploy that has not reached any worker yet). */
+    const msgpack_object *types = oq_proto_map_get(reply, "types");
+    for (uint32_t i = 0; types && types->type == MSGPACK_OBJECT_ARRAY && i < types->via.array.size;
+         i++) {
+        const msgpack_object *t = &types->via.array.ptr[i];
+        const msgpack_object *name = oq_proto_map_get(t, "name");
+        uint64_t unhandled = 0;
+        if (name && name->type == MSGPACK_OBJECT_STR &&
+            oq_cli_get_uint(t, "unhandled", &unhandled) == 0 && unhandled > 0)
+            printf("no worker handles type %.*s (%" PRIu64 " waiting)\n", (int)name->via.str.size,
+                   name->via.str.ptr, unhandled);
+    }
 
     const msgpack_object *workers = oq_proto_map_get(reply, "workers");
     uint32_t count = workers && workers->type == MSGPACK_OBJECT_ARRAY ? workers->via.array.size : 0;

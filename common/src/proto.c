@@ -30,6 +30,7 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_RECONNECT] = "reconnect",
     [OQ_CMD_REQUEUE] = "requeue",
     [OQ_CMD_REQUEUED] = "requeued",
+    [OQ_CMD_TOUCH] = "touch",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -45,7 +46,7 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_UNAVAILABLE] = "unavailable",
 };
 
-static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout"};
+static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout", "return"};
 static const char *s_result_names[] = {"none", "applied", "already_applied"};
 
 const char *oq_proto_cmd_name(oq_cmd_t cmd)
@@ -60,8 +61,8 @@ const char *oq_proto_err_name(oq_err_t code)
 
 const char *oq_proto_outcome_name(oq_outcome_t outcome)
 {
-    return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_TIMEOUT) ? s_outcome_names[outcome]
-                                                                       : "unknown";
+    return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_RETURN) ? s_outcome_names[outcome]
+                                                                      : "unknown";
 }
 
 const char *oq_proto_result_name(oq_result_t result)
@@ -71,7 +72,7 @@ const char *oq_proto_result_name(oq_result_t result)
 
 int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome)
 {
-    for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_TIMEOUT; i++) {
+    for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_RETURN; i++) {
         if (strlen(s_outcome_names[i]) == len && memcmp(s_outcome_names[i], name, len) == 0) {
             *outcome = (oq_outcome_t)i;
             return 0;
@@ -102,6 +103,18 @@ bool oq_proto_dispatch_id_valid(const char *id, size_t len)
         if (id[i] < 0x21 || id[i] > 0x7e)
             return false;
     return true;
+}
+
+oq_str_t oq_proto_list_at(const msgpack_object *list, uint32_t i)
+{
+    const msgpack_object *o = &list->via.array.ptr[i];
+    oq_str_t s = {o->via.str.ptr, o->via.str.size};
+    return s;
+}
+
+uint32_t oq_proto_list_size(const msgpack_object *list)
+{
+    return list ? list->via.array.size : 0;
 }
 
 oq_str_t oq_str(const char *text)
@@ -262,6 +275,40 @@ static int s_get_name(s_errctx_t *ctx, const msgpack_object *map, const char *ke
     return 0;
 }
 
+/* An optional array of 1..max valid names (ready's types and queues). The
+   error names the offending item and its position. */
+static int s_get_names(s_errctx_t *ctx, const msgpack_object *map, const char *key, uint32_t max,
+                       const msgpack_object **out)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    *out = NULL;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be an array of names", key);
+    if (o->via.array.size > max)
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"%s\" has %u names, the limit is %u", key,
+               o->via.array.size, max);
+    if (o->via.array.size == 0)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is empty (leave it out to mean every one)",
+               key);
+    for (uint32_t k = 0; k < o->via.array.size; k++) {
+        const msgpack_object *item = &o->via.array.ptr[k];
+        if (item->type != MSGPACK_OBJECT_STR)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" item %u must be a string", key, k);
+        if (item->via.str.size > OQ_MAX_NAME_LEN)
+            S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"%s\" item %u is %u bytes, the limit is %d", key,
+                   k, item->via.str.size, OQ_MAX_NAME_LEN);
+        if (!oq_proto_name_valid(item->via.str.ptr, item->via.str.size))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"%s\" item %u \"%.*s\" must be 1 to %d characters of A-Z a-z 0-9 _ . "
+                   ": -",
+                   key, k, (int)item->via.str.size, item->via.str.ptr, OQ_MAX_NAME_LEN);
+    }
+    *out = o;
+    return 0;
+}
+
 static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
 {
     oq_job_msg_t *j = &msg->job;
@@ -275,6 +322,8 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
             s_get_uint(ctx, job, "attempt", true, 1, UINT32_MAX, &u, NULL) < 0)
             return -1;
         j->attempt = (uint32_t)u;
+        if (s_get_uint(ctx, job, "lease", false, 0, UINT64_MAX, &j->lease, &j->has_lease) < 0)
+            return -1;
     }
     if (s_get_name(ctx, job, "type", true, &j->type) < 0 ||
         s_get_name(ctx, job, "queue", false, &j->queue) < 0)
@@ -390,6 +439,19 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "pid", false, 0, UINT32_MAX, &u, &present) < 0)
             return -1;
         msg->pid = present ? (uint32_t)u : 0;
+        if (s_get_names(ctx, root, "types", OQ_MAX_WORKER_TYPES, &msg->types) < 0 ||
+            s_get_names(ctx, root, "queues", OQ_MAX_WORKER_QUEUES, &msg->queues) < 0)
+            return -1;
+        return 0;
+    }
+    case OQ_CMD_TOUCH: {
+        oq_ack_msg_t *a = &msg->ack;
+        if (s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &a->id, NULL) < 0 ||
+            s_get_uint(ctx, root, "attempt", true, 1, UINT32_MAX, &u, NULL) < 0 ||
+            s_get_uint(ctx, root, "lease", true, 0, UINT64_MAX, &a->lease, NULL) < 0)
+            return -1;
+        a->attempt = (uint32_t)u;
+        a->has_lease = true;
         return 0;
     }
     case OQ_CMD_ACK: {
@@ -403,7 +465,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             return -1;
         if (oq_proto_outcome_parse(s.ptr, s.len, &a->outcome) < 0)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"outcome\" must be one of ok, retry, fail, timeout");
+                   "field \"outcome\" must be one of ok, retry, fail, timeout, return");
         if (s_get_str(ctx, root, "result", false, OQ_MAX_NAME_LEN, &s) < 0)
             return -1;
         a->result = OQ_RESULT_NONE;
@@ -421,6 +483,13 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "credit", false, 0, OQ_MAX_CREDIT, &u, &present) < 0)
             return -1;
         a->credit = present ? (uint32_t)u : 0;
+        if (s_get_uint(ctx, root, "lease", false, 0, UINT64_MAX, &a->lease, &a->has_lease) < 0 ||
+            s_get_seconds(ctx, root, "delay", OQ_MAX_DELAY_MS, &a->delay_ms, &a->has_delay) < 0)
+            return -1;
+        if (a->has_delay && a->outcome != OQ_OUTCOME_RETRY && a->outcome != OQ_OUTCOME_RETURN)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"delay\" goes only with outcome retry or return, not %s",
+                   oq_proto_outcome_name(a->outcome));
         return 0;
     }
     case OQ_CMD_WELCOME: {
@@ -605,9 +674,10 @@ static void s_init(msgpack_packer *pk, msgpack_sbuffer *buf)
 
 static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
 {
-    uint32_t n = 3 + (delivery ? 3 : 0) + (j->has_max_tries && !delivery) +
-                 (j->has_timeout || delivery) + (j->has_delay && !delivery) +
-                 (j->has_priority && !delivery) + (j->backoff_len > 0);
+    uint32_t n = 3 + (delivery ? 3 : 0) + (delivery && j->has_lease) +
+                 (j->has_max_tries && !delivery) + (j->has_timeout || delivery) +
+                 (j->has_delay && !delivery) + (j->has_priority && !delivery) +
+                 (j->backoff_len > 0);
     msgpack_pack_map(pk, n);
     if (delivery) {
         oq_proto_pack_cstr(pk, "id");
@@ -616,6 +686,10 @@ static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
         msgpack_pack_uint32(pk, j->attempt);
         oq_proto_pack_cstr(pk, "max_tries");
         msgpack_pack_uint32(pk, j->max_tries);
+        if (j->has_lease) {
+            oq_proto_pack_cstr(pk, "lease");
+            msgpack_pack_uint64(pk, j->lease);
+        }
     }
     oq_proto_pack_cstr(pk, "type");
     oq_proto_pack_str(pk, j->type);
@@ -737,11 +811,32 @@ void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *
     msgpack_pack_uint32(&pk, limit);
 }
 
+static void s_pack_names(msgpack_packer *pk, const char *key, const char *const *names,
+                         size_t count)
+{
+    oq_proto_pack_cstr(pk, key);
+    msgpack_pack_array(pk, count);
+    for (size_t i = 0; i < count; i++)
+        oq_proto_pack_cstr(pk, names[i]);
+}
+
 void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid)
+{
+    oq_proto_encode_ready_routed(buf, credit, name, pid, NULL, 0, NULL, 0);
+}
+
+void oq_proto_encode_ready_routed(msgpack_sbuffer *buf, uint32_t credit, const char *name,
+                                  uint32_t pid, const char *const *types, size_t type_count,
+                                  const char *const *queues, size_t queue_count)
 {
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_READY, -1, 2 + (name ? 1 : 0));
+    bool has_types = types && type_count > 0, has_queues = queues && queue_count > 0;
+    oq_proto_begin(&pk, OQ_CMD_READY, -1, 2 + (name ? 1 : 0) + has_types + has_queues);
+    if (has_types)
+        s_pack_names(&pk, "types", types, type_count);
+    if (has_queues)
+        s_pack_names(&pk, "queues", queues, queue_count);
     oq_proto_pack_cstr(&pk, "credit");
     msgpack_pack_uint32(&pk, credit);
     oq_proto_pack_cstr(&pk, "pid");
@@ -769,7 +864,9 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     s_init(&pk, buf);
     bool has_result = ack->outcome == OQ_OUTCOME_OK && ack->result != OQ_RESULT_NONE;
     bool has_error = ack->outcome != OQ_OUTCOME_OK && ack->error.len > 0;
-    oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error);
+    bool has_delay =
+        ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN);
+    oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error + ack->has_lease + has_delay);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, ack->id);
     oq_proto_pack_cstr(&pk, "attempt");
@@ -789,6 +886,27 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
             e.len = OQ_MAX_ERROR_LEN;
         oq_proto_pack_str(&pk, e);
     }
+    if (ack->has_lease) {
+        oq_proto_pack_cstr(&pk, "lease");
+        msgpack_pack_uint64(&pk, ack->lease);
+    }
+    if (has_delay) {
+        oq_proto_pack_cstr(&pk, "delay");
+        s_pack_seconds(&pk, ack->delay_ms);
+    }
+}
+
+void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_TOUCH, -1, 3);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, touch->id);
+    oq_proto_pack_cstr(&pk, "attempt");
+    msgpack_pack_uint32(&pk, touch->attempt);
+    oq_proto_pack_cstr(&pk, "lease");
+    msgpack_pack_uint64(&pk, touch->lease);
 }
 
 void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason)

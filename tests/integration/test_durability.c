@@ -100,7 +100,9 @@ static void s_bounce(s_bouncer_t *b, msgpack_sbuffer *buf)
                                 .attempt = msg.job.attempt,
                                 .outcome = OQ_OUTCOME_RETRY,
                                 .error = oq_str("bounced"),
-                                .credit = 1};
+                                .credit = 1,
+                                .lease = msg.job.lease,
+                                .has_lease = true};
             oq_proto_encode_ack(buf, &ack);
             s_send(b->sock, buf);
             b->bounced++;

@@ -355,6 +355,11 @@ static bool s_pong(it_t *self)
     return ok;
 }
 
+void it_fresh_data_dir(it_t *self)
+{
+    self->data_gen++;
+}
+
 pid_t it_start_broker(it_t *self, const char *const extra[])
 {
     const char *argv[48] = {it_bin("onceq-broker"), "--front", self->front, "--back", self->back};
@@ -363,9 +368,12 @@ pid_t it_start_broker(it_t *self, const char *const extra[])
     bool own_dir = false;
     for (size_t i = 0; extra && extra[i]; i++)
         own_dir |= strcmp(extra[i], "--data-dir") == 0 || strcmp(extra[i], "--no-journal") == 0;
-    char data_dir[sizeof self->dir + 8];
+    char data_dir[sizeof self->dir + 24];
     if (!own_dir) {
-        snprintf(data_dir, sizeof data_dir, "%s/data", self->dir);
+        if (self->data_gen)
+            snprintf(data_dir, sizeof data_dir, "%s/data-%u", self->dir, self->data_gen);
+        else
+            snprintf(data_dir, sizeof data_dir, "%s/data", self->dir);
         argv[n++] = "--data-dir";
         argv[n++] = data_dir;
     }

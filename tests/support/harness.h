@@ -35,6 +35,7 @@ typedef struct {
     void *db;               /* PGconn of the test itself */
     const char *stats_type; /* job type whose counters it_stats reads, or NULL */
     const char *worker_bin; /* the binary it_start_worker starts (IT_WORKER) */
+    unsigned data_gen;      /* it_start_broker's data dir: DIR/data, then DIR/data-N */
 } it_t;
 
 typedef struct {
@@ -74,6 +75,11 @@ pid_t it_spawn(it_t *self, const char *log, const char *const argv[]);
 /* Start the broker with extra flags (NULL-terminated) and wait until it
    answers a ping. */
 pid_t it_start_broker(it_t *self, const char *const extra[]);
+
+/* Brokers started from now on use a new, empty data dir: a later test of a
+   program that shares one fixture must not replay an earlier test's journal
+   (a job whose done record a SIGKILL cut off would run again in it). */
+void it_fresh_data_dir(it_t *self);
 
 /* Start the worker (`onceq-worker`, or it_use_worker's) with extra flags
    against the broker's back socket. */

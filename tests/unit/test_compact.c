@@ -175,6 +175,12 @@ static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_
 {
     oq_ack_msg_t ack = {
         .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
+    /* The token a worker got with the delivery. */
+    oq_job_view_t view;
+    if (oq_engine_job_view(f->engine, id, &view) == 0) {
+        ack.lease = view.lease;
+        ack.has_lease = true;
+    }
     oq_engine_ack(f->engine, w, &ack);
 }
 

@@ -36,6 +36,7 @@ typedef struct {
     char worker; /* first byte of the worker identity */
     uint64_t id;
     uint32_t attempt;
+    uint64_t lease;
 } s_delivery_t;
 
 typedef struct {
@@ -54,7 +55,7 @@ static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *
     if (who == f->unreachable)
         return -1;
     assert_true(f->sent_count < 64);
-    f->sent[f->sent_count++] = (s_delivery_t){who, job->id, job->attempt};
+    f->sent[f->sent_count++] = (s_delivery_t){who, job->id, job->attempt, job->lease};
     return 0;
 }
 
@@ -104,6 +105,17 @@ static oq_worker_t *s_worker(s_fixture_t *f, char name, uint32_t credit)
     return w;
 }
 
+/* The token of the delivery (id, attempt), as its worker got it; 0 if
+   there was no such delivery. */
+static uint64_t s_lease(const s_fixture_t *f, uint64_t id, uint32_t attempt)
+{
+    for (size_t i = f->sent_count; i-- > 0;)
+        if (f->sent[i].id == id && f->sent[i].attempt == attempt)
+            return f->sent[i].lease;
+    return 0;
+}
+
+/* An ack echoing the token of that delivery, as a worker sends it. */
 static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
                              oq_outcome_t outcome, const char *error)
 {
@@ -111,7 +123,9 @@ static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32
                         .attempt = attempt,
                         .outcome = outcome,
                         .credit = 1,
-                        .error = oq_str(error ? error : "")};
+                        .error = oq_str(error ? error : ""),
+                        .lease = s_lease(f, id, attempt),
+                        .has_lease = true};
     return oq_engine_ack(f->engine, w, &ack);
 }
 
@@ -193,7 +207,9 @@ static void test_lease_expiry_redelivers_with_next_attempt(void **state)
                            .attempt = 2,
                            .outcome = OQ_OUTCOME_OK,
                            .result = OQ_RESULT_ALREADY_APPLIED,
-                           .credit = 1};
+                           .credit = 1,
+                           .lease = s_lease(f, id, 2),
+                           .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, b, &second), OQ_ACK_IGNORED);
     oq_queue_stats_t s = s_stats(f);
     assert_int_equal(s.done, 1);
@@ -483,11 +499,16 @@ static void test_outcomes_counted_per_type(void **state)
     uint64_t c = s_dispatch(f, "noop");
     oq_worker_t *w = s_worker(f, 'a', 3);
     oq_engine_pump(f->engine, s_deliver, f);
-    oq_ack_msg_t ack = {
-        .id = a, .attempt = 1, .outcome = OQ_OUTCOME_OK, .result = OQ_RESULT_APPLIED};
+    oq_ack_msg_t ack = {.id = a,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_OK,
+                        .result = OQ_RESULT_APPLIED,
+                        .lease = s_lease(f, a, 1),
+                        .has_lease = true};
     oq_engine_ack(f->engine, w, &ack);
     ack.id = b;
     ack.result = OQ_RESULT_ALREADY_APPLIED;
+    ack.lease = s_lease(f, b, 1);
     oq_engine_ack(f->engine, w, &ack);
     s_ack(f, w, c, 1, OQ_OUTCOME_FAIL, "no");
     assert_int_equal(oq_engine_type_count(f->engine), 2);
@@ -910,9 +931,360 @@ static void test_failed_pages_by_id_cursor(void **state)
     assert_int_equal(other.n, 0);
 }
 
+/* ---- routing, fenced acks, touch, release, return ------------------------ */
+
+static uint64_t s_dispatch_to(s_fixture_t *f, const char *type, const char *queue, int64_t delay_ms,
+                              uint32_t max_tries)
+{
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str(type),
+                        .queue = oq_str(queue),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .delay_ms = delay_ms,
+                        .has_delay = delay_ms > 0,
+                        .max_tries = max_tries,
+                        .has_max_tries = max_tries > 0};
+    uint64_t id = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    return id;
+}
+
+/* A worker with the given lists (comma-separated names; NULL: every one). */
+static oq_worker_t *s_routed_worker(s_fixture_t *f, char name, uint32_t credit, const char *types,
+                                    const char *queues)
+{
+    static msgpack_zone zone;
+    static bool zone_ready;
+    if (!zone_ready) {
+        msgpack_zone_init(&zone, 4096);
+        zone_ready = true;
+    }
+    /* The decoded strings point into the buffers: both live until the route is taken. */
+    msgpack_object lists[2];
+    msgpack_sbuffer bufs[2];
+    const char *texts[2] = {types, queues};
+    for (int l = 0; l < 2; l++) {
+        msgpack_sbuffer_init(&bufs[l]);
+        if (!texts[l])
+            continue;
+        msgpack_sbuffer *buf = &bufs[l];
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", texts[l]);
+        uint32_t n = 1;
+        for (char *c = copy; *c; c++)
+            n += *c == ',';
+        msgpack_pack_array(&pk, n);
+        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
+            oq_proto_pack_cstr(&pk, tok);
+        size_t off = 0;
+        assert_int_equal(msgpack_unpack(buf->data, buf->size, &off, &zone, &lists[l]),
+                         MSGPACK_UNPACK_SUCCESS);
+    }
+    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
+    assert_non_null(w);
+    char reason[256];
+    assert_int_equal(oq_engine_worker_route(f->engine, w, types ? &lists[0] : NULL,
+                                            queues ? &lists[1] : NULL, reason, sizeof reason),
+                     0);
+    msgpack_sbuffer_destroy(&bufs[0]);
+    msgpack_sbuffer_destroy(&bufs[1]);
+    oq_engine_worker_credit(f->engine, w, credit);
+    return w;
+}
+
+static oq_type_stats_t s_type(s_fixture_t *f, const char *name)
+{
+    oq_type_stats_t t;
+    for (size_t i = 0; i < oq_engine_type_count(f->engine); i++) {
+        oq_engine_type_stats(f->engine, i, &t);
+        if (strcmp(t.name, name) == 0)
+            return t;
+    }
+    fail_msg("no type %s", name);
+    return t;
+}
+
+static oq_ack_effect_t s_blind_ack(s_fixture_t *f, uint64_t id, uint32_t attempt, bool has_lease,
+                                   uint64_t lease)
+{
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = attempt,
+                        .outcome = OQ_OUTCOME_OK,
+                        .result = OQ_RESULT_APPLIED,
+                        .has_lease = has_lease,
+                        .lease = lease};
+    return oq_engine_ack(f->engine, NULL, &ack);
+}
+
+static void test_blind_acks_change_nothing(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t ready = s_dispatch(f, "noop");
+    uint64_t delayed = s_dispatch_to(f, "noop", "default", 3600 * 1000, 0);
+    uint64_t failing = s_dispatch_to(f, "noop", "default", 0, 1);
+    uint64_t done = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 3);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3); /* ready, failing, done */
+    uint64_t lease_ready = s_lease(f, ready, 1);
+    /* Put ready back to ready (its worker dies) so a blind ack meets a ready
+       job that was delivered once; failing fails; done completes. */
+    s_ack(f, a, failing, 1, OQ_OUTCOME_FAIL, "no");
+    s_ack(f, a, done, 1, OQ_OUTCOME_OK, NULL);
+    oq_engine_worker_remove(f->engine, &a, "test");
+    assert_string_equal(oq_engine_job_state(f->engine, ready), "ready");
+    assert_string_equal(oq_engine_job_state(f->engine, delayed), "delayed");
+    assert_string_equal(oq_engine_job_state(f->engine, failing), "failed");
+
+    /* Without a token, with a guessed one, at an attempt never reached. */
+    uint64_t ids[] = {ready, delayed, failing, done};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(s_blind_ack(f, ids[i], 1, false, 0), OQ_ACK_FENCED);
+        assert_int_equal(s_blind_ack(f, ids[i], 1, true, 12345), OQ_ACK_FENCED);
+        assert_int_equal(s_blind_ack(f, ids[i], 99, true, lease_ready), OQ_ACK_FENCED);
+    }
+    /* A real token of one job does not fit another. */
+    assert_int_equal(s_blind_ack(f, delayed, 1, true, lease_ready), OQ_ACK_FENCED);
+    assert_int_equal(oq_engine_fenced_acks(f->engine), 13);
+    assert_string_equal(oq_engine_job_state(f->engine, ready), "ready");
+    assert_string_equal(oq_engine_job_state(f->engine, delayed), "delayed");
+    assert_string_equal(oq_engine_job_state(f->engine, failing), "failed");
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.done, 1);
+    assert_int_equal(s.late_acks + s.ignored_acks + s.duplicates, 0);
+    assert_int_equal(s_type(f, "noop").applied, 0);
+
+    /* The real late ack of the delivery that happened still completes it. */
+    assert_int_equal(s_blind_ack(f, ready, 1, true, lease_ready), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, ready));
+    assert_int_equal(s_type(f, "noop").applied, 1);
+}
+
+static void test_requeue_kills_old_tokens(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch_to(f, "noop", "default", 0, 1);
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    uint64_t old = s_lease(f, id, 1);
+    s_ack(f, a, id, 1, OQ_OUTCOME_FAIL, "no");
+    char reason[128];
+    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), 0);
+    oq_engine_pump(f->engine, s_deliver, f);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    /* The first life's token is the same attempt number, but dead. */
+    assert_int_equal(s_blind_ack(f, id, 1, true, old), OQ_ACK_FENCED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    assert_int_not_equal(s_lease(f, id, 1), old);
+    assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+}
+
+static void test_routing_by_type_waits_without_a_try(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t hello = s_dispatch(f, "hello");
+    uint64_t noop = s_dispatch(f, "noop");
+    oq_worker_t *a = s_routed_worker(f, 'a', 2, "noop,sleep", NULL);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, noop);
+    s_ack(f, a, noop, 1, OQ_OUTCOME_OK, NULL);
+    assert_string_equal(oq_engine_job_state(f->engine, hello), "ready");
+    oq_type_stats_t t = s_type(f, "hello");
+    assert_int_equal(t.unhandled, 1);
+    assert_int_equal(t.workers, 0);
+    assert_int_equal(s_type(f, "noop").unhandled, 0);
+    /* Time passes; the job neither fails nor uses a try. */
+    f->time.now += 10 * S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, hello, &v), 0);
+    assert_int_equal(v.attempt, 0);
+    assert_int_equal(v.state, OQ_STATE_READY);
+    /* A worker that handles it connects: it runs. */
+    s_routed_worker(f, 'b', 1, "hello", NULL);
+    assert_int_equal(s_type(f, "hello").unhandled, 0);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[f->sent_count - 1].id, hello);
+    assert_int_equal(f->sent[f->sent_count - 1].worker, 'b');
+}
+
+static void test_queue_order_drains_higher_first(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t d1 = s_dispatch_to(f, "noop", "default", 0, 0);
+    uint64_t h1 = s_dispatch_to(f, "noop", "high", 0, 0);
+    uint64_t d2 = s_dispatch_to(f, "noop", "default", 0, 0);
+    uint64_t h2 = s_dispatch_to(f, "noop", "high", 0, 0);
+    uint64_t other = s_dispatch_to(f, "noop", "other", 0, 0);
+    oq_worker_t *w = s_routed_worker(f, 'a', 1, "noop", "high,default");
+    uint64_t order[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+        order[i] = f->sent[f->sent_count - 1].id;
+        s_ack(f, w, order[i], 1, OQ_OUTCOME_OK, NULL);
+    }
+    assert_int_equal(order[0], h1);
+    assert_int_equal(order[1], h2);
+    assert_int_equal(order[2], d1);
+    assert_int_equal(order[3], d2);
+    /* A queue it does not serve is never its. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_string_equal(oq_engine_job_state(f->engine, other), "ready");
+}
+
+static void test_touch_restarts_the_lease_of_its_holder_only(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *b = s_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *holder = f->sent[0].worker == 'a' ? a : b;
+    oq_worker_t *other = holder == a ? b : a;
+    oq_ack_msg_t touch = {.id = id, .attempt = 1, .lease = s_lease(f, id, 1), .has_lease = true};
+    f->time.now += S_RETRY_AFTER_MS - 1000;
+    assert_int_equal(oq_engine_touch(f->engine, holder, &touch), 0);
+    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + S_RETRY_AFTER_MS);
+    /* From another worker, with a wrong token, or for another attempt: nothing. */
+    int64_t deadline = oq_engine_next_deadline(f->engine);
+    f->time.now += 1000;
+    assert_int_equal(oq_engine_touch(f->engine, other, &touch), -1);
+    oq_ack_msg_t wrong = touch;
+    wrong.lease ^= 1;
+    assert_int_equal(oq_engine_touch(f->engine, holder, &wrong), -1);
+    wrong = touch;
+    wrong.attempt = 2;
+    assert_int_equal(oq_engine_touch(f->engine, holder, &wrong), -1);
+    assert_int_equal(oq_engine_stale_touches(f->engine), 3);
+    assert_int_equal(oq_engine_next_deadline(f->engine), deadline);
+    /* The old deadline passes: still leased, nothing redelivered. */
+    f->time.now = S_RETRY_AFTER_MS + 500;
+    oq_engine_tick(f->engine);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    assert_int_equal(s_stats(f).redelivered, 0);
+}
+
+static void test_release_waits_its_delay_and_uses_a_try(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_RETRY,
+                        .credit = 1,
+                        .error = oq_str("later"),
+                        .lease = s_lease(f, id, 1),
+                        .has_lease = true,
+                        .delay_ms = 7000,
+                        .has_delay = true};
+    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
+    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + 7000);
+    f->time.now += 6999;
+    oq_engine_tick(f->engine);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
+    f->time.now += 1;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].attempt, 2); /* the release used a try */
+    assert_int_equal(s_stats(f).retried, 1);
+}
+
+static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "hello");
+    uint64_t noop = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 1); /* names no types: an older worker */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, id);
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_RETURN,
+                        .credit = 1,
+                        .error = oq_str("no handler"),
+                        .lease = s_lease(f, id, 1),
+                        .has_lease = true};
+    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_int_equal(v.state, OQ_STATE_READY);
+    assert_int_equal(v.attempt, 0);
+    /* Not sent back to the worker that handed it back: it gets the noop. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].id, noop);
+    s_ack(f, a, noop, 1, OQ_OUTCOME_OK, NULL);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    /* Another worker runs it as its first attempt. */
+    s_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[2].id, id);
+    assert_int_equal(f->sent[2].attempt, 1);
+    assert_int_equal(f->sent[2].worker, 'b');
+    assert_int_equal(s_stats(f).retried, 0);
+}
+
+/* Of two overlapping runs the slower one wrote the effect; and each ack a
+   worker resends after a reconnect is counted only once. */
+static void test_results_counted_once_in_any_order(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "grant_points");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, s_deliver, f);
+    f->time.now += S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    oq_worker_t *b = s_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].attempt, 2);
+    oq_ack_msg_t dup = {.id = id,
+                        .attempt = 2,
+                        .outcome = OQ_OUTCOME_OK,
+                        .result = OQ_RESULT_ALREADY_APPLIED,
+                        .lease = s_lease(f, id, 2),
+                        .has_lease = true};
+    oq_ack_msg_t wrote = {.id = id,
+                          .attempt = 1,
+                          .outcome = OQ_OUTCOME_OK,
+                          .result = OQ_RESULT_APPLIED,
+                          .lease = s_lease(f, id, 1),
+                          .has_lease = true};
+    assert_int_equal(oq_engine_ack(f->engine, b, &dup), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, &wrote), OQ_ACK_IGNORED);
+    for (int resend = 0; resend < 3; resend++) {
+        assert_int_equal(oq_engine_ack(f->engine, NULL, &dup), OQ_ACK_IGNORED);
+        assert_int_equal(oq_engine_ack(f->engine, NULL, &wrote), OQ_ACK_IGNORED);
+    }
+    oq_type_stats_t t = s_type(f, "grant_points");
+    assert_int_equal(t.done, 1);
+    assert_int_equal(t.applied, 1);
+    assert_int_equal(t.duplicates, 1);
+    assert_int_equal(s_stats(f).ignored_acks, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_requeue_kills_old_tokens, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_routing_by_type_waits_without_a_try, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_queue_order_drains_higher_first, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_touch_restarts_the_lease_of_its_holder_only, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_release_waits_its_delay_and_uses_a_try, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, s_setup,
                                         s_teardown),

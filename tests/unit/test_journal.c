@@ -219,6 +219,12 @@ static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_
 {
     oq_ack_msg_t ack = {
         .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
+    /* The token a worker got with the delivery. */
+    oq_job_view_t view;
+    if (oq_engine_job_view(f->engine, id, &view) == 0) {
+        ack.lease = view.lease;
+        ack.has_lease = true;
+    }
     oq_engine_ack(f->engine, w, &ack);
 }
 
@@ -1026,6 +1032,7 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
     oq_proto_msg_release(&msg);
     assert_int_equal(s_await(&n, n.worker, &msg), 0); /* job a */
     assert_int_equal(msg.cmd, OQ_CMD_JOB);
+    uint64_t a_lease = msg.job.lease;
     oq_proto_msg_release(&msg);
     assert_int_equal(s_await(&n, n.worker, &msg), 0); /* job b */
     assert_int_equal(msg.cmd, OQ_CMD_JOB);
@@ -1042,7 +1049,12 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
     oq_proto_msg_release(&msg);
 
     /* ...while workers are served: the ack of a is taken. */
-    oq_ack_msg_t ack = {.id = a, .attempt = 1, .outcome = OQ_OUTCOME_OK, .credit = 1};
+    oq_ack_msg_t ack = {.id = a,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_OK,
+                        .credit = 1,
+                        .lease = a_lease,
+                        .has_lease = true};
     oq_proto_encode_ack(&buf, &ack);
     s_send_msg(n.worker, &buf);
     for (int i = 0; i < 10; i++)

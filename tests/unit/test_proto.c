@@ -651,6 +651,131 @@ static void test_roundtrip_ack_error(void **state)
     }
 }
 
+/* Decode the text notation, which must fail with code and a reason naming what. */
+static void s_text_bad(const char *text, oq_err_t want, const char *names)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_text(&buf, text);
+    oq_msg_t msg;
+    oq_err_t code = OQ_ERR_NONE;
+    char why[256] = "";
+    int rc = oq_proto_decode(&msg, buf.data, buf.size, &code, why, sizeof why);
+    if (rc != -1 || code != want || !strstr(why, names))
+        fail_msg("%s: want %s naming \"%s\", got rc %d %s: %s", text, oq_proto_err_name(want),
+                 names, rc, oq_proto_err_name(code), why);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void test_ready_types_and_queues(void **state)
+{
+    const char *types[] = {"noop", "grant_points"};
+    const char *queues[] = {"high", "default"};
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ready_routed(&buf, 1, "w1", 42, types, 2, queues, 2);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_READY);
+    assert_int_equal(oq_proto_list_size(msg.types), 2);
+    assert_int_equal(oq_proto_list_size(msg.queues), 2);
+    s_str_equal(oq_proto_list_at(msg.types, 1), "grant_points");
+    s_str_equal(oq_proto_list_at(msg.queues, 0), "high");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    /* Absent lists: every type, every queue (a worker from before). */
+    s_decode_text_ok(&msg, "{v:1, cmd:ready, credit:1}");
+    assert_null(msg.types);
+    assert_null(msg.queues);
+    assert_int_equal(oq_proto_list_size(msg.types), 0);
+    oq_proto_msg_release(&msg);
+
+    s_text_bad("{v:1, cmd:ready, credit:1, types:[]}", OQ_ERR_BAD_REQUEST, "\"types\" is empty");
+    s_text_bad("{v:1, cmd:ready, credit:1, types:noop}", OQ_ERR_BAD_REQUEST, "\"types\"");
+    s_text_bad("{v:1, cmd:ready, credit:1, queues:[high, 'b@d']}", OQ_ERR_BAD_REQUEST,
+               "item 1 \"b@d\"");
+    s_text_bad("{v:1, cmd:ready, credit:1, types:[noop, 7]}", OQ_ERR_BAD_REQUEST, "item 1");
+
+    /* Over the limits: one name too long, one name too many. */
+    char text[64 + 24 * (OQ_MAX_WORKER_QUEUES + 1)];
+    char long_name[OQ_MAX_NAME_LEN + 2];
+    memset(long_name, 'q', OQ_MAX_NAME_LEN + 1);
+    long_name[OQ_MAX_NAME_LEN + 1] = 0;
+    snprintf(text, sizeof text, "{v:1, cmd:ready, credit:1, queues:[%s]}", long_name);
+    s_text_bad(text, OQ_ERR_TOO_LARGE, "65 bytes, the limit is 64");
+    size_t n = (size_t)snprintf(text, sizeof text, "{v:1, cmd:ready, credit:1, queues:[");
+    for (int i = 0; i <= OQ_MAX_WORKER_QUEUES; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%sq%d", i ? ", " : "", i);
+    snprintf(text + n, sizeof text - n, "]}");
+    s_text_bad(text, OQ_ERR_TOO_LARGE, "33 names, the limit is 32");
+}
+
+static void test_lease_touch_delay_and_return(void **state)
+{
+    /* A delivery carries its lease. */
+    oq_job_msg_t job = {.id = 9,
+                        .attempt = 2,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .timeout_ms = 1000,
+                        .has_timeout = true,
+                        .type = oq_str("noop"),
+                        .lease = UINT64_MAX - 1,
+                        .has_lease = true};
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_job(&buf, &job);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.job.has_lease);
+    assert_true(msg.job.lease == UINT64_MAX - 1);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    /* An ack echoes it; a release carries its delay; return is an outcome. */
+    oq_ack_msg_t ack = {.id = 9,
+                        .attempt = 2,
+                        .outcome = OQ_OUTCOME_RETRY,
+                        .error = oq_str("later"),
+                        .lease = 77,
+                        .has_lease = true,
+                        .delay_ms = 2500,
+                        .has_delay = true};
+    oq_proto_encode_ack(&buf, &ack);
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.ack.has_lease && msg.ack.lease == 77);
+    assert_true(msg.ack.has_delay);
+    assert_int_equal(msg.ack.delay_ms, 2500);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    ack.outcome = OQ_OUTCOME_RETURN;
+    ack.has_delay = false;
+    oq_proto_encode_ack(&buf, &ack);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.ack.outcome, OQ_OUTCOME_RETURN);
+    assert_false(msg.ack.has_delay);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_ack_msg_t touch = {.id = 9, .attempt = 2, .lease = 77};
+    oq_proto_encode_touch(&buf, &touch);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_TOUCH);
+    assert_int_equal(msg.ack.id, 9);
+    assert_int_equal(msg.ack.attempt, 2);
+    assert_true(msg.ack.lease == 77);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:ok, delay:3}", OQ_ERR_BAD_REQUEST,
+               "\"delay\" goes only with outcome retry or return, not ok");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:retry, lease:-1}", OQ_ERR_BAD_REQUEST,
+               "\"lease\"");
+    s_text_bad("{v:1, cmd:touch, id:1, attempt:1}", OQ_ERR_BAD_REQUEST, "missing field \"lease\"");
+}
+
 static void test_roundtrip_reconnect(void **state)
 {
     msgpack_sbuffer buf;
@@ -1306,6 +1431,8 @@ int main(void)
         cmocka_unit_test(test_roundtrip_ack_result),
         cmocka_unit_test(test_roundtrip_ack_error),
         cmocka_unit_test(test_roundtrip_reconnect),
+        cmocka_unit_test(test_ready_types_and_queues),
+        cmocka_unit_test(test_lease_touch_delay_and_return),
         cmocka_unit_test(test_decode_seconds),
         cmocka_unit_test(test_decode_rejects),
         cmocka_unit_test(test_decode_rejects_every_truncation),

@@ -433,7 +433,8 @@ static void s_wait_done(oq_job_thread_t *jobs, oq_job_done_t *done)
 {
     zmq_pollitem_t item = {oq_job_thread_socket(jobs), 0, ZMQ_POLLIN, 0};
     assert_int_equal(zmq_poll(&item, 1, 5000), 1);
-    assert_int_equal(oq_job_thread_recv(jobs, done), 0);
+    uint64_t touched;
+    assert_int_equal(oq_job_thread_recv(jobs, done, &touched), 0);
 }
 
 static void test_job_thread_runs_handlers(void **unused)
@@ -456,7 +457,8 @@ static void test_job_thread_runs_handlers(void **unused)
 
     oq_job_done_t done;
     oq_job_msg_t job;
-    assert_int_equal(oq_job_thread_recv(jobs, &done), -1); /* nothing yet */
+    uint64_t touched;
+    assert_int_equal(oq_job_thread_recv(jobs, &done, &touched), -1); /* nothing yet */
 
     s_job_msg(&job, 11, "sleep", &payload);
     assert_int_equal(oq_job_thread_start(jobs, &job), 0);
@@ -478,7 +480,9 @@ static void test_job_thread_runs_handlers(void **unused)
     assert_int_equal(oq_job_thread_start(jobs, &job), 0);
     s_wait_done(jobs, &done);
     assert_int_equal(done.id, 13);
-    assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
+    /* Handed back, no try used: a worker that handles the type runs it. */
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_RETURN);
+    assert_false(done.report.has_delay);
     assert_string_equal(done.report.error, "no handler for job type no_such_type");
 
     s_job_msg(&job, 14, "silent", &payload);
@@ -570,6 +574,134 @@ static oq_session_t *s_session_up(void)
     s_no_action(session);
     assert_int_equal(oq_session_link(session), OQ_LINK_UP);
     return session;
+}
+
+/* A delivery with a lease token, as a broker that fences acks sends it. */
+static void s_deliver_leased(oq_session_t *session, uint64_t id, uint64_t lease, int64_t timeout_ms,
+                             int64_t now)
+{
+    oq_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.cmd = OQ_CMD_JOB;
+    msg.job.id = id;
+    msg.job.attempt = 1;
+    msg.job.type = oq_str("sleep");
+    msg.job.has_timeout = true;
+    msg.job.timeout_ms = timeout_ms;
+    msg.job.lease = lease;
+    msg.job.has_lease = true;
+    oq_session_on_message(session, &msg, now);
+}
+
+static void test_session_ack_and_resend_echo_the_lease(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver_leased(session, 21, 0xfeedface12345678ULL, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish(session, 21, OQ_OUTCOME_OK, 20);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_true(ack.ack.has_lease);
+    assert_true(ack.ack.lease == 0xfeedface12345678ULL);
+    /* The link drops before anything is heard: the resent ack, on a fresh
+       socket (a new identity), still carries the token. */
+    oq_session_on_send_error(session, 30);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_on_tick(session, 30 + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    s_next_send(session, OQ_CMD_READY);
+    ack = s_next_send(session, OQ_CMD_ACK);
+    assert_true(ack.ack.has_lease);
+    assert_true(ack.ack.lease == 0xfeedface12345678ULL);
+    oq_session_destroy(&session);
+}
+
+static void test_session_touch_restarts_the_watchdog(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver_leased(session, 22, 77, 1000, 100);
+    s_next(session, OQ_ACTION_START_JOB);
+    assert_int_equal(oq_session_deadline(session), S_HB);
+    /* Touches come faster than the limit: only the first one counts. */
+    assert_true(oq_session_on_touch(session, 22, 100 + OQ_WORKER_TOUCH_MIN_MS));
+    oq_action_t touch = s_next_send(session, OQ_CMD_TOUCH);
+    assert_int_equal(touch.ack.id, 22);
+    assert_int_equal(touch.ack.attempt, 1);
+    assert_true(touch.ack.lease == 77);
+    assert_false(oq_session_on_touch(session, 22, 100 + OQ_WORKER_TOUCH_MIN_MS + 1));
+    assert_false(oq_session_on_touch(session, 99, 100 + 3 * OQ_WORKER_TOUCH_MIN_MS)); /* not its */
+    s_no_action(session);
+    /* Touching every 900 ms keeps a 1 s job alive for 5 s. */
+    int64_t t = 100 + OQ_WORKER_TOUCH_MIN_MS + 900;
+    for (; t < 5000; t += 900) {
+        s_receive(session, OQ_CMD_HEARTBEAT, t);
+        oq_session_on_tick(session, t);
+        assert_true(oq_session_on_touch(session, 22, t));
+        oq_action_t action;
+        while (oq_session_next(session, &action) == 0)
+            assert_int_equal(action.kind, OQ_ACTION_SEND); /* touches and heartbeats only */
+        assert_int_equal(oq_session_deadline(session) <= t + 1000, true);
+    }
+    assert_true(oq_session_busy(session));
+    /* Without touches the watchdog fires a timeout after the last one. */
+    int64_t last = t - 900;
+    s_receive(session, OQ_CMD_HEARTBEAT, last + 999);
+    oq_session_on_tick(session, last + 999);
+    oq_action_t action;
+    while (oq_session_next(session, &action) == 0)
+        assert_false(action.kind == OQ_ACTION_SEND && action.cmd == OQ_CMD_ACK);
+    s_receive(session, OQ_CMD_HEARTBEAT, last + 1000);
+    oq_session_on_tick(session, last + 1000);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_TIMEOUT);
+    oq_session_destroy(&session);
+}
+
+static void test_session_touch_needs_a_link(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver_leased(session, 23, 5, 1000, 100);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_on_send_error(session, 200);
+    s_next(session, OQ_ACTION_CLOSE);
+    /* The broker would not hear it: the watchdog must not move either. */
+    assert_false(oq_session_on_touch(session, 23, 600));
+    s_no_action(session);
+    assert_int_equal(oq_session_deadline(session), 200 + OQ_RECONNECT_MIN_MS);
+    oq_session_on_tick(session, 1100);
+    s_next(session, OQ_ACTION_CONNECT);
+    oq_session_destroy(&session);
+}
+
+static void test_session_release_and_return_carry_their_delay(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver_leased(session, 24, 9, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = 24;
+    done.attempt = 1;
+    oq_report_release(&done.report, 1500, "busy %d", 1);
+    oq_session_on_done(session, &done, 20);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_RETRY);
+    assert_true(ack.ack.has_delay);
+    assert_int_equal(ack.ack.delay_ms, 1500);
+    assert_int_equal(ack.ack.credit, 1);
+
+    s_receive(session, OQ_CMD_HEARTBEAT, 30);
+    s_deliver_leased(session, 25, 10, 60000, 40);
+    s_next(session, OQ_ACTION_START_JOB);
+    memset(&done, 0, sizeof done);
+    done.id = 25;
+    done.attempt = 1;
+    oq_report_return(&done.report, 0, "no handler for job type %s", "x");
+    oq_session_on_done(session, &done, 50);
+    ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_RETURN);
+    assert_false(ack.ack.has_delay);
+    assert_true(ack.ack.lease == 10);
+    oq_session_destroy(&session);
 }
 
 static void test_session_registers_and_heartbeats(void **unused)
@@ -1019,6 +1151,10 @@ int main(void)
         cmocka_unit_test(test_builtin_crash_aborts_the_process),
         cmocka_unit_test(test_job_thread_runs_handlers),
         cmocka_unit_test(test_session_registers_and_heartbeats),
+        cmocka_unit_test(test_session_ack_and_resend_echo_the_lease),
+        cmocka_unit_test(test_session_touch_restarts_the_watchdog),
+        cmocka_unit_test(test_session_touch_needs_a_link),
+        cmocka_unit_test(test_session_release_and_return_carry_their_delay),
         cmocka_unit_test(test_session_silent_broker_reconnects_with_backoff),
         cmocka_unit_test(test_session_job_is_acked_with_credit),
         cmocka_unit_test(test_session_job_done_while_down_is_acked_after_reconnect),

@@ -5,8 +5,11 @@
     database.
 
       noop  {}                                   ok
-      sleep {ms: uint}                           sleeps ms, then ok
-      fail  {permanent?: bool, message?: str}    retry (or fail if permanent)
+      sleep {ms: uint, touch_ms?: uint}          sleeps ms, then ok; touches the
+                                                 lease every touch_ms meanwhile
+      fail  {permanent?: bool, message?: str, release_ms?: uint}
+                                                 retry (or fail if permanent; or
+                                                 release: retry after release_ms)
       crash {}                                   aborts the process mid-job */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,6 +55,19 @@ static void s_sleep(const oq_job_t *job, void *state, oq_report_t *report)
                        (long long)OQ_MAX_TIMEOUT_MS);
         return;
     }
+    uint64_t touch_ms = 0;
+    if (oq_payload_get(job, "touch_ms") &&
+        (oq_payload_uint(job, "touch_ms", &touch_ms) < 0 || touch_ms == 0)) {
+        oq_report_fail(report, "sleep: payload field \"touch_ms\" must be a whole number of "
+                               "milliseconds above 0");
+        return;
+    }
+    /* A long job that makes progress: touch between slices of the sleep. */
+    while (touch_ms && ms > touch_ms) {
+        s_sleep_ms(touch_ms);
+        ms -= touch_ms;
+        oq_job_touch(job);
+    }
     s_sleep_ms(ms);
     oq_report_ok(report, OQ_RESULT_NONE);
 }
@@ -71,8 +87,20 @@ static void s_fail(const oq_job_t *job, void *state, oq_report_t *report)
     /* An empty message would reach the broker as no error at all. */
     if (message.len == 0)
         message = oq_str(permanent ? "failed on purpose (permanent)" : "failed on purpose");
+    uint64_t release_ms = 0;
+    bool release = oq_payload_get(job, "release_ms") != NULL;
+    if (release && (oq_payload_uint(job, "release_ms", &release_ms) < 0 ||
+                    release_ms > (uint64_t)OQ_MAX_DELAY_MS)) {
+        oq_report_fail(report,
+                       "fail: payload field \"release_ms\" must be a whole number of "
+                       "milliseconds from 0 to %lld",
+                       (long long)OQ_MAX_DELAY_MS);
+        return;
+    }
     if (permanent)
         oq_report_fail(report, "%.*s", (int)message.len, message.ptr);
+    else if (release)
+        oq_report_release(report, (int64_t)release_ms, "%.*s", (int)message.len, message.ptr);
     else
         oq_report_retry(report, "%.*s", (int)message.len, message.ptr);
 }

@@ -23,6 +23,8 @@
 #define OQ_MAX_BACKOFF_MS      (30LL * 24 * 3600 * 1000)
 #define OQ_MAX_TIMEOUT_MS      (24LL * 3600 * 1000)
 #define OQ_MAX_FAILED_LIST     1000
+#define OQ_MAX_WORKER_TYPES    256 /* job types one worker announces in ready */
+#define OQ_MAX_WORKER_QUEUES   32  /* queues one worker serves, in priority order */
 
 /* Job defaults */
 #define OQ_DEFAULT_QUEUE          "default"
@@ -42,6 +44,13 @@
 #define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
 #define OQ_MAX_WORKERS            10000
 #define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
+/* Lease tokens (fenced acks): the 128-bit secret kept in the data dir. */
+#define OQ_LEASE_KEY_FILE  "lease.key"
+#define OQ_LEASE_KEY_BYTES 16
+/* Job types a worker that announced none has handed back ("return"), and so
+   is not sent again; and how many ready jobs its pick skips over for them. */
+#define OQ_MAX_REFUSED_TYPES 16
+#define OQ_MAX_PICK_SKIP     64
 
 /* Memory held by jobs */
 /* Bytes of live jobs held at most (--max-bytes). A job costs its encoded

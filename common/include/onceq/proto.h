@@ -41,6 +41,7 @@ typedef enum {
     /* added later, kept last so that the values above do not move */
     OQ_CMD_REQUEUE,  /* front: a failed job back to ready */
     OQ_CMD_REQUEUED, /* its reply */
+    OQ_CMD_TOUCH,    /* worker -> broker: restart the lease of a running job */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -63,7 +64,8 @@ typedef enum {
     OQ_OUTCOME_OK = 1,
     OQ_OUTCOME_RETRY,
     OQ_OUTCOME_FAIL,
-    OQ_OUTCOME_TIMEOUT
+    OQ_OUTCOME_TIMEOUT,
+    OQ_OUTCOME_RETURN /* handed back unrun: no try used */
 } oq_outcome_t;
 
 typedef enum { OQ_RESULT_NONE = 0, OQ_RESULT_APPLIED, OQ_RESULT_ALREADY_APPLIED } oq_result_t;
@@ -89,7 +91,8 @@ typedef struct {
     int64_t timeout_ms;
     int64_t delay_ms;
     int32_t priority;
-    bool has_max_tries, has_timeout, has_delay, has_priority;
+    uint64_t lease; /* delivery only: the token an ack or touch echoes */
+    bool has_max_tries, has_timeout, has_delay, has_priority, has_lease;
     /* Dispatch only: the producer's id for this dispatch (empty: none). On
        the wire it sits next to "job" in the dispatch message; a repeat within
        the broker's window is answered with the first dispatch's job id. */
@@ -104,6 +107,9 @@ typedef struct {
     oq_result_t result; /* only with OQ_OUTCOME_OK */
     oq_str_t error;     /* only with the other outcomes; may be empty */
     uint32_t credit;    /* jobs the worker can take in addition, usually 1 */
+    uint64_t lease;     /* the delivery's token, echoed (has_lease) */
+    int64_t delay_ms;   /* retry or return: ready after this instead of the backoff */
+    bool has_lease, has_delay;
 } oq_ack_msg_t;
 
 /* One decoded message. Fields beyond cmd are filled for the commands that
@@ -111,13 +117,18 @@ typedef struct {
 typedef struct {
     oq_cmd_t cmd;
     bool has_req;
-    uint64_t req;                    /* request id, echoed in front-socket replies */
-    oq_job_msg_t job;                /* dispatch, job */
-    oq_ack_msg_t ack;                /* ack */
-    uint64_t id;                     /* dispatched, requeue, requeued */
-    uint32_t credit;                 /* ready */
-    oq_str_t name;                   /* ready: worker name; failed: queue filter */
-    uint32_t pid;                    /* ready */
+    uint64_t req;     /* request id, echoed in front-socket replies */
+    oq_job_msg_t job; /* dispatch, job */
+    oq_ack_msg_t ack; /* ack; touch (id, attempt, lease) */
+    uint64_t id;      /* dispatched, requeue, requeued */
+    uint32_t credit;  /* ready */
+    oq_str_t name;    /* ready: worker name; failed: queue filter */
+    uint32_t pid;     /* ready */
+    /* ready: the job types the worker handles and the queues it serves (in
+       priority order), each a msgpack array of valid names checked against
+       OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
+       type, every queue). Read them with oq_proto_list_at. */
+    const msgpack_object *types, *queues;
     uint32_t limit;                  /* failed */
     uint64_t after;                  /* failed: list ids above this (0: from the start) */
     uint32_t heartbeat_ms, liveness; /* welcome */
@@ -156,6 +167,12 @@ bool oq_proto_name_valid(const char *name, size_t len);
    printable ASCII without spaces (0x21..0x7e). */
 bool oq_proto_dispatch_id_valid(const char *id, size_t len);
 
+/* Item i of a decoded name list (ready's types or queues). */
+oq_str_t oq_proto_list_at(const msgpack_object *list, uint32_t i);
+
+/* Number of items of a decoded name list; 0 for NULL. */
+uint32_t oq_proto_list_size(const msgpack_object *list);
+
 /* oq_str_t from a C string (borrowed). */
 oq_str_t oq_str(const char *text);
 
@@ -182,6 +199,13 @@ void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const cha
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                  uint64_t after, uint32_t limit);
 void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid);
+/* ready with the worker's job types and queues (either list may be NULL:
+   absent, meaning every type or every queue). */
+void oq_proto_encode_ready_routed(msgpack_sbuffer *buf, uint32_t credit, const char *name,
+                                  uint32_t pid, const char *const *types, size_t type_count,
+                                  const char *const *queues, size_t queue_count);
+/* touch {id, attempt, lease}: ack's id, attempt and lease are used. */
+void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch);
 void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness);
 void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack);
 void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job);

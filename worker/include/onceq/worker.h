@@ -37,13 +37,16 @@ typedef struct {
     uint32_t max_tries;
     int64_t timeout_ms;
     const msgpack_object *payload; /* a map */
+    void *runtime_;                /* the worker's; for oq_job_touch */
 } oq_job_t;
 
 /* What a handler reports. Fill it with the oq_report_* helpers. */
 typedef struct {
-    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY or _FAIL */
+    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY, _FAIL or _RETURN */
     oq_result_t result;   /* with OK: APPLIED, ALREADY_APPLIED or NONE */
     char error[OQ_MAX_ERROR_LEN + 1];
+    int64_t delay_ms; /* with RETRY (a release) or RETURN: ready again after this */
+    bool has_delay;
 } oq_report_t;
 
 typedef void (*oq_handler_fn)(const oq_job_t *job, void *state, oq_report_t *report);
@@ -55,6 +58,23 @@ void oq_report_retry(oq_report_t *report, const char *format, ...)
 /* Permanent failure: the job goes straight to the failed store. */
 void oq_report_fail(oq_report_t *report, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
+/* Release (Laravel's release): retry after delay_ms of the handler's choosing
+   (0 .. 366 days) instead of the job's backoff. It uses a try like any retry:
+   on the last one the job goes to the failed store. */
+void oq_report_release(oq_report_t *report, int64_t delay_ms, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Hand the job back unrun: it uses no try and is ready again at once, or
+   after delay_ms (> 0). For a job this worker cannot run now (a type it does
+   not handle: the broker then sends it no more of that type). */
+void oq_report_return(oq_report_t *report, int64_t delay_ms, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Tell the broker the handler is making progress: its lease restarts at now
+   + the queue's retry_after, and the worker's watchdog at now + the job's
+   timeout (so the lease still outlasts the time limit). Call it from the
+   handler, as often as you like: touches are sent at most every 250 ms.
+   0, or -1 if it could not be passed to the worker. */
+int oq_job_touch(const oq_job_t *job);
 
 /* Payload accessors. Each returns 0 with the value, or -1 if the key is
    missing or of another type. Strings are borrowed and not NUL-terminated. */
@@ -86,7 +106,9 @@ int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn 
 void oq_builtin_register(oq_registry_t *self);
 
 /* The number of registered handlers, and the type of the i-th (0-based,
-   in registration order; borrowed). */
+   in registration order; borrowed, valid while the registry lives; NULL
+   past the end). The worker announces these types to the broker, which
+   sends it no other type. */
 size_t oq_registry_count(const oq_registry_t *self);
 const char *oq_registry_type(const oq_registry_t *self, size_t i);
 
