@@ -44,6 +44,7 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_FULL] = "full",
     [OQ_ERR_INTERNAL] = "internal",
     [OQ_ERR_UNAVAILABLE] = "unavailable",
+    [OQ_ERR_FORBIDDEN] = "forbidden",
 };
 
 static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout", "return"};

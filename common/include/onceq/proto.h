@@ -57,6 +57,7 @@ typedef enum {
     OQ_ERR_FULL,            /* the broker holds its maximum of jobs or queues */
     OQ_ERR_INTERNAL,
     OQ_ERR_UNAVAILABLE, /* the broker cannot make the request durable now (disk error) */
+    OQ_ERR_FORBIDDEN,   /* the sender's key is not allowed this command (or no longer at all) */
     OQ_ERR_COUNT_
 } oq_err_t;
 
