@@ -52,6 +52,7 @@ struct oq_client {
     oq_keypair_t pair;               /* ours */
     char server[OQ_KEY_Z85_LEN + 1]; /* the broker's public key */
     char handshake[S_NOTE_LEN];      /* the last failed handshake, for the timeout's error */
+    unsigned sockets;                /* sockets opened, for a fresh monitor endpoint each */
     char *endpoint;                  /* for error messages */
     uint64_t next_req;               /* id of the next request; ids only grow */
     uint32_t retries;                /* dispatch resends after a timeout */
@@ -107,8 +108,10 @@ static int s_open_socket(oq_client_t *self)
              0))
         return -1;
     /* Without it the client still works; its timeouts only say less. */
+    /* A new name each time: the last socket's monitor may not have let go
+       of its endpoint yet. */
     char endpoint[S_MONITOR_LEN];
-    snprintf(endpoint, sizeof endpoint, "inproc://oq-client-%p", (void *)self);
+    snprintf(endpoint, sizeof endpoint, "inproc://oq-client-%p-%u", (void *)self, self->sockets++);
     if (zmq_socket_monitor(self->sock, endpoint, S_HANDSHAKE_FAILED) == 0) {
         self->monitor = zmq_socket(self->ctx, ZMQ_PAIR);
         if (self->monitor && zmq_connect(self->monitor, endpoint) != 0) {
