@@ -115,7 +115,7 @@ static int s_read_role(oq_keystore_t *self, const char *dir, oq_role_t role, cha
         count++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && count > 1)
         qsort(names, count, sizeof *names, s_compare_names);
     for (size_t i = 0; rc == 0 && i < count; i++) {
         char file[S_PATH_LEN + 256], z85[OQ_KEY_Z85_LEN + 1];
@@ -159,7 +159,8 @@ oq_keystore_t *oq_keystore_load(const char *dir, char *reason, size_t reason_len
     for (int role = OQ_ROLE_NONE + 1; role < OQ_ROLE_COUNT_; role++)
         if (s_read_role(self, dir, (oq_role_t)role, reason, reason_len) < 0)
             goto fail;
-    qsort(self->entries, self->count, sizeof *self->entries, s_compare);
+    if (self->count > 1)
+        qsort(self->entries, self->count, sizeof *self->entries, s_compare);
     /* One key, one role; the same key twice in one role is only a copy. */
     size_t kept = 0;
     for (size_t i = 0; i < self->count; i++) {
