@@ -11,10 +11,12 @@ int main(int argc, char **argv)
     oq_builtin_register(registry);
     /* The points state is made here, before any fork, but opens its
        database from the worker's settings on the first job of each worker
-       process (a connection must not cross a fork). It lives until the
-       process exits, which closes the connection. */
+       process (a connection must not cross a fork). oq_worker_main
+       returns in every process, which then closes its own connection. */
     oq_points_handler_t *points = oq_points_handler_new(NULL);
     if (oq_points_handler_register(points, registry) < 0)
         oq_error("the %s handler is not available", OQ_POINTS_JOB_TYPE);
-    return oq_worker_main(argc, argv, registry);
+    int rc = oq_worker_main(argc, argv, registry);
+    oq_points_handler_destroy(&points);
+    return rc;
 }
