@@ -35,13 +35,13 @@
 #include "harness.h"
 #include "onceq/limits.h"
 
-#define S_MAX_BYTES        (8 * 1024 * 1024)
-#define S_MAX_BYTES_ARG    "8388608"
-#define S_SMALL_MAX_ARG    "1048576"
-#define S_BLOB_BYTES       (OQ_MAX_PAYLOAD_BYTES - 16) /* payload {b: bin} just under the limit */
-#define S_FLOOD_MAX        200         /* dispatches sent at most; full comes first */
-#define S_EXTRA_REFUSED    64          /* the flood goes on after full */
-#define S_RSS_SLACK_KIB    (24 * 1024) /* allocator, libzmq and journal buffers beyond the limit */
+#define S_MAX_BYTES     (8 * 1024 * 1024)
+#define S_MAX_BYTES_ARG "8388608"
+#define S_SMALL_MAX_ARG "1048576"
+#define S_BLOB_BYTES    (OQ_MAX_PAYLOAD_BYTES - 16) /* payload {b: bin} just under the limit */
+#define S_FLOOD_MAX     200                         /* dispatches sent at most; full comes first */
+#define S_EXTRA_REFUSED 64                          /* the flood goes on after full */
+#define S_RSS_SLACK_KIB (24 * 1024) /* allocator, libzmq and journal buffers beyond the limit */
 /* Under AddressSanitizer the RSS holds redzones and a quarantine of freed
    blocks (256 MiB by default), not the broker's own memory: the bound is
    checked in the plain build only. */
