@@ -20,8 +20,11 @@ for tool in cmake cpack dpkg-buildflags dpkg-shlibdeps file help2man; do
 done
 
 # Debian's hardening (stack protector, fortify, format checks, full RELRO
-# and bind-now); no -g, the package is stripped.
+# and bind-now); no -g, the package is stripped. From the top, so that
+# their -ffile-prefix-map is the same wherever this is called from (a
+# change of flags rebuilds everything).
 export DEB_BUILD_MAINT_OPTIONS=hardening=+all DEB_CFLAGS_MAINT_STRIP=-g
+cd "$top"
 cflags="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS)"
 ldflags=$(dpkg-buildflags --get LDFLAGS)
 
