@@ -12,6 +12,9 @@ packages=(
   jq procps curl
   # tests/run.sh: the clang-format check and the libFuzzer targets
   clang clang-format libclang-rt-14-dev
+  # deploy/package.sh and the package tests: cpack -G DEB (dpkg-shlibdeps,
+  # file), the man pages, the maintainer scripts, systemd-analyze verify
+  dpkg-dev file help2man adduser systemd
 )
 # The benchmark's peer; only needed by tests/bench/run.sh.
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then
