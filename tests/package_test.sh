@@ -22,7 +22,9 @@
 #     (those gone too; the onceq user kept, as docs/operations.md says).
 #
 # It changes the machine, so it refuses to run where a package onceq, or
-# /var/lib/onceq or /etc/onceq, is there already (purge would delete them).
+# /var/lib/onceq or /etc/onceq, is there already (purge would delete them),
+# except for the package of a run of this test that was killed before its
+# cleanup (marked by /etc/onceq/.package-test), which it purges.
 # It needs root and dpkg: where it cannot run it says why and exits 77,
 # which ctest reports as skipped; with CI=true it exits 1 instead, since CI
 # runs as root and must run it. On any exit it stops what it started, purges
@@ -57,7 +59,15 @@ for tool in dpkg dpkg-deb dpkg-query dpkg-architecture dpkg-shlibdeps systemd-an
             deluser setpriv help2man file jq perl; do
   command -v "$tool" >/dev/null || cannot_run "$tool is missing (bash deploy/install-deps.sh)"
 done
+# A run of this test that was killed (no trap runs on SIGKILL) leaves its
+# package installed, with its mark in /etc/onceq: purge that one.
+mark=/etc/onceq/.package-test
 status=$(dpkg-query -W -f='${Status}' onceq 2>/dev/null || true)
+if [ -f "$mark" ] && [ -n "$status" ] && [ "$status" != "unknown ok not-installed" ]; then
+  log "an interrupted run of this test left its package ($status): purging it"
+  dpkg -P onceq >/dev/null || cannot_run "could not purge the package an interrupted run left (dpkg -P onceq)"
+  status=$(dpkg-query -W -f='${Status}' onceq 2>/dev/null || true)
+fi
 if [ -n "$status" ] && [ "$status" != "unknown ok not-installed" ]; then
   cannot_run "a package onceq is on this machine already ($status); this test would replace and purge it (dpkg -P onceq first)"
 fi
@@ -203,6 +213,7 @@ deb_files=$(dpkg-deb -c "$deb" | grep -vc '^d')
 
 installed=1
 dpkg -i "$deb" >"$work/dpkg-install.log" 2>&1 || fail "dpkg -i $deb"
+touch "$mark"
 [ "$(dpkg-query -W -f='${Status}' onceq)" = "install ok installed" ] ||
   fail "dpkg says: $(dpkg-query -W -f='${Status}' onceq)"
 dpkg -L onceq | sort >"$work/package-files"
@@ -360,7 +371,7 @@ for l in libonceq libonceq-worker libonceq-effects; do
 done
 [ "$(find "/var/lib/$state_dir" -type f | wc -l)" = "$journal_files" ] ||
   fail "dpkg -r did not keep the journal in /var/lib/$state_dir"
-[ -f /etc/onceq/broker.env ] && [ -f "/etc/onceq/worker-$pool.env" ] ||
+[ -f /etc/onceq/broker.env ] && [ -f "/etc/onceq/worker-$pool.env" ] && [ -f "$mark" ] ||
   fail "dpkg -r did not keep /etc/onceq"
 
 dpkg -P onceq >"$work/dpkg-purge.log" 2>&1 || fail "dpkg -P onceq"
