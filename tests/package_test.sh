@@ -99,7 +99,7 @@ fail() {
   log "FAIL: $*"
   for f in "$work"/*.log; do
     [ -f "$f" ] || continue
-    echo "---- ${f#$work/} (last 20 lines)" >&2
+    echo "---- ${f#"$work"/} (last 20 lines)" >&2
     tail -n 20 "$f" >&2
   done
   exit 1
@@ -353,14 +353,14 @@ pg_started=0
 
 # Only what is the package's alone: directories such as /usr/bin stay.
 package_left() {
-  local f left=()
+  local f found=()
   while IFS= read -r f; do
     if [ -d "$f" ] && [ ! -L "$f" ]; then
       case "$f" in /usr/include/onceq | /usr/share/onceq* | /usr/share/doc/onceq*) ;; *) continue ;; esac
     fi
-    if [ -e "$f" ] || [ -L "$f" ]; then left+=("$f"); fi
+    if [ -e "$f" ] || [ -L "$f" ]; then found+=("$f"); fi
   done <"$work/package-files"
-  echo "${left[*]}"
+  echo "${found[*]}"
 }
 dpkg -r onceq >"$work/dpkg-remove.log" 2>&1 || fail "dpkg -r onceq"
 left=$(package_left)
