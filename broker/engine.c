@@ -86,6 +86,7 @@ typedef struct s_queue {
     oq_link_t active;       /* in engine->active while ready is not empty */
     uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
+    uint64_t cancelled;         /* ready or delayed jobs withdrawn by an operator */
     uint64_t clamped;           /* restored jobs whose timeout broke the rule */
     int64_t clamped_longest_ms; /* the longest timeout among them */
 } s_queue_t;
@@ -622,6 +623,10 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
 
 static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
 {
+    if (event == OQ_EVENT_FORGOTTEN)
+        return from == S_FAILED && to == S_DONE;
+    if (event == OQ_EVENT_CANCELLED)
+        return (from == S_READY || from == S_DELAYED) && to == S_DONE;
     if (event == OQ_EVENT_RESTORED && from != S_NEW) {
         /* Replay sees no leases: a job handed out before the stop is ready,
            and its retry or failure is replayed from there. */
@@ -723,10 +728,12 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
         break;
     case S_DONE:
         s_notify(self, event, job, NULL);
-        if (event != OQ_EVENT_RESTORED) {
+        if (event == OQ_EVENT_DONE)
             q->done++;
+        if (event == OQ_EVENT_CANCELLED)
+            q->cancelled++;
+        if (event != OQ_EVENT_RESTORED)
             s_remember_done(self, job);
-        }
         oq_idmap_remove(self->jobs, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         s_job_free(job);
@@ -1489,6 +1496,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->late_acks = q->late_acks;
     s->ignored_acks = q->ignored_acks;
     s->duplicates = q->duplicates;
+    s->cancelled = q->cancelled;
 }
 
 size_t oq_engine_type_count(const oq_engine_t *self)
@@ -1550,71 +1558,97 @@ size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
     return total;
 }
 
-/* The page is chosen in one pass over the failed jobs: a max-heap of the
-   limit smallest ids above the cursor, then sorted. O(n log limit), with n
-   the failed jobs, for any page. */
-static void s_sift_down(uint64_t *heap, size_t n, size_t i)
+/* The failed store's order: failure time, then id (ids are unique, so
+   the order is total and a cursor never lands between equals). Failure
+   times come from the wall clock and are journaled, so the order is the
+   same after a restart or a compaction. */
+static bool s_failed_before(int64_t a_at, uint64_t a_id, int64_t b_at, uint64_t b_id)
+{
+    return a_at < b_at || (a_at == b_at && a_id < b_id);
+}
+
+static bool s_job_failed_before(const s_job_t *a, const s_job_t *b)
+{
+    return s_failed_before(a->u.f.failed_at_ms, a->id, b->u.f.failed_at_ms, b->id);
+}
+
+/* The page is chosen in one pass over the failed jobs: a max-heap (by the
+   order above) of the limit first jobs after the cursor, then sorted.
+   O(n log limit), with n the failed jobs, for any page. */
+static void s_sift_down(const s_job_t **heap, size_t n, size_t i)
 {
     for (;;) {
         size_t big = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && heap[l] > heap[big])
+        if (l < n && s_job_failed_before(heap[big], heap[l]))
             big = l;
-        if (r < n && heap[r] > heap[big])
+        if (r < n && s_job_failed_before(heap[big], heap[r]))
             big = r;
         if (big == i)
             return;
-        uint64_t t = heap[i];
+        const s_job_t *t = heap[i];
         heap[i] = heap[big];
         heap[big] = t;
         i = big;
     }
 }
 
-static void s_sift_up(uint64_t *heap, size_t i)
+static void s_sift_up(const s_job_t **heap, size_t i)
 {
-    while (i > 0 && heap[(i - 1) / 2] < heap[i]) {
-        uint64_t t = heap[i];
+    while (i > 0 && s_job_failed_before(heap[(i - 1) / 2], heap[i])) {
+        const s_job_t *t = heap[i];
         heap[i] = heap[(i - 1) / 2];
         heap[(i - 1) / 2] = t;
         i = (i - 1) / 2;
     }
 }
 
-size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, uint64_t after, size_t limit,
-                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx, bool *more)
+int oq_engine_failed_cursor(const oq_engine_t *self, uint64_t id, oq_failed_cursor_t *cursor)
+{
+    const s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || job->state != S_FAILED)
+        return -1;
+    cursor->failed_at_ms = job->u.f.failed_at_ms;
+    cursor->id = job->id;
+    return 0;
+}
+
+size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, const oq_failed_cursor_t *after,
+                             size_t limit, void (*fn)(void *ctx, const oq_job_view_t *job),
+                             void *ctx, bool *more)
 {
     assert(limit >= 1 && limit <= OQ_MAX_FAILED_LIST);
-    uint64_t heap[OQ_MAX_FAILED_LIST];
+    const s_job_t *heap[OQ_MAX_FAILED_LIST];
     size_t n = 0, total = 0, above = 0;
     for (size_t i = 0; i < self->queue_count; i++) {
         s_queue_t *q = self->queues[i];
         if (queue && strcmp(queue, q->name) != 0)
             continue;
         for (oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
-            uint64_t id = oq_container_of(l, s_job_t, link)->id;
+            const s_job_t *job = oq_container_of(l, s_job_t, link);
             total++;
-            if (id <= after)
+            if (after &&
+                !s_failed_before(after->failed_at_ms, after->id, job->u.f.failed_at_ms, job->id))
                 continue;
             above++;
             if (n < limit) {
-                heap[n] = id;
+                heap[n] = job;
                 s_sift_up(heap, n++);
-            } else if (id < heap[0]) {
-                heap[0] = id;
+            } else if (s_job_failed_before(job, heap[0])) {
+                heap[0] = job;
                 s_sift_down(heap, n, 0);
             }
         }
     }
-    /* Heapsort in place: ascending ids. */
+    /* Heapsort in place: oldest first. */
     for (size_t end = n; end > 1; end--) {
-        uint64_t t = heap[0];
+        const s_job_t *t = heap[0];
         heap[0] = heap[end - 1];
         heap[end - 1] = t;
         s_sift_down(heap, end - 1, 0);
     }
     for (size_t i = 0; i < n; i++) {
         oq_job_view_t view;
-        s_job_view(self, oq_idmap_get(self->jobs, heap[i]), &view);
+        s_job_view(self, heap[i], &view);
         fn(ctx, &view);
     }
     *more = above > n;
@@ -1685,6 +1719,16 @@ uint64_t oq_engine_next_id(const oq_engine_t *self)
     return self->next_id;
 }
 
+/* A failed job back to ready with a fresh budget. A new generation: the
+   tokens of the job's earlier deliveries die. */
+static void s_requeue(oq_engine_t *self, s_job_t *job)
+{
+    job->attempt = 0;
+    job->gen++;
+    job->returned = false;
+    s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
+}
+
 int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len)
 {
     s_job_t *job = oq_idmap_get(self->jobs, id);
@@ -1693,13 +1737,148 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
                  (unsigned long long)id, job ? "" : " (it is done, or the broker never had it)");
         return -1;
     }
-    /* A fresh budget: the operator decided the cause is fixed. A new
-       generation: the tokens of the job's earlier deliveries die. */
-    job->attempt = 0;
-    job->gen++;
-    job->returned = false;
-    s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
+    /* A fresh budget: the operator decided the cause is fixed. */
+    s_requeue(self, job);
     return 0;
+}
+
+/* ---- operator commands ------------------------------------------------------------ */
+
+/* Why a job is refused by a command that wants another state: the state,
+   and for a leased job why that matters. */
+static int s_refuse(const s_job_t *job, uint64_t id, const char *wanted, oq_refusal_t *why,
+                    char *reason, size_t reason_len)
+{
+    if (!job) {
+        *why = OQ_REFUSED_UNKNOWN;
+        snprintf(reason, reason_len,
+                 "job %llu is unknown to the broker: it is done (or was forgotten or "
+                 "cancelled), or was never dispatched",
+                 (unsigned long long)id);
+        return -1;
+    }
+    *why = OQ_REFUSED_STATE;
+    switch ((s_state_t)job->state) {
+    case S_LEASED:
+        snprintf(reason, reason_len,
+                 "job %llu is leased (attempt %u of %u is running on a worker): its effect may "
+                 "be under way, so it cannot be %s; wait for its outcome",
+                 (unsigned long long)id, job->attempt, job->max_tries, wanted);
+        break;
+    case S_FAILED:
+        snprintf(reason, reason_len,
+                 "job %llu is failed: it cannot be %s (use 'onceq failed forget %llu' to delete "
+                 "it, or 'onceq failed retry %llu' to run it again)",
+                 (unsigned long long)id, wanted, (unsigned long long)id, (unsigned long long)id);
+        break;
+    default:
+        snprintf(reason, reason_len, "job %llu is %s, not in the failed store: it cannot be %s",
+                 (unsigned long long)id, s_state_names[job->state], wanted);
+        break;
+    }
+    return -1;
+}
+
+int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || job->state != S_FAILED)
+        return s_refuse(job, id, "forgotten", why, reason, reason_len);
+    s_transition(self, job, S_DONE, OQ_EVENT_FORGOTTEN, NULL);
+    return 0;
+}
+
+/* Apply fn to every failed job of queue (NULL: all), oldest first within
+   each queue; fn takes the job out of the failed list. */
+static uint64_t s_each_failed(oq_engine_t *self, const char *queue,
+                              void (*fn)(oq_engine_t *self, s_job_t *job))
+{
+    uint64_t count = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        if (queue && strcmp(queue, q->name) != 0)
+            continue;
+        while (!oq_list_empty(&q->failed)) {
+            fn(self, oq_container_of(q->failed.next, s_job_t, link));
+            count++;
+        }
+    }
+    return count;
+}
+
+static void s_forget_one(oq_engine_t *self, s_job_t *job)
+{
+    s_transition(self, job, S_DONE, OQ_EVENT_FORGOTTEN, NULL);
+}
+
+uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue)
+{
+    return s_each_failed(self, queue, s_forget_one);
+}
+
+uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue)
+{
+    return s_each_failed(self, queue, s_requeue);
+}
+
+int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || (job->state != S_READY && job->state != S_DELAYED))
+        return s_refuse(job, id, "cancelled", why, reason, reason_len);
+    s_transition(self, job, S_DONE, OQ_EVENT_CANCELLED, NULL);
+    return 0;
+}
+
+static void s_horizon_default(const oq_engine_t *self, const char *name, int64_t retry_after_ms,
+                              oq_queue_horizon_t *h)
+{
+    h->name = name;
+    h->retry_after_ms = retry_after_ms;
+    h->max_tries = self->config.max_tries;
+    h->backoff_ms = self->config.backoff_ms;
+}
+
+void oq_engine_default_horizon(const oq_engine_t *self, oq_queue_horizon_t *horizon)
+{
+    s_horizon_default(self, "*", self->config.retry_after_ms, horizon);
+}
+
+static void s_horizon_job(void *ctx, const oq_job_view_t *job)
+{
+    oq_engine_t *self = ((void **)ctx)[0];
+    oq_queue_horizon_t *out = ((void **)ctx)[1];
+    const s_queue_t *q = zhashx_lookup(self->queues_by_name, job->queue);
+    oq_queue_horizon_t *h = &out[q->index];
+    if (job->max_tries > h->max_tries)
+        h->max_tries = job->max_tries;
+    for (uint32_t k = 0; job->backoff_ms && k < job->backoff_len; k++)
+        if (job->backoff_ms[k] > h->backoff_ms)
+            h->backoff_ms = job->backoff_ms[k];
+}
+
+void oq_engine_horizons(oq_engine_t *self, oq_queue_horizon_t *out)
+{
+    for (size_t i = 0; i < self->queue_count; i++)
+        s_horizon_default(self, self->queues[i]->name, self->queues[i]->retry_after_ms, &out[i]);
+    void *ctx[2] = {self, out};
+    oq_engine_job_each(self, s_horizon_job, ctx);
+}
+
+int64_t oq_engine_oldest_failed_ms(const oq_engine_t *self)
+{
+    int64_t oldest = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        const s_queue_t *q = self->queues[i];
+        for (const oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
+            int64_t at = oq_container_of(l, const s_job_t, link)->u.f.failed_at_ms;
+            if (oldest == 0 || at < oldest)
+                oldest = at;
+        }
+    }
+    return oldest;
 }
 
 /* ---- replay ---------------------------------------------------------------------- */
@@ -1804,6 +1983,24 @@ int oq_engine_restore_done(oq_engine_t *self, uint64_t id)
 {
     s_job_t *job = s_restored(self, id);
     if (!job)
+        return -1;
+    s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
+    return 0;
+}
+
+int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state != S_FAILED)
+        return -1;
+    s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
+    return 0;
+}
+
+int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED)
         return -1;
     s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
     return 0;

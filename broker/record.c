@@ -42,13 +42,20 @@ static const char *s_type_names[] = {
     [OQ_RECORD_REQUEUED] = "requeued",
     [OQ_RECORD_DEDUPE] = "dedupe",
     [OQ_RECORD_NEXT_ID] = "next_id",
+    [OQ_RECORD_FORGOTTEN] = "forgotten",
+    [OQ_RECORD_CANCELLED] = "cancelled",
 };
+
+#define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
+
+bool oq_record_type_known(int type)
+{
+    return type > 0 && type < S_TYPE_SLOTS && s_type_names[type] != NULL;
+}
 
 const char *oq_record_type_name(int type)
 {
-    if (type >= OQ_RECORD_DISPATCHED && type <= OQ_RECORD_NEXT_ID)
-        return s_type_names[type];
-    return "unknown";
+    return oq_record_type_known(type) ? s_type_names[type] : "unknown";
 }
 
 /* ---- little-endian helpers ---- */
@@ -188,7 +195,7 @@ bool oq_record_verify(const uint8_t *data, size_t avail, size_t *frame_bytes)
         return false;
     uint32_t len = (uint32_t)s_load(data, 4);
     int type = data[OQ_RECORD_FRAME_BYTES];
-    if (type < OQ_RECORD_DISPATCHED || type > OQ_RECORD_NEXT_ID || len < S_TYPE_BYTES + S_ID_BYTES)
+    if (!oq_record_type_known(type) || len < S_TYPE_BYTES + S_ID_BYTES)
         return false;
     if (type != OQ_RECORD_DISPATCHED && type != OQ_RECORD_FAILED && len > S_SMALL_RECORD_MAX_BYTES)
         return false;
@@ -325,6 +332,8 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
     case OQ_RECORD_DONE:
     case OQ_RECORD_REQUEUED:
     case OQ_RECORD_NEXT_ID:
+    case OQ_RECORD_FORGOTTEN:
+    case OQ_RECORD_CANCELLED:
         rec->id = s_get(&r, 8);
         break;
     case OQ_RECORD_DEDUPE: {
@@ -479,6 +488,16 @@ int oq_record_done(msgpack_sbuffer *buf, uint64_t id)
 int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id)
 {
     return s_id_only(buf, OQ_RECORD_REQUEUED, id);
+}
+
+int oq_record_forgotten(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_FORGOTTEN, id);
+}
+
+int oq_record_cancelled(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_CANCELLED, id);
 }
 
 int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id)

@@ -32,7 +32,14 @@ typedef enum {
     OQ_RECORD_REQUEUED = 6,   /* from the failed store back to ready */
     OQ_RECORD_DEDUPE = 7,     /* a remembered dispatch id (snapshots) */
     OQ_RECORD_NEXT_ID = 8,    /* the next job id (snapshots) */
+    /* Format version 2. Operator commands; numbered from 16 so that other
+       additions can take 9 and up without renumbering either. */
+    OQ_RECORD_FORGOTTEN = 16, /* deleted from the failed store */
+    OQ_RECORD_CANCELLED = 17, /* a ready or delayed job withdrawn */
 } oq_record_type_t;
+
+/* True if type is a record type of this format. */
+bool oq_record_type_known(int type);
 
 typedef struct {
     uint32_t version;                         /* OQ_JOURNAL_FORMAT_VERSION when written */
@@ -129,6 +136,8 @@ int oq_record_failed(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_
                      const char *error);
 int oq_record_done(msgpack_sbuffer *buf, uint64_t id);
 int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_forgotten(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_cancelled(msgpack_sbuffer *buf, uint64_t id);
 int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
                      uint64_t job_id, int64_t expires_ms);
 int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id);

@@ -42,7 +42,7 @@ typedef struct {
     uint64_t dropped_bytes; /* repair: damaged bytes skipped, in all */
     uint64_t gaps;          /* repair: damaged ranges skipped */
     oq_replay_range_t ranges[OQ_REPLAY_MAX_RANGES]; /* the first gaps */
-    bool rewritten;   /* repair: the journal was rewritten without the gaps */
+    bool rewritten;   /* rewritten: by repair without the gaps, or from an older format */
     uint64_t ignored; /* records naming a job not held (none in a sound journal) */
     size_t ready, delayed, failed;
     size_t dispatch_ids;

@@ -3,14 +3,17 @@
     length up front). */
 #include "stats.h"
 
+#include <stdlib.h>
+
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS   14
+#define S_QUEUE_FIELDS   15
 #define S_WORKER_FIELDS  8
 #define S_JOB_FIELDS     8
 #define S_TYPE_FIELDS    8
 #define S_JOURNAL_FIELDS 12
 #define S_BROKER_FIELDS  9
+#define S_HORIZON_FIELDS 4
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -108,6 +111,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "late_acks", s.late_acks);
         s_kv_u64(&pk, "ignored_acks", s.ignored_acks);
         s_kv_u64(&pk, "duplicates", s.duplicates);
+        s_kv_u64(&pk, "cancelled", s.cancelled);
         s_kv_seconds(&pk, "retry_after", s.retry_after_ms);
         s_kv_seconds(&pk, "timeout", s.timeout_ms);
     }
@@ -166,6 +170,16 @@ static void s_pack_failed(void *ctx, const oq_job_view_t *job)
     msgpack_pack_str_body(pk, job->payload, job->payload_len); /* already msgpack */
 }
 
+static void s_pack_horizon(msgpack_packer *pk, const oq_queue_horizon_t *h)
+{
+    msgpack_pack_map(pk, S_HORIZON_FIELDS);
+    s_key(pk, "name");
+    oq_proto_pack_cstr(pk, h->name);
+    s_kv_seconds(pk, "retry_after", h->retry_after_ms);
+    s_kv_u64(pk, "max_tries", h->max_tries);
+    s_kv_seconds(pk, "backoff", h->backoff_ms);
+}
+
 typedef struct {
     oq_job_view_t *jobs;
     size_t count;
@@ -179,7 +193,7 @@ static void s_collect(void *ctx, const oq_job_view_t *job)
 }
 
 void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, uint64_t after, uint32_t limit)
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
@@ -187,12 +201,44 @@ void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engi
     s_page_t page = {views, 0};
     bool more = false;
     size_t total = oq_engine_failed_page(engine, queue, after, limit, s_collect, &page, &more);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 3 : 2);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 4 : 2);
     s_kv_u64(&pk, "total", total);
-    if (more)
-        s_kv_u64(&pk, "next", page.jobs[page.count - 1].id);
+    if (more) {
+        /* The cursor of the next page: the last job shown, by (failed_at, id). */
+        const oq_job_view_t *last = &page.jobs[page.count - 1];
+        s_kv_u64(&pk, "next", last->id);
+        s_kv_u64(&pk, "next_at", last->failed_at_ms > 0 ? (uint64_t)last->failed_at_ms : 0);
+    }
     s_key(&pk, "jobs");
     msgpack_pack_array(&pk, page.count);
     for (size_t i = 0; i < page.count; i++)
         s_pack_failed(&pk, &page.jobs[i]);
+}
+
+void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                             int64_t dedupe_window_ms)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    size_t count = oq_engine_queue_count(engine);
+    oq_queue_horizon_t *queues = count ? calloc(count, sizeof *queues) : NULL;
+    if (count && !queues) {
+        oq_proto_encode_error(buf, req, OQ_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    if (count)
+        oq_engine_horizons(engine, queues);
+    oq_queue_horizon_t defaults;
+    oq_engine_default_horizon(engine, &defaults);
+    int64_t oldest = oq_engine_oldest_failed_ms(engine);
+    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 4);
+    s_kv_seconds(&pk, "dedupe_window", dedupe_window_ms);
+    s_kv_u64(&pk, "oldest_failed_at", oldest > 0 ? (uint64_t)oldest : 0);
+    s_key(&pk, "defaults");
+    s_pack_horizon(&pk, &defaults);
+    s_key(&pk, "queues");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_horizon(&pk, &queues[i]);
+    free(queues);
 }

@@ -63,6 +63,9 @@ int oq_cmd_db(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_customer(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_job(oq_cli_t *cli, int argc, char **argv);
+/* `db prune`, reached through oq_cmd_db (argv as it got it). */
+int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv);
 
 /* Handle one getopt_long result that is a global option; 0 if it was one
    (recorded in cli), -1 otherwise. */

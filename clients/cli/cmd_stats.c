@@ -34,6 +34,7 @@ static const s_column_t s_queue_columns[] = {
     {"late_acks", "LATE_ACKS", "", false},
     {"ignored_acks", "IGNORED_ACKS", "", false},
     {"duplicates", "DUPLICATES", "", false},
+    {"cancelled", "CANCELLED", "", false},
     {"retry_after", "RETRY_AFTER", "s", false},
     {"timeout", "TIMEOUT", "s", false},
 };
@@ -61,8 +62,8 @@ static void s_help(void)
            "Per queue: jobs READY, DELAYED, LEASED and FAILED now; DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), LATE_ACKS, IGNORED_ACKS and DUPLICATES (acks that found the\n"
-           "effect already applied) since the broker started; the queue's RETRY_AFTER\n"
-           "and default TIMEOUT.\n"
+           "effect already applied) and CANCELLED ('onceq job cancel') since the broker\n"
+           "started; the queue's RETRY_AFTER and default TIMEOUT.\n"
            "\n"
            "A line \"no worker handles type X (N waiting)\" for each job type with ready\n"
            "jobs that no connected worker takes: they wait, using no try, until one\n"

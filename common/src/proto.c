@@ -31,6 +31,15 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_REQUEUE] = "requeue",
     [OQ_CMD_REQUEUED] = "requeued",
     [OQ_CMD_TOUCH] = "touch",
+    [OQ_CMD_FORGET] = "forget",
+    [OQ_CMD_FORGOTTEN] = "forgotten",
+    [OQ_CMD_FLUSH] = "flush",
+    [OQ_CMD_FLUSHED] = "flushed",
+    [OQ_CMD_REQUEUE_ALL] = "requeue_all",
+    [OQ_CMD_REQUEUED_ALL] = "requeued_all",
+    [OQ_CMD_CANCEL] = "cancel",
+    [OQ_CMD_CANCELLED] = "cancelled",
+    [OQ_CMD_HORIZON] = "horizon",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -44,6 +53,8 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_FULL] = "full",
     [OQ_ERR_INTERNAL] = "internal",
     [OQ_ERR_UNAVAILABLE] = "unavailable",
+    [OQ_ERR_NOT_FOUND] = "not_found",
+    [OQ_ERR_WRONG_STATE] = "wrong_state",
 };
 
 static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout", "return"};
@@ -402,7 +413,17 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         return 0;
     case OQ_CMD_REQUEUE:
     case OQ_CMD_REQUEUED:
+    case OQ_CMD_FORGET:
+    case OQ_CMD_FORGOTTEN:
+    case OQ_CMD_CANCEL:
+    case OQ_CMD_CANCELLED:
         return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_FLUSH:
+    case OQ_CMD_REQUEUE_ALL:
+        return s_get_name(ctx, root, "queue", false, &msg->name);
+    case OQ_CMD_FLUSHED:
+    case OQ_CMD_REQUEUED_ALL:
+        return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
     case OQ_CMD_DISPATCHED:
@@ -417,7 +438,11 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_FAILED_LIST, &u, &present) < 0)
             return -1;
         msg->limit = present ? (uint32_t)u : OQ_DEFAULT_FAILED_LIST;
-        return s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL);
+        if (s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL) < 0 ||
+            s_get_uint(ctx, root, "after_at", false, 0, INT64_MAX, &u, &msg->has_after_at) < 0)
+            return -1;
+        msg->after_at = msg->has_after_at ? (int64_t)u : 0;
+        return 0;
     }
     case OQ_CMD_ERROR: {
         if (s_get_str(ctx, root, "code", true, OQ_MAX_NAME_LEN, &s) < 0 ||
@@ -796,9 +821,16 @@ void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const cha
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                  uint64_t after, uint32_t limit)
 {
+    oq_proto_encode_failed_cursor(buf, req, queue, -1, after, limit);
+}
+
+void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                   int64_t after_at, uint64_t after, uint32_t limit)
+{
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + (after ? 1 : 0) + 1);
+    bool has_at = after_at >= 0;
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + (after ? 1 : 0) + has_at + 1);
     if (queue) {
         oq_proto_pack_cstr(&pk, "queue");
         oq_proto_pack_cstr(&pk, queue);
@@ -807,8 +839,37 @@ void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *
         oq_proto_pack_cstr(&pk, "after");
         msgpack_pack_uint64(&pk, after);
     }
+    if (has_at) {
+        oq_proto_pack_cstr(&pk, "after_at");
+        msgpack_pack_uint64(&pk, (uint64_t)after_at);
+    }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);
+}
+
+void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)
+{
+    oq_proto_encode_requeue(buf, cmd, req, id);
+}
+
+void oq_proto_encode_queue_op(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const char *queue)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, queue ? 1 : 0);
+    if (queue) {
+        oq_proto_pack_cstr(&pk, "queue");
+        oq_proto_pack_cstr(&pk, queue);
+    }
+}
+
+void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, 1);
+    oq_proto_pack_cstr(&pk, "count");
+    msgpack_pack_uint64(&pk, count);
 }
 
 static void s_pack_names(msgpack_packer *pk, const char *key, const char *const *names,

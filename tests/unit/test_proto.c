@@ -202,6 +202,16 @@ static void s_decode_bad(const char *what, const void *data, size_t size, oq_err
     oq_proto_msg_release(&msg);
 }
 
+/* Decode the text notation, which must fail with code. */
+static void s_decode_bad_text(const char *text, oq_err_t want)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_text(&buf, text);
+    s_decode_bad(text, buf.data, buf.size, want);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void s_str_equal(oq_str_t s, const char *want)
 {
     if (!oq_str_eq(s, want))
@@ -540,6 +550,77 @@ static void test_roundtrip_failed_request(void **state)
     assert_int_equal(msg.cmd, OQ_CMD_FAILED);
     assert_non_null(oq_proto_map_get(&msg.root, "jobs"));
     oq_proto_msg_release(&msg);
+}
+
+/* The admin commands on the failed store and waiting jobs, and the failed
+   list's whole cursor. */
+static void test_roundtrip_store_commands(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_msg_t msg;
+    const oq_cmd_t with_id[] = {OQ_CMD_FORGET, OQ_CMD_FORGOTTEN, OQ_CMD_CANCEL, OQ_CMD_CANCELLED};
+    for (size_t i = 0; i < sizeof with_id / sizeof with_id[0]; i++) {
+        oq_proto_encode_job_id(&buf, with_id[i], 5, 41);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_id[i]);
+        assert_int_equal(msg.req, 5);
+        assert_int_equal(msg.id, 41);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:forget, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:cancel, req:1, id:0}", OQ_ERR_BAD_REQUEST);
+
+    const oq_cmd_t with_queue[] = {OQ_CMD_FLUSH, OQ_CMD_REQUEUE_ALL};
+    for (size_t i = 0; i < 2; i++) {
+        oq_proto_encode_queue_op(&buf, with_queue[i], 6, "mail");
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_queue[i]);
+        s_str_equal(msg.name, "mail");
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+        oq_proto_encode_queue_op(&buf, with_queue[i], 6, NULL);
+        s_decode_ok(&msg, &buf);
+        assert_null(msg.name.ptr);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:flush, req:1, queue:'a b'}", OQ_ERR_BAD_REQUEST);
+
+    const oq_cmd_t with_count[] = {OQ_CMD_FLUSHED, OQ_CMD_REQUEUED_ALL};
+    for (size_t i = 0; i < 2; i++) {
+        oq_proto_encode_count(&buf, with_count[i], 7, 123456);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_count[i]);
+        assert_int_equal(msg.count, 123456);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:flushed, req:1}", OQ_ERR_BAD_REQUEST);
+
+    oq_proto_encode_simple(&buf, OQ_CMD_HORIZON, 8);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_HORIZON);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_failed_cursor(&buf, 9, NULL, 1700000000123LL, 77, 10);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.after, 77);
+    assert_true(msg.has_after_at);
+    assert_int_equal(msg.after_at, 1700000000123LL);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_failed_page(&buf, 9, NULL, 77, 10);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.after, 77);
+    assert_false(msg.has_after_at);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    assert_string_equal(oq_proto_err_name(OQ_ERR_NOT_FOUND), "not_found");
+    assert_string_equal(oq_proto_err_name(OQ_ERR_WRONG_STATE), "wrong_state");
 }
 
 static void test_roundtrip_ready(void **state)
@@ -1426,6 +1507,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_error),
         cmocka_unit_test(test_roundtrip_simple),
         cmocka_unit_test(test_roundtrip_failed_request),
+        cmocka_unit_test(test_roundtrip_store_commands),
         cmocka_unit_test(test_roundtrip_ready),
         cmocka_unit_test(test_roundtrip_welcome),
         cmocka_unit_test(test_roundtrip_ack_result),

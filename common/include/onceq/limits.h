@@ -79,7 +79,7 @@
 #define OQ_FD_RESERVE 64
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. */
-#define OQ_JOURNAL_FORMAT_VERSION    1
+#define OQ_JOURNAL_FORMAT_VERSION    2
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000

@@ -42,6 +42,17 @@ typedef enum {
     OQ_CMD_REQUEUE,  /* front: a failed job back to ready */
     OQ_CMD_REQUEUED, /* its reply */
     OQ_CMD_TOUCH,    /* worker -> broker: restart the lease of a running job */
+    /* admin commands on the failed store and waiting jobs (front), each
+       followed by its reply */
+    OQ_CMD_FORGET,       /* delete a failed job for good */
+    OQ_CMD_FORGOTTEN,    /* its reply */
+    OQ_CMD_FLUSH,        /* delete every failed job (of one queue) */
+    OQ_CMD_FLUSHED,      /* its reply: count */
+    OQ_CMD_REQUEUE_ALL,  /* every failed job (of one queue) back to ready */
+    OQ_CMD_REQUEUED_ALL, /* its reply: count */
+    OQ_CMD_CANCEL,       /* withdraw a ready or delayed job */
+    OQ_CMD_CANCELLED,    /* its reply */
+    OQ_CMD_HORIZON,      /* what bounds a duplicate's arrival (request and reply) */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -57,6 +68,8 @@ typedef enum {
     OQ_ERR_FULL,            /* the broker holds its maximum of jobs or queues */
     OQ_ERR_INTERNAL,
     OQ_ERR_UNAVAILABLE, /* the broker cannot make the request durable now (disk error) */
+    OQ_ERR_NOT_FOUND,   /* admin: no such job (done, or never dispatched) */
+    OQ_ERR_WRONG_STATE, /* admin: the job's state does not allow the command */
     OQ_ERR_COUNT_
 } oq_err_t;
 
@@ -120,17 +133,20 @@ typedef struct {
     uint64_t req;     /* request id, echoed in front-socket replies */
     oq_job_msg_t job; /* dispatch, job */
     oq_ack_msg_t ack; /* ack; touch (id, attempt, lease) */
-    uint64_t id;      /* dispatched, requeue, requeued */
+    uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled */
+    uint64_t count;   /* flushed, requeued_all: how many jobs */
     uint32_t credit;  /* ready */
-    oq_str_t name;    /* ready: worker name; failed: queue filter */
+    oq_str_t name;    /* ready: worker name; failed, flush, requeue_all: queue filter */
     uint32_t pid;     /* ready */
     /* ready: the job types the worker handles and the queues it serves (in
        priority order), each a msgpack array of valid names checked against
        OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
        type, every queue). Read them with oq_proto_list_at. */
     const msgpack_object *types, *queues;
-    uint32_t limit;                  /* failed */
-    uint64_t after;                  /* failed: list ids above this (0: from the start) */
+    uint32_t limit;   /* failed */
+    uint64_t after;   /* failed: the cursor's job id (0: from the start) */
+    int64_t after_at; /* failed: the cursor's failure time (has_after_at) */
+    bool has_after_at;
     uint32_t heartbeat_ms, liveness; /* welcome */
     oq_err_t err_code;               /* error */
     oq_str_t err_text;               /* error, reconnect */
@@ -195,9 +211,25 @@ void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit);
 
-/* The same with a cursor: only jobs with an id above after (0: no cursor). */
+/* The same with a cursor: only jobs after job after (0: no cursor), whose
+   failure time the broker looks up. */
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                  uint64_t after, uint32_t limit);
+
+/* The same with a whole cursor: only jobs after (after_at, after) in the
+   failed store's order (failure time, then id), as a reply's next_at and
+   next give it. */
+void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                   int64_t after_at, uint64_t after, uint32_t limit);
+
+/* A message carrying one job id: forget, forgotten, cancel, cancelled. */
+void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id);
+
+/* flush or requeue_all, of one queue (NULL: every queue). */
+void oq_proto_encode_queue_op(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const char *queue);
+
+/* flushed or requeued_all: how many jobs. */
+void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count);
 void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid);
 /* ready with the worker's job types and queues (either list may be NULL:
    absent, meaning every type or every queue). */
