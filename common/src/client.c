@@ -361,6 +361,41 @@ int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, 
     return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
 }
 
+int oq_client_review_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
+                          int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_page(&self->buf, (int64_t)req, queue, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW, reply);
+}
+
+int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_show(&self->buf, (int64_t)req, id);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW_SHOW, reply);
+}
+
+int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
+                      int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    if (note && strlen(note) > OQ_MAX_REVIEW_NOTE_LEN) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "the note is %zu bytes, the limit is %d", strlen(note),
+               OQ_MAX_REVIEW_NOTE_LEN);
+        return -1;
+    }
+    oq_proto_encode_resolve(&self->buf, OQ_CMD_RESOLVE, (int64_t)req, id, action, note);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_RESOLVED, &reply) < 0)
+        return -1;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
 int oq_client_ping(oq_client_t *self, int timeout_ms)
 {
     assert(self);

@@ -60,6 +60,22 @@ int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int t
 int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
                           int timeout_ms, oq_msg_t *reply);
 
+/* One page of the jobs waiting for review, in id order, as
+   oq_client_failed_page (the reply is a "review"). */
+int oq_client_review_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
+                          int timeout_ms, oq_msg_t *reply);
+
+/* One job of the review store, waiting or resolved: 0 with the decoded
+   "review_show" reply in *reply (its "job"), or -1 (an unknown job is a
+   bad_request naming it). */
+int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply);
+
+/* Resolve a job in review with action and a note for the record (NULL or
+   "": none). 0 once the broker has made the resolution durable, or -1 (a
+   job not in review, or resolved already, is a bad_request naming it). */
+int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
+                      int timeout_ms);
+
 /* Round trip a ping. 0 if the broker answered in time, -1 otherwise. */
 int oq_client_ping(oq_client_t *self, int timeout_ms);
 
