@@ -196,10 +196,12 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
                       c->repair, &r, reason, reason_len) < 0)
         return -1;
     oq_info("journal %s: replayed %llu records (%llu bytes) in %lld ms: %zu ready, %zu delayed, "
-            "%zu failed, %zu dispatch ids; fsync %s",
+            "%zu failed, %zu in review, %zu dispatch ids; fsync %s",
             oq_journal_path(self->journal), (unsigned long long)r.records,
             (unsigned long long)r.bytes, (long long)r.elapsed_ms, r.ready, r.delayed, r.failed,
-            r.dispatch_ids, oq_fsync_name(c->journal.fsync));
+            r.review, r.dispatch_ids, oq_fsync_name(c->journal.fsync));
+    if (oq_journal_upgrade_header(self->journal, reason, reason_len) < 0)
+        return -1;
     if (r.ignored)
         oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
                 (unsigned long long)r.ignored);
@@ -492,6 +494,27 @@ static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
     s_promise(self, env, req, s_appended(self));
 }
 
+/* `resolve`: answered, like a requeue, once the resolution is durable. */
+static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    oq_review_action_t action;
+    oq_str_t note_str;
+    char reason[OQ_MAX_ERROR_LEN + 1], note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    if (oq_proto_resolve_get(msg, &action, &note_str) < 0) {
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, "a resolve needs an action");
+        return;
+    }
+    if (!s_can_promise(self, env, req))
+        return;
+    oq_str_copy(note_str, note, sizeof note);
+    if (oq_engine_review_resolve(self->engine, msg->id, action, note, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, reason);
+        return;
+    }
+    oq_proto_encode_resolve(&self->out, OQ_CMD_RESOLVED, req, msg->id, action, note);
+    s_promise(self, env, req, s_appended(self));
+}
+
 static void s_stats(oq_broker_t *self, int64_t req)
 {
     oq_stats_journal_t j = {
@@ -514,6 +537,30 @@ static void s_stats(oq_broker_t *self, int64_t req)
     }
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
                     &j);
+}
+
+/* The review store's commands (docs/protocol.md, "review"). */
+static void s_handle_review(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                            const oq_msg_t *msg)
+{
+    if (msg->cmd == OQ_CMD_RESOLVE) {
+        s_resolve(self, env, req, msg);
+        return;
+    }
+    if (msg->cmd == OQ_CMD_REVIEW) {
+        char queue[OQ_MAX_NAME_LEN + 1];
+        oq_str_copy(msg->name, queue, sizeof queue);
+        oq_stats_encode_review(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
+                               msg->after, msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST);
+    } else if (oq_stats_encode_review_show(&self->out, req, self->engine, msg->id) < 0) {
+        char text[128];
+        snprintf(text, sizeof text, "job %llu is not in review and has no resolution on record",
+                 (unsigned long long)msg->id);
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, text);
+        return;
+    }
+    if (s_reply(self, self->front, env) < 0)
+        oq_debug("admin went away before its reply");
 }
 
 static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
@@ -540,6 +587,11 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     case OQ_CMD_PING:
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
         break;
+    case OQ_CMD_REVIEW:
+    case OQ_CMD_REVIEW_SHOW:
+    case OQ_CMD_RESOLVE:
+        s_handle_review(self, env, req, msg);
+        return;
     default:
         assert(!"s_valid_on admits only front commands");
         return;
@@ -637,7 +689,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
 {
     if (sock == self->front)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
-               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE;
+               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || cmd == OQ_CMD_REVIEW ||
+               cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH;
 }

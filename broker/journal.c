@@ -354,6 +354,30 @@ static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
+int oq_journal_upgrade_header(oq_journal_t *self, char *reason, size_t reason_len)
+{
+    if (self->header.version >= OQ_JOURNAL_FORMAT_VERSION)
+        return 0;
+    /* Every older format's records are a subset of the current one's, so
+       the file becomes a current one by its header alone; its creation
+       time, which the durable mark names, stays. */
+    uint32_t old = self->header.version;
+    self->header.version = OQ_JOURNAL_FORMAT_VERSION;
+    uint8_t bytes[OQ_RECORD_HEADER_BYTES];
+    oq_record_header_encode(&self->header, bytes);
+    size_t done;
+    if (s_write_all(self->ops, self->fd, bytes, sizeof bytes, 0, &done) < 0 ||
+        self->ops->fsync(self->ops->ctx, self->fd) < 0) {
+        self->header.version = old;
+        snprintf(reason, reason_len, "cannot upgrade the header of %s to format version %d: %s",
+                 self->path, OQ_JOURNAL_FORMAT_VERSION, strerror(errno));
+        return -1;
+    }
+    oq_info("journal %s: format version %u upgraded to %d", self->path, old,
+            OQ_JOURNAL_FORMAT_VERSION);
+    return 0;
+}
+
 static int s_read_header(oq_journal_t *self, uint64_t size, char *reason, size_t reason_len)
 {
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
@@ -578,6 +602,18 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     }
     case OQ_EVENT_REQUEUED:
         rc = oq_record_requeued(&self->buf, job->id);
+        break;
+    case OQ_EVENT_REVIEW:
+        rc = oq_record_review(&self->buf, job->id, job->attempt, job->failed_at_ms, job->error);
+        break;
+    case OQ_EVENT_RESOLVED:
+        /* One record says it all: replay takes the job out of review the
+           way the decision did (done, ready again, or failed). */
+        rc = oq_record_resolved(&self->buf, job->resolution);
+        if (job->resolution->action == OQ_REVIEW_DONE) {
+            uint64_t bytes = oq_record_dispatched_bytes(job);
+            self->live_bytes -= bytes < self->live_bytes ? bytes : self->live_bytes;
+        }
         break;
     case OQ_EVENT_RETURNED: /* replay brings leased jobs back ready by itself */
     case OQ_EVENT_DUE:      /* replay compares not-before times with its clock */

@@ -110,6 +110,13 @@ bool oq_journal_mark(const oq_journal_t *self, uint64_t *durable_bytes);
    fsync. 0, or -1 with a reason. */
 int oq_journal_truncate(oq_journal_t *self, uint64_t valid_bytes, char *reason, size_t reason_len);
 
+/* A file of an older format version (its header says so) becomes one of
+   the current version, which reads every older record: its header is
+   rewritten and fsynced, so that records of the current format may follow.
+   Call after replay. 0 (also when there is nothing to do), or -1 with a
+   reason. */
+int oq_journal_upgrade_header(oq_journal_t *self, char *reason, size_t reason_len);
+
 /* ---- appending ---- */
 
 /* The observer to give the engine: every state change a restart needs
