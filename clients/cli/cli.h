@@ -58,6 +58,7 @@ typedef struct {
 int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_review(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_ping(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_db(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_customer(oq_cli_t *cli, int argc, char **argv);

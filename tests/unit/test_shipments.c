@@ -2,7 +2,7 @@
     table (every row of docs/shipments.md), the payload into the carrier's
     body and key, and the call's budget from the job's timeout. The carrier
     itself, PostgreSQL and the broker are the integration test's
-    (tests/integration/test_shipments.c). */
+    (tests/integration/test_shipping.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

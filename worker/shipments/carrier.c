@@ -7,6 +7,7 @@
 #include "shipments/carrier.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,12 +114,13 @@ static void s_transport(CURL *curl, CURLcode code, const char *detail, oq_carrie
     a->timed_out = code == CURLE_OPERATION_TIMEDOUT;
     snprintf(a->message, sizeof a->message, "%s", detail[0] ? detail : curl_easy_strerror(code));
     switch (code) {
-    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_CONNECT: {
         /* Refused, or no route: nothing went out either way. */
-        a->transport = strstr(detail, "refused") || strstr(detail, "Refused")
-                           ? OQ_CARRIER_REFUSED
-                           : OQ_CARRIER_UNREACHABLE;
+        long os_errno = 0;
+        curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno);
+        a->transport = os_errno == ECONNREFUSED ? OQ_CARRIER_REFUSED : OQ_CARRIER_UNREACHABLE;
         break;
+    }
     case CURLE_COULDNT_RESOLVE_HOST:
         a->transport = OQ_CARRIER_DNS;
         break;
