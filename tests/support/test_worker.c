@@ -38,6 +38,8 @@ static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
 int main(int argc, char **argv)
 {
     oq_registry_t *registry = oq_registry_new();
+    oq_points_handler_t *points = NULL;
+    oq_shipments_handler_t *shipments = NULL;
     const char *empty = getenv("ONCEQ_TEST_WORKER_EMPTY");
     if (!empty || strcmp(empty, "1") != 0) {
         oq_builtin_register(registry);
@@ -46,13 +48,16 @@ int main(int argc, char **argv)
         /* Opens its database on the first job of each worker process. The
            hooked handlers only with ONCEQ_TEST_HOOKS=1; the production one
            otherwise, as onceq-worker registers it. */
-        oq_points_handler_t *points = oq_points_handler_new(NULL);
+        points = oq_points_handler_new(NULL);
         if ((oq_points_test_hooks_wanted() ? oq_points_test_register(registry, points)
                                            : oq_points_handler_register(points, registry)) < 0)
             return 2;
-        oq_shipments_handler_t *shipments = oq_shipments_handler_new(NULL);
+        shipments = oq_shipments_handler_new(NULL);
         if (oq_shipments_handler_register(shipments, registry) < 0)
             return 2;
     }
-    return oq_worker_main(argc, argv, registry);
+    int rc = oq_worker_main(argc, argv, registry);
+    oq_shipments_handler_destroy(&shipments);
+    oq_points_handler_destroy(&points);
+    return rc;
 }
