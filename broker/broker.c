@@ -196,10 +196,10 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
                       c->repair, &r, reason, reason_len) < 0)
         return -1;
     oq_info("journal %s: replayed %llu records (%llu bytes) in %lld ms: %zu ready, %zu delayed, "
-            "%zu failed, %zu dispatch ids; fsync %s",
+            "%zu failed, %zu in review, %zu dispatch ids; fsync %s",
             oq_journal_path(self->journal), (unsigned long long)r.records,
             (unsigned long long)r.bytes, (long long)r.elapsed_ms, r.ready, r.delayed, r.failed,
-            r.dispatch_ids, oq_fsync_name(c->journal.fsync));
+            r.review, r.dispatch_ids, oq_fsync_name(c->journal.fsync));
     if (r.ignored)
         oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
                 (unsigned long long)r.ignored);
@@ -556,10 +556,11 @@ static void s_failed_all(oq_broker_t *self, const s_envelope_t *env, int64_t req
     s_promise(self, env, req, s_appended(self));
 }
 
-/* The failed list's cursor: (after_at, after) as given, or the failure
-   time of job after looked up. 0, or -1 after answering with an error. */
-static int s_failed_cursor(oq_broker_t *self, const s_envelope_t *env, int64_t req,
-                           const oq_msg_t *msg, oq_failed_cursor_t *cursor)
+/* The cursor of a page of the failed or the review store: (after_at,
+   after) as given, or the time of job after looked up. 0, or -1 after
+   answering with an error. */
+static int s_store_cursor(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                          const oq_msg_t *msg, oq_failed_cursor_t *cursor)
 {
     if (msg->has_after_at) {
         *cursor = (oq_failed_cursor_t){msg->after_at, msg->after};
@@ -569,11 +570,34 @@ static int s_failed_cursor(oq_broker_t *self, const s_envelope_t *env, int64_t r
         return 0;
     char reason[256];
     snprintf(reason, sizeof reason,
-             "job %llu, the page's cursor, is no longer in the failed store: give its failure "
-             "time too (\"after_at\", the previous page's \"next_at\")",
-             (unsigned long long)msg->after);
+             "job %llu, the page's cursor, is no longer in the %s store: give its time too "
+             "(\"after_at\", the previous page's \"next_at\")",
+             (unsigned long long)msg->after, msg->cmd == OQ_CMD_REVIEW ? "review" : "failed");
     s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
     return -1;
+}
+
+/* `resolve`: answered, like a requeue, once the resolution is durable. */
+static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    oq_review_action_t action;
+    oq_str_t note_str;
+    char reason[OQ_MAX_ERROR_LEN + 1], note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    if (oq_proto_resolve_get(msg, &action, &note_str) < 0) {
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, "a resolve needs an action");
+        return;
+    }
+    if (!s_can_promise(self, env, req))
+        return;
+    oq_str_copy(note_str, note, sizeof note);
+    oq_refusal_t why;
+    if (oq_engine_review_resolve(self->engine, msg->id, action, note, &why, reason, sizeof reason) <
+        0) {
+        s_reply_error(self, self->front, env, req, s_refusal_code(why), reason);
+        return;
+    }
+    oq_proto_encode_resolve(&self->out, OQ_CMD_RESOLVED, req, msg->id, action, note);
+    s_promise(self, env, req, s_appended(self));
 }
 
 static void s_stats(oq_broker_t *self, int64_t req)
@@ -600,6 +624,35 @@ static void s_stats(oq_broker_t *self, int64_t req)
                     &j);
 }
 
+/* The review store's commands (docs/protocol.md, "review"). */
+static void s_handle_review(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                            const oq_msg_t *msg)
+{
+    if (msg->cmd == OQ_CMD_RESOLVE) {
+        s_resolve(self, env, req, msg);
+        return;
+    }
+    if (msg->cmd == OQ_CMD_REVIEW) {
+        char queue[OQ_MAX_NAME_LEN + 1];
+        oq_str_copy(msg->name, queue, sizeof queue);
+        oq_failed_cursor_t cursor;
+        bool paged = msg->after || msg->has_after_at;
+        if (paged && s_store_cursor(self, env, req, msg, &cursor) < 0)
+            return;
+        oq_stats_encode_review(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
+                               paged ? &cursor : NULL,
+                               msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST);
+    } else if (oq_stats_encode_review_show(&self->out, req, self->engine, msg->id) < 0) {
+        char text[128];
+        snprintf(text, sizeof text, "job %llu is not in review and has no resolution on record",
+                 (unsigned long long)msg->id);
+        s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, text);
+        return;
+    }
+    if (s_reply(self, self->front, env) < 0)
+        oq_debug("admin went away before its reply");
+}
+
 static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
 {
     int64_t req = msg->has_req ? (int64_t)msg->req : -1;
@@ -619,7 +672,7 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         uint32_t limit = msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST;
         oq_failed_cursor_t cursor;
         bool paged = msg->after || msg->has_after_at;
-        if (paged && s_failed_cursor(self, env, req, msg, &cursor) < 0)
+        if (paged && s_store_cursor(self, env, req, msg, &cursor) < 0)
             return;
         oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
                                paged ? &cursor : NULL, limit);
@@ -641,6 +694,11 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     case OQ_CMD_PING:
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
         break;
+    case OQ_CMD_REVIEW:
+    case OQ_CMD_REVIEW_SHOW:
+    case OQ_CMD_RESOLVE:
+        s_handle_review(self, env, req, msg);
+        return;
     default:
         assert(!"s_valid_on admits only front commands");
         return;
@@ -738,7 +796,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
 {
     if (sock == self->front)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
-               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd);
+               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
+               cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH;
 }

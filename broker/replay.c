@@ -130,6 +130,31 @@ typedef struct {
     oq_replay_report_t *report;
 } s_apply_t;
 
+/* A resolution: of a job in review (it is resolved again), or of one that
+   left the store before a snapshot (it is only remembered). 0, or -1 if
+   memory runs out. */
+static int s_apply_resolved(s_apply_t *a, const oq_record_t *rec)
+{
+    char type[OQ_MAX_NAME_LEN + 1], queue[OQ_MAX_NAME_LEN + 1];
+    char reason[OQ_MAX_ERROR_LEN + 1], note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    oq_str_copy(rec->job.type, type, sizeof type);
+    oq_str_copy(rec->job.queue, queue, sizeof queue);
+    oq_str_copy(rec->error, reason, sizeof reason);
+    oq_str_copy(rec->note, note, sizeof note);
+    oq_resolution_t r = {
+        .id = rec->id,
+        .action = rec->action,
+        .attempt = rec->attempt,
+        .reviewed_at_ms = rec->reviewed_at_ms,
+        .resolved_at_ms = rec->at_ms,
+        .type = type,
+        .queue = queue,
+        .reason = reason,
+        .note = note,
+    };
+    return oq_engine_restore_resolution(a->engine, &r);
+}
+
 /* Apply one record. 0, or -1 with reason if the state cannot hold it (out
    of memory); a record about a job not held is counted and skipped. */
 static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t reason_len)
@@ -165,6 +190,16 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
         rc = oq_engine_restore_failed(a->engine, rec->id, rec->attempt, error, rec->at_ms);
         break;
     }
+    case OQ_RECORD_REVIEW: {
+        char why_review[OQ_MAX_ERROR_LEN + 1];
+        oq_str_copy(rec->error, why_review, sizeof why_review);
+        rc = oq_engine_restore_review(a->engine, rec->id, rec->attempt, why_review, rec->at_ms);
+        break;
+    }
+    case OQ_RECORD_RESOLVED:
+        if (s_apply_resolved(a, rec) < 0)
+            goto oom;
+        break;
     case OQ_RECORD_DONE:
         rc = oq_engine_restore_done(a->engine, rec->id);
         break;
@@ -208,6 +243,7 @@ static void s_count(void *ctx, const oq_job_view_t *job)
     a->report->ready += job->state == OQ_STATE_READY;
     a->report->delayed += job->state == OQ_STATE_DELAYED;
     a->report->failed += job->state == OQ_STATE_FAILED;
+    a->report->review += job->state == OQ_STATE_REVIEW;
 }
 
 static void s_live(void *ctx, const oq_job_view_t *job)

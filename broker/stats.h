@@ -1,6 +1,6 @@
-/*  stats.h: the broker's answers to "stats", "failed" and "horizon",
-    encoded from the engine's counters and failed store (docs/protocol.md,
-    section 5). */
+/*  stats.h: the broker's answers to "stats", "failed", "horizon", "review"
+    and "review_show", encoded from the engine's counters, failed store and
+    review store (docs/protocol.md, section 5). */
 #ifndef ONCEQ_STATS_H
 #define ONCEQ_STATS_H
 
@@ -37,5 +37,16 @@ void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engi
    largest budget and backoff), for `onceq db prune`'s floor. */
 void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
                              int64_t dedupe_window_ms);
+
+/* Append a "review" reply: a page of the jobs in review, as the failed one
+   (with "reason" and "review_at" in place of "error" and "failed_at"). */
+void oq_stats_encode_review(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit);
+
+/* Append a "review_show" reply for job id: the job as it is in the review
+   store, and its newest remembered resolution. -1 (nothing appended) if
+   the job is neither in review nor resolved on record. */
+int oq_stats_encode_review_show(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                                uint64_t id);
 
 #endif

@@ -9,6 +9,8 @@ packages=(
   libzmq3-dev libczmq-dev libmsgpack-dev libjansson-dev libcmocka-dev
   libpq-dev postgresql-15 postgresql-client-15
   libmicrohttpd-dev
+  # the request_shipment handler's HTTP client (worker/shipments)
+  libcurl4-openssl-dev
   jq procps curl
   # tests/run.sh: the clang-format check and the libFuzzer targets
   clang clang-format libclang-rt-14-dev

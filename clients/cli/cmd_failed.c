@@ -135,25 +135,6 @@ typedef struct {
     const char *id; /* the one argument, if any */
 } s_args_t;
 
-/* Parse --after: "ID" or "ID@FAILED_AT_MS". 0 or -1. */
-static int s_parse_cursor(const char *text, uint64_t *id, int64_t *at)
-{
-    char copy[64];
-    if (strlen(text) >= sizeof copy)
-        return -1;
-    snprintf(copy, sizeof copy, "%s", text);
-    char *sep = strchr(copy, '@');
-    uint64_t ms;
-    *at = -1;
-    if (sep) {
-        *sep = 0;
-        if (oq_config_uint(sep + 1, 0, INT64_MAX, &ms) < 0)
-            return -1;
-        *at = (int64_t)ms;
-    }
-    return oq_config_uint(copy, 0, UINT64_MAX, id);
-}
-
 /* Parse the options of subcommand `failed NAME`, which takes the options
    allowed (a set of S_OPT_*) and up to one argument. An exit code: OK to go
    on, anything else to return (help shown, or an error printed). */
@@ -198,7 +179,7 @@ static int s_parse(oq_cli_t *cli, int argc, char **argv, unsigned allowed, s_arg
             a->limit = (uint32_t)u;
             break;
         case S_OPT_AFTER:
-            if (s_parse_cursor(optarg, &a->after, &a->after_at) < 0)
+            if (oq_cli_parse_cursor(optarg, &a->after, &a->after_at) < 0)
                 return oq_cli_usage_error(cli,
                                           "--after '%s' must be a cursor as printed under a page "
                                           "(ID@FAILED_AT_MS, e.g. 42@1717171717123) or a job ID",

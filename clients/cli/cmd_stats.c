@@ -28,6 +28,7 @@ static const s_column_t s_queue_columns[] = {
     {"leased", "LEASED", "", false},
     {"done", "DONE", "", false},
     {"failed", "FAILED", "", false},
+    {"review", "REVIEW", "", false},
     {"redelivered", "REDELIVERED", "", false},
     {"dispatched", "DISPATCHED", "", false},
     {"retried", "RETRIED", "", false},
@@ -59,7 +60,8 @@ static void s_help(void)
            "\n"
            "Show the broker's queues and connected workers.\n"
            "\n"
-           "Per queue: jobs READY, DELAYED, LEASED and FAILED now; DONE, DISPATCHED,\n"
+           "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
+           "person: onceq review list) now; DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), LATE_ACKS, IGNORED_ACKS and DUPLICATES (acks that found the\n"
            "effect already applied) and CANCELLED ('onceq job cancel') since the broker\n"

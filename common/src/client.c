@@ -384,6 +384,41 @@ static int s_job_command(oq_client_t *self, oq_cmd_t cmd, oq_cmd_t expect, uint6
     return 0;
 }
 
+int oq_client_review_page(oq_client_t *self, const char *queue, int64_t after_at, uint64_t after,
+                          uint32_t limit, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_page(&self->buf, (int64_t)req, queue, after_at, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW, reply);
+}
+
+int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_show(&self->buf, (int64_t)req, id);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW_SHOW, reply);
+}
+
+int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
+                      int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    if (note && strlen(note) > OQ_MAX_REVIEW_NOTE_LEN) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "the note is %zu bytes, the limit is %d", strlen(note),
+               OQ_MAX_REVIEW_NOTE_LEN);
+        return -1;
+    }
+    oq_proto_encode_resolve(&self->buf, OQ_CMD_RESOLVE, (int64_t)req, id, action, note);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_RESOLVED, &reply) < 0)
+        return -1;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
 /* A request on the failed store of one queue, answered with a count. */
 static int s_queue_command(oq_client_t *self, oq_cmd_t cmd, oq_cmd_t expect, const char *queue,
                            int timeout_ms, uint64_t *count)

@@ -13,6 +13,9 @@
 #include "engine.h"
 #include "onceq/limits.h"
 
+/* Why the engine refused a resolve (oq_engine_review_resolve). */
+static oq_refusal_t s_why;
+
 #define S_RETRY_AFTER_MS 10000
 #define S_TIMEOUT_MS     4000
 #define S_MARGIN_MS      2000
@@ -1516,6 +1519,191 @@ static void test_horizons_take_the_largest_budget_held(void **state)
     assert_int_equal(h[0].backoff_ms, 1000);
 }
 
+/* ---- the review store ---- */
+
+static void s_collect_ids(void *ctx, const oq_job_view_t *job)
+{
+    uint64_t *ids = ctx;
+    ids[ids[0] + 1] = job->id;
+    ids[0]++;
+}
+
+/* A job whose handler reports review leaves its queue for the review store,
+   uses no more tries and is never retried on its own; a person's decision
+   takes it out (done, retry with a fresh budget, fail with the note), is
+   remembered, and a second decision on it is refused naming the first. */
+static void test_review_holds_the_job_until_resolved(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t a = s_dispatch(f, "ship"), b = s_dispatch(f, "ship"), c = s_dispatch(f, "ship");
+    oq_worker_t *w = s_worker(f, 'a', 10);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    assert_int_equal(s_ack(f, w, a, 1, OQ_OUTCOME_REVIEW, "outcome unknown: timed out"),
+                     OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, b, 1, OQ_OUTCOME_REVIEW, "carrier says key reused"),
+                     OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, c, 1, OQ_OUTCOME_REVIEW, "unknown"), OQ_ACK_APPLIED);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.review, 3);
+    assert_int_equal(s.ready + s.delayed + s.leased + s.failed, 0);
+    assert_string_equal(oq_engine_job_state(f->engine, a), "review");
+    /* Time passes: nothing comes back on its own. */
+    f->time.now += 10 * S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    oq_job_view_t view;
+    assert_int_equal(oq_engine_job_view(f->engine, a, &view), 0);
+    assert_string_equal(view.error, "outcome unknown: timed out");
+    assert_true(view.failed_at_ms > 0);
+
+    uint64_t ids[8] = {0};
+    bool more = false;
+    assert_int_equal(oq_engine_review_page(f->engine, NULL, 0, 2, s_collect_ids, ids, &more), 3);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], a);
+    assert_int_equal(ids[2], b);
+    assert_true(more);
+
+    char reason[512];
+    assert_int_equal(oq_engine_review_resolve(f->engine, a, OQ_REVIEW_DONE, "shipped: SHP-000001",
+                                              &s_why, reason, sizeof reason),
+                     0);
+    assert_null(oq_engine_job_state(f->engine, a));
+    assert_int_equal(oq_engine_review_resolve(f->engine, b, OQ_REVIEW_FAIL, "order cancelled",
+                                              &s_why, reason, sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_job_view(f->engine, b, &view), 0);
+    assert_int_equal(view.state, OQ_STATE_FAILED);
+    assert_non_null(strstr(view.error, "order cancelled"));
+    assert_non_null(strstr(view.error, "carrier says key reused"));
+    assert_int_equal(oq_engine_review_resolve(f->engine, c, OQ_REVIEW_RETRY, NULL, &s_why, reason,
+                                              sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_job_view(f->engine, c, &view), 0);
+    assert_int_equal(view.state, OQ_STATE_READY);
+    assert_int_equal(view.attempt, 0);
+    s = s_stats(f);
+    assert_int_equal(s.review, 0);
+    assert_int_equal(s.failed, 1);
+    assert_int_equal(s.ready, 1);
+
+    /* Resolved already, or never in review: refused, naming the job. */
+    assert_int_equal(oq_engine_review_resolve(f->engine, a, OQ_REVIEW_RETRY, "again", &s_why,
+                                              reason, sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "resolved already (done: shipped: SHP-000001)"));
+    assert_int_equal(s_why, OQ_REFUSED_STATE);
+    char want[64];
+    snprintf(want, sizeof want, "job %llu", (unsigned long long)a);
+    assert_non_null(strstr(reason, want));
+    assert_int_equal(oq_engine_review_resolve(f->engine, 999, OQ_REVIEW_DONE, NULL, &s_why, reason,
+                                              sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "job 999 is not in review and has no resolution on record"));
+    assert_int_equal(s_why, OQ_REFUSED_UNKNOWN);
+
+    const oq_resolution_t *r = oq_engine_review_resolution(f->engine, b);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_FAIL);
+    assert_string_equal(r->note, "order cancelled");
+    assert_string_equal(r->reason, "carrier says key reused");
+    assert_string_equal(r->type, "ship");
+    assert_int_equal(oq_engine_review_resolved_count(f->engine), 3);
+
+    /* The observer heard each move into the store and each decision. */
+    size_t reviews = 0, resolved = 0;
+    for (size_t i = 0; i < e.count; i++) {
+        reviews += e.event[i] == OQ_EVENT_REVIEW;
+        resolved += e.event[i] == OQ_EVENT_RESOLVED;
+    }
+    assert_int_equal(reviews, 3);
+    assert_int_equal(resolved, 3);
+
+    /* The retried job goes to review again and may be resolved again. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, c, 1, OQ_OUTCOME_REVIEW, "still unknown"), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_review_resolve(f->engine, c, OQ_REVIEW_DONE, "found it", &s_why,
+                                              reason, sizeof reason),
+                     0);
+}
+
+/* An ok from an earlier delivery proves the effect: the job leaves review as
+   resolved done, and the decision says so. A review ack that is not the
+   current delivery's changes nothing. */
+static void test_late_ok_resolves_a_review_as_done(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "ship");
+    oq_worker_t *w = s_worker(f, 'a', 1), *v = s_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    f->time.now += S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine); /* lease ran out: redelivered as attempt 2 */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_REVIEW, "stale"), OQ_ACK_IGNORED);
+    assert_int_equal(s_ack(f, w, id, 2, OQ_OUTCOME_REVIEW, "timed out"), OQ_ACK_APPLIED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "review");
+    assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, id));
+    const oq_resolution_t *r = oq_engine_review_resolution(f->engine, id);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_DONE);
+    assert_non_null(strstr(r->note, "earlier delivery (attempt 1)"));
+    assert_int_equal(s_stats(f).review, 0);
+}
+
+/* Replay: a review record puts a restored job in review, a resolution
+   record of a job in review resolves it, and one of a job not held is only
+   remembered. */
+static void test_restore_review_and_resolutions(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.id = 5,
+                        .type = oq_str("ship"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .timeout_ms = S_TIMEOUT_MS,
+                        .has_timeout = true};
+    char reason[128];
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    job.id = 6;
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_restore_leased(f->engine, 5, 2), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 5, 2, "unknown", 1234), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 6, 1, "unknown too", 1235), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 6, 1, "twice", 1236), -1);
+    oq_resolution_t r = {.id = 6,
+                         .action = OQ_REVIEW_FAIL,
+                         .attempt = 1,
+                         .reviewed_at_ms = 1235,
+                         .resolved_at_ms = 2000,
+                         .type = "ship",
+                         .queue = "default",
+                         .reason = "unknown too",
+                         .note = "gave up"};
+    assert_int_equal(oq_engine_restore_resolution(f->engine, &r), 0);
+    r.id = 77; /* left the store before a snapshot */
+    r.action = OQ_REVIEW_DONE;
+    assert_int_equal(oq_engine_restore_resolution(f->engine, &r), 0);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.review, 1);
+    assert_int_equal(s.failed, 1);
+    assert_string_equal(oq_engine_job_state(f->engine, 5), "review");
+    assert_string_equal(oq_engine_job_state(f->engine, 6), "failed");
+    assert_null(oq_engine_job_state(f->engine, 77));
+    assert_int_equal(oq_engine_review_resolution(f->engine, 77)->action, OQ_REVIEW_DONE);
+    assert_int_equal(oq_engine_review_resolve(f->engine, 77, OQ_REVIEW_DONE, NULL, &s_why, reason,
+                                              sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "resolved already"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1581,6 +1769,11 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_horizons_take_the_largest_budget_held, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_review_holds_the_job_until_resolved, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -331,6 +331,69 @@ static void test_record_round_trip_every_type(void **state)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* Format version 2: the review store's records, and a damaged one refused. */
+static void test_record_round_trip_review_and_resolved(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    char note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    memset(note, 'n', OQ_MAX_REVIEW_NOTE_LEN);
+    note[OQ_MAX_REVIEW_NOTE_LEN] = 0;
+    oq_resolution_t r = {.id = 77,
+                         .action = OQ_REVIEW_FAIL,
+                         .attempt = 3,
+                         .reviewed_at_ms = S_WALL_BASE_MS + 20,
+                         .resolved_at_ms = S_WALL_BASE_MS + 30,
+                         .type = "request_shipment",
+                         .queue = "ships",
+                         .reason = "timed out after the request went out",
+                         .note = note};
+    assert_int_equal(oq_record_review(&buf, 77, 3, S_WALL_BASE_MS + 20, "unknown"), 0);
+    assert_int_equal(oq_record_resolved(&buf, &r), 0);
+    const uint8_t *p = (const uint8_t *)buf.data;
+    size_t frame;
+    oq_record_t rec;
+    char why[256];
+    assert_true(oq_record_verify(p, buf.size, &frame));
+    assert_int_equal(oq_record_decode(p, frame, &rec, why, sizeof why), 0);
+    assert_int_equal(rec.type, OQ_RECORD_REVIEW);
+    assert_int_equal(rec.id, 77);
+    assert_int_equal(rec.attempt, 3);
+    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 20);
+    assert_true(oq_str_eq(rec.error, "unknown"));
+    p += frame;
+    size_t left = buf.size - frame;
+    assert_true(oq_record_verify(p, left, &frame));
+    assert_int_equal(frame, left);
+    assert_int_equal(oq_record_decode(p, frame, &rec, why, sizeof why), 0);
+    assert_int_equal(rec.type, OQ_RECORD_RESOLVED);
+    assert_int_equal(rec.id, 77);
+    assert_int_equal(rec.attempt, 3);
+    assert_int_equal(rec.action, OQ_REVIEW_FAIL);
+    assert_int_equal(rec.reviewed_at_ms, S_WALL_BASE_MS + 20);
+    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 30);
+    assert_true(oq_str_eq(rec.job.type, "request_shipment"));
+    assert_true(oq_str_eq(rec.job.queue, "ships"));
+    assert_true(oq_str_eq(rec.error, "timed out after the request went out"));
+    assert_true(oq_str_eq(rec.note, note));
+    assert_string_equal(oq_record_type_name(OQ_RECORD_RESOLVED), "resolved");
+
+    /* An action byte this broker does not know: refused, not guessed. */
+    msgpack_sbuffer_clear(&buf);
+    r.note = "";
+    assert_int_equal(oq_record_resolved(&buf, &r), 0);
+    uint8_t *body = (uint8_t *)buf.data;
+    body[OQ_RECORD_FRAME_BYTES + 1 + 8 + 4] = 9; /* type, id, attempt, then the action */
+    uint32_t len = (uint32_t)(buf.size - OQ_RECORD_FRAME_BYTES);
+    uint32_t crc = oq_crc32c(0, body + OQ_RECORD_FRAME_BYTES, len);
+    for (int i = 0; i < 4; i++)
+        body[4 + i] = (uint8_t)(crc >> (8 * i));
+    assert_int_equal(oq_record_frame(body, buf.size, &frame), OQ_FRAME_OK);
+    assert_int_equal(oq_record_decode(body, frame, &rec, why, sizeof why), -1);
+    assert_non_null(strstr(why, "unknown action 9"));
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void test_frame_tells_short_impossible_and_damaged(void **state)
 {
     msgpack_sbuffer buf;
@@ -1235,6 +1298,7 @@ int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_round_trip_review_and_resolved),
         cmocka_unit_test(test_record_round_trip_every_type),
         cmocka_unit_test(test_frame_tells_short_impossible_and_damaged),
         cmocka_unit_test(test_header_refuses_other_files_and_newer_formats),
