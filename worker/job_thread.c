@@ -45,6 +45,7 @@ static void s_check_report(oq_report_t *report, const char *type)
     case OQ_OUTCOME_RETRY:
     case OQ_OUTCOME_FAIL:
     case OQ_OUTCOME_RETURN:
+    case OQ_OUTCOME_REVIEW:
         report->result = OQ_RESULT_NONE;
         if (report->error[0] == 0)
             oq_report_fail(report, "the %s handler reported %s without a message", type,

@@ -28,12 +28,14 @@ static const s_column_t s_queue_columns[] = {
     {"leased", "LEASED", "", false},
     {"done", "DONE", "", false},
     {"failed", "FAILED", "", false},
+    {"review", "REVIEW", "", false},
     {"redelivered", "REDELIVERED", "", false},
     {"dispatched", "DISPATCHED", "", false},
     {"retried", "RETRIED", "", false},
     {"late_acks", "LATE_ACKS", "", false},
     {"ignored_acks", "IGNORED_ACKS", "", false},
     {"duplicates", "DUPLICATES", "", false},
+    {"cancelled", "CANCELLED", "", false},
     {"retry_after", "RETRY_AFTER", "s", false},
     {"timeout", "TIMEOUT", "s", false},
 };
@@ -58,11 +60,12 @@ static void s_help(void)
            "\n"
            "Show the broker's queues and connected workers.\n"
            "\n"
-           "Per queue: jobs READY, DELAYED, LEASED and FAILED now; DONE, DISPATCHED,\n"
+           "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
+           "person: onceq review list) now; DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), LATE_ACKS, IGNORED_ACKS and DUPLICATES (acks that found the\n"
-           "effect already applied) since the broker started; the queue's RETRY_AFTER\n"
-           "and default TIMEOUT.\n"
+           "effect already applied) and CANCELLED ('onceq job cancel') since the broker\n"
+           "started; the queue's RETRY_AFTER and default TIMEOUT.\n"
            "\n"
            "A line \"no worker handles type X (N waiting)\" for each job type with ready\n"
            "jobs that no connected worker takes: they wait, using no try, until one\n"
