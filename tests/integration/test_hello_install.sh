@@ -268,7 +268,8 @@ done
 # ---- a mixed fleet: the built-in worker beside the hello workers -----------
 
 mixed_jobs=20
-"$prefix/bin/onceq-worker" --broker "$back" --name builtin >"$work/worker-builtin.log" 2>&1 &
+"$prefix/bin/onceq-worker" --broker "$back" --name builtin --key "$work/me/hello.key_secret" \
+  >"$work/worker-builtin.log" 2>&1 &
 pids+=($!)
 builtin_pid=$!
 builtin_up() { stats | jq -e '[.workers[].name] | map(select(startswith("builtin"))) | length == 1'; }
