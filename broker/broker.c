@@ -63,6 +63,8 @@
 #include "conns.h"
 #include "dedupe.h"
 #include "keystore.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "onceq/flags.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
@@ -102,6 +104,8 @@ struct oq_broker {
     msgpack_sbuffer out;          /* reused encoding buffer */
     int64_t started_ms;
     int64_t next_heartbeat_ms;
+    oq_metrics_http_t *metrics; /* serving GET /metrics; NULL without --metrics */
+    int64_t next_metrics_ms;    /* when the loop renders the metrics next */
 };
 
 oq_broker_config_t oq_broker_config_default(void)
@@ -410,8 +414,18 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_warn("connections per role are not counted: --max-producers, --max-workers and "
                 "--max-admins do not apply");
     }
+    if (config->metrics_addr) {
+        self->metrics = oq_metrics_http_new(config->metrics_addr, reason, reason_len);
+        if (!self->metrics) {
+            oq_broker_destroy(&self);
+            return NULL;
+        }
+        oq_info("metrics: GET http://%s/metrics (port %u)", config->metrics_addr,
+                (unsigned)oq_metrics_http_port(self->metrics));
+    }
     self->started_ms = oq_clock_now_ms(clock);
     self->next_heartbeat_ms = self->started_ms + config->heartbeat_ms;
+    self->next_metrics_ms = self->started_ms;
     return self;
 }
 
@@ -426,6 +440,7 @@ void oq_broker_destroy(oq_broker_t **self_p)
         zmq_close(self->front);
     if (self->back)
         zmq_close(self->back);
+    oq_metrics_http_destroy(&self->metrics);
     oq_auth_destroy(&self->auth);
     oq_peers_destroy(&self->peers);
     oq_keystore_destroy(&self->keys);
@@ -728,7 +743,8 @@ static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, c
     s_promise(self, env, req, s_appended(self));
 }
 
-static void s_stats(oq_broker_t *self, int64_t req)
+/* The journal's and auth's numbers, for "stats" and the metrics. */
+static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_auth_t *auth)
 {
     oq_stats_journal_t j = {
         .enabled = self->journal != NULL,
@@ -762,6 +778,15 @@ static void s_stats(oq_broker_t *self, int64_t req)
             a.refused_full += oq_peers_refused(self->peers, (oq_role_t)role);
         }
     }
+    *journal = j;
+    *auth = a;
+}
+
+static void s_stats(oq_broker_t *self, int64_t req)
+{
+    oq_stats_journal_t j;
+    oq_stats_auth_t a;
+    s_gather(self, &j, &a);
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
                     &j, &a);
 }
@@ -1238,6 +1263,33 @@ static void s_before_sleep(oq_broker_t *self)
     oq_dedupe_expire(self->dedupe, oq_clock_wall_ms(self->clock));
 }
 
+/* Render the metrics for the HTTP thread, at most every
+   OQ_METRICS_RENDER_MS (metrics_http.h): a scrape never waits for the
+   loop, and the loop never waits for a scrape. */
+static void s_publish_metrics(oq_broker_t *self, int64_t now)
+{
+    if (!self->metrics || now < self->next_metrics_ms)
+        return;
+    self->next_metrics_ms = now + OQ_METRICS_RENDER_MS;
+    oq_stats_journal_t j;
+    oq_stats_auth_t a;
+    s_gather(self, &j, &a);
+    oq_metrics_source_t source = {
+        .engine = self->engine,
+        .journal = &j,
+        .auth = &a,
+        .fsync_latency = self->journal ? oq_journal_fsync_latency(self->journal) : NULL,
+        .uptime_ms = now - self->started_ms,
+    };
+    size_t len = 0;
+    char *text = oq_metrics_render(&source, &len);
+    if (!text) {
+        oq_warn("metrics: out of memory rendering them; the previous text is served");
+        return;
+    }
+    oq_metrics_http_publish(self->metrics, &text, len);
+}
+
 /* Deliveries add records; stop adding while too many wait for the disk. */
 static bool s_may_deliver(oq_broker_t *self)
 {
@@ -1306,11 +1358,12 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
     if (s_may_deliver(self))
         oq_engine_pump(self->engine, s_deliver, self);
     s_before_sleep(self);
+    s_publish_metrics(self, oq_clock_now_ms(self->clock));
     return 0;
 }
 
 /* Sleep until the nearest of: a job deadline, the next heartbeat, the
-   journal's next batch fsync or retry. */
+   journal's next batch fsync or retry, the next rendering of the metrics. */
 static long s_timeout_ms(const oq_broker_t *self)
 {
     int64_t now = oq_clock_now_ms(self->clock);
@@ -1321,6 +1374,8 @@ static long s_timeout_ms(const oq_broker_t *self)
     deadline = self->journal ? oq_journal_next_deadline(self->journal) : -1;
     if (deadline >= 0 && deadline < wake)
         wake = deadline;
+    if (self->metrics && self->next_metrics_ms < wake)
+        wake = self->next_metrics_ms;
     return wake > now ? (long)(wake - now) : 0;
 }
 

@@ -47,6 +47,7 @@ typedef struct {
     size_t max_producers; /* connections of each role at most (with keys) */
     size_t max_workers;
     size_t max_admins;
+    const char *metrics_addr; /* serve GET /metrics on IP:PORT (metrics_http.h); NULL: off */
 } oq_broker_config_t;
 
 /* The defaults from onceq/limits.h (journal in OQ_DEFAULT_DATA_DIR). */

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "histogram.h"
 #include "idmap.h"
 #include "list.h"
 #include "onceq/limits.h"
@@ -91,6 +92,8 @@ typedef struct s_queue {
     uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
     uint64_t cancelled;         /* ready or delayed jobs withdrawn by an operator */
+    uint64_t expired;           /* leases that ran out */
+    oq_histogram_t latency;     /* dispatch to done, of jobs dispatched in this run */
     uint64_t clamped;           /* restored jobs whose timeout broke the rule */
     int64_t clamped_longest_ms; /* the longest timeout among them */
 } s_queue_t;
@@ -140,12 +143,15 @@ typedef struct s_job {
     uint32_t attempt;
     uint32_t max_tries;
     uint32_t payload_len;
-    uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
-    uint32_t gen;        /* requeues so far: part of the lease token */
-    uint8_t state;       /* s_state_t */
-    uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
-    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
-    uint8_t payload[];   /* encoded msgpack map */
+    uint32_t timeout_ms;    /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint32_t gen;           /* requeues so far: part of the lease token */
+    uint32_t dispatched_ms; /* engine clock at dispatch, truncated (differences wrap
+                               right below 49 days); valid if timed */
+    uint8_t state;          /* s_state_t */
+    uint8_t returned;       /* lease ended without an ack: next delivery is a redelivery */
+    uint8_t backoff_len;    /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t timed;          /* dispatched in this run (not restored): dispatched_ms holds */
+    uint8_t payload[];      /* encoded msgpack map */
 } s_job_t;
 
 /* A job recently done, remembered so that an ack arriving after it (the
@@ -209,6 +215,7 @@ struct oq_engine {
     uint64_t bytes;         /* sum of the live jobs' costs, against config.max_bytes */
     uint64_t fenced_acks;   /* acks without a valid token: changed nothing */
     uint64_t stale_touches; /* touches of a lease not current or not the sender's */
+    uint64_t workers_dead;  /* workers removed for their silence */
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
     oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> s_lane_t */
     oq_link_t lanes_all;              /* every lane, for destroy */
@@ -478,6 +485,7 @@ static s_queue_t *s_queue_get(oq_engine_t *self, const char *name, bool create)
         free(q);
         return NULL;
     }
+    oq_histogram_init(&q->latency, oq_histogram_latency_us, oq_histogram_latency_count);
     q->retry_after_ms = self->config.retry_after_ms;
     q->timeout_ms = self->config.timeout_ms;
     q->index = (uint32_t)self->queue_count;
@@ -974,6 +982,8 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
     self->next_id++;
     q->dispatched++;
+    job->dispatched_ms = (uint32_t)s_now(self);
+    job->timed = 1;
     s_enter_t how = {.dispatch = msg};
     if (msg->has_delay && msg->delay_ms > 0) {
         how.until_ms = s_now(self) + msg->delay_ms;
@@ -1167,6 +1177,7 @@ size_t oq_engine_reap_workers(oq_engine_t *self, int64_t silence_ms)
             snprintf(why, sizeof why, "silent for %lld ms", (long long)(now - w->last_seen_ms));
             oq_engine_worker_remove(self, &w, why);
             removed++;
+            self->workers_dead++;
         }
     }
     return removed;
@@ -1445,6 +1456,10 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
            by the database, so an earlier delivery's ok is as good as the
            current one's, and the current holder's later ack is ignored. */
         job->type->done++;
+        if (job->timed)
+            oq_histogram_observe(&q->latency,
+                                 (int64_t)(uint32_t)((uint32_t)s_now(self) - job->dispatched_ms) *
+                                     1000);
         if (ack->result == OQ_RESULT_APPLIED)
             job->type->applied++;
         if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
@@ -1560,6 +1575,7 @@ size_t oq_engine_tick(oq_engine_t *self)
                      job->queue->retry_after_ms / 1000.0);
             oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id,
                     job->type->name, why, job->attempt);
+            job->queue->expired++;
             s_lease_end(self, job, why);
         }
         processed++;
@@ -2222,4 +2238,23 @@ uint64_t oq_engine_restore_report(oq_engine_t *self)
         total += q->clamped;
     }
     return total;
+}
+
+/* ---- metrics ------------------------------------------------------------------ */
+
+uint64_t oq_engine_queue_expired(const oq_engine_t *self, size_t i)
+{
+    assert(i < self->queue_count);
+    return self->queues[i]->expired;
+}
+
+const oq_histogram_t *oq_engine_queue_latency(const oq_engine_t *self, size_t i)
+{
+    assert(i < self->queue_count);
+    return &self->queues[i]->latency;
+}
+
+uint64_t oq_engine_workers_dead(const oq_engine_t *self)
+{
+    return self->workers_dead;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "onceq/clock.h"
+#include "histogram.h"
 #include "onceq/proto.h"
 #include "review_log.h"
 
@@ -461,5 +462,17 @@ void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);
 /* After replay: log one line per queue whose restored jobs had their
    timeout clamped, with the numbers. Returns how many jobs were clamped. */
 uint64_t oq_engine_restore_report(oq_engine_t *self);
+
+/* ---- metrics (metrics.c) ------------------------------------------------ */
+
+/* Leases of queue i that ran out, since start. */
+uint64_t oq_engine_queue_expired(const oq_engine_t *self, size_t i);
+
+/* Dispatch-to-done latency of queue i's jobs, observed at the ok ack of
+   jobs dispatched since start (restored jobs are not timed). Borrowed. */
+const oq_histogram_t *oq_engine_queue_latency(const oq_engine_t *self, size_t i);
+
+/* Workers removed for their silence (missed heartbeats), since start. */
+uint64_t oq_engine_workers_dead(const oq_engine_t *self);
 
 #endif

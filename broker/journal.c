@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "onceq/limits.h"
@@ -74,6 +75,7 @@ struct oq_journal {
     int64_t retry_at_ms;
     char error[S_ERROR_LEN];
     uint64_t fsyncs, failures;
+    oq_histogram_t fsync_latency; /* of the journal file's fsyncs that succeeded */
 };
 
 /* ---- the disk seam ---- */
@@ -381,6 +383,7 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
         return NULL;
     }
     self->config = *config;
+    oq_histogram_init(&self->fsync_latency, oq_histogram_fsync_us, oq_histogram_fsync_count);
     self->ops = config->ops ? config->ops : oq_disk_ops_system();
     self->clock = clock;
     self->fd = self->lock_fd = self->mark_fd = -1;
@@ -663,8 +666,19 @@ static int s_write_pending(oq_journal_t *self)
     return rc;
 }
 
+/* CLOCK_MONOTONIC in microseconds. The fsync timing is an observation for
+   the metrics, not a deadline: it reads the system clock directly rather
+   than the injected millisecond one, which is too coarse for an fsync. */
+static int64_t s_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static int s_fsync(oq_journal_t *self)
 {
+    int64_t started_us = s_now_us();
     if (self->ops->fsync(self->ops->ctx, self->fd) < 0) {
         int err = errno;
         self->written = 0; /* the pages may be gone: write them all again */
@@ -672,6 +686,7 @@ static int s_fsync(oq_journal_t *self)
         return -1;
     }
     self->fsyncs++;
+    oq_histogram_observe(&self->fsync_latency, s_now_us() - started_us);
     self->last_sync_ms = oq_clock_now_ms(self->clock);
     return 0;
 }
@@ -744,6 +759,11 @@ const char *oq_journal_error(const oq_journal_t *self)
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self)
 {
     return self->buf.size;
+}
+
+const oq_histogram_t *oq_journal_fsync_latency(const oq_journal_t *self)
+{
+    return &self->fsync_latency;
 }
 
 uint64_t oq_journal_fsyncs(const oq_journal_t *self)

@@ -160,6 +160,9 @@ uint64_t oq_journal_backlog_bytes(const oq_journal_t *self);
 uint64_t oq_journal_fsyncs(const oq_journal_t *self);
 uint64_t oq_journal_failures(const oq_journal_t *self);
 
+/* How long the journal file's fsyncs took, since open. Borrowed. */
+const oq_histogram_t *oq_journal_fsync_latency(const oq_journal_t *self);
+
 oq_fsync_t oq_journal_policy(const oq_journal_t *self);
 
 /* The disk seam in use (the compaction writes through it too). Borrowed. */

@@ -416,6 +416,17 @@ int main(int argc, char **argv)
          .kind = OQ_FLAG_BOOL,
          .dest = &config.no_journal,
          .help = "keep jobs in memory only: a restart LOSES every job"},
+
+        {.kind = OQ_FLAG_SECTION, .help = "metrics (docs/operations.md, \"Metrics\"):"},
+        {.name = "metrics",
+         .env = "ONCEQ_METRICS",
+         .kind = OQ_FLAG_STRING,
+         .arg = "IP:PORT",
+         .dest = &config.metrics_addr,
+         .def_text = "off",
+         .help = "serve GET /metrics (Prometheus text format, plain HTTP without "
+                 "authentication: bind loopback or a private address) on IP:PORT, "
+                 "e.g. 127.0.0.1:9751"},
     };
     size_t count = OQ_FLAGS_COUNT(flags);
     int rc = oq_flags_parse(S_PROGRAM, flags, count, argc, argv);
@@ -440,6 +451,8 @@ int main(int argc, char **argv)
     config.max_workers = (size_t)max_workers;
     config.max_admins = (size_t)max_admins;
     config.queues = queues.queues;
+    if (config.metrics_addr && !config.metrics_addr[0])
+        config.metrics_addr = NULL; /* ONCEQ_METRICS= (empty): off */
     config.queue_count = queues.count;
     if (config.keys_dir && config.insecure) {
         fprintf(stderr, S_PROGRAM ": --keys and --insecure exclude each other: with keys the "
