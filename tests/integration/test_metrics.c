@@ -1,0 +1,223 @@
+/*  test_metrics: a broker started with --metrics serves GET /metrics; the
+    text passes `promtool check metrics`, and its counters follow the jobs
+    a worker runs (done from 0 to N, the latency histogram's count N). A
+    bad address is refused at start with a reason. Without promtool the
+    check is skipped with a message, unless CI is set: then it fails. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define S_JOBS           20
+#define S_POLL_MS        50
+#define S_HTTP_TIMEOUT_S 10
+
+static int s_setup(void **state)
+{
+    *state = it_new("metrics");
+    return *state ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+typedef struct {
+    char *text;
+    size_t len;
+} s_body_t;
+
+static size_t s_collect(char *data, size_t size, size_t n, void *ctx)
+{
+    s_body_t *body = ctx;
+    char *grown = realloc(body->text, body->len + size * n + 1);
+    if (!grown)
+        return 0;
+    memcpy(grown + body->len, data, size * n);
+    body->len += size * n;
+    grown[body->len] = 0;
+    body->text = grown;
+    return size * n;
+}
+
+/* GET url; the body (caller frees) and the status in *status. */
+static char *s_get(const char *url, long *status)
+{
+    CURL *curl = curl_easy_init();
+    assert_non_null(curl);
+    s_body_t body = {calloc(1, 1), 0};
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, s_collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)S_HTTP_TIMEOUT_S);
+    CURLcode rc = curl_easy_perform(curl);
+    if (rc != CURLE_OK)
+        fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_cleanup(curl);
+    return body.text;
+}
+
+/* The value of the sample named exactly series ("name{labels}"), or -1 if
+   the text has none. */
+static double s_value(const char *text, const char *series)
+{
+    size_t len = strlen(series);
+    for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, series, len) == 0 && line[len] == ' ')
+            return strtod(line + len + 1, NULL);
+    }
+    return -1;
+}
+
+/* The port the broker's log says it serves metrics on. */
+static unsigned s_metrics_port(it_t *it)
+{
+    assert_int_equal(it_wait_log(it, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
+    char *log = it_read_log(it, "broker");
+    const char *at = strstr(log, "metrics: GET");
+    assert_non_null(at);
+    at = strstr(at, "(port ");
+    assert_non_null(at);
+    unsigned port = (unsigned)strtoul(at + 6, NULL, 10);
+    free(log);
+    assert_true(port > 0);
+    return port;
+}
+
+/* Scrape until the sample reaches want (the loop renders every 250 ms). */
+static char *s_scrape_until(const char *url, const char *series, double want)
+{
+    int64_t end = it_now_ms() + IT_WAIT_MS;
+    for (;;) {
+        long status = 0;
+        char *text = s_get(url, &status);
+        if (status == 200 && s_value(text, series) == want)
+            return text;
+        if (it_now_ms() > end)
+            fail_msg("%s never reached %g; last scrape (HTTP %ld):\n%s", series, want, status,
+                     text);
+        free(text);
+        usleep(S_POLL_MS * 1000);
+    }
+}
+
+static bool s_promtool_present(void)
+{
+    return system("command -v promtool >/dev/null 2>&1") == 0;
+}
+
+/* promtool check metrics on text: its exit status, and its output printed
+   on failure. */
+static void s_promtool_check(it_t *it, const char *text)
+{
+    if (!s_promtool_present()) {
+        const char *ci = getenv("CI");
+        if (ci && *ci && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0)
+            fail_msg("promtool is missing and CI is set: install the Debian package "
+                     "prometheus (deploy/install-deps.sh)");
+        print_message("SKIPPED promtool check: promtool is missing (Debian package "
+                      "prometheus; deploy/install-deps.sh installs it)\n");
+        return;
+    }
+    char path[512], cmd[1200];
+    snprintf(path, sizeof path, "%s/metrics.txt", it->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' > '%s.out' 2>&1", path, path);
+    int status = system(cmd);
+    if (status != 0) {
+        snprintf(cmd, sizeof cmd, "cat '%s.out'", path);
+        if (system(cmd) != 0)
+            print_message("(no promtool output)\n");
+        fail_msg("promtool check metrics failed (status %d) on %s", status, path);
+    }
+}
+
+static void test_metrics_follow_the_jobs(void **state)
+{
+    it_t *it = *state;
+    const char *broker_flags[] = {"--heartbeat-ms", "200", "--metrics", "127.0.0.1:0", NULL};
+    assert_true(it_start_broker(it, broker_flags) > 0);
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", s_metrics_port(it));
+
+    /* Before any job: served, valid, and nothing done. */
+    char *text = s_scrape_until(url, "onceq_workers_connected", 0);
+    assert_non_null(strstr(text, "onceq_build_info{version=\""));
+    double done = s_value(text, "onceq_queue_done_total{queue=\"default\"}");
+    assert_true(done == -1 || done == 0);
+    s_promtool_check(it, text);
+    free(text);
+
+    const char *worker_flags[] = {"--processes", "1", NULL};
+    assert_true(it_start_worker(it, "worker", worker_flags) > 0);
+    free(s_scrape_until(url, "onceq_workers_connected", 1));
+    for (int i = 0; i < S_JOBS; i++)
+        assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
+
+    text = s_scrape_until(url, "onceq_queue_done_total{queue=\"default\"}", S_JOBS);
+    assert_true(s_value(text, "onceq_queue_dispatched_total{queue=\"default\"}") == S_JOBS);
+    assert_true(s_value(text, "onceq_type_done_total{type=\"noop\"}") == S_JOBS);
+    assert_true(s_value(text, "onceq_queue_job_duration_seconds_count{queue=\"default\"}") ==
+                S_JOBS);
+    assert_true(s_value(text, "onceq_queue_job_duration_seconds_bucket{queue=\"default\","
+                              "le=\"+Inf\"}") == S_JOBS);
+    assert_true(s_value(text, "onceq_queue_ready_jobs{queue=\"default\"}") == 0);
+    /* The journal fsynced the jobs' records (fsync always), and timed it. */
+    double fsyncs = s_value(text, "onceq_journal_fsyncs_total");
+    assert_true(fsyncs > 0);
+    assert_true(s_value(text, "onceq_journal_fsync_duration_seconds_count") == fsyncs);
+    assert_true(s_value(text, "onceq_auth_curve") == 1);
+    s_promtool_check(it, text);
+    free(text);
+
+    /* Anything but GET /metrics is refused, and the server still serves. */
+    long status = 0;
+    char other[128];
+    snprintf(other, sizeof other, "http://127.0.0.1:%u/other", s_metrics_port(it));
+    free(s_get(other, &status));
+    assert_int_equal(status, 404);
+    free(s_get(url, &status));
+    assert_int_equal(status, 200);
+}
+
+static void test_bad_metrics_address_is_refused(void **state)
+{
+    it_t *it = *state;
+    const char *broker_flags[] = {"--metrics", "nowhere", NULL};
+    assert_true(it_start_broker(it, broker_flags) < 0);
+    char *log = it_read_log(it, "broker");
+    if (!strstr(log, "refusing to start: metrics address 'nowhere'"))
+        fail_msg("no reason in the log:\n%s", log);
+    free(log);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_metrics_follow_the_jobs, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_metrics_address_is_refused, s_setup, s_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
