@@ -1704,6 +1704,49 @@ static void test_restore_review_and_resolutions(void **state)
     assert_non_null(strstr(reason, "resolved already"));
 }
 
+/* The counters of the metrics: a lease that runs out, a worker reaped for
+   its silence, and the dispatch-to-done time of a job acked ok (restored
+   jobs are not timed: their dispatch was in another run). */
+static void test_metrics_count_expiries_deaths_and_latency(void **state)
+{
+    s_fixture_t *f = *state;
+    f->time.now = 1000;
+    uint64_t quick = s_dispatch(f, "noop");
+    uint64_t slow = s_dispatch(f, "noop");
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t old = {.id = 500,
+                        .type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1};
+    char reason[128];
+    assert_int_equal(oq_engine_restore(f->engine, &old, 0, reason, sizeof reason), 0);
+    oq_worker_t *a = s_worker(f, 'a', 3);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+
+    f->time.now = 1000 + 120;
+    assert_int_equal(s_ack(f, a, quick, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, a, 500, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    const oq_histogram_t *h = oq_engine_queue_latency(f->engine, 0);
+    assert_int_equal(h->count, 1); /* the restored job is not timed */
+    assert_int_equal(h->sum_us, 120000);
+    assert_int_equal(oq_engine_queue_expired(f->engine, 0), 0);
+
+    f->time.now = 1000 + S_RETRY_AFTER_MS;
+    assert_int_equal(oq_engine_tick(f->engine), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, slow), "ready");
+    assert_int_equal(oq_engine_queue_expired(f->engine, 0), 1);
+
+    assert_int_equal(oq_engine_workers_dead(f->engine), 0);
+    f->time.now += 10000;
+    assert_int_equal(oq_engine_reap_workers(f->engine, 5000), 1);
+    assert_int_equal(oq_engine_workers_dead(f->engine), 1);
+    /* A worker that leaves is not dead. */
+    oq_worker_t *b = s_worker(f, 'b', 1);
+    oq_engine_worker_remove(f->engine, &b, "bye");
+    assert_int_equal(oq_engine_workers_dead(f->engine), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1774,6 +1817,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_count_expiries_deaths_and_latency, s_setup,
+                                        s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
