@@ -8,7 +8,9 @@
 #
 # Environment: JOBS (20000), LATENCY_JOBS (500), WINDOW (64), REPEATS (3),
 # WORKER_COUNTS ("1 2 4"), RUN_DEADLINE_S (300, per benchmark run), INSECURE
-# (1: onceq in plaintext, like beanstalkd; by default it speaks CURVE).
+# (1: onceq in plaintext, like beanstalkd; by default it speaks CURVE),
+# BROKER_FLAGS (more onceq-broker flags, split on spaces: "--metrics
+# 127.0.0.1:9751").
 # Builds nothing: build the tree first (cmake --build BUILD_DIR).
 set -euo pipefail
 
@@ -19,6 +21,7 @@ WINDOW=${WINDOW:-64}
 REPEATS=${REPEATS:-3}
 WORKER_COUNTS=${WORKER_COUNTS:-"1 2 4"}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-300}
+read -r -a BROKER_EXTRA <<<"${BROKER_FLAGS:-}"
 
 # Port range for our own servers: high, unprivileged, below the usual
 # ephemeral range (32768+ on Linux is avoided only in part; a taken port is
@@ -69,7 +72,7 @@ start_broker() {
         BACK=tcp://127.0.0.1:$BACK_PORT
         # In memory, like beanstalkd without -b: durable_run.sh compares the journals.
         (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --no-journal --log-level warn "${BROKER_AUTH[@]}") >>"$WORKDIR/broker.log" 2>&1 &
+            --no-journal --log-level warn "${BROKER_AUTH[@]}" ${BROKER_EXTRA[@]+"${BROKER_EXTRA[@]}"}) >>"$WORKDIR/broker.log" 2>&1 &
         BROKER_PID=$!
         for ((i = 0; i < READY_TRIES; i++)); do
             kill -0 "$BROKER_PID" 2>/dev/null || break
