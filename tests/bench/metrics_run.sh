@@ -55,14 +55,17 @@ echo "-- scraped every $SCRAPE_MS ms: $(grep -c '^ok' "$WORKDIR/scrapes.txt" || 
     "$(grep -c '^miss' "$WORKDIR/scrapes.txt" || true) missed (before the broker was up, between brokers)"
 cat "$WORKDIR/scraped.txt"
 echo
-echo "ratios scraped / plain of the onceq medians (j/s: below 1 is slower; p50, p99: above 1 is)"
-printf "%-7s  %8s %8s %8s\n" workers "j/s x" "p50 x" "p99 x"
-# The rows of run.sh's table: workers, onceq j/s, p50, p99, ...
+echo "ratios scraped / plain of the medians (j/s: below 1 is slower; p50, p99: above 1 is)."
+echo "The scraper runs through the second run.sh's beanstalkd part too: beanstalkd's"
+echo "ratio is the control, what the curl processes alone cost the machine."
+printf "%-7s  %8s %8s %8s  %16s  %18s\n" workers "j/s x" "p50 x" "p99 x" "beanstalkd j/s x" "onceq / control"
+# The rows of run.sh's table: workers, onceq j/s, p50, p99, beanstalkd j/s, ...
 awk 'FNR == 1 { file++ }
-     $1 ~ /^[0-9]+$/ && NF >= 4 { v[file, $1] = $2 " " $3 " " $4; if (file == 1) order[++n] = $1 }
+     $1 ~ /^[0-9]+$/ && NF >= 5 { v[file, $1] = $2 " " $3 " " $4 " " $5; if (file == 1) order[++n] = $1 }
      END {
          for (i = 1; i <= n; i++) {
              w = order[i]; split(v[1, w], a, " "); split(v[2, w], b, " ")
-             printf "%-7s  %8.3f %8.3f %8.3f\n", w, b[1] / a[1], b[2] / a[2], b[3] / a[3]
+             o = b[1] / a[1]; c = b[4] / a[4]
+             printf "%-7s  %8.3f %8.3f %8.3f  %16.3f  %18.3f\n", w, o, b[2] / a[2], b[3] / a[3], c, o / c
          }
      }' "$WORKDIR/plain.txt" "$WORKDIR/scraped.txt"
