@@ -143,15 +143,18 @@ typedef struct s_job {
     uint32_t attempt;
     uint32_t max_tries;
     uint32_t payload_len;
-    uint32_t timeout_ms;    /* at most OQ_MAX_TIMEOUT_MS, which fits */
-    uint32_t gen;           /* requeues so far: part of the lease token */
+    uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint32_t gen;        /* requeues so far: part of the lease token */
+
+    /* For the dispatch-to-done histogram; they fill what was padding. */
     uint32_t dispatched_ms; /* engine clock at dispatch, truncated (differences wrap
                                right below 49 days); valid if timed */
-    uint8_t state;          /* s_state_t */
-    uint8_t returned;       /* lease ended without an ack: next delivery is a redelivery */
-    uint8_t backoff_len;    /* at most OQ_MAX_BACKOFF_STEPS */
     uint8_t timed;          /* dispatched in this run (not restored): dispatched_ms holds */
-    uint8_t payload[];      /* encoded msgpack map */
+
+    uint8_t state;       /* s_state_t */
+    uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
+    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t payload[];   /* encoded msgpack map */
 } s_job_t;
 
 /* A job recently done, remembered so that an ack arriving after it (the
