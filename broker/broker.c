@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include <sys/random.h>
@@ -1265,12 +1266,16 @@ static void s_before_sleep(oq_broker_t *self)
 
 /* Render the metrics for the HTTP thread, at most every
    OQ_METRICS_RENDER_MS (metrics_http.h): a scrape never waits for the
-   loop, and the loop never waits for a scrape. */
+   loop, and the loop never waits for a scrape. Rendering grows with the
+   queues and types (some 50 us each), so the next one waits at least
+   OQ_METRICS_RENDER_SPACING times as long as this one took: the loop
+   spends at most 1 / OQ_METRICS_RENDER_SPACING of its time on it. */
 static void s_publish_metrics(oq_broker_t *self, int64_t now)
 {
     if (!self->metrics || now < self->next_metrics_ms)
         return;
-    self->next_metrics_ms = now + OQ_METRICS_RENDER_MS;
+    struct timespec started, ended;
+    clock_gettime(CLOCK_MONOTONIC, &started);
     oq_stats_journal_t j;
     oq_stats_auth_t a;
     s_gather(self, &j, &a);
@@ -1283,6 +1288,11 @@ static void s_publish_metrics(oq_broker_t *self, int64_t now)
     };
     size_t len = 0;
     char *text = oq_metrics_render(&source, &len);
+    clock_gettime(CLOCK_MONOTONIC, &ended);
+    int64_t took_ms =
+        (ended.tv_sec - started.tv_sec) * 1000 + (ended.tv_nsec - started.tv_nsec) / 1000000;
+    int64_t wait_ms = took_ms * OQ_METRICS_RENDER_SPACING;
+    self->next_metrics_ms = now + (wait_ms > OQ_METRICS_RENDER_MS ? wait_ms : OQ_METRICS_RENDER_MS);
     if (!text) {
         oq_warn("metrics: out of memory rendering them; the previous text is served");
         return;
