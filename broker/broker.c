@@ -1267,7 +1267,7 @@ static void s_before_sleep(oq_broker_t *self)
 /* Render the metrics for the HTTP thread, at most every
    OQ_METRICS_RENDER_MS (metrics_http.h): a scrape never waits for the
    loop, and the loop never waits for a scrape. Rendering grows with the
-   queues and types (some 50 us each), so the next one waits at least
+   queues and types (some 6 us each), so the next one waits at least
    OQ_METRICS_RENDER_SPACING times as long as this one took: the loop
    spends at most 1 / OQ_METRICS_RENDER_SPACING of its time on it. */
 static void s_publish_metrics(oq_broker_t *self, int64_t now)

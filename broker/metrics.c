@@ -5,7 +5,9 @@
 #include "metrics.h"
 
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "onceq/limits.h"
 
@@ -15,6 +17,10 @@
 /* A label value, escaped as the format requires (\\, \" and \n). */
 static void s_label(FILE *out, const char *value)
 {
+    if (!strpbrk(value, "\\\"\n")) {
+        fputs(value, out);
+        return;
+    }
     for (const char *c = value; *c; c++) {
         if (*c == '\\' || *c == '"')
             fputc('\\', out);
@@ -291,6 +297,7 @@ char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
     FILE *out = open_memstream(&text, &size);
     if (!out)
         return NULL;
+    __fsetlocking(out, FSETLOCKING_BYCALLER); /* the stream is this call's alone */
     s_render_broker(out, source);
     s_render_queues(out, source->engine);
     s_render_latency(out, source->engine);
