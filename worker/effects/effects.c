@@ -7,6 +7,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "onceq/log.h"
+
 struct oq_effects {
     oq_pg_t *pg;   /* owned; connects on first use */
     oq_txn_t *txn; /* owned; over pg */
@@ -44,6 +46,24 @@ int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_err
 {
     assert(self);
     return oq_txn_run(self->txn, body, ctx, error);
+}
+
+int oq_effects_probe(oq_effects_t *self, oq_pg_error_t *error)
+{
+    assert(self && error);
+    assert(!oq_txn_active(self->txn));
+    /* The probe's own bound, not the last job's: the job that set it is
+       over, and the next one sets its own (oq_effects_begin_job). */
+    oq_pg_set_timeout(self->pg, OQ_EFFECTS_PROBE_TIMEOUT_MS);
+    return oq_pg_exec(self->pg, "SELECT 1", 0, NULL, NULL, error);
+}
+
+void oq_effects_release(oq_effects_t *self)
+{
+    assert(self);
+    assert(!oq_txn_active(self->txn));
+    if (oq_pg_disconnect(self->pg))
+        oq_debug("released the database connection of an idle worker");
 }
 
 oq_pg_t *oq_effects_pg(oq_effects_t *self)

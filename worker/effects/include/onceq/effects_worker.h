@@ -26,6 +26,7 @@ static inline oq_outcome_t oq_effects_outcome(oq_pg_class_t cls)
         return OQ_OUTCOME_FAIL;
     case OQ_EFFECTS_RETRY:
     case OQ_EFFECTS_UNKNOWN:
+    case OQ_EFFECTS_UNAVAILABLE:
         break;
     }
     return OQ_OUTCOME_RETRY;
