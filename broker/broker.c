@@ -627,6 +627,14 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         if (w)
             oq_engine_worker_remove(self->engine, &w, "disconnected");
         break;
+    case OQ_CMD_STATUS:
+        if (w) {
+            oq_engine_worker_seen(self->engine, w);
+            oq_engine_worker_status(self->engine, w, msg->status, msg->status_ms, msg->err_text);
+        } else {
+            s_send_reconnect(self, env, "unknown worker: send ready");
+        }
+        break;
     default:
         assert(!"s_valid_on admits only back commands");
     }
@@ -639,7 +647,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
-           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH;
+           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH ||
+           cmd == OQ_CMD_STATUS;
 }
 
 /* Read and handle up to one batch of messages from sock. */
