@@ -119,8 +119,9 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
 
     static const char *const isolations[] = {"read-committed", "repeatable-read", "serializable",
                                              NULL};
-    s_run_t run = {
-        .worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT, .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS}};
+    s_run_t run = {.worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT,
+                              .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS,
+                              .idle_release_ms = OQ_WORKER_IDLE_RELEASE_MS}};
     oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
     oq_log_level_t level = OQ_LOG_INFO;
     const char *database = NULL;
@@ -128,6 +129,8 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
+    char idle_def[S_DEFAULT_LEN];
+    snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);
     snprintf(heartbeat_def, sizeof heartbeat_def, "%d", OQ_DEFAULT_HEARTBEAT_MS);
     snprintf(stop_def, sizeof stop_def, "%d", OQ_SUPERVISOR_STOP_MS / 1000);
     snprintf(max_name, sizeof max_name, "1 to %d characters of A-Z a-z 0-9 _ . : -",
@@ -214,6 +217,15 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .dest = &isolation,
          .help = "the transaction isolation level for those handlers: read-committed, "
                  "repeatable-read or serializable"},
+        {.name = "idle-release",
+         .env = "ONCEQ_WORKER_IDLE_RELEASE",
+         .kind = OQ_FLAG_SECONDS,
+         .arg = "S",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .def = idle_def,
+         .dest = &run.worker.idle_release_ms,
+         .help = "after S seconds without a job, handlers close their database "
+                 "connections (the next job opens one again); 0: keep them"},
         {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
         {.name = "version",
          .kind = OQ_FLAG_BOOL,

@@ -159,8 +159,8 @@ void oq_points_report(const oq_job_t *job, const oq_points_args_t *args,
         break;
     case OQ_GRANT_ERROR:
         if (result->error.cls == OQ_PG_ERR_UNKNOWN)
-            oq_warn("job %" PRIu64 ": the database connection was lost during COMMIT; reporting "
-                    "retry (a second run finds the grant if it was committed)",
+            oq_warn("job %" PRIu64 ": the database connection was lost during COMMIT; handing "
+                    "the job back (a second run finds the grant if it was committed)",
                     job->id);
         oq_effects_report_error(report, job, &result->error);
         break;
@@ -183,8 +183,17 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     oq_points_report(job, &args, &result, report);
 }
 
+int oq_points_handler_needs_database(oq_points_handler_t *self, oq_registry_t *registry,
+                                     const char *type)
+{
+    assert(self && registry && type);
+    return oq_effects_worker_needs(registry, type, &self->effects);
+}
+
 int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registry)
 {
     assert(self && registry);
-    return oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self);
+    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self) < 0)
+        return -1;
+    return oq_points_handler_needs_database(self, registry, OQ_POINTS_JOB_TYPE);
 }
