@@ -42,8 +42,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export ONCEQ_PG_PORT=$((40000 + RANDOM % 20000))
-ONCEQ_BIN=$bin/onceq bash "$top/deploy/pg.sh" start "$run/pg" >"$run/pg.log" 2>&1
+# A random port; another one if it is taken.
+for try in 1 2 3; do
+  export ONCEQ_PG_PORT=$((40000 + RANDOM % 20000))
+  if ONCEQ_BIN=$bin/onceq bash "$top/deploy/pg.sh" start "$run/pg" >>"$run/pg.log" 2>&1; then
+    break
+  fi
+  ((try < 3)) || { echo "outage_run.sh: the cluster did not start; see $run/pg.log" >&2; exit 1; }
+done
 export ONCEQ_DATABASE_URL=$(bash "$top/deploy/pg.sh" url "$run/pg")
 psql "$ONCEQ_DATABASE_URL" -qAtX -c "INSERT INTO point_balances (customer_id, balance)
   SELECT g, 0 FROM generate_series(1, $customers) g ON CONFLICT DO NOTHING"
