@@ -54,13 +54,17 @@ export ONCEQ_DATABASE_URL=$(bash "$top/deploy/pg.sh" url "$run/pg")
 psql "$ONCEQ_DATABASE_URL" -qAtX -c "INSERT INTO point_balances (customer_id, balance)
   SELECT g, 0 FROM generate_series(1, $customers) g ON CONFLICT DO NOTHING"
 
-port=$((20000 + RANDOM % 20000))
-front=tcp://127.0.0.1:$port
-back=tcp://127.0.0.1:$((port + 1))
-export ONCEQ_BROKER=$front
-"$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" >"$run/broker.log" 2>&1 &
-broker_pid=$!
-until "$bin/onceq" ping >/dev/null 2>&1; do sleep 0.1; done
+for try in 1 2 3; do
+  port=$((20000 + RANDOM % 20000))
+  front=tcp://127.0.0.1:$port
+  back=tcp://127.0.0.1:$((port + 1))
+  export ONCEQ_BROKER=$front
+  "$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" >>"$run/broker.log" 2>&1 &
+  broker_pid=$!
+  until "$bin/onceq" ping >/dev/null 2>&1 || ! kill -0 "$broker_pid" 2>/dev/null; do sleep 0.1; done
+  kill -0 "$broker_pid" 2>/dev/null && break
+  ((try < 3)) || { echo "outage_run.sh: the broker did not start; see $run/broker.log" >&2; exit 1; }
+done
 "$bin/onceq-worker" --broker "$back" --processes "$workers" >"$run/workers.log" 2>&1 &
 worker_pid=$!
 
