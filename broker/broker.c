@@ -196,10 +196,10 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
                       c->repair, &r, reason, reason_len) < 0)
         return -1;
     oq_info("journal %s: replayed %llu records (%llu bytes) in %lld ms: %zu ready, %zu delayed, "
-            "%zu failed, %zu dispatch ids; fsync %s",
+            "%zu failed, %zu in review, %zu dispatch ids; fsync %s",
             oq_journal_path(self->journal), (unsigned long long)r.records,
             (unsigned long long)r.bytes, (long long)r.elapsed_ms, r.ready, r.delayed, r.failed,
-            r.dispatch_ids, oq_fsync_name(c->journal.fsync));
+            r.review, r.dispatch_ids, oq_fsync_name(c->journal.fsync));
     if (r.ignored)
         oq_warn("journal: %llu records named jobs it did not hold; they were skipped",
                 (unsigned long long)r.ignored);
@@ -492,6 +492,114 @@ static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
     s_promise(self, env, req, s_appended(self));
 }
 
+/* ---- admin commands on the failed store and waiting jobs ---------------------
+   Like requeue, each change is journaled, and its reply waits in the outbox
+   until its records are durable: an operator told "forgotten" or
+   "cancelled" must not see the job again after a restart. */
+
+static bool s_store_command(oq_cmd_t cmd)
+{
+    return cmd == OQ_CMD_FORGET || cmd == OQ_CMD_FLUSH || cmd == OQ_CMD_REQUEUE_ALL ||
+           cmd == OQ_CMD_CANCEL || cmd == OQ_CMD_HORIZON;
+}
+
+static oq_err_t s_refusal_code(oq_refusal_t why)
+{
+    return why == OQ_REFUSED_UNKNOWN ? OQ_ERR_NOT_FOUND : OQ_ERR_WRONG_STATE;
+}
+
+static void s_forget(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id)
+{
+    char reason[512];
+    oq_refusal_t why;
+    if (!s_can_promise(self, env, req))
+        return;
+    if (oq_engine_forget(self->engine, id, &why, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req, s_refusal_code(why), reason);
+        return;
+    }
+    oq_info("job %llu forgotten: deleted from the failed store", (unsigned long long)id);
+    oq_proto_encode_job_id(&self->out, OQ_CMD_FORGOTTEN, req, id);
+    s_promise(self, env, req, s_appended(self));
+}
+
+static void s_cancel(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id)
+{
+    char reason[512];
+    oq_refusal_t why;
+    if (!s_can_promise(self, env, req))
+        return;
+    if (oq_engine_cancel(self->engine, id, &why, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req, s_refusal_code(why), reason);
+        return;
+    }
+    oq_info("job %llu cancelled", (unsigned long long)id);
+    oq_proto_encode_job_id(&self->out, OQ_CMD_CANCELLED, req, id);
+    s_promise(self, env, req, s_appended(self));
+}
+
+/* flush or requeue_all: every failed job of one queue, or of all. */
+static void s_failed_all(oq_broker_t *self, const s_envelope_t *env, int64_t req, oq_cmd_t cmd,
+                         oq_str_t queue_name)
+{
+    if (!s_can_promise(self, env, req))
+        return;
+    char name[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(queue_name, name, sizeof name);
+    const char *queue = queue_name.ptr ? name : NULL;
+    bool flush = cmd == OQ_CMD_FLUSH;
+    uint64_t count = flush ? oq_engine_flush_failed(self->engine, queue)
+                           : oq_engine_requeue_all(self->engine, queue);
+    oq_info("%s %llu failed job(s)%s%s", flush ? "flushed" : "requeued", (unsigned long long)count,
+            queue ? " of queue " : "", queue ? queue : "");
+    oq_proto_encode_count(&self->out, flush ? OQ_CMD_FLUSHED : OQ_CMD_REQUEUED_ALL, req, count);
+    s_promise(self, env, req, s_appended(self));
+}
+
+/* The cursor of a page of the failed or the review store: (after_at,
+   after) as given, or the time of job after looked up. 0, or -1 after
+   answering with an error. */
+static int s_store_cursor(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                          const oq_msg_t *msg, oq_failed_cursor_t *cursor)
+{
+    if (msg->has_after_at) {
+        *cursor = (oq_failed_cursor_t){msg->after_at, msg->after};
+        return 0;
+    }
+    if (oq_engine_failed_cursor(self->engine, msg->after, cursor) == 0)
+        return 0;
+    char reason[256];
+    snprintf(reason, sizeof reason,
+             "job %llu, the page's cursor, is no longer in the %s store: give its time too "
+             "(\"after_at\", the previous page's \"next_at\")",
+             (unsigned long long)msg->after, msg->cmd == OQ_CMD_REVIEW ? "review" : "failed");
+    s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
+    return -1;
+}
+
+/* `resolve`: answered, like a requeue, once the resolution is durable. */
+static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    oq_review_action_t action;
+    oq_str_t note_str;
+    char reason[OQ_MAX_ERROR_LEN + 1], note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    if (oq_proto_resolve_get(msg, &action, &note_str) < 0) {
+        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, "a resolve needs an action");
+        return;
+    }
+    if (!s_can_promise(self, env, req))
+        return;
+    oq_str_copy(note_str, note, sizeof note);
+    oq_refusal_t why;
+    if (oq_engine_review_resolve(self->engine, msg->id, action, note, &why, reason, sizeof reason) <
+        0) {
+        s_reply_error(self, self->front, env, req, s_refusal_code(why), reason);
+        return;
+    }
+    oq_proto_encode_resolve(&self->out, OQ_CMD_RESOLVED, req, msg->id, action, note);
+    s_promise(self, env, req, s_appended(self));
+}
+
 static void s_stats(oq_broker_t *self, int64_t req)
 {
     oq_stats_journal_t j = {
@@ -516,6 +624,35 @@ static void s_stats(oq_broker_t *self, int64_t req)
                     &j);
 }
 
+/* The review store's commands (docs/protocol.md, "review"). */
+static void s_handle_review(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                            const oq_msg_t *msg)
+{
+    if (msg->cmd == OQ_CMD_RESOLVE) {
+        s_resolve(self, env, req, msg);
+        return;
+    }
+    if (msg->cmd == OQ_CMD_REVIEW) {
+        char queue[OQ_MAX_NAME_LEN + 1];
+        oq_str_copy(msg->name, queue, sizeof queue);
+        oq_failed_cursor_t cursor;
+        bool paged = msg->after || msg->has_after_at;
+        if (paged && s_store_cursor(self, env, req, msg, &cursor) < 0)
+            return;
+        oq_stats_encode_review(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
+                               paged ? &cursor : NULL,
+                               msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST);
+    } else if (oq_stats_encode_review_show(&self->out, req, self->engine, msg->id) < 0) {
+        char text[128];
+        snprintf(text, sizeof text, "job %llu is not in review and has no resolution on record",
+                 (unsigned long long)msg->id);
+        s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, text);
+        return;
+    }
+    if (s_reply(self, self->front, env) < 0)
+        oq_debug("admin went away before its reply");
+}
+
 static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
 {
     int64_t req = msg->has_req ? (int64_t)msg->req : -1;
@@ -533,13 +670,35 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         char queue[OQ_MAX_NAME_LEN + 1];
         oq_str_copy(msg->name, queue, sizeof queue);
         uint32_t limit = msg->limit ? msg->limit : OQ_DEFAULT_FAILED_LIST;
+        oq_failed_cursor_t cursor;
+        bool paged = msg->after || msg->has_after_at;
+        if (paged && s_store_cursor(self, env, req, msg, &cursor) < 0)
+            return;
         oq_stats_encode_failed(&self->out, req, self->engine, msg->name.ptr ? queue : NULL,
-                               msg->after, limit);
+                               paged ? &cursor : NULL, limit);
         break;
     }
+    case OQ_CMD_FORGET:
+        s_forget(self, env, req, msg->id);
+        return;
+    case OQ_CMD_CANCEL:
+        s_cancel(self, env, req, msg->id);
+        return;
+    case OQ_CMD_FLUSH:
+    case OQ_CMD_REQUEUE_ALL:
+        s_failed_all(self, env, req, msg->cmd, msg->name);
+        return;
+    case OQ_CMD_HORIZON:
+        oq_stats_encode_horizon(&self->out, req, self->engine, self->config.dedupe_window_ms);
+        break;
     case OQ_CMD_PING:
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
         break;
+    case OQ_CMD_REVIEW:
+    case OQ_CMD_REVIEW_SHOW:
+    case OQ_CMD_RESOLVE:
+        s_handle_review(self, env, req, msg);
+        return;
     default:
         assert(!"s_valid_on admits only front commands");
         return;
@@ -645,7 +804,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
 {
     if (sock == self->front)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
-               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE;
+               cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
+               cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH ||
            cmd == OQ_CMD_STATUS;

@@ -17,7 +17,9 @@
     How a job is written. DISPATCHED with the job in full; then, when it is
     not a fresh ready or delayed job, the record that puts it in its state:
     LEASED for its attempt count (a leased job comes back ready), RETRY for
-    a delayed job with attempts, FAILED for a failed one. Dispatch ids go as
+    a delayed job with attempts, FAILED for a failed one, REVIEW for one in
+    review. The review store's remembered resolutions go first, as RESOLVED
+    records. Dispatch ids go as
     DEDUPE records (the engine does not know them), the next job id as
     NEXT_ID so that ids are never handed out twice. */
 #include "compact.h"
@@ -196,10 +198,19 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
     s_check(s, oq_record_dispatched(&s->buf, &fresh, oq_str(NULL), 0));
     if (job->state == OQ_STATE_FAILED)
         s_check(s, oq_record_failed(&s->buf, job->id, job->attempt, job->failed_at_ms, job->error));
+    else if (job->state == OQ_STATE_REVIEW)
+        s_check(s, oq_record_review(&s->buf, job->id, job->attempt, job->failed_at_ms, job->error));
     else if (delayed_retry)
         s_check(s, oq_record_retry(&s->buf, job->id, job->attempt, job->not_before_ms));
     else if (job->attempt > 0)
         s_check(s, oq_record_leased(&s->buf, job->id, job->attempt));
+}
+
+static void s_snap_resolved(void *ctx, const oq_resolution_t *r)
+{
+    s_snap_t *s = ctx;
+    if (!s->err)
+        s_check(s, oq_record_resolved(&s->buf, r));
 }
 
 static void s_snap_dedupe(void *ctx, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES], uint64_t job_id,
@@ -224,6 +235,10 @@ int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header
     oq_record_header_encode(&h, head);
     s_check(&s, msgpack_sbuffer_write(&s.buf, (const char *)head, sizeof head));
     s_check(&s, oq_record_next_id(&s.buf, oq_engine_next_id(engine)));
+    /* Resolutions before the jobs: no job is held yet when replay reads
+       them, so each is only remembered, never applied to a job that went
+       to review again after it. */
+    oq_engine_review_each_resolved(engine, s_snap_resolved, &s);
     oq_engine_job_each(engine, s_snap_job, &s);
     oq_dedupe_each(dedupe, s_snap_dedupe, &s);
     s_drain(&s, true);

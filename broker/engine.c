@@ -64,16 +64,19 @@ typedef enum {
     S_DELAYED,
     S_LEASED,
     S_FAILED,
-    S_DONE, /* terminal: freed right after */
+    S_REVIEW, /* outcome unknown: held for a person */
+    S_DONE,   /* terminal: freed right after */
 } s_state_t;
 
 _Static_assert(S_READY == (int)OQ_STATE_READY && S_DELAYED == (int)OQ_STATE_DELAYED &&
-                   S_LEASED == (int)OQ_STATE_LEASED && S_FAILED == (int)OQ_STATE_FAILED,
+                   S_LEASED == (int)OQ_STATE_LEASED && S_FAILED == (int)OQ_STATE_FAILED &&
+                   S_REVIEW == (int)OQ_STATE_REVIEW,
                "the public states mirror the private ones");
 _Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
 _Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
 
-static const char *s_state_names[] = {"new", "ready", "delayed", "leased", "failed", "done"};
+static const char *s_state_names[] = {"new",    "ready",  "delayed", "leased",
+                                      "failed", "review", "done"};
 
 typedef struct s_queue {
     char *name;
@@ -83,11 +86,13 @@ typedef struct s_queue {
     int64_t timeout_ms;     /* default job timeout */
     oq_link_t ready;        /* ready jobs, priority high to low, FIFO within */
     oq_link_t failed;       /* failed jobs, oldest first */
+    oq_link_t review;       /* jobs in review, oldest first */
     oq_link_t active;       /* in engine->active while ready is not empty */
     uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
-    uint64_t returned; /* deliveries handed back unrun (return, unavailable): no try used */
-    uint64_t clamped;  /* restored jobs whose timeout broke the rule */
+    uint64_t cancelled; /* ready or delayed jobs withdrawn by an operator */
+    uint64_t returned;  /* deliveries handed back unrun (return, unavailable): no try used */
+    uint64_t clamped;   /* restored jobs whose timeout broke the rule */
     int64_t clamped_longest_ms; /* the longest timeout among them */
 } s_queue_t;
 
@@ -119,7 +124,7 @@ typedef struct s_job {
     s_queue_t *queue;
     s_type_t *type;      /* owned by engine->types */
     int64_t *backoff_ms; /* NULL: the engine default */
-    oq_link_t link;      /* queue->ready, queue->failed, or worker->leases while leased */
+    oq_link_t link;      /* queue->ready, ->failed, ->review, or worker->leases while leased */
     oq_link_t lane_link; /* ready only: its (queue, type) lane */
     int64_t ready_seq;   /* ready only: its place in the queue's order within a priority */
     union {
@@ -128,8 +133,8 @@ typedef struct s_job {
             oq_worker_t *worker;  /* leased only */
         } t;
         struct {
-            char *error; /* failed only: the error that ended it */
-            int64_t failed_at_ms;
+            char *error; /* failed: the error that ended it; review: the handler's reason */
+            int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
         } f;
     } u;
     int32_t priority;
@@ -211,15 +216,17 @@ struct oq_engine {
     uint64_t fenced_acks;   /* acks without a valid token: changed nothing */
     uint64_t stale_touches; /* touches of a lease not current or not the sender's */
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
-    oq_idmap_t *lanes;           /* (queue index + 1) << 32 | type index -> s_lane_t */
-    oq_link_t lanes_all;         /* every lane, for destroy */
-    int64_t seq_front, seq_back; /* ready_seq of the next front / back insertion */
-    uint64_t ready_epoch;        /* counts entries to ready */
-    uint32_t any_type_workers;   /* connected workers that named no types */
-    s_recent_t *recent;          /* ring of recently done jobs */
-    size_t recent_next;          /* slot the next done job takes */
-    oq_idmap_t *recent_index;    /* id -> s_recent_t */
-    oq_engine_hooks_t hooks;     /* the observer; changed is NULL when none */
+    oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> s_lane_t */
+    oq_link_t lanes_all;              /* every lane, for destroy */
+    int64_t seq_front, seq_back;      /* ready_seq of the next front / back insertion */
+    uint64_t ready_epoch;             /* counts entries to ready */
+    uint32_t any_type_workers;        /* connected workers that named no types */
+    s_recent_t *recent;               /* ring of recently done jobs */
+    size_t recent_next;               /* slot the next done job takes */
+    oq_idmap_t *recent_index;         /* id -> s_recent_t */
+    oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
+    oq_review_log_t *reviews;         /* resolutions remembered */
+    const oq_resolution_t *resolving; /* the resolution being reported, or NULL */
 };
 
 oq_engine_config_t oq_engine_config_default(void)
@@ -331,8 +338,9 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
     self->recent_index = oq_idmap_new();
     self->lanes = oq_idmap_new();
-    if (!self->lanes || !self->timers || !self->jobs || !self->queues_by_name || !self->types ||
-        !self->workers || !self->queues || !self->type_list || !self->recent ||
+    self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
+    if (!self->lanes || !self->reviews || !self->timers || !self->jobs || !self->queues_by_name ||
+        !self->types || !self->workers || !self->queues || !self->type_list || !self->recent ||
         !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
@@ -350,7 +358,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 static void s_job_free(s_job_t *job)
 {
     free(job->backoff_ms);
-    if (job->state == S_FAILED)
+    if (job->state == S_FAILED || job->state == S_REVIEW)
         free(job->u.f.error);
     free(job);
 }
@@ -374,8 +382,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     /* The rest are reachable from the queues' lists and the workers' leases. */
     for (size_t i = 0; i < self->queue_count; i++) {
         s_queue_t *q = self->queues[i];
-        oq_link_t *lists[] = {&q->ready, &q->failed};
-        for (int l = 0; l < 2; l++) {
+        oq_link_t *lists[] = {&q->ready, &q->failed, &q->review};
+        for (int l = 0; l < 3; l++) {
             while (!oq_list_empty(lists[l])) {
                 s_job_t *job = oq_container_of(lists[l]->next, s_job_t, link);
                 oq_list_remove(&job->link);
@@ -414,6 +422,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     free(self->type_list);
     free(self->recent);
     oq_idmap_destroy(&self->recent_index);
+    oq_review_log_destroy(&self->reviews);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -481,6 +490,7 @@ static s_queue_t *s_queue_get(oq_engine_t *self, const char *name, bool create)
     oq_list_init(&q->lanes);
     oq_list_init(&q->ready);
     oq_list_init(&q->failed);
+    oq_list_init(&q->review);
     oq_link_clear(&q->active);
     zhashx_insert(self->queues_by_name, name, q);
     self->queues[self->queue_count++] = q;
@@ -613,6 +623,7 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
         job->u.t.worker = NULL;
         break;
     case S_FAILED:
+    case S_REVIEW:
         oq_list_remove(&job->link);
         free(job->u.f.error);
         /* The timer shares this storage and must read as "not in the heap". */
@@ -628,13 +639,19 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
 
 static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
 {
+    if (event == OQ_EVENT_FORGOTTEN)
+        return from == S_FAILED && to == S_DONE;
+    if (event == OQ_EVENT_CANCELLED)
+        return (from == S_READY || from == S_DELAYED) && to == S_DONE;
     if (event == OQ_EVENT_RESTORED && from != S_NEW) {
         /* Replay sees no leases: a job handed out before the stop is ready,
-           and its retry or failure is replayed from there. */
+           and its retry, failure or review is replayed from there. */
         if (to == S_DONE)
-            return from == S_READY || from == S_DELAYED || from == S_FAILED;
+            return from == S_READY || from == S_DELAYED || from == S_FAILED || from == S_REVIEW;
+        if (from == S_REVIEW) /* a resolution */
+            return to == S_READY || to == S_FAILED;
         return (from == S_READY || from == S_DELAYED) &&
-               (to == S_READY || to == S_DELAYED || to == S_FAILED);
+               (to == S_READY || to == S_DELAYED || to == S_FAILED || to == S_REVIEW);
     }
     switch (from) {
     case S_NEW:
@@ -644,9 +661,15 @@ static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
     case S_DELAYED:
         return to == S_READY || to == S_DONE;
     case S_LEASED:
-        return to == S_READY || to == S_DELAYED || to == S_FAILED || to == S_DONE;
+        return to == S_READY || to == S_DELAYED || to == S_FAILED || to == S_REVIEW || to == S_DONE;
     case S_FAILED:
         return to == S_DONE || to == S_READY; /* done by a late ok; ready by a requeue */
+    case S_REVIEW:
+        /* By a resolution; a late ok is resolved as done (plainly done only
+           when memory for remembering that ran out). */
+        if (to == S_DONE)
+            return event == OQ_EVENT_RESOLVED || event == OQ_EVENT_DONE;
+        return event == OQ_EVENT_RESOLVED && (to == S_READY || to == S_FAILED);
     case S_DONE:
         return false;
     }
@@ -657,8 +680,8 @@ typedef struct {
     int64_t until_ms;             /* S_DELAYED, S_LEASED: deadline */
     oq_worker_t *worker;          /* S_LEASED */
     bool in_front;                /* S_READY: given back after a lease ended */
-    char *error;                  /* S_FAILED: taken over */
-    int64_t failed_at_ms;         /* S_FAILED: 0 for now */
+    char *error;                  /* S_FAILED, S_REVIEW: taken over */
+    int64_t failed_at_ms;         /* S_FAILED, S_REVIEW: 0 for now */
     const oq_job_msg_t *dispatch; /* OQ_EVENT_DISPATCHED: the request */
 } s_enter_t;
 
@@ -671,6 +694,8 @@ static void s_notify(oq_engine_t *self, oq_job_event_t event, const s_job_t *job
         return;
     oq_job_view_t view;
     s_job_view(self, job, &view);
+    if (event == OQ_EVENT_RESOLVED)
+        view.resolution = self->resolving;
     self->hooks.changed(self->hooks.ctx, event, &view, dispatch);
 }
 
@@ -727,12 +752,20 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
             how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
         oq_list_push_back(&q->failed, &job->link);
         break;
+    case S_REVIEW:
+        job->u.f.error = how->error;
+        job->u.f.failed_at_ms =
+            how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
+        oq_list_push_back(&q->review, &job->link);
+        break;
     case S_DONE:
         s_notify(self, event, job, NULL);
-        if (event != OQ_EVENT_RESTORED) {
+        if (event == OQ_EVENT_DONE || event == OQ_EVENT_RESOLVED) /* a review resolved done */
             q->done++;
+        if (event == OQ_EVENT_CANCELLED)
+            q->cancelled++;
+        if (event != OQ_EVENT_RESTORED)
             s_remember_done(self, job);
-        }
         oq_idmap_remove(self->jobs, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         s_job_free(job);
@@ -762,6 +795,70 @@ static void s_fail(oq_engine_t *self, s_job_t *job, char *error)
             job->type->name, job->attempt, job->max_tries, error ? error : "");
     s_enter_t how = {.error = error};
     s_transition(self, job, S_FAILED, OQ_EVENT_FAILED, &how);
+}
+
+/* The handler could not know the outcome: hold the job for a person. */
+static void s_review(oq_engine_t *self, s_job_t *job, char *reason)
+{
+    oq_info("job %llu type=%s needs review (attempt %u of %u): %s", (unsigned long long)job->id,
+            job->type->name, job->attempt, job->max_tries, reason ? reason : "");
+    s_enter_t how = {.error = reason};
+    s_transition(self, job, S_REVIEW, OQ_EVENT_REVIEW, &how);
+}
+
+/* Take job, which is in review, out of it by a decision, remember the
+   decision and report it (restoring: replay, reported to nobody). 0, or -1
+   if memory runs out (nothing changed). */
+static int s_resolve(oq_engine_t *self, s_job_t *job, oq_review_action_t action, const char *note,
+                     int64_t resolved_at_ms, bool restoring)
+{
+    assert(job->state == S_REVIEW);
+    oq_resolution_t r = {
+        .id = job->id,
+        .action = action,
+        .attempt = job->attempt,
+        .reviewed_at_ms = job->u.f.failed_at_ms,
+        .resolved_at_ms = resolved_at_ms,
+        .type = job->type->name,
+        .queue = job->queue->name,
+        .reason = job->u.f.error,
+        .note = note,
+    };
+    const oq_resolution_t *kept = oq_review_log_add(self->reviews, &r);
+    char *error = NULL;
+    if (kept && action == OQ_REVIEW_FAIL) {
+        error = s_format("resolved as failed after review%s%s (the handler's reason: %s)",
+                         kept->note[0] ? ": " : "", kept->note, kept->reason);
+        if (!error)
+            return -1; /* the log keeps a decision that was not taken: harmless */
+    }
+    if (!kept)
+        return -1;
+    oq_info("job %llu type=%s resolved after review: %s%s%s", (unsigned long long)job->id,
+            job->type->name, oq_proto_review_action_name(action), kept->note[0] ? ": " : "",
+            kept->note);
+    oq_job_event_t event = restoring ? OQ_EVENT_RESTORED : OQ_EVENT_RESOLVED;
+    self->resolving = kept;
+    switch (action) {
+    case OQ_REVIEW_DONE:
+        s_transition(self, job, S_DONE, event, NULL);
+        break;
+    case OQ_REVIEW_RETRY:
+        /* As a requeue: a fresh budget, and the tokens of the job's earlier
+           deliveries die. */
+        job->attempt = 0;
+        job->gen++;
+        job->returned = false;
+        s_transition(self, job, S_READY, event, NULL);
+        break;
+    case OQ_REVIEW_FAIL: {
+        s_enter_t how = {.error = error, .failed_at_ms = resolved_at_ms};
+        s_transition(self, job, S_FAILED, event, &how);
+        break;
+    }
+    }
+    self->resolving = NULL;
+    return 0;
 }
 
 /* A lease ended without an ack (ran out, or the worker is gone). */
@@ -1179,9 +1276,10 @@ static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
     v->lease = job->attempt ? s_token(self, job->id, job->attempt, job->gen) : 0;
-    bool failed = job->state == S_FAILED;
+    bool failed = job->state == S_FAILED || job->state == S_REVIEW;
     v->error = failed ? job->u.f.error : NULL;
     v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;
+    v->resolution = NULL;
     v->not_before_ms = 0;
     if (job->state == S_DELAYED) {
         /* The timer runs on the monotonic clock; outside the process only
@@ -1400,7 +1498,14 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         if (!current)
             q->late_acks++;
         uint64_t id = job->id;
-        s_transition(self, job, S_DONE, OQ_EVENT_DONE, NULL);
+        char note[96];
+        snprintf(note, sizeof note, "completed by the ok of an earlier delivery (attempt %u)",
+                 ack->attempt);
+        /* A job in review leaves it by a decision; an ok that proves the
+           effect is one, and is remembered as such. */
+        if (job->state != S_REVIEW ||
+            s_resolve(self, job, OQ_REVIEW_DONE, note, oq_clock_wall_ms(self->clock), false) < 0)
+            s_transition(self, job, S_DONE, OQ_EVENT_DONE, NULL);
         s_recent_t *recent = oq_idmap_get(self->recent_index, id);
         if (recent && ack->attempt <= S_COUNTED_ATTEMPTS)
             recent->counted |= 1u << (ack->attempt - 1);
@@ -1438,6 +1543,10 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
 
     if (ack->outcome == OQ_OUTCOME_FAIL) {
         s_fail(self, job, strdup(error));
+        return OQ_ACK_APPLIED;
+    }
+    if (ack->outcome == OQ_OUTCOME_REVIEW) {
+        s_review(self, job, strdup(error));
         return OQ_ACK_APPLIED;
     }
     q->retried++;
@@ -1531,6 +1640,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->delayed = q->count[S_DELAYED];
     s->leased = q->count[S_LEASED];
     s->failed = q->count[S_FAILED];
+    s->review = q->count[S_REVIEW];
     s->dispatched = q->dispatched;
     s->done = q->done;
     s->retried = q->retried;
@@ -1538,6 +1648,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->late_acks = q->late_acks;
     s->ignored_acks = q->ignored_acks;
     s->duplicates = q->duplicates;
+    s->cancelled = q->cancelled;
     s->returned = q->returned;
 }
 
@@ -1600,75 +1711,163 @@ size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
     return total;
 }
 
-/* The page is chosen in one pass over the failed jobs: a max-heap of the
-   limit smallest ids above the cursor, then sorted. O(n log limit), with n
-   the failed jobs, for any page. */
-static void s_sift_down(uint64_t *heap, size_t n, size_t i)
+/* The failed store's order: failure time, then id (ids are unique, so
+   the order is total and a cursor never lands between equals). Failure
+   times come from the wall clock and are journaled, so the order is the
+   same after a restart or a compaction. */
+static bool s_failed_before(int64_t a_at, uint64_t a_id, int64_t b_at, uint64_t b_id)
+{
+    return a_at < b_at || (a_at == b_at && a_id < b_id);
+}
+
+static bool s_job_failed_before(const s_job_t *a, const s_job_t *b)
+{
+    return s_failed_before(a->u.f.failed_at_ms, a->id, b->u.f.failed_at_ms, b->id);
+}
+
+/* The page is chosen in one pass over the failed jobs: a max-heap (by the
+   order above) of the limit first jobs after the cursor, then sorted.
+   O(n log limit), with n the failed jobs, for any page. */
+static void s_sift_down(const s_job_t **heap, size_t n, size_t i)
 {
     for (;;) {
         size_t big = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && heap[l] > heap[big])
+        if (l < n && s_job_failed_before(heap[big], heap[l]))
             big = l;
-        if (r < n && heap[r] > heap[big])
+        if (r < n && s_job_failed_before(heap[big], heap[r]))
             big = r;
         if (big == i)
             return;
-        uint64_t t = heap[i];
+        const s_job_t *t = heap[i];
         heap[i] = heap[big];
         heap[big] = t;
         i = big;
     }
 }
 
-static void s_sift_up(uint64_t *heap, size_t i)
+static void s_sift_up(const s_job_t **heap, size_t i)
 {
-    while (i > 0 && heap[(i - 1) / 2] < heap[i]) {
-        uint64_t t = heap[i];
+    while (i > 0 && s_job_failed_before(heap[(i - 1) / 2], heap[i])) {
+        const s_job_t *t = heap[i];
         heap[i] = heap[(i - 1) / 2];
         heap[(i - 1) / 2] = t;
         i = (i - 1) / 2;
     }
 }
 
-size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, uint64_t after, size_t limit,
-                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx, bool *more)
+int oq_engine_failed_cursor(const oq_engine_t *self, uint64_t id, oq_failed_cursor_t *cursor)
+{
+    const s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || (job->state != S_FAILED && job->state != S_REVIEW))
+        return -1;
+    cursor->failed_at_ms = job->u.f.failed_at_ms;
+    cursor->id = job->id;
+    return 0;
+}
+
+/* A page of the failed store (review false) or of the review store, in
+   the order above (for the review store: the time the job went there). */
+static size_t s_store_page(oq_engine_t *self, bool review, const char *queue,
+                           const oq_failed_cursor_t *after, size_t limit,
+                           void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx, bool *more)
 {
     assert(limit >= 1 && limit <= OQ_MAX_FAILED_LIST);
-    uint64_t heap[OQ_MAX_FAILED_LIST];
+    const s_job_t *heap[OQ_MAX_FAILED_LIST];
     size_t n = 0, total = 0, above = 0;
     for (size_t i = 0; i < self->queue_count; i++) {
         s_queue_t *q = self->queues[i];
         if (queue && strcmp(queue, q->name) != 0)
             continue;
-        for (oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
-            uint64_t id = oq_container_of(l, s_job_t, link)->id;
+        oq_link_t *list = review ? &q->review : &q->failed;
+        for (oq_link_t *l = list->next; l != list; l = l->next) {
+            const s_job_t *job = oq_container_of(l, s_job_t, link);
             total++;
-            if (id <= after)
+            if (after &&
+                !s_failed_before(after->failed_at_ms, after->id, job->u.f.failed_at_ms, job->id))
                 continue;
             above++;
             if (n < limit) {
-                heap[n] = id;
+                heap[n] = job;
                 s_sift_up(heap, n++);
-            } else if (id < heap[0]) {
-                heap[0] = id;
+            } else if (s_job_failed_before(job, heap[0])) {
+                heap[0] = job;
                 s_sift_down(heap, n, 0);
             }
         }
     }
-    /* Heapsort in place: ascending ids. */
+    /* Heapsort in place: oldest first. */
     for (size_t end = n; end > 1; end--) {
-        uint64_t t = heap[0];
+        const s_job_t *t = heap[0];
         heap[0] = heap[end - 1];
         heap[end - 1] = t;
         s_sift_down(heap, end - 1, 0);
     }
     for (size_t i = 0; i < n; i++) {
         oq_job_view_t view;
-        s_job_view(self, oq_idmap_get(self->jobs, heap[i]), &view);
+        s_job_view(self, heap[i], &view);
         fn(ctx, &view);
     }
     *more = above > n;
     return total;
+}
+
+size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, const oq_failed_cursor_t *after,
+                             size_t limit, void (*fn)(void *ctx, const oq_job_view_t *job),
+                             void *ctx, bool *more)
+{
+    return s_store_page(self, false, queue, after, limit, fn, ctx, more);
+}
+
+size_t oq_engine_review_page(oq_engine_t *self, const char *queue, const oq_failed_cursor_t *after,
+                             size_t limit, void (*fn)(void *ctx, const oq_job_view_t *job),
+                             void *ctx, bool *more)
+{
+    return s_store_page(self, true, queue, after, limit, fn, ctx, more);
+}
+
+int oq_engine_review_resolve(oq_engine_t *self, uint64_t id, oq_review_action_t action,
+                             const char *note, oq_refusal_t *why, char *reason, size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (job && job->state == S_REVIEW) {
+        if (s_resolve(self, job, action, note ? note : "", oq_clock_wall_ms(self->clock), false) <
+            0) {
+            *why = OQ_REFUSED_STATE;
+            snprintf(reason, reason_len, "out of memory resolving job %llu; nothing changed",
+                     (unsigned long long)id);
+            return -1;
+        }
+        return 0;
+    }
+    const oq_resolution_t *r = oq_review_log_find(self->reviews, id);
+    *why = job || r ? OQ_REFUSED_STATE : OQ_REFUSED_UNKNOWN;
+    if (r)
+        snprintf(
+            reason, reason_len, "job %llu is not in review: it was resolved already (%s%s%s)%s%s",
+            (unsigned long long)id, oq_proto_review_action_name(r->action), r->note[0] ? ": " : "",
+            r->note, job ? "; it is " : "", job ? s_state_names[job->state] : "");
+    else
+        snprintf(reason, reason_len,
+                 "job %llu is not in review and has no resolution on record%s%s",
+                 (unsigned long long)id, job ? "; it is " : " (the broker does not hold it)",
+                 job ? s_state_names[job->state] : "");
+    return -1;
+}
+
+const oq_resolution_t *oq_engine_review_resolution(const oq_engine_t *self, uint64_t id)
+{
+    return oq_review_log_find(self->reviews, id);
+}
+
+void oq_engine_review_each_resolved(const oq_engine_t *self,
+                                    void (*fn)(void *ctx, const oq_resolution_t *r), void *ctx)
+{
+    oq_review_log_each(self->reviews, fn, ctx);
+}
+
+size_t oq_engine_review_resolved_count(const oq_engine_t *self)
+{
+    return oq_review_log_count(self->reviews);
 }
 
 uint64_t oq_engine_bytes(const oq_engine_t *self)
@@ -1728,11 +1927,28 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
             fn(ctx, &view);
         }
     }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->review.next; l != &q->review; l = l->next) {
+            s_job_view(self, oq_container_of(l, s_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
 }
 
 uint64_t oq_engine_next_id(const oq_engine_t *self)
 {
     return self->next_id;
+}
+
+/* A failed job back to ready with a fresh budget. A new generation: the
+   tokens of the job's earlier deliveries die. */
+static void s_requeue(oq_engine_t *self, s_job_t *job)
+{
+    job->attempt = 0;
+    job->gen++;
+    job->returned = false;
+    s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
 }
 
 int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len)
@@ -1743,13 +1959,148 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
                  (unsigned long long)id, job ? "" : " (it is done, or the broker never had it)");
         return -1;
     }
-    /* A fresh budget: the operator decided the cause is fixed. A new
-       generation: the tokens of the job's earlier deliveries die. */
-    job->attempt = 0;
-    job->gen++;
-    job->returned = false;
-    s_transition(self, job, S_READY, OQ_EVENT_REQUEUED, NULL);
+    /* A fresh budget: the operator decided the cause is fixed. */
+    s_requeue(self, job);
     return 0;
+}
+
+/* ---- operator commands ------------------------------------------------------------ */
+
+/* Why a job is refused by a command that wants another state: the state,
+   and for a leased job why that matters. */
+static int s_refuse(const s_job_t *job, uint64_t id, const char *wanted, oq_refusal_t *why,
+                    char *reason, size_t reason_len)
+{
+    if (!job) {
+        *why = OQ_REFUSED_UNKNOWN;
+        snprintf(reason, reason_len,
+                 "job %llu is unknown to the broker: it is done (or was forgotten or "
+                 "cancelled), or was never dispatched",
+                 (unsigned long long)id);
+        return -1;
+    }
+    *why = OQ_REFUSED_STATE;
+    switch ((s_state_t)job->state) {
+    case S_LEASED:
+        snprintf(reason, reason_len,
+                 "job %llu is leased (attempt %u of %u is running on a worker): its effect may "
+                 "be under way, so it cannot be %s; wait for its outcome",
+                 (unsigned long long)id, job->attempt, job->max_tries, wanted);
+        break;
+    case S_FAILED:
+        snprintf(reason, reason_len,
+                 "job %llu is failed: it cannot be %s (use 'onceq failed forget %llu' to delete "
+                 "it, or 'onceq failed retry %llu' to run it again)",
+                 (unsigned long long)id, wanted, (unsigned long long)id, (unsigned long long)id);
+        break;
+    default:
+        snprintf(reason, reason_len, "job %llu is %s, not in the failed store: it cannot be %s",
+                 (unsigned long long)id, s_state_names[job->state], wanted);
+        break;
+    }
+    return -1;
+}
+
+int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || job->state != S_FAILED)
+        return s_refuse(job, id, "forgotten", why, reason, reason_len);
+    s_transition(self, job, S_DONE, OQ_EVENT_FORGOTTEN, NULL);
+    return 0;
+}
+
+/* Apply fn to every failed job of queue (NULL: all), oldest first within
+   each queue; fn takes the job out of the failed list. */
+static uint64_t s_each_failed(oq_engine_t *self, const char *queue,
+                              void (*fn)(oq_engine_t *self, s_job_t *job))
+{
+    uint64_t count = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        s_queue_t *q = self->queues[i];
+        if (queue && strcmp(queue, q->name) != 0)
+            continue;
+        while (!oq_list_empty(&q->failed)) {
+            fn(self, oq_container_of(q->failed.next, s_job_t, link));
+            count++;
+        }
+    }
+    return count;
+}
+
+static void s_forget_one(oq_engine_t *self, s_job_t *job)
+{
+    s_transition(self, job, S_DONE, OQ_EVENT_FORGOTTEN, NULL);
+}
+
+uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue)
+{
+    return s_each_failed(self, queue, s_forget_one);
+}
+
+uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue)
+{
+    return s_each_failed(self, queue, s_requeue);
+}
+
+int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job || (job->state != S_READY && job->state != S_DELAYED))
+        return s_refuse(job, id, "cancelled", why, reason, reason_len);
+    s_transition(self, job, S_DONE, OQ_EVENT_CANCELLED, NULL);
+    return 0;
+}
+
+static void s_horizon_default(const oq_engine_t *self, const char *name, int64_t retry_after_ms,
+                              oq_queue_horizon_t *h)
+{
+    h->name = name;
+    h->retry_after_ms = retry_after_ms;
+    h->max_tries = self->config.max_tries;
+    h->backoff_ms = self->config.backoff_ms;
+}
+
+void oq_engine_default_horizon(const oq_engine_t *self, oq_queue_horizon_t *horizon)
+{
+    s_horizon_default(self, "*", self->config.retry_after_ms, horizon);
+}
+
+static void s_horizon_job(void *ctx, const oq_job_view_t *job)
+{
+    oq_engine_t *self = ((void **)ctx)[0];
+    oq_queue_horizon_t *out = ((void **)ctx)[1];
+    const s_queue_t *q = zhashx_lookup(self->queues_by_name, job->queue);
+    oq_queue_horizon_t *h = &out[q->index];
+    if (job->max_tries > h->max_tries)
+        h->max_tries = job->max_tries;
+    for (uint32_t k = 0; job->backoff_ms && k < job->backoff_len; k++)
+        if (job->backoff_ms[k] > h->backoff_ms)
+            h->backoff_ms = job->backoff_ms[k];
+}
+
+void oq_engine_horizons(oq_engine_t *self, oq_queue_horizon_t *out)
+{
+    for (size_t i = 0; i < self->queue_count; i++)
+        s_horizon_default(self, self->queues[i]->name, self->queues[i]->retry_after_ms, &out[i]);
+    void *ctx[2] = {self, out};
+    oq_engine_job_each(self, s_horizon_job, ctx);
+}
+
+int64_t oq_engine_oldest_failed_ms(const oq_engine_t *self)
+{
+    int64_t oldest = 0;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        const s_queue_t *q = self->queues[i];
+        for (const oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
+            int64_t at = oq_container_of(l, const s_job_t, link)->u.f.failed_at_ms;
+            if (oldest == 0 || at < oldest)
+                oldest = at;
+        }
+    }
+    return oldest;
 }
 
 /* ---- replay ---------------------------------------------------------------------- */
@@ -1816,7 +2167,7 @@ int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *msg, int64_t not_be
 int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt)
 {
     s_job_t *job = s_restored(self, id);
-    if (!job || job->state == S_FAILED)
+    if (!job || job->state == S_FAILED || job->state == S_REVIEW)
         return -1;
     job->attempt = attempt;
     job->returned = true; /* its next delivery is a redelivery */
@@ -1827,7 +2178,7 @@ int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt)
 int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt, int64_t not_before_ms)
 {
     s_job_t *job = s_restored(self, id);
-    if (!job || job->state == S_FAILED)
+    if (!job || job->state == S_FAILED || job->state == S_REVIEW)
         return -1;
     job->attempt = attempt;
     job->returned = false;
@@ -1839,7 +2190,7 @@ int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, c
                              int64_t failed_at_ms)
 {
     s_job_t *job = s_restored(self, id);
-    if (!job || job->state == S_FAILED)
+    if (!job || job->state == S_FAILED || job->state == S_REVIEW)
         return -1;
     char *copy = strdup(error ? error : "");
     if (!copy)
@@ -1850,10 +2201,51 @@ int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, c
     return 0;
 }
 
+int oq_engine_restore_review(oq_engine_t *self, uint64_t id, uint32_t attempt, const char *reason,
+                             int64_t reviewed_at_ms)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED || job->state == S_REVIEW)
+        return -1;
+    char *copy = strdup(reason ? reason : "");
+    if (!copy)
+        return -1;
+    job->attempt = attempt;
+    s_enter_t how = {.error = copy, .failed_at_ms = reviewed_at_ms};
+    s_transition(self, job, S_REVIEW, OQ_EVENT_RESTORED, &how);
+    return 0;
+}
+
+int oq_engine_restore_resolution(oq_engine_t *self, const oq_resolution_t *r)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, r->id);
+    if (job && job->state == S_REVIEW)
+        return s_resolve(self, job, r->action, r->note, r->resolved_at_ms, true);
+    return oq_review_log_add(self->reviews, r) ? 0 : -1;
+}
+
 int oq_engine_restore_done(oq_engine_t *self, uint64_t id)
 {
     s_job_t *job = s_restored(self, id);
     if (!job)
+        return -1;
+    s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
+    return 0;
+}
+
+int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state != S_FAILED)
+        return -1;
+    s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
+    return 0;
+}
+
+int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
+{
+    s_job_t *job = s_restored(self, id);
+    if (!job || job->state == S_FAILED)
         return -1;
     s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
     return 0;

@@ -1,5 +1,5 @@
 /*  engine.h: the broker's state without its sockets. Queues of jobs, the job
-    state machine (ready, delayed, leased, done, failed), workers with their
+    state machine (ready, delayed, leased, done, failed, review), workers with their
     credit and leases, and every deadline, all driven by calls from the event
     loop and by an injected clock. Keeping the sockets out makes leases,
     redelivery and heartbeat deaths testable without a network or sleeps.
@@ -16,6 +16,7 @@
 
 #include "onceq/clock.h"
 #include "onceq/proto.h"
+#include "review_log.h"
 
 typedef struct oq_engine oq_engine_t;
 typedef struct oq_worker oq_worker_t;
@@ -49,6 +50,7 @@ typedef enum {
     OQ_STATE_DELAYED,
     OQ_STATE_LEASED,
     OQ_STATE_FAILED,
+    OQ_STATE_REVIEW, /* outcome unknown: held for a person (oq_engine_review_resolve) */
 } oq_job_state_t;
 
 /* What a job looks like from outside (stats, failed listing, deliveries,
@@ -64,11 +66,13 @@ typedef struct {
     int64_t timeout_ms;
     const int64_t *backoff_ms; /* NULL when the job has no own backoff */
     uint32_t backoff_len;
-    const char *error;    /* failed jobs: the error that ended them; NULL otherwise */
-    int64_t failed_at_ms; /* wall clock, failed jobs only */
+    const char *error;    /* failed jobs: the error that ended them; review jobs: the
+                             handler's reason; NULL otherwise */
+    int64_t failed_at_ms; /* wall clock, failed and review jobs only: when they got there */
     int32_t priority;
     int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
     uint64_t lease;        /* the token of its latest delivery (0 if never delivered) */
+    const oq_resolution_t *resolution; /* OQ_EVENT_RESOLVED only: the decision; else NULL */
 } oq_job_view_t;
 
 /* What happened to a job, as reported to the observer. */
@@ -81,7 +85,13 @@ typedef enum {
     OQ_EVENT_FAILED,     /* to the failed store: attempt, error, failed_at_ms */
     OQ_EVENT_DONE,       /* completed; the job is freed right after the call */
     OQ_EVENT_REQUEUED,   /* from the failed store back to ready, attempt 0 */
+    OQ_EVENT_REVIEW,     /* to the review store: attempt, error (the reason), failed_at_ms */
+    OQ_EVENT_RESOLVED,   /* out of the review store by a decision: resolution says which
+                            (done: the job is freed right after the call) */
     OQ_EVENT_RESTORED,   /* rebuilt by replay; never reported */
+    /* operator commands on the failed store and on waiting jobs */
+    OQ_EVENT_FORGOTTEN, /* deleted from the failed store; freed right after the call */
+    OQ_EVENT_CANCELLED, /* a ready or delayed job withdrawn; freed right after the call */
 } oq_job_event_t;
 
 /* The observer. changed is called after the change, with the job as it is
@@ -96,9 +106,10 @@ typedef struct {
 typedef struct {
     const char *name;
     int64_t retry_after_ms, timeout_ms;
-    uint64_t ready, delayed, leased, failed;         /* now */
+    uint64_t ready, delayed, leased, failed, review; /* now */
     uint64_t dispatched, done, retried, redelivered; /* since start */
     uint64_t late_acks, ignored_acks, duplicates;    /* since start */
+    uint64_t cancelled;                              /* since start (oq_engine_cancel) */
     uint64_t returned; /* since start: handed back unrun (return, unavailable), no try used */
 } oq_queue_stats_t;
 
@@ -280,14 +291,64 @@ size_t oq_engine_job_count(const oq_engine_t *self);
 size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
                              void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx);
 
-/* One page of the failed store in job id order: fn for at most limit
-   (1 ... OQ_MAX_FAILED_LIST) failed jobs of queue (NULL: all) whose id is
-   above after. A cursor by id is stable while jobs fail and are requeued
-   between pages. Returns the number of matching failed jobs (all of them,
-   whatever after); *more is set if jobs above the last one shown remain. */
-size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, uint64_t after, size_t limit,
-                             void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx,
-                             bool *more);
+/* A place in the failed store's order: by failure time, then by job id. */
+typedef struct {
+    int64_t failed_at_ms; /* wall clock */
+    uint64_t id;
+} oq_failed_cursor_t;
+
+/* The cursor of failed job id (its failure time and id), or of a job in
+   review (the time it went there): 0, or -1 if the job is in neither
+   store. */
+int oq_engine_failed_cursor(const oq_engine_t *self, uint64_t id, oq_failed_cursor_t *cursor);
+
+/* One page of the failed store, oldest failure first across queues (ties by
+   job id): fn for at most limit (1 ... OQ_MAX_FAILED_LIST) failed jobs of
+   queue (NULL: all) that come after the cursor (NULL: from the first). A
+   cursor by (failed_at, id) is stable while jobs fail, are requeued or
+   forgotten between pages. Returns the number of matching failed jobs (all
+   of them, whatever the cursor); *more is set if jobs after the last one
+   shown remain. */
+size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, const oq_failed_cursor_t *after,
+                             size_t limit, void (*fn)(void *ctx, const oq_job_view_t *job),
+                             void *ctx, bool *more);
+
+/* Why an operator command refused a job. */
+typedef enum {
+    OQ_REFUSED_UNKNOWN = 1, /* the broker does not hold it: done, or never issued */
+    OQ_REFUSED_STATE,       /* held, in a state the command does not apply to */
+} oq_refusal_t;
+
+/* ---- the review store --------------------------------------------------
+   A handler that cannot know the outcome (outcome "review") sends its job
+   here; it stays, using no try and never retried on its own, until a
+   person resolves it. Resolutions are remembered (review_log.h). */
+
+/* One page of the jobs in review, as oq_engine_failed_page, by the time
+   each went to review, then by id. */
+size_t oq_engine_review_page(oq_engine_t *self, const char *queue, const oq_failed_cursor_t *after,
+                             size_t limit, void (*fn)(void *ctx, const oq_job_view_t *job),
+                             void *ctx, bool *more);
+
+/* Resolve job id, which must be in review, with action and note (copied;
+   NULL: none): done completes it, retry makes it ready with attempt 0 and
+   its full budget, fail moves it to the failed store with the note and the
+   handler's reason. The decision is remembered and reported to the hooks
+   (OQ_EVENT_RESOLVED). 0, or -1 with *why and reason naming the job: not in
+   review (with what its last resolution decided, if one is remembered), or
+   out of memory (nothing changed). */
+int oq_engine_review_resolve(oq_engine_t *self, uint64_t id, oq_review_action_t action,
+                             const char *note, oq_refusal_t *why, char *reason, size_t reason_len);
+
+/* The newest remembered resolution of job id, or NULL. Borrowed. */
+const oq_resolution_t *oq_engine_review_resolution(const oq_engine_t *self, uint64_t id);
+
+/* Call fn for every remembered resolution, oldest first. */
+void oq_engine_review_each_resolved(const oq_engine_t *self,
+                                    void (*fn)(void *ctx, const oq_resolution_t *r), void *ctx);
+
+/* Resolutions remembered. */
+size_t oq_engine_review_resolved_count(const oq_engine_t *self);
 
 /* Bytes of live jobs held now (the sum of their oq_engine_job_cost). */
 uint64_t oq_engine_bytes(const oq_engine_t *self);
@@ -296,7 +357,7 @@ uint64_t oq_engine_bytes(const oq_engine_t *self);
 uint64_t oq_engine_max_bytes(const oq_engine_t *self);
 
 /* A job's state by id, for tests and admin: "ready", "delayed", "leased",
-   "failed", or NULL if the broker does not hold it (done or unknown). */
+   "failed", "review", or NULL if the broker does not hold it (done or unknown). */
 const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id);
 
 /* The view of a held job, or -1 if not held. */
@@ -304,7 +365,8 @@ int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view
 
 /* Call fn for every live job, in the order a restart should restore them:
    leased jobs first (they are given back first), then each queue's ready
-   jobs in delivery order, then delayed jobs, then failed jobs oldest first.
+   jobs in delivery order, then delayed jobs, then failed jobs oldest first,
+   then jobs in review oldest first.
    fn must not change the engine. */
 void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
                         void *ctx);
@@ -315,6 +377,52 @@ uint64_t oq_engine_next_id(const oq_engine_t *self);
 /* Put a failed job back to ready with a fresh retry budget (attempt 0).
    0, or -1 with reason if the job is not in the failed store. */
 int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len);
+
+/* ---- operator commands on the failed store and waiting jobs ------------
+   Each change is reported to the hooks (the journal). A job forgotten or
+   cancelled is remembered like a done one (OQ_RECENT_DONE_JOBS), so that
+   the ack of a delivery still under way is attributed, not "unknown". */
+
+/* Delete a failed job for good. 0, or -1 with *why and reason naming the
+   job and its state. */
+int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len);
+
+/* Delete every failed job of queue (NULL: all queues). Returns how many. */
+uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue);
+
+/* Requeue (as oq_engine_requeue) every failed job of queue (NULL: all),
+   oldest failure first within each queue. Returns how many. */
+uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue);
+
+/* Withdraw a ready or delayed job: it is never delivered again. A leased
+   job is refused (its effect may be under way), and so are failed ones
+   (oq_engine_forget is for those) and jobs not held. 0, or -1 with *why
+   and reason naming the state. */
+int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                     size_t reason_len);
+
+/* What bounds the time within which a run of a held job can still start,
+   for the retention floor of guard rows (docs/operations.md). */
+typedef struct {
+    const char *name;
+    int64_t retry_after_ms; /* the queue's lease length */
+    uint32_t max_tries;     /* the largest budget: the default, or a held job's own */
+    int64_t backoff_ms;     /* the largest backoff step: the default, or a held job's own */
+} oq_queue_horizon_t;
+
+/* The horizon of every queue, into out[0 .. oq_engine_queue_count - 1] in
+   stats order, from the defaults and the jobs each holds now: one pass over
+   the live jobs. */
+void oq_engine_horizons(oq_engine_t *self, oq_queue_horizon_t *out);
+
+/* The engine defaults as a horizon (name "*"): what a queue created later,
+   and a job without its own budget, get. */
+void oq_engine_default_horizon(const oq_engine_t *self, oq_queue_horizon_t *horizon);
+
+/* The failure time of the oldest job in the failed store (wall clock ms),
+   or 0 if it is empty. */
+int64_t oq_engine_oldest_failed_ms(const oq_engine_t *self);
 
 /* ---- replay (broker/replay.c) --------------------------------------------
    The journal is read back through these calls before the broker serves.
@@ -344,8 +452,22 @@ int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt,
 int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, const char *error,
                              int64_t failed_at_ms);
 
+/* The job went to the review store with the handler's reason (copied). */
+int oq_engine_restore_review(oq_engine_t *self, uint64_t id, uint32_t attempt, const char *reason,
+                             int64_t reviewed_at_ms);
+
+/* A resolution: if its job is in review, it is resolved as then (and
+   remembered); otherwise (a snapshot's record of a job that left the store
+   long ago) it is only remembered. 0, or -1 if memory runs out. */
+int oq_engine_restore_resolution(oq_engine_t *self, const oq_resolution_t *resolution);
+
 /* The job completed: it is forgotten. */
 int oq_engine_restore_done(oq_engine_t *self, uint64_t id);
+
+/* The job was deleted from the failed store (it must be failed), or
+   cancelled while ready or delayed (it must be ready or delayed). */
+int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id);
+int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id);
 
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);

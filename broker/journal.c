@@ -570,14 +570,30 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_FAILED:
         rc = oq_record_failed(&self->buf, job->id, job->attempt, job->failed_at_ms, job->error);
         break;
-    case OQ_EVENT_DONE: {
-        rc = oq_record_done(&self->buf, job->id);
+    case OQ_EVENT_DONE:
+    case OQ_EVENT_FORGOTTEN:
+    case OQ_EVENT_CANCELLED: {
+        rc = event == OQ_EVENT_DONE        ? oq_record_done(&self->buf, job->id)
+             : event == OQ_EVENT_FORGOTTEN ? oq_record_forgotten(&self->buf, job->id)
+                                           : oq_record_cancelled(&self->buf, job->id);
         uint64_t bytes = oq_record_dispatched_bytes(job);
         self->live_bytes -= bytes < self->live_bytes ? bytes : self->live_bytes;
         break;
     }
     case OQ_EVENT_REQUEUED:
         rc = oq_record_requeued(&self->buf, job->id);
+        break;
+    case OQ_EVENT_REVIEW:
+        rc = oq_record_review(&self->buf, job->id, job->attempt, job->failed_at_ms, job->error);
+        break;
+    case OQ_EVENT_RESOLVED:
+        /* One record says it all: replay takes the job out of review the
+           way the decision did (done, ready again, or failed). */
+        rc = oq_record_resolved(&self->buf, job->resolution);
+        if (job->resolution->action == OQ_REVIEW_DONE) {
+            uint64_t bytes = oq_record_dispatched_bytes(job);
+            self->live_bytes -= bytes < self->live_bytes ? bytes : self->live_bytes;
+        }
         break;
     case OQ_EVENT_RETURNED: /* replay brings leased jobs back ready by itself */
     case OQ_EVENT_DUE:      /* replay compares not-before times with its clock */

@@ -42,13 +42,22 @@ static const char *s_type_names[] = {
     [OQ_RECORD_REQUEUED] = "requeued",
     [OQ_RECORD_DEDUPE] = "dedupe",
     [OQ_RECORD_NEXT_ID] = "next_id",
+    [OQ_RECORD_FORGOTTEN] = "forgotten",
+    [OQ_RECORD_CANCELLED] = "cancelled",
+    [OQ_RECORD_REVIEW] = "review",
+    [OQ_RECORD_RESOLVED] = "resolved",
 };
+
+#define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
+
+bool oq_record_type_known(int type)
+{
+    return type > 0 && type < S_TYPE_SLOTS && s_type_names[type] != NULL;
+}
 
 const char *oq_record_type_name(int type)
 {
-    if (type >= OQ_RECORD_DISPATCHED && type <= OQ_RECORD_NEXT_ID)
-        return s_type_names[type];
-    return "unknown";
+    return oq_record_type_known(type) ? s_type_names[type] : "unknown";
 }
 
 /* ---- little-endian helpers ---- */
@@ -188,9 +197,11 @@ bool oq_record_verify(const uint8_t *data, size_t avail, size_t *frame_bytes)
         return false;
     uint32_t len = (uint32_t)s_load(data, 4);
     int type = data[OQ_RECORD_FRAME_BYTES];
-    if (type < OQ_RECORD_DISPATCHED || type > OQ_RECORD_NEXT_ID || len < S_TYPE_BYTES + S_ID_BYTES)
+    if (!oq_record_type_known(type) || len < S_TYPE_BYTES + S_ID_BYTES)
         return false;
-    if (type != OQ_RECORD_DISPATCHED && type != OQ_RECORD_FAILED && len > S_SMALL_RECORD_MAX_BYTES)
+    bool texts = type == OQ_RECORD_DISPATCHED || type == OQ_RECORD_FAILED ||
+                 type == OQ_RECORD_REVIEW || type == OQ_RECORD_RESOLVED;
+    if (!texts && len > S_SMALL_RECORD_MAX_BYTES)
         return false;
     if (oq_record_frame(data, avail, frame_bytes) != OQ_FRAME_OK)
         return false;
@@ -291,6 +302,31 @@ static int s_decode_dispatched(s_reader_t *r, oq_record_t *rec, char *why, size_
     return 0;
 }
 
+static int s_decode_resolved(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    rec->id = s_get(r, 8);
+    rec->attempt = (uint32_t)s_get(r, 4);
+    uint32_t action = (uint32_t)s_get(r, 1);
+    rec->reviewed_at_ms = (int64_t)s_get(r, 8);
+    rec->at_ms = (int64_t)s_get(r, 8);
+    rec->job.type = s_get_str(r, 1);
+    rec->job.queue = s_get_str(r, 1);
+    rec->error = s_get_str(r, 2);
+    rec->note = s_get_str(r, 2);
+    if (r->short_)
+        S_BAD("resolved: body too short");
+    if (action < OQ_REVIEW_DONE || action > OQ_REVIEW_FAIL)
+        S_BAD("resolved: unknown action %u", action);
+    rec->action = (oq_review_action_t)action;
+    if (!oq_proto_name_valid(rec->job.type.ptr, rec->job.type.len) ||
+        !oq_proto_name_valid(rec->job.queue.ptr, rec->job.queue.len))
+        S_BAD("resolved: invalid job type or queue name");
+    if (rec->error.len > OQ_MAX_ERROR_LEN || rec->note.len > OQ_MAX_REVIEW_NOTE_LEN)
+        S_BAD("resolved: a reason of %zu or a note of %zu bytes, at most %d and %d", rec->error.len,
+              rec->note.len, OQ_MAX_ERROR_LEN, OQ_MAX_REVIEW_NOTE_LEN);
+    return 0;
+}
+
 int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
                      size_t why_len)
 {
@@ -322,9 +358,23 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
         if (rec->error.len > OQ_MAX_ERROR_LEN)
             S_BAD("failed: error text of %zu bytes, at most %d", rec->error.len, OQ_MAX_ERROR_LEN);
         break;
+    case OQ_RECORD_REVIEW:
+        rec->id = s_get(&r, 8);
+        rec->attempt = (uint32_t)s_get(&r, 4);
+        rec->at_ms = (int64_t)s_get(&r, 8);
+        rec->error = s_get_str(&r, 2);
+        if (rec->error.len > OQ_MAX_ERROR_LEN)
+            S_BAD("review: reason of %zu bytes, at most %d", rec->error.len, OQ_MAX_ERROR_LEN);
+        break;
+    case OQ_RECORD_RESOLVED:
+        if (s_decode_resolved(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
     case OQ_RECORD_DONE:
     case OQ_RECORD_REQUEUED:
     case OQ_RECORD_NEXT_ID:
+    case OQ_RECORD_FORGOTTEN:
+    case OQ_RECORD_CANCELLED:
         rec->id = s_get(&r, 8);
         break;
     case OQ_RECORD_DEDUPE: {
@@ -481,9 +531,56 @@ int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id)
     return s_id_only(buf, OQ_RECORD_REQUEUED, id);
 }
 
+int oq_record_forgotten(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_FORGOTTEN, id);
+}
+
+int oq_record_cancelled(msgpack_sbuffer *buf, uint64_t id)
+{
+    return s_id_only(buf, OQ_RECORD_CANCELLED, id);
+}
+
 int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id)
 {
     return s_id_only(buf, OQ_RECORD_NEXT_ID, next_id);
+}
+
+int oq_record_review(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t reviewed_at_ms,
+                     const char *reason)
+{
+    size_t len = reason ? strlen(reason) : 0;
+    if (len > OQ_MAX_ERROR_LEN)
+        len = OQ_MAX_ERROR_LEN;
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_REVIEW);
+    s_put(&w, id, 8);
+    s_put(&w, attempt, 4);
+    s_put(&w, (uint64_t)reviewed_at_ms, 8);
+    s_put_str(&w, reason, len, 2);
+    return s_end(&w);
+}
+
+static size_t s_cut(const char *text, size_t max)
+{
+    size_t n = text ? strlen(text) : 0;
+    return n > max ? max : n;
+}
+
+int oq_record_resolved(msgpack_sbuffer *buf, const oq_resolution_t *r)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_RESOLVED);
+    s_put(&w, r->id, 8);
+    s_put(&w, r->attempt, 4);
+    s_put(&w, (uint64_t)r->action, 1);
+    s_put(&w, (uint64_t)r->reviewed_at_ms, 8);
+    s_put(&w, (uint64_t)r->resolved_at_ms, 8);
+    s_put_str(&w, r->type, s_cut(r->type, OQ_MAX_NAME_LEN), 1);
+    s_put_str(&w, r->queue, s_cut(r->queue, OQ_MAX_NAME_LEN), 1);
+    s_put_str(&w, r->reason, s_cut(r->reason, OQ_MAX_ERROR_LEN), 2);
+    s_put_str(&w, r->note, s_cut(r->note, OQ_MAX_REVIEW_NOTE_LEN), 2);
+    return s_end(&w);
 }
 
 int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],

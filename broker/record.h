@@ -32,7 +32,15 @@ typedef enum {
     OQ_RECORD_REQUEUED = 6,   /* from the failed store back to ready */
     OQ_RECORD_DEDUPE = 7,     /* a remembered dispatch id (snapshots) */
     OQ_RECORD_NEXT_ID = 8,    /* the next job id (snapshots) */
+    /* Format version 2. */
+    OQ_RECORD_REVIEW = 9,     /* to the review store, with the handler's reason */
+    OQ_RECORD_RESOLVED = 10,  /* a resolution of a job in review (snapshots: one remembered) */
+    OQ_RECORD_FORGOTTEN = 16, /* deleted from the failed store */
+    OQ_RECORD_CANCELLED = 17, /* a ready or delayed job withdrawn */
 } oq_record_type_t;
+
+/* True if type is a record type of this format. */
+bool oq_record_type_known(int type);
 
 typedef struct {
     uint32_t version;                         /* OQ_JOURNAL_FORMAT_VERSION when written */
@@ -43,14 +51,19 @@ typedef struct {
 /* One decoded record. Strings and the payload point into the decoded bytes. */
 typedef struct {
     oq_record_type_t type;
-    uint64_t id;              /* the job (DISPATCHED: job.id too); NEXT_ID: the next id */
-    uint32_t attempt;         /* LEASED, RETRY, FAILED */
-    int64_t at_ms;            /* wall clock. RETRY: not before (0: at once); FAILED: failed at;
-                                 DEDUPE: expires at; DISPATCHED: not before (0: at once) */
-    oq_str_t error;           /* FAILED */
-    oq_job_msg_t job;         /* DISPATCHED, with has_max_tries and has_timeout set and
-                                 job.dispatch_id as sent (empty: none) */
-    int64_t dispatched_at_ms; /* DISPATCHED (0: unknown, in snapshots) */
+    uint64_t id;               /* the job (DISPATCHED: job.id too); NEXT_ID: the next id */
+    uint32_t attempt;          /* LEASED, RETRY, FAILED, REVIEW, RESOLVED */
+    int64_t at_ms;             /* wall clock. RETRY: not before (0: at once); FAILED: failed at;
+                                  DEDUPE: expires at; DISPATCHED: not before (0: at once);
+                                  REVIEW: reviewed at; RESOLVED: resolved at */
+    oq_str_t error;            /* FAILED; REVIEW, RESOLVED: the handler's reason */
+    oq_job_msg_t job;          /* DISPATCHED, with has_max_tries and has_timeout set and
+                                  job.dispatch_id as sent (empty: none); RESOLVED: job.type
+                                  and job.queue only */
+    oq_review_action_t action; /* RESOLVED */
+    int64_t reviewed_at_ms;    /* RESOLVED: when the job went to review */
+    oq_str_t note;             /* RESOLVED: the person's note */
+    int64_t dispatched_at_ms;  /* DISPATCHED (0: unknown, in snapshots) */
     uint8_t digest[OQ_SIPHASH_DIGEST_BYTES]; /* DEDUPE; id is the job it maps to */
 } oq_record_t;
 
@@ -129,9 +142,14 @@ int oq_record_failed(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_
                      const char *error);
 int oq_record_done(msgpack_sbuffer *buf, uint64_t id);
 int oq_record_requeued(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_forgotten(msgpack_sbuffer *buf, uint64_t id);
+int oq_record_cancelled(msgpack_sbuffer *buf, uint64_t id);
 int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
                      uint64_t job_id, int64_t expires_ms);
 int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id);
+int oq_record_review(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t reviewed_at_ms,
+                     const char *reason);
+int oq_record_resolved(msgpack_sbuffer *buf, const oq_resolution_t *resolution);
 
 /* The bytes oq_record_dispatched writes for job without a dispatch id: what
    a job costs in a snapshot, for the compaction trigger. */

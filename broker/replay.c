@@ -38,7 +38,8 @@
 
 #define S_BUF_BYTES                                                                                \
     (OQ_JOURNAL_IO_CHUNK_BYTES + OQ_JOURNAL_MAX_RECORD_BYTES + OQ_RECORD_FRAME_BYTES)
-#define S_COPY_CHUNK_BYTES (64 * 1024)
+#define S_COPY_CHUNK_BYTES   (64 * 1024)
+#define S_REWRITE_REASON_LEN 4400
 
 typedef struct {
     int fd;
@@ -129,6 +130,31 @@ typedef struct {
     oq_replay_report_t *report;
 } s_apply_t;
 
+/* A resolution: of a job in review (it is resolved again), or of one that
+   left the store before a snapshot (it is only remembered). 0, or -1 if
+   memory runs out. */
+static int s_apply_resolved(s_apply_t *a, const oq_record_t *rec)
+{
+    char type[OQ_MAX_NAME_LEN + 1], queue[OQ_MAX_NAME_LEN + 1];
+    char reason[OQ_MAX_ERROR_LEN + 1], note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    oq_str_copy(rec->job.type, type, sizeof type);
+    oq_str_copy(rec->job.queue, queue, sizeof queue);
+    oq_str_copy(rec->error, reason, sizeof reason);
+    oq_str_copy(rec->note, note, sizeof note);
+    oq_resolution_t r = {
+        .id = rec->id,
+        .action = rec->action,
+        .attempt = rec->attempt,
+        .reviewed_at_ms = rec->reviewed_at_ms,
+        .resolved_at_ms = rec->at_ms,
+        .type = type,
+        .queue = queue,
+        .reason = reason,
+        .note = note,
+    };
+    return oq_engine_restore_resolution(a->engine, &r);
+}
+
 /* Apply one record. 0, or -1 with reason if the state cannot hold it (out
    of memory); a record about a job not held is counted and skipped. */
 static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t reason_len)
@@ -164,8 +190,24 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
         rc = oq_engine_restore_failed(a->engine, rec->id, rec->attempt, error, rec->at_ms);
         break;
     }
+    case OQ_RECORD_REVIEW: {
+        char why_review[OQ_MAX_ERROR_LEN + 1];
+        oq_str_copy(rec->error, why_review, sizeof why_review);
+        rc = oq_engine_restore_review(a->engine, rec->id, rec->attempt, why_review, rec->at_ms);
+        break;
+    }
+    case OQ_RECORD_RESOLVED:
+        if (s_apply_resolved(a, rec) < 0)
+            goto oom;
+        break;
     case OQ_RECORD_DONE:
         rc = oq_engine_restore_done(a->engine, rec->id);
+        break;
+    case OQ_RECORD_FORGOTTEN:
+        rc = oq_engine_restore_forgotten(a->engine, rec->id);
+        break;
+    case OQ_RECORD_CANCELLED:
+        rc = oq_engine_restore_cancelled(a->engine, rec->id);
         break;
     case OQ_RECORD_REQUEUED: {
         char why[256];
@@ -201,6 +243,7 @@ static void s_count(void *ctx, const oq_job_view_t *job)
     a->report->ready += job->state == OQ_STATE_READY;
     a->report->delayed += job->state == OQ_STATE_DELAYED;
     a->report->failed += job->state == OQ_STATE_FAILED;
+    a->report->review += job->state == OQ_STATE_REVIEW;
 }
 
 static void s_live(void *ctx, const oq_job_view_t *job)
@@ -237,6 +280,27 @@ static void s_skip(oq_journal_t *journal, s_reader_t *r, uint64_t from, uint64_t
             report->saved_to[0] ? ", saved to " : "", report->saved_to);
 }
 
+/* Write what was replayed as a snapshot (compact.h) and make it the
+   journal: the file then replays to the same state, in the current format. */
+static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
+                     int64_t now_ms, char *reason, size_t reason_len)
+{
+    int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    uint64_t bytes = 0;
+    if (fd < 0 || oq_compact_snapshot(fd, oq_journal_ops(journal), oq_journal_header(journal),
+                                      engine, dedupe, now_ms, &bytes) < 0) {
+        snprintf(reason, reason_len, "cannot write %s: %s", oq_journal_tmp_path(journal),
+                 strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(oq_journal_tmp_path(journal));
+        }
+        return -1;
+    }
+    oq_journal_tee_begin(journal);
+    return oq_journal_switch(journal, fd, bytes, reason, reason_len);
+}
+
 /* After repair skipped gaps: ids a gap may have held are never reused, and
    the journal is rewritten from what was replayed (unless the only gap ran
    to the end, which a cut removes). */
@@ -249,22 +313,36 @@ static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *en
                                           1);
     if (report->gaps == 1 && report->ranges[0].to == r->size)
         return oq_journal_truncate(journal, report->ranges[0].from, reason, reason_len);
-    int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    uint64_t bytes = 0;
-    if (fd < 0 || oq_compact_snapshot(fd, oq_journal_ops(journal), oq_journal_header(journal),
-                                      engine, dedupe, now_ms, &bytes) < 0) {
-        snprintf(reason, reason_len, "repair: cannot write %s: %s", oq_journal_tmp_path(journal),
-                 strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(oq_journal_tmp_path(journal));
-        }
+    char why[S_REWRITE_REASON_LEN];
+    if (s_rewrite(journal, engine, dedupe, now_ms, why, sizeof why) < 0) {
+        snprintf(reason, reason_len, "repair: %s", why);
         return -1;
     }
-    oq_journal_tee_begin(journal);
-    if (oq_journal_switch(journal, fd, bytes, reason, reason_len) < 0)
-        return -1;
     report->rewritten = true;
+    return 0;
+}
+
+/* A journal of an older format version is rewritten in the current one
+   before anything is appended: records of the new version must never land
+   in a file whose header promises an older layout, which an older broker
+   would then take for damage. */
+static int s_upgrade(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
+                     int64_t now_ms, oq_replay_report_t *report, char *reason, size_t reason_len)
+{
+    uint32_t version = oq_journal_header(journal)->version;
+    if (version >= OQ_JOURNAL_FORMAT_VERSION || report->rewritten)
+        return 0;
+    char why[S_REWRITE_REASON_LEN];
+    if (s_rewrite(journal, engine, dedupe, now_ms, why, sizeof why) < 0) {
+        snprintf(reason, reason_len,
+                 "journal %s is format version %u; rewriting it in version %d failed: %s. "
+                 "Nothing was lost: the old file is still in place",
+                 oq_journal_path(journal), version, OQ_JOURNAL_FORMAT_VERSION, why);
+        return -1;
+    }
+    report->rewritten = true;
+    oq_info("journal %s: rewritten from format version %u to %d", oq_journal_path(journal), version,
+            OQ_JOURNAL_FORMAT_VERSION);
     return 0;
 }
 
@@ -393,6 +471,8 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
         rc = s_finish_repair(journal, &r, engine, dedupe, apply.now_ms, report, reason, reason_len);
     else if (rc == 0 && report->has_mark && report->mark > r.size)
         rc = oq_journal_truncate(journal, r.size, reason, reason_len); /* the mark: no more */
+    if (rc == 0)
+        rc = s_upgrade(journal, engine, dedupe, apply.now_ms, report, reason, reason_len);
     free(r.buf);
     if (rc < 0)
         return -1;

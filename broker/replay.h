@@ -1,5 +1,5 @@
 /*  replay.h: rebuilding the broker's state from its journal before it
-    serves. Ready, delayed and failed jobs come back with their attempt
+    serves. Ready, delayed, failed and review jobs come back with their attempt
     counts (a job that was leased comes back ready), and so do the dispatch
     ids still inside their window.
 
@@ -42,9 +42,9 @@ typedef struct {
     uint64_t dropped_bytes; /* repair: damaged bytes skipped, in all */
     uint64_t gaps;          /* repair: damaged ranges skipped */
     oq_replay_range_t ranges[OQ_REPLAY_MAX_RANGES]; /* the first gaps */
-    bool rewritten;   /* repair: the journal was rewritten without the gaps */
+    bool rewritten;   /* rewritten: by repair without the gaps, or from an older format */
     uint64_t ignored; /* records naming a job not held (none in a sound journal) */
-    size_t ready, delayed, failed;
+    size_t ready, delayed, failed, review;
     size_t dispatch_ids;
     int64_t elapsed_ms;
     char saved_to[OQ_REPLAY_PATH_LEN]; /* repair: where the dropped bytes went ("" if nowhere) */

@@ -3,14 +3,17 @@
     length up front). */
 #include "stats.h"
 
+#include <stdlib.h>
+
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS   15
+#define S_QUEUE_FIELDS   17
 #define S_WORKER_FIELDS  11
 #define S_JOB_FIELDS     8
 #define S_TYPE_FIELDS    8
 #define S_JOURNAL_FIELDS 12
 #define S_BROKER_FIELDS  10
+#define S_HORIZON_FIELDS 4
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -107,6 +110,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "delayed", s.delayed);
         s_kv_u64(&pk, "leased", s.leased);
         s_kv_u64(&pk, "failed", s.failed);
+        s_kv_u64(&pk, "review", s.review);
         s_kv_u64(&pk, "dispatched", s.dispatched);
         s_kv_u64(&pk, "done", s.done);
         s_kv_u64(&pk, "retried", s.retried);
@@ -114,6 +118,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "late_acks", s.late_acks);
         s_kv_u64(&pk, "ignored_acks", s.ignored_acks);
         s_kv_u64(&pk, "duplicates", s.duplicates);
+        s_kv_u64(&pk, "cancelled", s.cancelled);
         s_kv_u64(&pk, "returned", s.returned);
         s_kv_seconds(&pk, "retry_after", s.retry_after_ms);
         s_kv_seconds(&pk, "timeout", s.timeout_ms);
@@ -174,6 +179,16 @@ static void s_pack_failed(void *ctx, const oq_job_view_t *job)
     msgpack_pack_str_body(pk, job->payload, job->payload_len); /* already msgpack */
 }
 
+static void s_pack_horizon(msgpack_packer *pk, const oq_queue_horizon_t *h)
+{
+    msgpack_pack_map(pk, S_HORIZON_FIELDS);
+    s_key(pk, "name");
+    oq_proto_pack_cstr(pk, h->name);
+    s_kv_seconds(pk, "retry_after", h->retry_after_ms);
+    s_kv_u64(pk, "max_tries", h->max_tries);
+    s_kv_seconds(pk, "backoff", h->backoff_ms);
+}
+
 typedef struct {
     oq_job_view_t *jobs;
     size_t count;
@@ -187,7 +202,7 @@ static void s_collect(void *ctx, const oq_job_view_t *job)
 }
 
 void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, uint64_t after, uint32_t limit)
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
@@ -195,12 +210,141 @@ void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engi
     s_page_t page = {views, 0};
     bool more = false;
     size_t total = oq_engine_failed_page(engine, queue, after, limit, s_collect, &page, &more);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 3 : 2);
+    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 4 : 2);
     s_kv_u64(&pk, "total", total);
-    if (more)
-        s_kv_u64(&pk, "next", page.jobs[page.count - 1].id);
+    if (more) {
+        /* The cursor of the next page: the last job shown, by (failed_at, id). */
+        const oq_job_view_t *last = &page.jobs[page.count - 1];
+        s_kv_u64(&pk, "next", last->id);
+        s_kv_u64(&pk, "next_at", last->failed_at_ms > 0 ? (uint64_t)last->failed_at_ms : 0);
+    }
     s_key(&pk, "jobs");
     msgpack_pack_array(&pk, page.count);
     for (size_t i = 0; i < page.count; i++)
         s_pack_failed(&pk, &page.jobs[i]);
+}
+
+void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                             int64_t dedupe_window_ms)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    size_t count = oq_engine_queue_count(engine);
+    oq_queue_horizon_t *queues = count ? calloc(count, sizeof *queues) : NULL;
+    if (count && !queues) {
+        oq_proto_encode_error(buf, req, OQ_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    if (count)
+        oq_engine_horizons(engine, queues);
+    oq_queue_horizon_t defaults;
+    oq_engine_default_horizon(engine, &defaults);
+    int64_t oldest = oq_engine_oldest_failed_ms(engine);
+    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 4);
+    s_kv_seconds(&pk, "dedupe_window", dedupe_window_ms);
+    s_kv_u64(&pk, "oldest_failed_at", oldest > 0 ? (uint64_t)oldest : 0);
+    s_key(&pk, "defaults");
+    s_pack_horizon(&pk, &defaults);
+    s_key(&pk, "queues");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_horizon(&pk, &queues[i]);
+    free(queues);
+}
+
+/* ---- the review store ---- */
+
+static void s_pack_review(void *ctx, const oq_job_view_t *job)
+{
+    msgpack_packer *pk = ctx;
+    msgpack_pack_map(pk, S_JOB_FIELDS);
+    s_kv_u64(pk, "id", job->id);
+    s_key(pk, "type");
+    oq_proto_pack_cstr(pk, job->type);
+    s_key(pk, "queue");
+    oq_proto_pack_cstr(pk, job->queue);
+    s_kv_u64(pk, "attempt", job->attempt);
+    s_kv_u64(pk, "max_tries", job->max_tries);
+    s_key(pk, "reason");
+    oq_proto_pack_cstr(pk, job->error ? job->error : "");
+    s_kv_u64(pk, "review_at", job->failed_at_ms > 0 ? (uint64_t)job->failed_at_ms : 0);
+    s_key(pk, "payload");
+    msgpack_pack_str_body(pk, job->payload, job->payload_len); /* already msgpack */
+}
+
+void oq_stats_encode_review(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    static oq_job_view_t views[OQ_MAX_FAILED_LIST];
+    s_page_t page = {views, 0};
+    bool more = false;
+    size_t total = oq_engine_review_page(engine, queue, after, limit, s_collect, &page, &more);
+    oq_proto_begin(&pk, OQ_CMD_REVIEW, req, more ? 4 : 2);
+    s_kv_u64(&pk, "total", total);
+    if (more) {
+        /* The cursor of the next page, as in "failed": (review_at, id). */
+        const oq_job_view_t *last = &page.jobs[page.count - 1];
+        s_kv_u64(&pk, "next", last->id);
+        s_kv_u64(&pk, "next_at", last->failed_at_ms > 0 ? (uint64_t)last->failed_at_ms : 0);
+    }
+    s_key(&pk, "jobs");
+    msgpack_pack_array(&pk, page.count);
+    for (size_t i = 0; i < page.count; i++)
+        s_pack_review(&pk, &page.jobs[i]);
+}
+
+/* The job's fields from its resolution, for a job the broker no longer
+   holds. */
+static void s_pack_resolution(msgpack_packer *pk, const oq_resolution_t *r)
+{
+    msgpack_pack_map(pk, 4);
+    s_key(pk, "action");
+    oq_proto_pack_cstr(pk, oq_proto_review_action_name(r->action));
+    s_key(pk, "note");
+    oq_proto_pack_cstr(pk, r->note);
+    s_kv_u64(pk, "resolved_at", r->resolved_at_ms > 0 ? (uint64_t)r->resolved_at_ms : 0);
+    s_kv_u64(pk, "attempt", r->attempt);
+}
+
+int oq_stats_encode_review_show(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, uint64_t id)
+{
+    oq_job_view_t view;
+    bool held = oq_engine_job_view(engine, id, &view) == 0;
+    bool in_review = held && view.state == OQ_STATE_REVIEW;
+    const oq_resolution_t *r = oq_engine_review_resolution(engine, id);
+    if (!in_review && !r)
+        return -1;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_REVIEW_SHOW, req, 1);
+    s_key(&pk, "job");
+    /* id, type, queue, state, reason, review_at; attempt and max_tries and
+       the payload while held; the resolution if one is remembered. */
+    msgpack_pack_map(&pk, 6 + (held ? 3 : 0) + (r ? 1 : 0));
+    s_kv_u64(&pk, "id", id);
+    s_key(&pk, "type");
+    oq_proto_pack_cstr(&pk, held ? view.type : r->type);
+    s_key(&pk, "queue");
+    oq_proto_pack_cstr(&pk, held ? view.queue : r->queue);
+    /* review: waiting for a person; otherwise the state the resolution
+       left it in, or "done" once the broker no longer holds it. */
+    s_key(&pk, "state");
+    oq_proto_pack_cstr(&pk, held ? oq_engine_job_state(engine, id) : "done");
+    s_key(&pk, "reason");
+    oq_proto_pack_cstr(&pk, in_review ? (view.error ? view.error : "") : r->reason);
+    int64_t at = in_review ? view.failed_at_ms : r->reviewed_at_ms;
+    s_kv_u64(&pk, "review_at", at > 0 ? (uint64_t)at : 0);
+    if (held) {
+        s_kv_u64(&pk, "attempt", view.attempt);
+        s_kv_u64(&pk, "max_tries", view.max_tries);
+        s_key(&pk, "payload");
+        msgpack_pack_str_body(&pk, view.payload, view.payload_len);
+    }
+    if (r) {
+        s_key(&pk, "resolution");
+        s_pack_resolution(&pk, r);
+    }
+    return 0;
 }

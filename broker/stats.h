@@ -1,5 +1,6 @@
-/*  stats.h: the broker's answers to "stats" and "failed", encoded from the
-    engine's counters and failed store (docs/protocol.md, section 5). */
+/*  stats.h: the broker's answers to "stats", "failed", "horizon", "review"
+    and "review_show", encoded from the engine's counters, failed store and
+    review store (docs/protocol.md, section 5). */
 #ifndef ONCEQ_STATS_H
 #define ONCEQ_STATS_H
 
@@ -25,9 +26,27 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
                      const oq_stats_journal_t *journal);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
-   all queues) with an id above after, in id order, with "next" (the cursor
-   for the next page) while more remain. */
+   all queues) after the cursor (NULL: from the first), oldest failure first,
+   with "next" and "next_at" (the cursor for the next page) while more
+   remain. */
 void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, uint64_t after, uint32_t limit);
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit);
+
+/* Append a "horizon" reply: what bounds the time a duplicate of a held job
+   can still arrive (the dispatch-id window, each queue's lease length and
+   largest budget and backoff), for `onceq db prune`'s floor. */
+void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                             int64_t dedupe_window_ms);
+
+/* Append a "review" reply: a page of the jobs in review, as the failed one
+   (with "reason" and "review_at" in place of "error" and "failed_at"). */
+void oq_stats_encode_review(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit);
+
+/* Append a "review_show" reply for job id: the job as it is in the review
+   store, and its newest remembered resolution. -1 (nothing appended) if
+   the job is neither in review nor resolved on record. */
+int oq_stats_encode_review_show(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                                uint64_t id);
 
 #endif

@@ -9,9 +9,14 @@ packages=(
   libzmq3-dev libczmq-dev libmsgpack-dev libjansson-dev libcmocka-dev
   libpq-dev postgresql-15 postgresql-client-15
   libmicrohttpd-dev
+  # the request_shipment handler's HTTP client (worker/shipments)
+  libcurl4-openssl-dev
   jq procps curl
   # tests/run.sh: the clang-format check and the libFuzzer targets
   clang clang-format libclang-rt-14-dev
+  # deploy/package.sh and the package tests: cpack -G DEB (dpkg-shlibdeps,
+  # file), the man pages, the maintainer scripts, systemd-analyze verify
+  dpkg-dev file help2man adduser systemd
 )
 # The benchmark's peer; only needed by tests/bench/run.sh.
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then

@@ -4,8 +4,9 @@
 #   - libonceq-effects knows nothing of the wire protocol or the worker
 #     runtime (onceq/effects_worker.h, the header-only glue, is the one file
 #     that includes both, by design);
-#   - the points app and the onceq tool include only public headers of the
-#     layers below (onceq/... from an include/ directory) and their own;
+#   - the points and shipments apps and the onceq tool include only public
+#     headers of the layers below (onceq/... from an include/ directory)
+#     and their own;
 #   - nothing under common/ refers to a target or a source under worker/.
 #
 #   bash tests/layers.sh SOURCE_DIR
@@ -27,7 +28,7 @@ public() {
 while IFS=: read -r file header; do
   case $file in */effects_worker.h) continue ;; esac
   case $header in
-    onceq/proto.h | onceq/worker.h | onceq/client.h | worker_limits.h | points/* | pg/*)
+    onceq/proto.h | onceq/worker.h | onceq/client.h | worker_limits.h | points/* | shipments/* | pg/*)
       say "$file includes $header: the effects layer must not know the protocol, the worker runtime or the apps" ;;
   esac
 done < <(includes worker/effects/*.c worker/effects/*.h worker/effects/include/onceq/*.h)
@@ -36,6 +37,11 @@ while IFS=: read -r file header; do
   case $header in points/*) continue ;; esac
   public "$header" || say "$file includes $header: the points app may include only public headers (onceq/...) and its own (points/...)"
 done < <(includes worker/points/*.c worker/points/*.h)
+
+while IFS=: read -r file header; do
+  case $header in shipments/*) continue ;; esac
+  public "$header" || say "$file includes $header: the shipments app may include only public headers (onceq/...) and its own (shipments/...)"
+done < <(includes worker/shipments/*.c worker/shipments/*.h)
 
 while IFS=: read -r file header; do
   case $header in points/*) continue ;; esac

@@ -57,6 +57,7 @@ static void s_check_report(oq_report_t *report, const char *type)
     case OQ_OUTCOME_RETRY:
     case OQ_OUTCOME_FAIL:
     case OQ_OUTCOME_RETURN:
+    case OQ_OUTCOME_REVIEW:
     case OQ_OUTCOME_UNAVAILABLE:
         report->result = OQ_RESULT_NONE;
         if (report->error[0] == 0)

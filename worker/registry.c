@@ -27,6 +27,8 @@ struct oq_registry {
     s_entry_t *entries; /* in registration order */
     size_t count;
     size_t capacity;
+    oq_flag_t flags[OQ_WORKER_MAX_HANDLER_FLAGS]; /* the handlers' own, in order */
+    size_t flag_count;
 };
 
 oq_registry_t *oq_registry_new(void)
@@ -164,4 +166,42 @@ const char *oq_registry_type(const oq_registry_t *self, size_t i)
 {
     assert(self);
     return i < self->count ? self->entries[i].type : NULL;
+}
+
+int oq_registry_add_flag(oq_registry_t *self, const oq_flag_t *flag)
+{
+    assert(self && flag);
+    if (!flag->name || !flag->name[0] || flag->kind == OQ_FLAG_SECTION) {
+        oq_error("cannot add a handler flag without a name");
+        return -1;
+    }
+    /* What the flag table would assert on, refused here with a reason. */
+    if (!flag->dest || (flag->kind == OQ_FLAG_CUSTOM && (!flag->parse || !flag->expected)) ||
+        (flag->kind == OQ_FLAG_ENUM && !flag->words) || flag->stop ||
+        (flag->repeat && flag->kind != OQ_FLAG_CUSTOM)) {
+        oq_error("cannot add the handler flag --%s: it needs a destination (and a custom "
+                 "flag its parser and expected text, an enum its words; no stop flags)",
+                 flag->name);
+        return -1;
+    }
+    for (size_t i = 0; i < self->flag_count; i++) {
+        if (strcmp(self->flags[i].name, flag->name) == 0) {
+            oq_error("cannot add the handler flag --%s: another handler added it", flag->name);
+            return -1;
+        }
+    }
+    if (self->flag_count == OQ_WORKER_MAX_HANDLER_FLAGS) {
+        oq_error("cannot add the handler flag --%s: a registry holds at most %d", flag->name,
+                 OQ_WORKER_MAX_HANDLER_FLAGS);
+        return -1;
+    }
+    self->flags[self->flag_count++] = *flag;
+    return 0;
+}
+
+const oq_flag_t *oq_registry_flags(const oq_registry_t *self, size_t *count)
+{
+    assert(self && count);
+    *count = self->flag_count;
+    return self->flags;
 }

@@ -63,6 +63,14 @@ void oq_report_fail(oq_report_t *report, const char *format, ...)
     va_end(args);
 }
 
+void oq_report_review(oq_report_t *report, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    s_failure(report, OQ_OUTCOME_REVIEW, format, args);
+    va_end(args);
+}
+
 static int64_t s_clamp_delay(int64_t delay_ms)
 {
     return delay_ms < 0 ? 0 : delay_ms > OQ_MAX_DELAY_MS ? OQ_MAX_DELAY_MS : delay_ms;

@@ -12,6 +12,7 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
+#include "registry.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "worker_limits.h"
@@ -93,6 +94,37 @@ static void s_usage(const oq_flag_t *flags, size_t count, const oq_registry_t *r
            "Exit status: 0 after a graceful stop, %d on a usage error, %d after a handler\n"
            "ran past its job's timeout, %d if the worker could not start.\n",
            n ? "" : " none", S_EXIT_USAGE, OQ_EXIT_TIMEOUT, OQ_EXIT_BROKEN);
+}
+
+/* The worker's own flags followed by the handlers' (oq_registry_add_flag)
+   under a heading of their own, into all (OQ_FLAGS_MAX entries); *count is
+   the worker's on entry and the total on return. 0, or -1 after saying
+   why a handler's flag cannot be taken. */
+static int s_with_handler_flags(const oq_flag_t *own, size_t own_count,
+                                const oq_registry_t *registry, oq_flag_t *all, size_t *count)
+{
+    size_t extra = 0;
+    const oq_flag_t *theirs = registry ? oq_registry_flags(registry, &extra) : NULL;
+    if (own_count + (extra ? 1 + extra : 0) > OQ_FLAGS_MAX) {
+        fprintf(stderr, "%s: too many flags (the handlers added %zu)\n", s_program, extra);
+        return -1;
+    }
+    memcpy(all, own, own_count * sizeof *own);
+    size_t n = own_count;
+    if (extra)
+        all[n++] = (oq_flag_t){.kind = OQ_FLAG_SECTION, .help = "options of the handlers:"};
+    for (size_t i = 0; i < extra; i++) {
+        for (size_t k = 0; k < own_count; k++) {
+            if (own[k].name && strcmp(own[k].name, theirs[i].name) == 0) {
+                fprintf(stderr, "%s: a handler's flag --%s clashes with the worker's own\n",
+                        s_program, theirs[i].name);
+                return -1;
+            }
+        }
+        all[n++] = theirs[i];
+    }
+    *count = n;
+    return 0;
 }
 
 /* One worker process: the body of the process itself or of each child. */
@@ -234,11 +266,13 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .help = "the version"},
     };
     size_t count = OQ_FLAGS_COUNT(flags);
-
-    int rc = oq_flags_parse(s_program, flags, count, argc, argv);
+    oq_flag_t all[OQ_FLAGS_MAX];
+    int rc = s_with_handler_flags(flags, count, registry, all, &count);
+    if (rc == 0)
+        rc = oq_flags_parse(s_program, all, count, argc, argv);
     if (rc < 0 || help || version) {
         if (help)
-            s_usage(flags, count, registry);
+            s_usage(all, count, registry);
         else if (version && strcmp(s_program, "onceq-worker") == 0)
             printf("%s %s\n", s_program, ONCEQ_VERSION);
         else if (version)

@@ -171,3 +171,21 @@ int oq_cli_print_json(const msgpack_object *reply)
     }
     return OQ_CLI_EXIT_OK;
 }
+
+int oq_cli_parse_cursor(const char *text, uint64_t *id, int64_t *at)
+{
+    char copy[64];
+    if (strlen(text) >= sizeof copy)
+        return -1;
+    snprintf(copy, sizeof copy, "%s", text);
+    char *sep = strchr(copy, '@');
+    uint64_t ms;
+    *at = -1;
+    if (sep) {
+        *sep = 0;
+        if (oq_config_uint(sep + 1, 0, INT64_MAX, &ms) < 0)
+            return -1;
+        *at = (int64_t)ms;
+    }
+    return oq_config_uint(copy, 0, UINT64_MAX, id);
+}

@@ -58,11 +58,15 @@ typedef struct {
 int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_failed(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_review(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_ping(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_db(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_customer(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_job(oq_cli_t *cli, int argc, char **argv);
+/* `db prune`, reached through oq_cmd_db (argv as it got it). */
+int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv);
 
 /* Handle one getopt_long result that is a global option; 0 if it was one
    (recorded in cli), -1 otherwise. */
@@ -97,6 +101,11 @@ void oq_cli_format_value(const msgpack_object *o, char *out, size_t out_len);
 /* Read an integer field of a map; 0 with *out, or -1 if missing or not a
    non-negative integer. */
 int oq_cli_get_uint(const msgpack_object *map, const char *key, uint64_t *out);
+
+/* Parse a page cursor as printed under a page of the failed or the review
+   store: "ID@AT_MS", or "ID" alone (*at = -1: the broker looks the time up).
+   0 or -1. */
+int oq_cli_parse_cursor(const char *text, uint64_t *id, int64_t *at);
 
 /* Print a reply as one line of JSON, without the envelope (v, cmd, req).
    Returns an exit code. */

@@ -1,5 +1,6 @@
 /*  cmd_db.c: `onceq db migrate [--sql-dir DIR]`: bring the database schema
-    up to date with the versioned SQL files (pg/migrate.h). */
+    up to date with the versioned SQL files (pg/migrate.h). `onceq db prune`
+    is in cmd_prune.c. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 static void s_help(void)
 {
     printf("Usage: onceq db migrate [--sql-dir DIR]\n"
+           "       onceq db prune --older-than DURATION (see 'onceq db prune --help')\n"
            "\n"
            "Apply the migrations (DIR/NNNN_name.sql) the database does not record yet,\n"
            "in version order, each in one transaction with its row in onceq_migrations.\n"
@@ -50,8 +52,27 @@ static void s_applied(void *ctx, uint32_t version, const char *name)
     fflush(stdout);
 }
 
+/* The action word: the first argument that is not an option or an
+   option's value. NULL if there is none. */
+static const char *s_action(int argc, char **argv)
+{
+    static const char *const with_value[] = {"--broker", "--timeout-ms", "--database", "--sql-dir",
+                                             "--older-than"};
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return argv[i];
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+            if (strcmp(argv[i], with_value[k]) == 0)
+                i++;
+    }
+    return NULL;
+}
+
 int oq_cmd_db(oq_cli_t *cli, int argc, char **argv)
 {
+    const char *action = s_action(argc, argv);
+    if (action && strcmp(action, "prune") == 0)
+        return oq_cmd_db_prune(cli, argc, argv);
     enum { S_OPT_SQL_DIR = OQ_CLI_OPT_FIRST_FREE_ };
     static const struct option options[] = {
         OQ_CLI_GLOBAL_OPTIONS,
@@ -73,9 +94,10 @@ int oq_cmd_db(oq_cli_t *cli, int argc, char **argv)
             oq_cli_global_option(cli, opt, optarg);
     }
     if (optind >= argc)
-        return oq_cli_usage_error(cli, "no action given (expected: migrate)");
+        return oq_cli_usage_error(cli, "no action given (expected: migrate or prune)");
     if (strcmp(argv[optind], "migrate") != 0)
-        return oq_cli_usage_error(cli, "unknown action '%s' (expected: migrate)", argv[optind]);
+        return oq_cli_usage_error(cli, "unknown action '%s' (expected: migrate or prune)",
+                                  argv[optind]);
     if (optind + 1 < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind + 1]);
     const char *dir = oq_config_str(sql_dir, S_ENV_SQL_DIR, NULL);

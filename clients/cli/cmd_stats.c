@@ -28,6 +28,7 @@ static const s_column_t s_queue_columns[] = {
     {"leased", "LEASED", "", false},
     {"done", "DONE", "", false},
     {"failed", "FAILED", "", false},
+    {"review", "REVIEW", "", false},
     {"redelivered", "REDELIVERED", "", false},
     {"returned", "RETURNED", "", false},
     {"dispatched", "DISPATCHED", "", false},
@@ -35,6 +36,7 @@ static const s_column_t s_queue_columns[] = {
     {"late_acks", "LATE_ACKS", "", false},
     {"ignored_acks", "IGNORED_ACKS", "", false},
     {"duplicates", "DUPLICATES", "", false},
+    {"cancelled", "CANCELLED", "", false},
     {"retry_after", "RETRY_AFTER", "s", false},
     {"timeout", "TIMEOUT", "s", false},
 };
@@ -60,12 +62,14 @@ static void s_help(void)
            "\n"
            "Show the broker's queues and connected workers.\n"
            "\n"
-           "Per queue: jobs READY, DELAYED, LEASED and FAILED now; DONE, DISPATCHED,\n"
+           "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
+           "person: onceq review list) now; DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), RETURNED (handed back unrun, using no try: a worker whose\n"
            "database was down, or one without a handler for the type), LATE_ACKS,\n"
            "IGNORED_ACKS and DUPLICATES (acks that found the effect already applied)\n"
-           "since the broker started; the queue's RETRY_AFTER and default TIMEOUT.\n"
+           "and CANCELLED ('onceq job cancel') since the broker started; the queue's\n"
+           "RETRY_AFTER and default TIMEOUT.\n"
            "\n"
            "A line \"no worker handles type X (N waiting)\" for each job type with ready\n"
            "jobs that no connected worker takes: they wait, using no try, until one\n"

@@ -16,9 +16,11 @@ typedef struct {
 static const s_command_t s_commands[] = {
     {"dispatch", oq_cmd_dispatch, "queue a job and print its id"},
     {"stats", oq_cmd_stats, "show queues, counters and connected workers"},
-    {"failed", oq_cmd_failed, "'failed list': show failed jobs and their errors"},
+    {"failed", oq_cmd_failed, "failed jobs: list, retry, forget, flush"},
+    {"review", oq_cmd_review, "'review list|show|resolve': jobs whose outcome a person decides"},
+    {"job", oq_cmd_job, "'job cancel ID': withdraw a job that waits"},
     {"ping", oq_cmd_ping, "check that the broker answers"},
-    {"db", oq_cmd_db, "'db migrate': apply the database migrations"},
+    {"db", oq_cmd_db, "'db migrate': apply the migrations; 'db prune': delete old guard rows"},
     {"customer", oq_cmd_customer, "'customer add ID': give a customer a balance row"},
     {"grant", oq_cmd_grant, "grant an order's points once, through the same guard as the jobs"},
     {"balance", oq_cmd_balance, "print a customer's point balance"},

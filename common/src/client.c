@@ -361,6 +361,107 @@ int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, 
     return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
 }
 
+int oq_client_failed_cursor(oq_client_t *self, const char *queue, int64_t after_at, uint64_t after,
+                            uint32_t limit, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_failed_cursor(&self->buf, (int64_t)req, queue, after_at, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_FAILED, reply);
+}
+
+/* A request carrying one job id, answered by a reply carrying it. */
+static int s_job_command(oq_client_t *self, oq_cmd_t cmd, oq_cmd_t expect, uint64_t id,
+                         int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_job_id(&self->buf, cmd, (int64_t)req, id);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, expect, &reply) < 0)
+        return -1;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_review_page(oq_client_t *self, const char *queue, int64_t after_at, uint64_t after,
+                          uint32_t limit, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_page(&self->buf, (int64_t)req, queue, after_at, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW, reply);
+}
+
+int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_review_show(&self->buf, (int64_t)req, id);
+    return s_request(self, req, timeout_ms, OQ_CMD_REVIEW_SHOW, reply);
+}
+
+int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
+                      int timeout_ms)
+{
+    assert(self);
+    uint64_t req = s_next_req(self);
+    if (note && strlen(note) > OQ_MAX_REVIEW_NOTE_LEN) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "the note is %zu bytes, the limit is %d", strlen(note),
+               OQ_MAX_REVIEW_NOTE_LEN);
+        return -1;
+    }
+    oq_proto_encode_resolve(&self->buf, OQ_CMD_RESOLVE, (int64_t)req, id, action, note);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, OQ_CMD_RESOLVED, &reply) < 0)
+        return -1;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+/* A request on the failed store of one queue, answered with a count. */
+static int s_queue_command(oq_client_t *self, oq_cmd_t cmd, oq_cmd_t expect, const char *queue,
+                           int timeout_ms, uint64_t *count)
+{
+    assert(self && count);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_queue_op(&self->buf, cmd, (int64_t)req, queue);
+    oq_msg_t reply;
+    if (s_request(self, req, timeout_ms, expect, &reply) < 0)
+        return -1;
+    *count = reply.count;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_forget(oq_client_t *self, uint64_t id, int timeout_ms)
+{
+    return s_job_command(self, OQ_CMD_FORGET, OQ_CMD_FORGOTTEN, id, timeout_ms);
+}
+
+int oq_client_cancel(oq_client_t *self, uint64_t id, int timeout_ms)
+{
+    return s_job_command(self, OQ_CMD_CANCEL, OQ_CMD_CANCELLED, id, timeout_ms);
+}
+
+int oq_client_flush(oq_client_t *self, const char *queue, int timeout_ms, uint64_t *count)
+{
+    return s_queue_command(self, OQ_CMD_FLUSH, OQ_CMD_FLUSHED, queue, timeout_ms, count);
+}
+
+int oq_client_requeue_all(oq_client_t *self, const char *queue, int timeout_ms, uint64_t *count)
+{
+    return s_queue_command(self, OQ_CMD_REQUEUE_ALL, OQ_CMD_REQUEUED_ALL, queue, timeout_ms, count);
+}
+
+int oq_client_horizon(oq_client_t *self, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_simple(&self->buf, OQ_CMD_HORIZON, (int64_t)req);
+    return s_request(self, req, timeout_ms, OQ_CMD_HORIZON, reply);
+}
+
 int oq_client_ping(oq_client_t *self, int timeout_ms)
 {
     assert(self);

@@ -31,6 +31,19 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_REQUEUE] = "requeue",
     [OQ_CMD_REQUEUED] = "requeued",
     [OQ_CMD_TOUCH] = "touch",
+    [OQ_CMD_FORGET] = "forget",
+    [OQ_CMD_FORGOTTEN] = "forgotten",
+    [OQ_CMD_FLUSH] = "flush",
+    [OQ_CMD_FLUSHED] = "flushed",
+    [OQ_CMD_REQUEUE_ALL] = "requeue_all",
+    [OQ_CMD_REQUEUED_ALL] = "requeued_all",
+    [OQ_CMD_CANCEL] = "cancel",
+    [OQ_CMD_CANCELLED] = "cancelled",
+    [OQ_CMD_HORIZON] = "horizon",
+    [OQ_CMD_REVIEW] = "review",
+    [OQ_CMD_REVIEW_SHOW] = "review_show",
+    [OQ_CMD_RESOLVE] = "resolve",
+    [OQ_CMD_RESOLVED] = "resolved",
     [OQ_CMD_STATUS] = "status",
 };
 
@@ -45,10 +58,13 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_FULL] = "full",
     [OQ_ERR_INTERNAL] = "internal",
     [OQ_ERR_UNAVAILABLE] = "unavailable",
+    [OQ_ERR_NOT_FOUND] = "not_found",
+    [OQ_ERR_WRONG_STATE] = "wrong_state",
 };
 
-static const char *s_outcome_names[] = {NULL,      "ok",     "retry",      "fail",
-                                        "timeout", "return", "unavailable"};
+static const char *s_outcome_names[] = {NULL,      "ok",     "retry",  "fail",
+                                        "timeout", "return", "review", "unavailable"};
+static const char *s_action_names[] = {NULL, "done", "retry", "fail"};
 static const char *s_status_names[] = {NULL, "ready", "unavailable"};
 static const char *s_result_names[] = {"none", "applied", "already_applied"};
 
@@ -85,6 +101,23 @@ int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome)
     for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_UNAVAILABLE; i++) {
         if (strlen(s_outcome_names[i]) == len && memcmp(s_outcome_names[i], name, len) == 0) {
             *outcome = (oq_outcome_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *oq_proto_review_action_name(oq_review_action_t action)
+{
+    return (action >= OQ_REVIEW_DONE && action <= OQ_REVIEW_FAIL) ? s_action_names[action]
+                                                                  : "unknown";
+}
+
+int oq_proto_review_action_parse(const char *name, size_t len, oq_review_action_t *action)
+{
+    for (int i = OQ_REVIEW_DONE; i <= OQ_REVIEW_FAIL; i++) {
+        if (name && strlen(s_action_names[i]) == len && memcmp(s_action_names[i], name, len) == 0) {
+            *action = (oq_review_action_t)i;
             return 0;
         }
     }
@@ -412,11 +445,39 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         return 0;
     case OQ_CMD_REQUEUE:
     case OQ_CMD_REQUEUED:
+    case OQ_CMD_FORGET:
+    case OQ_CMD_FORGOTTEN:
+    case OQ_CMD_CANCEL:
+    case OQ_CMD_CANCELLED:
         return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_FLUSH:
+    case OQ_CMD_REQUEUE_ALL:
+        return s_get_name(ctx, root, "queue", false, &msg->name);
+    case OQ_CMD_FLUSHED:
+    case OQ_CMD_REQUEUED_ALL:
+        return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
     case OQ_CMD_DISPATCHED:
         return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_REVIEW_SHOW:
+        /* A request carries "id"; a reply carries "job". */
+        if (oq_proto_map_get(root, "job"))
+            return 0;
+        return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_RESOLVE:
+    case OQ_CMD_RESOLVED: {
+        oq_review_action_t action;
+        oq_str_t note;
+        if (s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL) < 0 ||
+            s_get_str(ctx, root, "action", true, OQ_MAX_NAME_LEN, &s) < 0 ||
+            s_get_str(ctx, root, "note", false, OQ_MAX_REVIEW_NOTE_LEN, &note) < 0)
+            return -1;
+        if (oq_proto_review_action_parse(s.ptr, s.len, &action) < 0)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"action\" must be one of done, retry, fail");
+        return 0;
+    }
+    case OQ_CMD_REVIEW:
     case OQ_CMD_FAILED: {
         /* A request carries optional "queue" and "limit"; a reply carries "jobs". */
         if (oq_proto_map_get(root, "jobs"))
@@ -427,7 +488,11 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_FAILED_LIST, &u, &present) < 0)
             return -1;
         msg->limit = present ? (uint32_t)u : OQ_DEFAULT_FAILED_LIST;
-        return s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL);
+        if (s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL) < 0 ||
+            s_get_uint(ctx, root, "after_at", false, 0, INT64_MAX, &u, &msg->has_after_at) < 0)
+            return -1;
+        msg->after_at = msg->has_after_at ? (int64_t)u : 0;
+        return 0;
     }
     case OQ_CMD_ERROR: {
         if (s_get_str(ctx, root, "code", true, OQ_MAX_NAME_LEN, &s) < 0 ||
@@ -475,7 +540,7 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             return -1;
         if (oq_proto_outcome_parse(s.ptr, s.len, &a->outcome) < 0)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"outcome\" must be one of ok, retry, fail, timeout, return, "
+                   "field \"outcome\" must be one of ok, retry, fail, timeout, return, review, "
                    "unavailable");
         if (s_get_str(ctx, root, "result", false, OQ_MAX_NAME_LEN, &s) < 0)
             return -1;
@@ -656,6 +721,20 @@ void oq_proto_msg_release(oq_msg_t *msg)
     }
 }
 
+int oq_proto_resolve_get(const oq_msg_t *msg, oq_review_action_t *action, oq_str_t *note)
+{
+    if (msg->cmd != OQ_CMD_RESOLVE && msg->cmd != OQ_CMD_RESOLVED)
+        return -1;
+    const msgpack_object *a = oq_proto_map_get(&msg->root, "action");
+    const msgpack_object *n = oq_proto_map_get(&msg->root, "note");
+    if (!a || a->type != MSGPACK_OBJECT_STR ||
+        oq_proto_review_action_parse(a->via.str.ptr, a->via.str.size, action) < 0)
+        return -1;
+    note->ptr = n && n->type == MSGPACK_OBJECT_STR ? n->via.str.ptr : "";
+    note->len = n && n->type == MSGPACK_OBJECT_STR ? n->via.str.size : 0;
+    return 0;
+}
+
 /* ---- encoding ---------------------------------------------------------- */
 
 void oq_proto_pack_cstr(msgpack_packer *pk, const char *text)
@@ -819,12 +898,15 @@ void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const cha
     oq_proto_encode_failed_page(buf, req, queue, 0, limit);
 }
 
-void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
-                                 uint64_t after, uint32_t limit)
+/* A page request of the failed store or the review store: after_at < 0 for
+   no failure time in the cursor. */
+static void s_encode_page(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const char *queue,
+                          int64_t after_at, uint64_t after, uint32_t limit)
 {
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, (queue ? 1 : 0) + (after ? 1 : 0) + 1);
+    bool has_at = after_at >= 0;
+    oq_proto_begin(&pk, cmd, req, (queue ? 1 : 0) + (after ? 1 : 0) + has_at + 1);
     if (queue) {
         oq_proto_pack_cstr(&pk, "queue");
         oq_proto_pack_cstr(&pk, queue);
@@ -833,8 +915,83 @@ void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *
         oq_proto_pack_cstr(&pk, "after");
         msgpack_pack_uint64(&pk, after);
     }
+    if (has_at) {
+        oq_proto_pack_cstr(&pk, "after_at");
+        msgpack_pack_uint64(&pk, (uint64_t)after_at);
+    }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);
+}
+
+void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)
+{
+    oq_proto_encode_requeue(buf, cmd, req, id);
+}
+
+void oq_proto_encode_queue_op(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const char *queue)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, queue ? 1 : 0);
+    if (queue) {
+        oq_proto_pack_cstr(&pk, "queue");
+        oq_proto_pack_cstr(&pk, queue);
+    }
+}
+
+void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, cmd, req, 1);
+    oq_proto_pack_cstr(&pk, "count");
+    msgpack_pack_uint64(&pk, count);
+}
+
+void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 uint64_t after, uint32_t limit)
+{
+    s_encode_page(buf, OQ_CMD_FAILED, req, queue, -1, after, limit);
+}
+
+void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                   int64_t after_at, uint64_t after, uint32_t limit)
+{
+    s_encode_page(buf, OQ_CMD_FAILED, req, queue, after_at, after, limit);
+}
+
+void oq_proto_encode_review_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 int64_t after_at, uint64_t after, uint32_t limit)
+{
+    s_encode_page(buf, OQ_CMD_REVIEW, req, queue, after_at, after, limit);
+}
+
+void oq_proto_encode_review_show(msgpack_sbuffer *buf, int64_t req, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_REVIEW_SHOW, req, 1);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+}
+
+void oq_proto_encode_resolve(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id,
+                             oq_review_action_t action, const char *note)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_note = note && note[0];
+    oq_proto_begin(&pk, cmd, req, 2 + has_note);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+    oq_proto_pack_cstr(&pk, "action");
+    oq_proto_pack_cstr(&pk, oq_proto_review_action_name(action));
+    if (has_note) {
+        size_t n = strlen(note);
+        oq_proto_pack_cstr(&pk, "note");
+        oq_proto_pack_str(
+            &pk, (oq_str_t){note, n > OQ_MAX_REVIEW_NOTE_LEN ? OQ_MAX_REVIEW_NOTE_LEN : n});
+    }
 }
 
 static void s_pack_names(msgpack_packer *pk, const char *key, const char *const *names,

@@ -12,7 +12,10 @@
 #   - "hello" for ada, ada, grace: 3 done, 2 applied, 1 already_applied;
 #   - a missing, empty, non-text and over-long name each fail with a reason
 #     naming the field;
-#   - one once-guard row and one greeting per name, written by the same job.
+#   - one once-guard row and one greeting per name, written by the same job;
+#   - a mixed fleet: the installed onceq-worker (built-in types, no hello)
+#     joins the hello workers; hello and noop jobs dispatched together each
+#     go only to a worker that handles their type, and none fails.
 #
 # Every process it starts is stopped by PID, the cluster is stopped and the
 # temp dirs are removed on any exit (ONCEQ_KEEP_TEST_DIR=1 keeps them).
@@ -243,10 +246,41 @@ done
           ON o.scope = 'hello' AND o.key = g.name AND o.job_id = g.job_id")" = 2 ] ||
   fail "a greeting and its guard row name different jobs"
 
+# ---- a mixed fleet: the built-in worker beside the hello workers -----------
+
+mixed_jobs=20
+"$prefix/bin/onceq-worker" --broker "$back" --name builtin >"$work/worker-builtin.log" 2>&1 &
+pids+=($!)
+builtin_pid=$!
+builtin_up() { stats | jq -e '[.workers[].name] | map(select(startswith("builtin"))) | length == 1'; }
+wait_for "the built-in worker connected beside the hello workers" builtin_up
+for i in $(seq 1 $mixed_jobs); do
+  dispatch "{\"name\": \"mixed-$i\"}"
+  "$onceq" dispatch noop --broker "$front" >>"$work/dispatch.log" 2>&1 || fail "onceq dispatch noop"
+done
+mixed_settled() {
+  stats | jq -e --argjson n "$mixed_jobs" \
+    '(.types[] | select(.name == "hello") | .done == 3 + $n and .failed == 4)
+     and (.types[] | select(.name == "noop") | .done == $n and .failed == 0)
+     and (.queues[] | select(.name == "default") | .ready == 0 and .leased == 0 and .delayed == 0)'
+}
+wait_for "$mixed_jobs hello and $mixed_jobs noop jobs done, none failed" mixed_settled
+# Each job reached only a worker that handles its type.
+[ "$(grep -c 'type=noop .*outcome=ok' "$work/worker-builtin.log")" = "$mixed_jobs" ] ||
+  fail "the built-in worker did not run the $mixed_jobs noop jobs"
+if grep -q 'type=hello' "$work/worker-builtin.log"; then
+  fail "the built-in worker was sent a hello job"
+fi
+if grep -q 'type=noop' "$work/worker-cc.log" "$work/worker-cmake.log"; then
+  fail "a hello worker was sent a noop job"
+fi
+[ "$(jq '.queues[] | select(.name == "default") | .retried' <<<"$(stats)")" = 0 ] ||
+  fail "a job of the mixed fleet used a try: $(stats | jq -c '.queues')"
+
 # ---- a graceful stop -------------------------------------------------------
 
-for pid in "$cc_pid" "$cmake_pid"; do
+for pid in "$cc_pid" "$cmake_pid" "$builtin_pid"; do
   stop_pid "$pid"
   [ "$stopped_status" = 0 ] || fail "worker $pid exited with status $stopped_status after SIGTERM"
 done
-log "ok: built from $prefix alone; 2 applied, 1 already_applied, 4 bad payloads failed"
+log "ok: built from $prefix alone; 2 applied, 1 already_applied, 4 bad payloads failed; mixed fleet ran $mixed_jobs hello and $mixed_jobs noop jobs, each on its own worker"

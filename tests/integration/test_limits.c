@@ -35,13 +35,21 @@
 #include "harness.h"
 #include "onceq/limits.h"
 
-#define S_MAX_BYTES        (8 * 1024 * 1024)
-#define S_MAX_BYTES_ARG    "8388608"
-#define S_SMALL_MAX_ARG    "1048576"
-#define S_BLOB_BYTES       (OQ_MAX_PAYLOAD_BYTES - 16) /* payload {b: bin} just under the limit */
-#define S_FLOOD_MAX        200         /* dispatches sent at most; full comes first */
-#define S_EXTRA_REFUSED    64          /* the flood goes on after full */
-#define S_RSS_SLACK_KIB    (24 * 1024) /* allocator, libzmq and journal buffers beyond the limit */
+#define S_MAX_BYTES     (8 * 1024 * 1024)
+#define S_MAX_BYTES_ARG "8388608"
+#define S_SMALL_MAX_ARG "1048576"
+#define S_BLOB_BYTES    (OQ_MAX_PAYLOAD_BYTES - 16) /* payload {b: bin} just under the limit */
+#define S_FLOOD_MAX     200                         /* dispatches sent at most; full comes first */
+#define S_EXTRA_REFUSED 64                          /* the flood goes on after full */
+#define S_RSS_SLACK_KIB (24 * 1024) /* allocator, libzmq and journal buffers beyond the limit */
+/* Under AddressSanitizer the RSS holds redzones and a quarantine of freed
+   blocks (256 MiB by default), not the broker's own memory: the bound is
+   checked in the plain build only. */
+#ifdef ONCEQ_SANITIZED
+#define S_RSS_BOUNDED false
+#else
+#define S_RSS_BOUNDED true
+#endif
 #define S_FAILED_JOBS      5
 #define S_NOFILE           "256" /* the broker's open-file limit in the descriptor test */
 #define S_IDLE_CONNS       320   /* idle TCP connections: more than it can hold */
@@ -187,7 +195,8 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     long rss_full = s_rss_kib(broker);
     print_message("flood: %llu accepted, %llu bytes held, RSS %ld KiB at start, %ld KiB at full\n",
                   (unsigned long long)accepted, (unsigned long long)held, rss_start, rss_full);
-    assert_true(rss_full - rss_start < S_MAX_BYTES / 1024 + S_RSS_SLACK_KIB);
+    if (S_RSS_BOUNDED)
+        assert_true(rss_full - rss_start < S_MAX_BYTES / 1024 + S_RSS_SLACK_KIB);
 
     /* A worker that connects now drains everything; the bytes are freed. */
     assert_true(it_start_worker(it, "worker", NULL) > 0);

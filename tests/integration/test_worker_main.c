@@ -59,8 +59,12 @@ static void test_help_lists_registered_types(void **state)
     char *text = it_read_log(it, "help");
     assert_non_null(text);
     assert_non_null(strstr(text, "usage: " S_WORKER " [options]"));
-    assert_non_null(strstr(text, "Job types this worker handles (6):"));
-    assert_non_null(strstr(text, "noop, sleep, fail, crash, settings, grant_points"));
+    assert_non_null(strstr(text, "Job types this worker handles (7):"));
+    assert_non_null(strstr(text, "noop, sleep, fail, crash, settings, grant_points,"));
+    assert_non_null(strstr(text, "request_shipment"));
+    /* A handler's own flag, under its heading. */
+    assert_non_null(strstr(text, "options of the handlers:\n  --carrier-url URL"));
+    assert_non_null(strstr(text, "[ONCEQ_CARRIER_URL]"));
     assert_non_null(strstr(text, "--isolation LEVEL"));
     assert_non_null(strstr(text, "[ONCEQ_WORKER_BROKER]"));
     free(text);

@@ -11,6 +11,8 @@
                     its test hooks, and its unguarded twin (points_hooks.h);
                     otherwise the production grant_points only; over the
                     worker's --database
+      request_shipment
+                    the production shipment handler, with --carrier-url
 
     ONCEQ_TEST_WORKER_EMPTY=1 registers nothing, to show that a worker
     without handlers is refused. */
@@ -20,6 +22,7 @@
 #include "onceq/log.h"
 #include "onceq/worker.h"
 #include "points_hooks.h"
+#include "shipments/handler.h"
 
 static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
 {
@@ -35,6 +38,8 @@ static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
 int main(int argc, char **argv)
 {
     oq_registry_t *registry = oq_registry_new();
+    oq_points_handler_t *points = NULL;
+    oq_shipments_handler_t *shipments = NULL;
     const char *empty = getenv("ONCEQ_TEST_WORKER_EMPTY");
     if (!empty || strcmp(empty, "1") != 0) {
         oq_builtin_register(registry);
@@ -43,10 +48,16 @@ int main(int argc, char **argv)
         /* Opens its database on the first job of each worker process. The
            hooked handlers only with ONCEQ_TEST_HOOKS=1; the production one
            otherwise, as onceq-worker registers it. */
-        oq_points_handler_t *points = oq_points_handler_new(NULL);
+        points = oq_points_handler_new(NULL);
         if ((oq_points_test_hooks_wanted() ? oq_points_test_register(registry, points)
                                            : oq_points_handler_register(points, registry)) < 0)
             return 2;
+        shipments = oq_shipments_handler_new(NULL);
+        if (oq_shipments_handler_register(shipments, registry) < 0)
+            return 2;
     }
-    return oq_worker_main(argc, argv, registry);
+    int rc = oq_worker_main(argc, argv, registry);
+    oq_shipments_handler_destroy(&shipments);
+    oq_points_handler_destroy(&points);
+    return rc;
 }

@@ -23,6 +23,9 @@
 #include "replay.h"
 #include "support.h"
 
+/* Why the engine refused a resolve (oq_engine_review_resolve). */
+static oq_refusal_t s_why;
+
 #define S_WALL_BASE_MS 1700000000000LL
 #define S_INTERVAL_MS  50
 #define S_CHILD_MS     20000 /* a child gets this long at most */
@@ -279,6 +282,66 @@ static void test_compacted_journal_replays_to_the_same_state(void **state)
     assert_int_equal(oq_dedupe_find(f->dedupe, digest, S_WALL_BASE_MS + f->time.now), ids.ready);
 }
 
+/* The review store through a restart and a compaction: jobs in review with
+   their reasons, and the remembered resolutions with their notes. A job
+   resolved as retry and sent to review again stays in review: the
+   snapshot's resolution of its first stay must not resolve its second. */
+static void s_expect_reviews(s_fix_t *f, uint64_t open_id, uint64_t done_id, uint64_t again_id)
+{
+    s_expect(f, open_id, "review", 1);
+    s_expect(f, done_id, NULL, 0);
+    s_expect(f, again_id, "review", 1);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, open_id, &v), 0);
+    assert_string_equal(v.error, "it broke");
+    const oq_resolution_t *r = oq_engine_review_resolution(f->engine, done_id);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_DONE);
+    assert_string_equal(r->note, "the carrier has SHP-000001");
+    assert_string_equal(r->reason, "it broke");
+    assert_string_equal(r->type, "ship");
+    r = oq_engine_review_resolution(f->engine, again_id);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_RETRY);
+    assert_int_equal(oq_engine_review_resolved_count(f->engine), 2);
+    oq_queue_stats_t s;
+    oq_engine_queue_stats(f->engine, 0, &s);
+    assert_int_equal(s.review, 2);
+}
+
+static void test_review_store_survives_restart_and_compaction(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    uint64_t open_id = s_dispatch(f, "ship", 0), done_id = s_dispatch(f, "ship", 0),
+             again_id = s_dispatch(f, "ship", 0);
+    oq_worker_t *w = s_lease_all(f);
+    s_ack(f, w, open_id, 1, OQ_OUTCOME_REVIEW);
+    s_ack(f, w, done_id, 1, OQ_OUTCOME_REVIEW);
+    s_ack(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
+    char reason[256];
+    assert_int_equal(oq_engine_review_resolve(f->engine, done_id, OQ_REVIEW_DONE,
+                                              "the carrier has SHP-000001", &s_why, reason,
+                                              sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_review_resolve(f->engine, again_id, OQ_REVIEW_RETRY, "try again",
+                                              &s_why, reason, sizeof reason),
+                     0);
+    w = s_lease_all(f);
+    s_ack(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
+    for (int i = 0; i < 200; i++) {
+        uint64_t id = s_dispatch(f, "churn", 0);
+        s_ack(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
+    }
+    s_flush(f);
+
+    s_open(f); /* a restart replays the records */
+    s_expect_reviews(f, open_id, done_id, again_id);
+    assert_int_equal(s_compact(f, NULL), 1);
+    s_open(f); /* and the snapshot */
+    s_expect_reviews(f, open_id, done_id, again_id);
+}
+
 static uint64_t s_during[3];
 
 /* While the child writes: new jobs, and changes to jobs it is writing. */
@@ -430,10 +493,85 @@ static void test_not_due_below_the_minimum_or_the_ratio(void **state)
     assert_false(oq_compact_due(f->compact)); /* every job is live */
 }
 
+static void s_collect_id(void *ctx, const oq_job_view_t *job)
+{
+    uint64_t *ids = ctx;
+    while (*ids)
+        ids++;
+    *ids = job->id;
+}
+
+static uint64_t s_op_during[2];
+
+/* While the child writes: a failed job it is writing is forgotten, and a
+   ready one cancelled. */
+static void s_meanwhile_operations(s_fix_t *f)
+{
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_forget(f->engine, s_op_during[0], &why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_cancel(f->engine, s_op_during[1], &why, reason, sizeof reason), 0);
+    s_flush(f);
+}
+
+/* A snapshot keeps each failed job's failure time (so the failed list's
+   order), and jobs forgotten or cancelled before or during the compaction
+   stay gone. */
+static void test_failure_times_and_operator_changes_survive_compaction(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    uint64_t failed[3], forgotten = s_dispatch(f, "bad", 0);
+    for (int i = 0; i < 3; i++)
+        failed[i] = s_dispatch(f, "bad", 0);
+    s_op_during[0] = s_dispatch(f, "bad", 0);
+    oq_worker_t *w = s_lease_all(f);
+    int64_t failed_at[3];
+    static const int order[] = {1, 2, 0};
+    for (int i = 0; i < 3; i++) {
+        f->time.now += 250;
+        s_ack(f, w, failed[order[i]], 1, OQ_OUTCOME_FAIL);
+        failed_at[order[i]] = S_WALL_BASE_MS + f->time.now;
+    }
+    s_ack(f, w, forgotten, 1, OQ_OUTCOME_FAIL);
+    s_ack(f, w, s_op_during[0], 1, OQ_OUTCOME_FAIL);
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_forget(f->engine, forgotten, &why, reason, sizeof reason), 0);
+    f->time.now += 250;
+    s_ids_t ids = s_history(f); /* its failed job fails last */
+    uint64_t cancelled = s_dispatch(f, "noop", 60000);
+    assert_int_equal(oq_engine_cancel(f->engine, cancelled, &why, reason, sizeof reason), 0);
+    s_op_during[1] = s_dispatch(f, "noop", 60000);
+    s_flush(f);
+    assert_int_equal(s_compact(f, s_meanwhile_operations), 1);
+
+    f->time.now += 500; /* the restart comes later: failure times must not be "now" */
+    s_open(f);
+    s_expect_history(f, &ids);
+    s_expect(f, forgotten, NULL, 0);
+    s_expect(f, cancelled, NULL, 0);
+    s_expect(f, s_op_during[0], NULL, 0);
+    s_expect(f, s_op_during[1], NULL, 0);
+    uint64_t listed[8] = {0};
+    bool more;
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 8, s_collect_id, listed, &more),
+                     4);
+    assert_int_equal(listed[3], ids.failed);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(listed[i], failed[order[i]]);
+        oq_job_view_t v;
+        assert_int_equal(oq_engine_job_view(f->engine, failed[i], &v), 0);
+        assert_int_equal(v.failed_at_ms, failed_at[i]);
+    }
+}
+
 int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_review_store_survives_restart_and_compaction, s_setup,
+                                        s_teardown),
         S_TEST(test_compacted_journal_replays_to_the_same_state),
         S_TEST(test_records_appended_while_the_child_runs_are_kept),
         S_TEST(test_records_pending_at_the_switch_leave_no_hole),
@@ -441,6 +579,7 @@ int main(void)
         S_TEST(test_a_failed_snapshot_leaves_the_journal_alone),
         S_TEST(test_tried_again_after_a_failure),
         S_TEST(test_not_due_below_the_minimum_or_the_ratio),
+        S_TEST(test_failure_times_and_operator_changes_survive_compaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,9 @@
 #include "engine.h"
 #include "onceq/limits.h"
 
+/* Why the engine refused a resolve (oq_engine_review_resolve). */
+static oq_refusal_t s_why;
+
 #define S_RETRY_AFTER_MS 10000
 #define S_TIMEOUT_MS     4000
 #define S_MARGIN_MS      2000
@@ -904,7 +907,7 @@ static void test_failed_pages_by_id_cursor(void **state)
         s_ack(f, a, ids[order[i]], 1, OQ_OUTCOME_FAIL, "bad");
     s_seen_t page = {0};
     bool more = false;
-    assert_int_equal(oq_engine_failed_page(f->engine, NULL, 0, 3, s_collect, &page, &more), 7);
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 3, s_collect, &page, &more), 7);
     assert_int_equal(page.n, 3);
     assert_true(more);
     for (int i = 0; i < 3; i++)
@@ -915,19 +918,24 @@ static void test_failed_pages_by_id_cursor(void **state)
     assert_int_equal(oq_engine_requeue(f->engine, ids[1], reason, sizeof reason), 0);
     assert_int_equal(s_ack(f, a, ids[4], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
     s_seen_t next = {0};
-    assert_int_equal(
-        oq_engine_failed_page(f->engine, NULL, page.ids[2], 3, s_collect, &next, &more), 5);
+    oq_failed_cursor_t cursor;
+    assert_int_equal(oq_engine_failed_cursor(f->engine, page.ids[2], &cursor), 0);
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, &cursor, 3, s_collect, &next, &more),
+                     5);
     assert_int_equal(next.n, 3);
     assert_int_equal(next.ids[0], ids[3]);
     assert_int_equal(next.ids[1], ids[5]);
     assert_int_equal(next.ids[2], ids[6]);
     assert_false(more);
     s_seen_t none = {0};
-    assert_int_equal(oq_engine_failed_page(f->engine, NULL, ids[6], 3, s_collect, &none, &more), 5);
+    assert_int_equal(oq_engine_failed_cursor(f->engine, ids[6], &cursor), 0);
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, &cursor, 3, s_collect, &none, &more),
+                     5);
     assert_int_equal(none.n, 0);
     assert_false(more);
     s_seen_t other = {0};
-    assert_int_equal(oq_engine_failed_page(f->engine, "other", 0, 3, s_collect, &other, &more), 0);
+    assert_int_equal(oq_engine_failed_page(f->engine, "other", NULL, 3, s_collect, &other, &more),
+                     0);
     assert_int_equal(other.n, 0);
 }
 
@@ -1341,6 +1349,433 @@ static void test_results_counted_once_in_any_order(void **state)
     assert_int_equal(s_stats(f).ignored_acks, 7);
 }
 
+/* ---- the failed store's operations and cancelling ----------------------- */
+
+/* Fail job id, leased to w on attempt 1, now. */
+static void s_fail_now(s_fixture_t *f, oq_worker_t *w, uint64_t id)
+{
+    assert_int_equal(s_ack(f, w, id, 1, OQ_OUTCOME_FAIL, "bad"), OQ_ACK_APPLIED);
+}
+
+/* The list is ordered by failure time across queues, not by queue or by
+   id, and a --limit N page is the oldest N. Jobs failed in the same
+   millisecond are ordered by id, and a cursor holding (failed_at, id)
+   pages on correctly after the job it names has left the store. */
+static void test_failed_listed_by_failure_time_across_queues(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t a1 = s_dispatch_to(f, "fail", "alpha", 0, 1);
+    uint64_t a2 = s_dispatch_to(f, "fail", "alpha", 0, 1);
+    uint64_t b1 = s_dispatch_to(f, "fail", "beta", 0, 1);
+    uint64_t b2 = s_dispatch_to(f, "fail", "beta", 0, 1);
+    uint64_t b3 = s_dispatch_to(f, "fail", "beta", 0, 1);
+    oq_worker_t *w = s_worker(f, 'a', 5);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 5);
+    /* Failure order: b2, a2, then b3 and a1 in the same ms, then b1. */
+    s_fail_now(f, w, b2);
+    f->time.now += 10;
+    s_fail_now(f, w, a2);
+    f->time.now += 10;
+    s_fail_now(f, w, b3);
+    s_fail_now(f, w, a1);
+    f->time.now += 10;
+    s_fail_now(f, w, b1);
+    uint64_t want[] = {b2, a2, a1, b3, b1}; /* a1 < b3: the tie goes by id */
+    s_seen_t all = {0};
+    bool more = true;
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 8, s_collect, &all, &more), 5);
+    assert_false(more);
+    assert_int_equal(all.n, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(all.ids[i], want[i]);
+    /* --limit 2: the oldest two. */
+    s_seen_t two = {0};
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 2, s_collect, &two, &more), 5);
+    assert_true(more);
+    assert_int_equal(two.n, 2);
+    assert_int_equal(two.ids[0], b2);
+    assert_int_equal(two.ids[1], a2);
+    /* The next page from a cursor inside the tie, after its job is gone. */
+    oq_failed_cursor_t cursor;
+    assert_int_equal(oq_engine_failed_cursor(f->engine, a1, &cursor), 0);
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_forget(f->engine, a1, &why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_failed_cursor(f->engine, a1, &cursor) == 0, false);
+    s_seen_t rest = {0};
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, &cursor, 8, s_collect, &rest, &more),
+                     4);
+    assert_int_equal(rest.n, 2);
+    assert_int_equal(rest.ids[0], b3);
+    assert_int_equal(rest.ids[1], b1);
+    /* One queue's page keeps the same order. */
+    s_seen_t beta = {0};
+    assert_int_equal(oq_engine_failed_page(f->engine, "beta", NULL, 8, s_collect, &beta, &more), 3);
+    assert_int_equal(beta.ids[0], b2);
+    assert_int_equal(beta.ids[1], b3);
+    assert_int_equal(beta.ids[2], b1);
+    assert_int_equal(oq_engine_oldest_failed_ms(f->engine), s_fake_wall(&f->time) - 30);
+}
+
+static void test_forget_deletes_a_failed_job_and_nothing_else(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t failed = s_dispatch(f, "fail");
+    oq_worker_t *w = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    s_fail_now(f, w, failed);
+    uint64_t waiting = s_dispatch(f, "noop");
+    uint64_t bytes = oq_engine_bytes(f->engine);
+
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_forget(f->engine, waiting, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_STATE);
+    assert_non_null(strstr(reason, "is ready"));
+    assert_string_equal(oq_engine_job_state(f->engine, waiting), "ready");
+
+    assert_int_equal(oq_engine_forget(f->engine, failed, &why, reason, sizeof reason), 0);
+    assert_null(oq_engine_job_state(f->engine, failed));
+    assert_int_equal(s_stats(f).failed, 0);
+    assert_int_equal(s_stats(f).done, 0); /* forgetting is not completing */
+    assert_true(oq_engine_bytes(f->engine) < bytes);
+    assert_int_equal(e.event[e.count - 1], OQ_EVENT_FORGOTTEN);
+
+    assert_int_equal(oq_engine_forget(f->engine, failed, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_UNKNOWN);
+    char name[32];
+    snprintf(name, sizeof name, "job %llu ", (unsigned long long)failed);
+    assert_non_null(strstr(reason, name));
+    assert_int_equal(oq_engine_forget(f->engine, 9999, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_UNKNOWN);
+    assert_non_null(strstr(reason, "job 9999 is unknown"));
+    /* An ack of the forgotten job's delivery is attributed, not unknown. */
+    s_ack(f, w, failed, 1, OQ_OUTCOME_OK, NULL);
+    assert_int_equal(oq_engine_unknown_acks(f->engine), 0);
+}
+
+static void test_flush_and_requeue_all_by_queue(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    uint64_t ids[5];
+    const char *queues[5] = {"alpha", "beta", "alpha", "beta", "beta"};
+    for (int i = 0; i < 5; i++)
+        ids[i] = s_dispatch_to(f, "fail", queues[i], 0, 1);
+    uint64_t waiting = s_dispatch_to(f, "noop", "alpha", 60000, 0);
+    oq_worker_t *w = s_worker(f, 'a', 5);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 5);
+    for (int i = 0; i < 5; i++)
+        s_fail_now(f, w, ids[i]);
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t old_lease = s_lease(f, ids[1], 1);
+
+    assert_int_equal(oq_engine_requeue_all(f->engine, "beta"), 3);
+    assert_int_equal(e.count, 3);
+    for (size_t i = 0; i < e.count; i++)
+        assert_int_equal(e.event[i], OQ_EVENT_REQUEUED);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, ids[1], &v), 0);
+    assert_int_equal(v.state, OQ_STATE_READY);
+    assert_int_equal(v.attempt, 0);
+    /* A new generation: the token of the delivery before the requeue is dead. */
+    oq_ack_msg_t old = {.id = ids[1],
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_OK,
+                        .lease = old_lease,
+                        .has_lease = true};
+    assert_int_equal(oq_engine_ack(f->engine, NULL, &old), OQ_ACK_FENCED);
+    assert_string_equal(oq_engine_job_state(f->engine, ids[0]), "failed");
+    assert_int_equal(oq_engine_requeue_all(f->engine, "nowhere"), 0);
+
+    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 2);
+    assert_int_equal(e.event[e.count - 1], OQ_EVENT_FORGOTTEN);
+    assert_null(oq_engine_job_state(f->engine, ids[0]));
+    assert_null(oq_engine_job_state(f->engine, ids[2]));
+    assert_string_equal(oq_engine_job_state(f->engine, waiting), "delayed");
+    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 0);
+    /* The requeued ones run again. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+}
+
+static void test_cancel_ready_and_delayed_refuses_leased(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t leased = s_dispatch(f, "noop");
+    oq_worker_t *w = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    uint64_t ready = s_dispatch(f, "noop");
+    uint64_t delayed = s_dispatch_to(f, "noop", "default", 60000, 0);
+    uint64_t failed = s_dispatch_to(f, "fail", "default", 0, 1);
+
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_cancel(f->engine, ready, &why, reason, sizeof reason), 0);
+    assert_int_equal(e.event[e.count - 1], OQ_EVENT_CANCELLED);
+    assert_int_equal(oq_engine_cancel(f->engine, delayed, &why, reason, sizeof reason), 0);
+    assert_null(oq_engine_job_state(f->engine, ready));
+    assert_null(oq_engine_job_state(f->engine, delayed));
+    oq_queue_stats_t st = s_stats(f);
+    assert_int_equal(st.cancelled, 2);
+    assert_int_equal(st.ready, 1); /* the failing one, not yet run */
+    assert_int_equal(st.delayed, 0);
+    assert_int_equal(st.done, 0);
+    /* The lease is the only deadline left: the delayed job's timer is gone. */
+    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + S_RETRY_AFTER_MS);
+
+    assert_int_equal(oq_engine_cancel(f->engine, leased, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_STATE);
+    assert_non_null(strstr(reason, "is leased"));
+    assert_non_null(strstr(reason, "effect may be under way"));
+    assert_string_equal(oq_engine_job_state(f->engine, leased), "leased");
+    s_ack(f, w, leased, 1, OQ_OUTCOME_OK, NULL);
+    assert_int_equal(oq_engine_cancel(f->engine, leased, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_UNKNOWN);
+
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    s_fail_now(f, w, failed);
+    assert_int_equal(oq_engine_cancel(f->engine, failed, &why, reason, sizeof reason), -1);
+    assert_int_equal(why, OQ_REFUSED_STATE);
+    assert_non_null(strstr(reason, "is failed"));
+    assert_non_null(strstr(reason, "failed forget"));
+    assert_int_equal(s_stats(f).cancelled, 2);
+}
+
+/* What the retention floor is made of: each queue's lease length, and the
+   largest budget and backoff among the defaults and the jobs it holds. */
+static void test_horizons_take_the_largest_budget_held(void **state)
+{
+    s_fixture_t *f = *state;
+    char reason[256];
+    assert_int_equal(oq_engine_queue_config(f->engine, "slow", 60000, 0, reason, sizeof reason), 0);
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("slow"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 7,
+                        .has_max_tries = true,
+                        .backoff_ms = {1000, 300000, 2000},
+                        .backoff_len = 3};
+    uint64_t id;
+    oq_err_t code;
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    s_dispatch(f, "noop");
+    assert_int_equal(oq_engine_queue_count(f->engine), 2);
+    oq_queue_horizon_t h[2];
+    oq_engine_horizons(f->engine, h);
+    assert_string_equal(h[0].name, "slow");
+    assert_int_equal(h[0].retry_after_ms, 60000);
+    assert_int_equal(h[0].max_tries, 7);
+    assert_int_equal(h[0].backoff_ms, 300000);
+    assert_string_equal(h[1].name, "default");
+    assert_int_equal(h[1].retry_after_ms, S_RETRY_AFTER_MS);
+    assert_int_equal(h[1].max_tries, OQ_DEFAULT_MAX_TRIES);
+    assert_int_equal(h[1].backoff_ms, 1000);
+    oq_queue_horizon_t d;
+    oq_engine_default_horizon(f->engine, &d);
+    assert_string_equal(d.name, "*");
+    assert_int_equal(d.retry_after_ms, S_RETRY_AFTER_MS);
+    /* Once the job with the large budget is gone, so is its share. */
+    oq_refusal_t why;
+    assert_int_equal(oq_engine_cancel(f->engine, id, &why, reason, sizeof reason), 0);
+    oq_engine_horizons(f->engine, h);
+    assert_int_equal(h[0].max_tries, OQ_DEFAULT_MAX_TRIES);
+    assert_int_equal(h[0].backoff_ms, 1000);
+}
+
+/* ---- the review store ---- */
+
+static void s_collect_ids(void *ctx, const oq_job_view_t *job)
+{
+    uint64_t *ids = ctx;
+    ids[ids[0] + 1] = job->id;
+    ids[0]++;
+}
+
+/* A job whose handler reports review leaves its queue for the review store,
+   uses no more tries and is never retried on its own; a person's decision
+   takes it out (done, retry with a fresh budget, fail with the note), is
+   remembered, and a second decision on it is refused naming the first. */
+static void test_review_holds_the_job_until_resolved(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    uint64_t a = s_dispatch(f, "ship"), b = s_dispatch(f, "ship"), c = s_dispatch(f, "ship");
+    oq_worker_t *w = s_worker(f, 'a', 10);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    assert_int_equal(s_ack(f, w, a, 1, OQ_OUTCOME_REVIEW, "outcome unknown: timed out"),
+                     OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, b, 1, OQ_OUTCOME_REVIEW, "carrier says key reused"),
+                     OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, c, 1, OQ_OUTCOME_REVIEW, "unknown"), OQ_ACK_APPLIED);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.review, 3);
+    assert_int_equal(s.ready + s.delayed + s.leased + s.failed, 0);
+    assert_string_equal(oq_engine_job_state(f->engine, a), "review");
+    /* Time passes: nothing comes back on its own. */
+    f->time.now += 10 * S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    oq_job_view_t view;
+    assert_int_equal(oq_engine_job_view(f->engine, a, &view), 0);
+    assert_string_equal(view.error, "outcome unknown: timed out");
+    assert_true(view.failed_at_ms > 0);
+
+    uint64_t ids[8] = {0};
+    bool more = false;
+    assert_int_equal(oq_engine_review_page(f->engine, NULL, 0, 2, s_collect_ids, ids, &more), 3);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], a);
+    assert_int_equal(ids[2], b);
+    assert_true(more);
+
+    char reason[512];
+    assert_int_equal(oq_engine_review_resolve(f->engine, a, OQ_REVIEW_DONE, "shipped: SHP-000001",
+                                              &s_why, reason, sizeof reason),
+                     0);
+    assert_null(oq_engine_job_state(f->engine, a));
+    assert_int_equal(oq_engine_review_resolve(f->engine, b, OQ_REVIEW_FAIL, "order cancelled",
+                                              &s_why, reason, sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_job_view(f->engine, b, &view), 0);
+    assert_int_equal(view.state, OQ_STATE_FAILED);
+    assert_non_null(strstr(view.error, "order cancelled"));
+    assert_non_null(strstr(view.error, "carrier says key reused"));
+    assert_int_equal(oq_engine_review_resolve(f->engine, c, OQ_REVIEW_RETRY, NULL, &s_why, reason,
+                                              sizeof reason),
+                     0);
+    assert_int_equal(oq_engine_job_view(f->engine, c, &view), 0);
+    assert_int_equal(view.state, OQ_STATE_READY);
+    assert_int_equal(view.attempt, 0);
+    s = s_stats(f);
+    assert_int_equal(s.review, 0);
+    assert_int_equal(s.failed, 1);
+    assert_int_equal(s.ready, 1);
+
+    /* Resolved already, or never in review: refused, naming the job. */
+    assert_int_equal(oq_engine_review_resolve(f->engine, a, OQ_REVIEW_RETRY, "again", &s_why,
+                                              reason, sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "resolved already (done: shipped: SHP-000001)"));
+    assert_int_equal(s_why, OQ_REFUSED_STATE);
+    char want[64];
+    snprintf(want, sizeof want, "job %llu", (unsigned long long)a);
+    assert_non_null(strstr(reason, want));
+    assert_int_equal(oq_engine_review_resolve(f->engine, 999, OQ_REVIEW_DONE, NULL, &s_why, reason,
+                                              sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "job 999 is not in review and has no resolution on record"));
+    assert_int_equal(s_why, OQ_REFUSED_UNKNOWN);
+
+    const oq_resolution_t *r = oq_engine_review_resolution(f->engine, b);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_FAIL);
+    assert_string_equal(r->note, "order cancelled");
+    assert_string_equal(r->reason, "carrier says key reused");
+    assert_string_equal(r->type, "ship");
+    assert_int_equal(oq_engine_review_resolved_count(f->engine), 3);
+
+    /* The observer heard each move into the store and each decision. */
+    size_t reviews = 0, resolved = 0;
+    for (size_t i = 0; i < e.count; i++) {
+        reviews += e.event[i] == OQ_EVENT_REVIEW;
+        resolved += e.event[i] == OQ_EVENT_RESOLVED;
+    }
+    assert_int_equal(reviews, 3);
+    assert_int_equal(resolved, 3);
+
+    /* The retried job goes to review again and may be resolved again. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, c, 1, OQ_OUTCOME_REVIEW, "still unknown"), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_review_resolve(f->engine, c, OQ_REVIEW_DONE, "found it", &s_why,
+                                              reason, sizeof reason),
+                     0);
+}
+
+/* An ok from an earlier delivery proves the effect: the job leaves review as
+   resolved done, and the decision says so. A review ack that is not the
+   current delivery's changes nothing. */
+static void test_late_ok_resolves_a_review_as_done(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "ship");
+    oq_worker_t *w = s_worker(f, 'a', 1), *v = s_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    f->time.now += S_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine); /* lease ran out: redelivered as attempt 2 */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_REVIEW, "stale"), OQ_ACK_IGNORED);
+    assert_int_equal(s_ack(f, w, id, 2, OQ_OUTCOME_REVIEW, "timed out"), OQ_ACK_APPLIED);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "review");
+    assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, id));
+    const oq_resolution_t *r = oq_engine_review_resolution(f->engine, id);
+    assert_non_null(r);
+    assert_int_equal(r->action, OQ_REVIEW_DONE);
+    assert_non_null(strstr(r->note, "earlier delivery (attempt 1)"));
+    assert_int_equal(s_stats(f).review, 0);
+}
+
+/* Replay: a review record puts a restored job in review, a resolution
+   record of a job in review resolves it, and one of a job not held is only
+   remembered. */
+static void test_restore_review_and_resolutions(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.id = 5,
+                        .type = oq_str("ship"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 3,
+                        .has_max_tries = true,
+                        .timeout_ms = S_TIMEOUT_MS,
+                        .has_timeout = true};
+    char reason[128];
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    job.id = 6;
+    assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_restore_leased(f->engine, 5, 2), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 5, 2, "unknown", 1234), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 6, 1, "unknown too", 1235), 0);
+    assert_int_equal(oq_engine_restore_review(f->engine, 6, 1, "twice", 1236), -1);
+    oq_resolution_t r = {.id = 6,
+                         .action = OQ_REVIEW_FAIL,
+                         .attempt = 1,
+                         .reviewed_at_ms = 1235,
+                         .resolved_at_ms = 2000,
+                         .type = "ship",
+                         .queue = "default",
+                         .reason = "unknown too",
+                         .note = "gave up"};
+    assert_int_equal(oq_engine_restore_resolution(f->engine, &r), 0);
+    r.id = 77; /* left the store before a snapshot */
+    r.action = OQ_REVIEW_DONE;
+    assert_int_equal(oq_engine_restore_resolution(f->engine, &r), 0);
+    oq_queue_stats_t s = s_stats(f);
+    assert_int_equal(s.review, 1);
+    assert_int_equal(s.failed, 1);
+    assert_string_equal(oq_engine_job_state(f->engine, 5), "review");
+    assert_string_equal(oq_engine_job_state(f->engine, 6), "failed");
+    assert_null(oq_engine_job_state(f->engine, 77));
+    assert_int_equal(oq_engine_review_resolution(f->engine, 77)->action, OQ_REVIEW_DONE);
+    assert_int_equal(oq_engine_review_resolve(f->engine, 77, OQ_REVIEW_DONE, NULL, &s_why, reason,
+                                              sizeof reason),
+                     -1);
+    assert_non_null(strstr(reason, "resolved already"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1399,6 +1834,20 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_rule_message_says_raise_retry_after_when_no_timeout_fits, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_failed_pages_by_id_cursor, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_listed_by_failure_time_across_queues, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_forget_deletes_a_failed_job_and_nothing_else, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_flush_and_requeue_all_by_queue, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_ready_and_delayed_refuses_leased, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_horizons_take_the_largest_budget_held, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_review_holds_the_job_until_resolved, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,19 +265,23 @@ static void test_record_round_trip_every_type(void **state)
     assert_int_equal(oq_record_requeued(&buf, 77), 0);
     assert_int_equal(oq_record_dedupe(&buf, digest, 77, S_WALL_BASE_MS + 30), 0);
     assert_int_equal(oq_record_next_id(&buf, 78), 0);
+    assert_int_equal(oq_record_forgotten(&buf, 77), 0);
+    assert_int_equal(oq_record_cancelled(&buf, 77), 0);
 
     const uint8_t *p = (const uint8_t *)buf.data;
     size_t left = buf.size, frame;
     oq_record_t rec;
     char why[256];
-    const int types[] = {OQ_RECORD_DISPATCHED, OQ_RECORD_LEASED, OQ_RECORD_RETRY,
-                         OQ_RECORD_FAILED,     OQ_RECORD_DONE,   OQ_RECORD_REQUEUED,
-                         OQ_RECORD_DEDUPE,     OQ_RECORD_NEXT_ID};
+    const int types[] = {OQ_RECORD_DISPATCHED, OQ_RECORD_LEASED,  OQ_RECORD_RETRY,
+                         OQ_RECORD_FAILED,     OQ_RECORD_DONE,    OQ_RECORD_REQUEUED,
+                         OQ_RECORD_DEDUPE,     OQ_RECORD_NEXT_ID, OQ_RECORD_FORGOTTEN,
+                         OQ_RECORD_CANCELLED};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         assert_int_equal(oq_record_frame(p, left, &frame), OQ_FRAME_OK);
         if (oq_record_decode(p, frame, &rec, why, sizeof why) < 0)
             fail_msg("decode %zu: %s", i, why);
         assert_int_equal(rec.type, types[i]);
+        assert_true(oq_record_verify(p, left, &frame));
         switch (rec.type) {
         case OQ_RECORD_DISPATCHED:
             assert_int_equal(frame, oq_record_dispatched_bytes(&job) + strlen("order-42"));
@@ -324,6 +328,69 @@ static void test_record_round_trip_every_type(void **state)
     }
     assert_int_equal(left, 0);
     assert_int_equal(oq_record_dedupe_bytes(), 41);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* Format version 2: the review store's records, and a damaged one refused. */
+static void test_record_round_trip_review_and_resolved(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    char note[OQ_MAX_REVIEW_NOTE_LEN + 1];
+    memset(note, 'n', OQ_MAX_REVIEW_NOTE_LEN);
+    note[OQ_MAX_REVIEW_NOTE_LEN] = 0;
+    oq_resolution_t r = {.id = 77,
+                         .action = OQ_REVIEW_FAIL,
+                         .attempt = 3,
+                         .reviewed_at_ms = S_WALL_BASE_MS + 20,
+                         .resolved_at_ms = S_WALL_BASE_MS + 30,
+                         .type = "request_shipment",
+                         .queue = "ships",
+                         .reason = "timed out after the request went out",
+                         .note = note};
+    assert_int_equal(oq_record_review(&buf, 77, 3, S_WALL_BASE_MS + 20, "unknown"), 0);
+    assert_int_equal(oq_record_resolved(&buf, &r), 0);
+    const uint8_t *p = (const uint8_t *)buf.data;
+    size_t frame;
+    oq_record_t rec;
+    char why[256];
+    assert_true(oq_record_verify(p, buf.size, &frame));
+    assert_int_equal(oq_record_decode(p, frame, &rec, why, sizeof why), 0);
+    assert_int_equal(rec.type, OQ_RECORD_REVIEW);
+    assert_int_equal(rec.id, 77);
+    assert_int_equal(rec.attempt, 3);
+    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 20);
+    assert_true(oq_str_eq(rec.error, "unknown"));
+    p += frame;
+    size_t left = buf.size - frame;
+    assert_true(oq_record_verify(p, left, &frame));
+    assert_int_equal(frame, left);
+    assert_int_equal(oq_record_decode(p, frame, &rec, why, sizeof why), 0);
+    assert_int_equal(rec.type, OQ_RECORD_RESOLVED);
+    assert_int_equal(rec.id, 77);
+    assert_int_equal(rec.attempt, 3);
+    assert_int_equal(rec.action, OQ_REVIEW_FAIL);
+    assert_int_equal(rec.reviewed_at_ms, S_WALL_BASE_MS + 20);
+    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 30);
+    assert_true(oq_str_eq(rec.job.type, "request_shipment"));
+    assert_true(oq_str_eq(rec.job.queue, "ships"));
+    assert_true(oq_str_eq(rec.error, "timed out after the request went out"));
+    assert_true(oq_str_eq(rec.note, note));
+    assert_string_equal(oq_record_type_name(OQ_RECORD_RESOLVED), "resolved");
+
+    /* An action byte this broker does not know: refused, not guessed. */
+    msgpack_sbuffer_clear(&buf);
+    r.note = "";
+    assert_int_equal(oq_record_resolved(&buf, &r), 0);
+    uint8_t *body = (uint8_t *)buf.data;
+    body[OQ_RECORD_FRAME_BYTES + 1 + 8 + 4] = 9; /* type, id, attempt, then the action */
+    uint32_t len = (uint32_t)(buf.size - OQ_RECORD_FRAME_BYTES);
+    uint32_t crc = oq_crc32c(0, body + OQ_RECORD_FRAME_BYTES, len);
+    for (int i = 0; i < 4; i++)
+        body[4 + i] = (uint8_t)(crc >> (8 * i));
+    assert_int_equal(oq_record_frame(body, buf.size, &frame), OQ_FRAME_OK);
+    assert_int_equal(oq_record_decode(body, frame, &rec, why, sizeof why), -1);
+    assert_non_null(strstr(why, "unknown action 9"));
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -1095,10 +1162,143 @@ static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void *
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* ---- the failed store's operations and cancelling ---- */
+
+typedef struct {
+    uint64_t failed[4]; /* failed in the order 2, 0, 3, 1: unlike their ids */
+    int64_t failed_at[4];
+    uint64_t forgotten, cancelled_ready, cancelled_delayed, requeued, flushed_queue;
+} s_ops_t;
+
+static s_ops_t s_build_operations(s_fix_t *f)
+{
+    s_ops_t ops;
+    for (int i = 0; i < 4; i++)
+        ops.failed[i] = s_dispatch(f, "bad", 0, NULL);
+    ops.forgotten = s_dispatch(f, "bad", 0, NULL);
+    ops.requeued = s_dispatch(f, "bad", 0, NULL);
+    oq_worker_t *w = s_lease_all(f, 'a');
+    static const int order[] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++) {
+        f->time.now += 100;
+        s_ack(f, w, ops.failed[order[i]], 1, OQ_OUTCOME_FAIL);
+        ops.failed_at[order[i]] = S_WALL_BASE_MS + f->time.now;
+    }
+    s_ack(f, w, ops.forgotten, 1, OQ_OUTCOME_FAIL);
+    s_ack(f, w, ops.requeued, 1, OQ_OUTCOME_FAIL);
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_forget(f->engine, ops.forgotten, &why, reason, sizeof reason), 0);
+    ops.cancelled_ready = s_dispatch(f, "noop", 0, NULL);
+    ops.cancelled_delayed = s_dispatch(f, "noop", 60000, NULL);
+    assert_int_equal(oq_engine_cancel(f->engine, ops.cancelled_ready, &why, reason, sizeof reason),
+                     0);
+    assert_int_equal(
+        oq_engine_cancel(f->engine, ops.cancelled_delayed, &why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, ops.requeued, reason, sizeof reason), 0);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    return ops;
+}
+
+static void s_collect_id(void *ctx, const oq_job_view_t *job)
+{
+    uint64_t *ids = ctx;
+    while (*ids)
+        ids++;
+    *ids = job->id;
+}
+
+static void s_expect_operations(s_fix_t *f, const s_ops_t *ops)
+{
+    s_expect(f, ops->forgotten, NULL, 0);
+    s_expect(f, ops->cancelled_ready, NULL, 0);
+    s_expect(f, ops->cancelled_delayed, NULL, 0);
+    s_expect(f, ops->requeued, "ready", 0);
+    /* Failure times came back as they were, and with them the order. */
+    uint64_t listed[8] = {0};
+    bool more;
+    assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 8, s_collect_id, listed, &more),
+                     4);
+    static const int order[] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(listed[i], ops->failed[order[i]]);
+        oq_job_view_t v;
+        assert_int_equal(oq_engine_job_view(f->engine, ops->failed[i], &v), 0);
+        assert_int_equal(v.failed_at_ms, ops->failed_at[i]);
+    }
+}
+
+/* Forget, cancel and requeue are journaled: a restart does not bring a
+   forgotten or cancelled job back; failure times and the order they give
+   the failed list are kept. */
+static void test_replay_keeps_operator_changes_and_failure_times(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_ops_t ops = s_build_operations(f);
+    oq_replay_report_t r;
+    f->time.now += 5000; /* the restart happens later: times must not be "now" */
+    s_open_ok(f, &r);
+    s_expect_operations(f, &ops);
+    assert_int_equal(r.ignored, 0);
+    assert_int_equal(r.failed, 4);
+    /* flush after a restart is journaled too. */
+    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 4);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    s_open_ok(f, &r);
+    assert_int_equal(r.failed, 0);
+    assert_int_equal(r.ignored, 0);
+    s_expect(f, ops.requeued, "ready", 0);
+}
+
+/* A journal written in format version 1 is read, then rewritten in the
+   current version before anything is appended to it. */
+static void test_older_format_is_rewritten_at_open(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    s_ids_t ids = s_build_history(f);
+    s_close(f);
+    /* Make it a version 1 file: the same records under a v1 header. */
+    int fd = open(s_path(f, "journal"), O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t head[OQ_RECORD_HEADER_BYTES];
+    assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
+    oq_record_header_t h;
+    char why[256];
+    assert_int_equal(oq_record_header_decode(head, sizeof head, &h, why, sizeof why), 0);
+    h.version = 1;
+    oq_record_header_encode(&h, head);
+    assert_int_equal(pwrite(fd, head, sizeof head, 0), sizeof head);
+    close(fd);
+
+    oq_replay_report_t r;
+    s_open_ok(f, &r);
+    s_expect_history(f, &ids);
+    assert_true(r.rewritten);
+    assert_int_equal(oq_journal_header(f->journal)->version, OQ_JOURNAL_FORMAT_VERSION);
+    uint64_t id = s_dispatch(f, "noop", 0, NULL);
+    oq_refusal_t refusal;
+    assert_int_equal(oq_engine_cancel(f->engine, id, &refusal, why, sizeof why), 0);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    s_open_ok(f, &r);
+    assert_false(r.rewritten);
+    s_expect(f, ids.failed, "failed", 1);
+    s_expect(f, ids.delayed, "delayed", 0);
+    s_expect(f, id, NULL, 0);
+    assert_int_equal(oq_engine_next_id(f->engine), id + 1);
+    fd = open(s_path(f, "journal"), O_RDONLY);
+    assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
+    close(fd);
+    assert_int_equal(oq_record_header_decode(head, sizeof head, &h, why, sizeof why), 0);
+    assert_int_equal(h.version, OQ_JOURNAL_FORMAT_VERSION);
+}
+
 int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_round_trip_review_and_resolved),
         cmocka_unit_test(test_record_round_trip_every_type),
         cmocka_unit_test(test_frame_tells_short_impossible_and_damaged),
         cmocka_unit_test(test_header_refuses_other_files_and_newer_formats),
@@ -1106,6 +1306,8 @@ int main(void)
         S_TEST(test_batch_waits_for_the_interval),
         S_TEST(test_off_never_fsyncs),
         S_TEST(test_replay_rebuilds_every_state),
+        S_TEST(test_replay_keeps_operator_changes_and_failure_times),
+        S_TEST(test_older_format_is_rewritten_at_open),
         S_TEST(test_torn_tail_is_cut_with_a_warning),
         S_TEST(test_zeros_or_a_bad_crc_past_the_mark_are_torn_too),
         S_TEST(test_damage_before_the_end_stops_the_start),

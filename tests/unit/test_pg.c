@@ -39,8 +39,8 @@
 #define S_PORT_RANGE  30000
 #define S_START_TRIES 3
 #define S_TEXT_LEN    1024
-/* The files in deploy/sql (0001_points, 0002_once), numbered from 1. */
-#define S_MIGRATIONS 2
+/* The files in deploy/sql (0001_points, 0002_once, 0003_shipments), numbered from 1. */
+#define S_MIGRATIONS 3
 /* pg_terminate_backend waits this long for the session to be gone. */
 #define S_TERMINATE_WAIT_MS 5000
 

@@ -202,6 +202,16 @@ static void s_decode_bad(const char *what, const void *data, size_t size, oq_err
     oq_proto_msg_release(&msg);
 }
 
+/* Decode the text notation, which must fail with code. */
+static void s_decode_bad_text(const char *text, oq_err_t want)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_text(&buf, text);
+    s_decode_bad(text, buf.data, buf.size, want);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void s_str_equal(oq_str_t s, const char *want)
 {
     if (!oq_str_eq(s, want))
@@ -542,6 +552,77 @@ static void test_roundtrip_failed_request(void **state)
     oq_proto_msg_release(&msg);
 }
 
+/* The admin commands on the failed store and waiting jobs, and the failed
+   list's whole cursor. */
+static void test_roundtrip_store_commands(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_msg_t msg;
+    const oq_cmd_t with_id[] = {OQ_CMD_FORGET, OQ_CMD_FORGOTTEN, OQ_CMD_CANCEL, OQ_CMD_CANCELLED};
+    for (size_t i = 0; i < sizeof with_id / sizeof with_id[0]; i++) {
+        oq_proto_encode_job_id(&buf, with_id[i], 5, 41);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_id[i]);
+        assert_int_equal(msg.req, 5);
+        assert_int_equal(msg.id, 41);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:forget, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:cancel, req:1, id:0}", OQ_ERR_BAD_REQUEST);
+
+    const oq_cmd_t with_queue[] = {OQ_CMD_FLUSH, OQ_CMD_REQUEUE_ALL};
+    for (size_t i = 0; i < 2; i++) {
+        oq_proto_encode_queue_op(&buf, with_queue[i], 6, "mail");
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_queue[i]);
+        s_str_equal(msg.name, "mail");
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+        oq_proto_encode_queue_op(&buf, with_queue[i], 6, NULL);
+        s_decode_ok(&msg, &buf);
+        assert_null(msg.name.ptr);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:flush, req:1, queue:'a b'}", OQ_ERR_BAD_REQUEST);
+
+    const oq_cmd_t with_count[] = {OQ_CMD_FLUSHED, OQ_CMD_REQUEUED_ALL};
+    for (size_t i = 0; i < 2; i++) {
+        oq_proto_encode_count(&buf, with_count[i], 7, 123456);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, with_count[i]);
+        assert_int_equal(msg.count, 123456);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:flushed, req:1}", OQ_ERR_BAD_REQUEST);
+
+    oq_proto_encode_simple(&buf, OQ_CMD_HORIZON, 8);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_HORIZON);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_failed_cursor(&buf, 9, NULL, 1700000000123LL, 77, 10);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.after, 77);
+    assert_true(msg.has_after_at);
+    assert_int_equal(msg.after_at, 1700000000123LL);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_failed_page(&buf, 9, NULL, 77, 10);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.after, 77);
+    assert_false(msg.has_after_at);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    assert_string_equal(oq_proto_err_name(OQ_ERR_NOT_FOUND), "not_found");
+    assert_string_equal(oq_proto_err_name(OQ_ERR_WRONG_STATE), "wrong_state");
+}
+
 static void test_roundtrip_ready(void **state)
 {
     msgpack_sbuffer buf;
@@ -649,6 +730,69 @@ static void test_roundtrip_ack_error(void **state)
         oq_proto_msg_release(&msg);
         msgpack_sbuffer_destroy(&buf);
     }
+}
+
+/* The outcome "review" carries its reason like fail, and the review store's
+   admin commands round-trip with their fields. */
+static void test_roundtrip_review(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_ack_msg_t ack = {.id = 7,
+                        .attempt = 3,
+                        .outcome = OQ_OUTCOME_REVIEW,
+                        .error = oq_str("carrier: timed out after the request went out"),
+                        .credit = 1,
+                        .lease = 9,
+                        .has_lease = true};
+    oq_proto_encode_ack(&buf, &ack);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.ack.outcome, OQ_OUTCOME_REVIEW);
+    s_str_equal(msg.ack.error, "carrier: timed out after the request went out");
+    assert_string_equal(oq_proto_outcome_name(OQ_OUTCOME_REVIEW), "review");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_review_page(&buf, 3, "ships", -1, 40, 25);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_REVIEW);
+    s_str_equal(msg.name, "ships");
+    assert_int_equal(msg.after, 40);
+    assert_int_equal(msg.limit, 25);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_review_show(&buf, 4, 42);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_REVIEW_SHOW);
+    assert_int_equal(msg.id, 42);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    const oq_review_action_t actions[] = {OQ_REVIEW_DONE, OQ_REVIEW_RETRY, OQ_REVIEW_FAIL};
+    const char *names[] = {"done", "retry", "fail"};
+    for (int k = 0; k < 3; k++) {
+        oq_proto_encode_resolve(&buf, k == 1 ? OQ_CMD_RESOLVED : OQ_CMD_RESOLVE, 5, 42, actions[k],
+                                k == 2 ? NULL : "checked with the carrier: SHP-000042");
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, k == 1 ? OQ_CMD_RESOLVED : OQ_CMD_RESOLVE);
+        assert_int_equal(msg.id, 42);
+        oq_review_action_t action;
+        oq_str_t note;
+        assert_int_equal(oq_proto_resolve_get(&msg, &action, &note), 0);
+        assert_int_equal(action, actions[k]);
+        s_str_equal(note, k == 2 ? "" : "checked with the carrier: SHP-000042");
+        assert_string_equal(oq_proto_review_action_name(actions[k]), names[k]);
+        oq_review_action_t parsed;
+        assert_int_equal(oq_proto_review_action_parse(names[k], strlen(names[k]), &parsed), 0);
+        assert_int_equal(parsed, actions[k]);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    oq_review_action_t parsed;
+    assert_int_equal(oq_proto_review_action_parse("don", 3, &parsed), -1);
+    msgpack_sbuffer_destroy(&buf);
 }
 
 /* Decode the text notation, which must fail with code and a reason naming what. */
@@ -928,6 +1072,16 @@ static const s_bad_t s_bad[] = {
          "dispatch_id:'0123456789012345678901234567890123456789012345678901234567890123x'}"),
      BIG},
     {"requeue without id", TXT("{v:1, cmd:requeue, req:1}"), BADR},
+    /* the review store */
+    {"resolve without action", TXT("{v:1, cmd:resolve, req:1, id:5}"), BADR},
+    {"resolve unknown action", TXT("{v:1, cmd:resolve, req:1, id:5, action:maybe}"), BADR},
+    {"resolve without id", TXT("{v:1, cmd:resolve, req:1, action:done}"), BADR},
+    {"resolve note not a str", TXT("{v:1, cmd:resolve, req:1, id:5, action:done, note:7}"), BADR},
+    {"resolve note too long", TXT("{v:1, cmd:resolve, req:1, id:5, action:done, note:'n'*1025}"),
+     BIG},
+    {"review_show id 0", TXT("{v:1, cmd:review_show, req:1, id:0}"), BADR},
+    {"review limit 0", TXT("{v:1, cmd:review, req:1, limit:0}"), BADR},
+    {"review bad queue", TXT("{v:1, cmd:review, req:1, queue:'a b'}"), BADR},
     {"requeue id 0", TXT("{v:1, cmd:requeue, req:1, id:0}"), BADR},
     /* not one msgpack map */
     {"empty frame", RAW(""), MALF},
@@ -1477,10 +1631,12 @@ int main(void)
         cmocka_unit_test(test_roundtrip_error),
         cmocka_unit_test(test_roundtrip_simple),
         cmocka_unit_test(test_roundtrip_failed_request),
+        cmocka_unit_test(test_roundtrip_store_commands),
         cmocka_unit_test(test_roundtrip_ready),
         cmocka_unit_test(test_roundtrip_welcome),
         cmocka_unit_test(test_roundtrip_ack_result),
         cmocka_unit_test(test_roundtrip_ack_error),
+        cmocka_unit_test(test_roundtrip_review),
         cmocka_unit_test(test_roundtrip_reconnect),
         cmocka_unit_test(test_ready_types_and_queues),
         cmocka_unit_test(test_lease_touch_delay_and_return),

@@ -200,10 +200,61 @@ static void test_report_helpers(void **unused)
     assert_int_equal(report.result, OQ_RESULT_NONE);
     assert_string_equal(report.error, "bad order id -1");
 
+    oq_report_review(&report, "carrier: no answer for key %s", "shipment-request:42");
+    assert_int_equal(report.outcome, OQ_OUTCOME_REVIEW);
+    assert_int_equal(report.result, OQ_RESULT_NONE);
+    assert_false(report.has_delay);
+    assert_string_equal(report.error, "carrier: no answer for key shipment-request:42");
+
     oq_report_ok(&report, OQ_RESULT_ALREADY_APPLIED);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
     assert_string_equal(report.error, "");
+}
+
+static int s_parse_any(const char *value, void *dest, char *why, size_t why_len)
+{
+    *(const char **)dest = value;
+    return 0;
+}
+
+/* Handlers' own flags: kept in order, refused when taken, nameless,
+   without a destination or beyond the bound. */
+static void test_registry_handler_flags(void **unused)
+{
+    oq_registry_t *r = oq_registry_new();
+    const char *url = NULL;
+    oq_flag_t flag = {.name = "carrier-url",
+                      .env = "ONCEQ_CARRIER_URL",
+                      .kind = OQ_FLAG_CUSTOM,
+                      .arg = "URL",
+                      .parse = s_parse_any,
+                      .expected = "a URL",
+                      .dest = &url,
+                      .help = "the carrier"};
+    assert_int_equal(oq_registry_add_flag(r, &flag), 0);
+    assert_int_equal(oq_registry_add_flag(r, &flag), -1); /* taken */
+    oq_flag_t nameless = flag;
+    nameless.name = "";
+    assert_int_equal(oq_registry_add_flag(r, &nameless), -1);
+    oq_flag_t nowhere = flag;
+    nowhere.name = "nowhere";
+    nowhere.dest = NULL;
+    assert_int_equal(oq_registry_add_flag(r, &nowhere), -1);
+    oq_flag_t no_parser = flag;
+    no_parser.name = "no-parser";
+    no_parser.parse = NULL;
+    assert_int_equal(oq_registry_add_flag(r, &no_parser), -1);
+    char names[OQ_WORKER_MAX_HANDLER_FLAGS + 1][16];
+    int added = 1;
+    for (int i = 0; i < OQ_WORKER_MAX_HANDLER_FLAGS; i++) {
+        snprintf(names[i], sizeof names[i], "flag-%d", i);
+        oq_flag_t more = flag;
+        more.name = names[i];
+        added += oq_registry_add_flag(r, &more) == 0;
+    }
+    assert_int_equal(added, OQ_WORKER_MAX_HANDLER_FLAGS);
+    oq_registry_destroy(&r);
 }
 
 static void test_report_cuts_long_errors_at_a_character(void **unused)
@@ -1452,6 +1503,7 @@ int main(void)
     oq_log_init("test_registry");
     oq_log_set_level(OQ_LOG_ERROR);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_handler_flags),
         cmocka_unit_test(test_registry_add_and_find),
         cmocka_unit_test(test_registry_refuses_bad_and_taken_types),
         cmocka_unit_test(test_registry_is_bounded),

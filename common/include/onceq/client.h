@@ -60,6 +60,52 @@ int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int t
 int oq_client_failed_page(oq_client_t *self, const char *queue, uint64_t after, uint32_t limit,
                           int timeout_ms, oq_msg_t *reply);
 
+/* One page of failed jobs after the cursor (after_at, after): failure
+   time and job id, as the previous reply's "next_at" and "next" give them.
+   after_at < 0 sends the job id alone (the broker looks its time up). */
+int oq_client_failed_cursor(oq_client_t *self, const char *queue, int64_t after_at, uint64_t after,
+                            uint32_t limit, int timeout_ms, oq_msg_t *reply);
+
+/* ---- admin commands on the failed store and waiting jobs ----------------
+   Each returns 0 once the broker has made the change durable, or -1 (see
+   oq_client_error; oq_client_error_code is OQ_ERR_NOT_FOUND for a job the
+   broker does not hold, OQ_ERR_WRONG_STATE for one in another state). */
+
+/* Delete failed job id from the failed store for good. */
+int oq_client_forget(oq_client_t *self, uint64_t id, int timeout_ms);
+
+/* Delete every failed job of queue (NULL: all); *count gets how many. */
+int oq_client_flush(oq_client_t *self, const char *queue, int timeout_ms, uint64_t *count);
+
+/* Requeue every failed job of queue (NULL: all) with a fresh retry budget;
+ *count gets how many. */
+int oq_client_requeue_all(oq_client_t *self, const char *queue, int timeout_ms, uint64_t *count);
+
+/* Withdraw a ready or delayed job: it is not delivered again. A leased job
+   is refused (its effect may be under way). */
+int oq_client_cancel(oq_client_t *self, uint64_t id, int timeout_ms);
+
+/* Ask what bounds the time a duplicate of a held job can still arrive:
+   0 with the decoded "horizon" reply in *reply (release it), or -1. */
+int oq_client_horizon(oq_client_t *self, int timeout_ms, oq_msg_t *reply);
+/* One page of the jobs waiting for review, the oldest first, after the
+   cursor (after_at, after) as oq_client_failed_cursor (the reply is a
+   "review"; after 0: from the first). */
+int oq_client_review_page(oq_client_t *self, const char *queue, int64_t after_at, uint64_t after,
+                          uint32_t limit, int timeout_ms, oq_msg_t *reply);
+
+/* One job of the review store, waiting or resolved: 0 with the decoded
+   "review_show" reply in *reply (its "job"), or -1 (an unknown job is a
+   not_found naming it). */
+int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply);
+
+/* Resolve a job in review with action and a note for the record (NULL or
+   "": none). 0 once the broker has made the resolution durable, or -1 (a
+   job resolved already or held in another state is a wrong_state naming
+   it, one the broker does not know a not_found). */
+int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
+                      int timeout_ms);
+
 /* Round trip a ping. 0 if the broker answered in time, -1 otherwise. */
 int oq_client_ping(oq_client_t *self, int timeout_ms);
 

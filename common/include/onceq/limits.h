@@ -23,8 +23,9 @@
 #define OQ_MAX_BACKOFF_MS      (30LL * 24 * 3600 * 1000)
 #define OQ_MAX_TIMEOUT_MS      (24LL * 3600 * 1000)
 #define OQ_MAX_FAILED_LIST     1000
-#define OQ_MAX_WORKER_TYPES    256 /* job types one worker announces in ready */
-#define OQ_MAX_WORKER_QUEUES   32  /* queues one worker serves, in priority order */
+#define OQ_MAX_WORKER_TYPES    256  /* job types one worker announces in ready */
+#define OQ_MAX_WORKER_QUEUES   32   /* queues one worker serves, in priority order */
+#define OQ_MAX_REVIEW_NOTE_LEN 1024 /* a person's note on a resolution */
 
 /* Job defaults */
 #define OQ_DEFAULT_QUEUE          "default"
@@ -34,6 +35,11 @@
 #define OQ_DEFAULT_RETRY_AFTER_MS 90000
 #define OQ_DEFAULT_MARGIN_MS      5000 /* timeout must be shorter than retry_after by this */
 #define OQ_DEFAULT_FAILED_LIST    100
+
+/* The review store: resolutions remembered (with their notes and the
+   handlers' reasons) after their jobs left it, newest kept; beyond it the
+   oldest is forgotten (docs/protocol.md, "review"). */
+#define OQ_MAX_REVIEW_RESOLVED 4096
 
 /* Broker */
 #define OQ_DEFAULT_FRONT_ENDPOINT "tcp://127.0.0.1:7750"
@@ -78,8 +84,9 @@
    fails with EMFILE (libzmq would spin on it). */
 #define OQ_FD_RESERVE 64
 
-/* Journal (docs/journal.md). Sizes in bytes, times in ms. */
-#define OQ_JOURNAL_FORMAT_VERSION    1
+/* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
+   2 added the review, resolved, forgotten and cancelled records. */
+#define OQ_JOURNAL_FORMAT_VERSION    2
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000

@@ -42,7 +42,23 @@ typedef enum {
     OQ_CMD_REQUEUE,  /* front: a failed job back to ready */
     OQ_CMD_REQUEUED, /* its reply */
     OQ_CMD_TOUCH,    /* worker -> broker: restart the lease of a running job */
-    OQ_CMD_STATUS,   /* worker -> broker: ready, or paused while what it needs is down */
+    /* admin commands on the failed store and waiting jobs (front), each
+       followed by its reply */
+    OQ_CMD_FORGET,       /* delete a failed job for good */
+    OQ_CMD_FORGOTTEN,    /* its reply */
+    OQ_CMD_FLUSH,        /* delete every failed job (of one queue) */
+    OQ_CMD_FLUSHED,      /* its reply: count */
+    OQ_CMD_REQUEUE_ALL,  /* every failed job (of one queue) back to ready */
+    OQ_CMD_REQUEUED_ALL, /* its reply: count */
+    OQ_CMD_CANCEL,       /* withdraw a ready or delayed job */
+    OQ_CMD_CANCELLED,    /* its reply */
+    OQ_CMD_HORIZON,      /* what bounds a duplicate's arrival (request and reply) */
+    /* front: the review store (docs/protocol.md, "review") */
+    OQ_CMD_REVIEW,      /* list the jobs waiting for review; also its reply */
+    OQ_CMD_REVIEW_SHOW, /* one job of the review store, open or resolved; also its reply */
+    OQ_CMD_RESOLVE,     /* a person's decision on a job in review */
+    OQ_CMD_RESOLVED,    /* its reply */
+    OQ_CMD_STATUS,      /* worker -> broker: ready, or paused while what it needs is down */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -58,6 +74,8 @@ typedef enum {
     OQ_ERR_FULL,            /* the broker holds its maximum of jobs or queues */
     OQ_ERR_INTERNAL,
     OQ_ERR_UNAVAILABLE, /* the broker cannot make the request durable now (disk error) */
+    OQ_ERR_NOT_FOUND,   /* admin: no such job (done, or never dispatched) */
+    OQ_ERR_WRONG_STATE, /* admin: the job's state does not allow the command */
     OQ_ERR_COUNT_
 } oq_err_t;
 
@@ -67,6 +85,7 @@ typedef enum {
     OQ_OUTCOME_FAIL,
     OQ_OUTCOME_TIMEOUT,
     OQ_OUTCOME_RETURN, /* handed back unrun: no try used */
+    OQ_OUTCOME_REVIEW, /* outcome unknown: kept for a person, never retried on its own */
     /* handed back unrun because something the job needs (its database) is
        down: no try used, and the type stays with the worker */
     OQ_OUTCOME_UNAVAILABLE
@@ -77,6 +96,13 @@ typedef enum {
     OQ_STATUS_READY = 1,   /* takes jobs as its credit allows */
     OQ_STATUS_UNAVAILABLE, /* paused: what its jobs need is down; it takes none */
 } oq_worker_status_t;
+
+/* What a person decides about a job in review (`resolve`). */
+typedef enum {
+    OQ_REVIEW_DONE = 1, /* the effect is there (or not needed): the job is complete */
+    OQ_REVIEW_RETRY,    /* run it again: ready, with attempt 0 and its full budget */
+    OQ_REVIEW_FAIL,     /* give up: to the failed store, with the note */
+} oq_review_action_t;
 
 typedef enum { OQ_RESULT_NONE = 0, OQ_RESULT_APPLIED, OQ_RESULT_ALREADY_APPLIED } oq_result_t;
 
@@ -130,17 +156,21 @@ typedef struct {
     uint64_t req;     /* request id, echoed in front-socket replies */
     oq_job_msg_t job; /* dispatch, job */
     oq_ack_msg_t ack; /* ack; touch (id, attempt, lease) */
-    uint64_t id;      /* dispatched, requeue, requeued */
+    uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled,
+                         review_show, resolve, resolved */
+    uint64_t count;   /* flushed, requeued_all: how many jobs */
     uint32_t credit;  /* ready */
-    oq_str_t name;    /* ready: worker name; failed: queue filter */
+    oq_str_t name;    /* ready: worker name; failed, review, flush, requeue_all: queue filter */
     uint32_t pid;     /* ready */
     /* ready: the job types the worker handles and the queues it serves (in
        priority order), each a msgpack array of valid names checked against
        OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
        type, every queue). Read them with oq_proto_list_at. */
     const msgpack_object *types, *queues;
-    uint32_t limit;                  /* failed */
-    uint64_t after;                  /* failed: list ids above this (0: from the start) */
+    uint32_t limit;   /* failed, review */
+    uint64_t after;   /* failed, review: the cursor's job id (0: from the start) */
+    int64_t after_at; /* failed: the cursor's failure time (has_after_at) */
+    bool has_after_at;
     oq_worker_status_t status;       /* status: the worker's state */
     int64_t status_ms;               /* status: how long it has been in it */
     uint32_t heartbeat_ms, liveness; /* welcome */
@@ -171,6 +201,17 @@ const char *oq_proto_status_name(oq_worker_status_t status);
 
 /* Look up a name; 0 on success, -1 if unknown. */
 int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome);
+
+/* "done", "retry" or "fail"; "unknown" for another value. Static. */
+const char *oq_proto_review_action_name(oq_review_action_t action);
+
+/* Look up a review action by name; 0 on success, -1 if unknown. */
+int oq_proto_review_action_parse(const char *name, size_t len, oq_review_action_t *action);
+
+/* The fields of a decoded "resolve" or "resolved": the action, and the
+   note (empty when absent; borrowed from msg). 0, or -1 if msg is not one
+   of the two. The decoder has checked both already. */
+int oq_proto_resolve_get(const oq_msg_t *msg, oq_review_action_t *action, oq_str_t *note);
 
 /* True if name is a valid job type or queue name: 1..OQ_MAX_NAME_LEN bytes
    of [A-Za-z0-9_.:-]. */
@@ -208,9 +249,35 @@ void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit);
 
-/* The same with a cursor: only jobs with an id above after (0: no cursor). */
+/* The same with a cursor: only jobs after job after (0: no cursor), whose
+   failure time the broker looks up. */
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                  uint64_t after, uint32_t limit);
+
+/* The same with a whole cursor: only jobs after (after_at, after) in the
+   failed store's order (failure time, then id), as a reply's next_at and
+   next give it. */
+void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                   int64_t after_at, uint64_t after, uint32_t limit);
+
+/* A message carrying one job id: forget, forgotten, cancel, cancelled. */
+void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id);
+
+/* flush or requeue_all, of one queue (NULL: every queue). */
+void oq_proto_encode_queue_op(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const char *queue);
+
+/* flushed or requeued_all: how many jobs. */
+void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count);
+/* "review": a page of the review store, as failed_cursor (after_at < 0:
+   the job id alone). */
+void oq_proto_encode_review_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                 int64_t after_at, uint64_t after, uint32_t limit);
+/* "review_show" {id}: one job of the review store. */
+void oq_proto_encode_review_show(msgpack_sbuffer *buf, int64_t req, uint64_t id);
+/* "resolve" (a request) or "resolved" (its reply) {id, action, note?}; note
+   NULL or "" for none (cut at OQ_MAX_REVIEW_NOTE_LEN). */
+void oq_proto_encode_resolve(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id,
+                             oq_review_action_t action, const char *note);
 void oq_proto_encode_ready(msgpack_sbuffer *buf, uint32_t credit, const char *name, uint32_t pid);
 /* ready with the worker's job types and queues (either list may be NULL:
    absent, meaning every type or every queue). */

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "onceq/flags.h"
 #include "onceq/limits.h"
 #include "onceq/proto.h"
 
@@ -42,7 +43,7 @@ typedef struct {
 
 /* What a handler reports. Fill it with the oq_report_* helpers. */
 typedef struct {
-    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY, _FAIL, _RETURN or _UNAVAILABLE */
+    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY, _FAIL, _RETURN, _REVIEW or _UNAVAILABLE */
     oq_result_t result;   /* with OK: APPLIED, ALREADY_APPLIED or NONE */
     char error[OQ_MAX_ERROR_LEN + 1];
     int64_t delay_ms; /* with RETRY (a release), RETURN or UNAVAILABLE: ready after this */
@@ -57,6 +58,14 @@ void oq_report_retry(oq_report_t *report, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 /* Permanent failure: the job goes straight to the failed store. */
 void oq_report_fail(oq_report_t *report, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Outcome unknown: the job goes to the broker's review store, where it
+   waits, never retried on its own, until a person resolves it (`onceq
+   review`). For an external call that may or may not have taken effect
+   and that a retry cannot settle. The message is the context a person
+   needs (what was sent, what came back, under which key) and is kept with
+   the job and with the resolution. */
+void oq_report_review(oq_report_t *report, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 /* Release (Laravel's release): retry after delay_ms of the handler's choosing
    (0 .. 366 days) instead of the job's backoff. It uses a try like any retry:
@@ -140,6 +149,24 @@ typedef void (*oq_release_fn)(void *ctx);
    for them (noop, sleep). */
 int oq_registry_set_resource(oq_registry_t *self, const char *type, oq_probe_fn probe,
                              oq_release_fn release, void *ctx);
+
+/* Give the worker's command line a flag of the handlers' own (the
+   carrier's URL of a shipment handler, say), declared like any flag of the
+   table in onceq/flags.h: a long name, an ONCEQ_* environment variable, a
+   kind, a default, a destination. oq_worker_main parses it with its own
+   flags (command line, else the variable, else the default; the same
+   errors), lists it in --help under "options of the handlers", and writes
+   it to dest before it forks any worker process, so every process sees
+   it. A value its parser refuses (give an OQ_FLAG_CUSTOM parser to check
+   one) stops the worker at start with a usage error naming the flag, the
+   value and why, rather than failing jobs later. The table entry is
+   copied; dest and the strings it points to must stay valid until
+   oq_worker_main returns. 0, or -1 (logged) if the name is empty, taken by
+   another handler flag, or OQ_WORKER_MAX_HANDLER_FLAGS are registered;
+   a name that clashes with one of the worker's own flags is refused by
+   oq_worker_main as a usage error. */
+#define OQ_WORKER_MAX_HANDLER_FLAGS 32
+int oq_registry_add_flag(oq_registry_t *self, const oq_flag_t *flag);
 
 /* Register the built-in handlers: noop, sleep, fail, crash. */
 void oq_builtin_register(oq_registry_t *self);

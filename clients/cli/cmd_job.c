@@ -1,0 +1,78 @@
+/*  cmd_job.c: `onceq job cancel ID`: withdraw a job that is waiting (ready,
+    or delayed until its time comes), so that it never runs. A job that a
+    worker holds is refused: its effect may be under way, and cancelling
+    could not take it back. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "onceq/config.h"
+#include "onceq/limits.h"
+
+static void s_help(void)
+{
+    printf("Usage: onceq job cancel ID\n"
+           "\n"
+           "cancel: withdraw job ID while it waits (ready, or delayed: a delay or a retry's\n"
+           "backoff); it is never delivered again. Done once the broker has made it\n"
+           "durable; counted per queue in stats as \"cancelled\". Refused, naming the\n"
+           "state: a leased job (a worker runs it: its effect may be under way; wait for\n"
+           "its outcome), a failed one ('onceq failed forget ID' deletes those), and one\n"
+           "the broker does not hold (done, or never dispatched).\n"
+           "\n"
+           "Options:\n"
+           "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
+           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
+           "  -h, --help         show this help\n"
+           "\n"
+           "Exit status 0 cancelled, 1 refused (the reason is printed), 2 bad command\n"
+           "line, 3 no answer in time.\n",
+           OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
+           OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+}
+
+static int s_cancel(oq_cli_t *cli, int argc, char **argv)
+{
+    static const struct option options[] = {OQ_CLI_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_help();
+            return OQ_CLI_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':')
+            return oq_cli_option_error(cli, opt, argv);
+        oq_cli_global_option(cli, opt, optarg);
+    }
+    if (optind + 1 != argc)
+        return oq_cli_usage_error(cli, "job cancel needs exactly one job ID, e.g. "
+                                       "'onceq job cancel 42'");
+    uint64_t id;
+    if (oq_config_uint(argv[optind], 1, UINT64_MAX, &id) < 0)
+        return oq_cli_usage_error(cli, "job ID '%s' must be a whole number from 1", argv[optind]);
+    oq_client_t *client = NULL;
+    int rc = oq_cli_connect(cli, &client);
+    if (rc != OQ_CLI_EXIT_OK)
+        return rc;
+    if (oq_client_cancel(client, id, cli->timeout) < 0)
+        rc = oq_cli_report(cli, client);
+    else
+        printf("job %" PRIu64 " cancelled\n", id);
+    oq_client_destroy(&client);
+    return rc;
+}
+
+int oq_cmd_job(oq_cli_t *cli, int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        s_help();
+        return OQ_CLI_EXIT_OK;
+    }
+    if (argc < 2)
+        return oq_cli_usage_error(cli, "job needs a subcommand: 'onceq job cancel ID'");
+    if (strcmp(argv[1], "cancel") != 0)
+        return oq_cli_usage_error(cli, "unknown subcommand 'job %s'; expected cancel", argv[1]);
+    cli->command = "job cancel";
+    return s_cancel(cli, argc - 1, argv + 1);
+}
