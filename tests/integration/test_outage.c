@@ -12,6 +12,10 @@
       work, every effect is exact; once the load is over the idle workers
       release their connections and the paused ones get theirs.
 
+    - One connection per worker process: a worker that runs both of
+      onceq-worker's database handlers (grant_points, request_shipment)
+      holds one connection, not one per handler.
+
     Each test has a cluster of its own (deploy/pg.sh, in its temp dir). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -288,11 +292,58 @@ static void test_more_workers_than_connections_fails_nothing(void **state)
     it_destroy(&it);
 }
 
+static void test_one_connection_per_worker_process(void **state)
+{
+    it_t *it = it_new("one-connection");
+    assert_non_null(it);
+    assert_int_equal(it_start_pg(it), 0);
+    s_customers(it);
+    assert_true(it_start_broker(it, NULL) > 0);
+    /* Nothing listens at the carrier's URL: request_shipment still writes
+       its record before and after the call, on the database. Idle
+       connections are kept, so the count is what the jobs opened. */
+    const char *flags[] = {"--carrier-url", "http://127.0.0.1:1", "--idle-release", "0", NULL};
+    assert_true(it_start_worker(it, "worker", flags) > 0);
+    s_view_t v;
+    assert_true(s_wait(it, s_workers, 1, IT_WAIT_MS, &v));
+
+    uint64_t points = s_grant(it, 1);
+    assert_true(s_wait(it, s_done, 1, IT_WAIT_MS, &v));
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    oq_proto_pack_cstr(&pk, "order_id");
+    msgpack_pack_uint64(&pk, 42);
+    oq_proto_pack_cstr(&pk, "address");
+    oq_proto_pack_cstr(&pk, "1 Quay Street");
+    oq_proto_pack_cstr(&pk, "items");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_map(&pk, 2);
+    oq_proto_pack_cstr(&pk, "sku");
+    oq_proto_pack_cstr(&pk, "MUG-1");
+    oq_proto_pack_cstr(&pk, "qty");
+    msgpack_pack_uint64(&pk, 2);
+    oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
+    assert_true(it_dispatch(it, "request_shipment", &buf, &options) > 0);
+    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_wait_log(it, "worker", "type=request_shipment", 1, IT_WAIT_MS), 0);
+    assert_int_equal(it_sql_int(it, "SELECT count(*) FROM shipment_requests WHERE order_id = 42"),
+                     1);
+    assert_int_equal(it_sql_int(it, "SELECT count(*) FROM pg_stat_activity "
+                                    "WHERE application_name = 'onceq-worker'"),
+                     1);
+    s_effects_exact(it, 1, points);
+    it_destroy(&it);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outage_longer_than_tries_fails_nothing),
         cmocka_unit_test(test_more_workers_than_connections_fails_nothing),
+        cmocka_unit_test(test_one_connection_per_worker_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

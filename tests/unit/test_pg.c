@@ -507,6 +507,35 @@ static void test_probe_and_release(void **state)
     oq_effects_destroy(&fx);
 }
 
+/* Handlers of one process on one database share one handle, and so one
+   connection; another isolation level is another handle. Each user lets
+   go of it, and the last one closes it. */
+static void test_shared_handle_is_one_connection(void **state)
+{
+    oq_effects_t *points = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *shipments = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *other = oq_effects_shared(s_url, OQ_TXN_SERIALIZABLE, "test_pg_shared");
+    assert_ptr_equal(points, shipments);
+    assert_ptr_not_equal(points, other);
+    oq_pg_error_t error;
+    assert_int_equal(oq_effects_probe(points, &error), 0);
+    assert_int_equal(oq_effects_probe(shipments, &error), 0);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
+                               "WHERE application_name = 'test_pg_shared'"),
+                     1);
+    oq_effects_destroy(&points);
+    assert_null(points);
+    /* Still open for the other user. */
+    assert_true(oq_pg_connected(oq_effects_pg(shipments)));
+    assert_int_equal(oq_pg_exec(oq_effects_pg(shipments), "SELECT 1", 0, NULL, NULL, &error), 0);
+    oq_effects_destroy(&shipments);
+    oq_effects_destroy(&other);
+    /* The last user closed it; a new call makes a new one. */
+    oq_effects_t *again = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    assert_false(oq_pg_connected(oq_effects_pg(again)));
+    oq_effects_destroy(&again);
+}
+
 /* ---- the job's timeout ---------------------------------------------------- */
 
 /* Another session holds the same order's grant row uncommitted (a second
@@ -596,6 +625,7 @@ int main(void)
         S_TEST(test_refused_connection_is_infrastructure),
         S_TEST(test_cannot_connect_is_infrastructure),
         S_TEST(test_probe_and_release),
+        S_TEST(test_shared_handle_is_one_connection),
         S_TEST(test_statement_timeout_from_job_timeout),
         S_TEST(test_cli_commands),
     };

@@ -317,7 +317,20 @@ typedef struct oq_effects oq_effects_t;
 oq_effects_t *oq_effects_new(const char *conninfo, oq_txn_isolation_t isolation,
                              const char *application_name);
 
-/* Close the connection if open, free, and set *self_p to NULL. */
+/* The process's shared handle for conninfo and isolation: the first call
+   makes it (as oq_effects_new, with this application_name), and every later
+   call with the same conninfo and isolation returns the same handle, so
+   that the handlers of one worker process share one connection rather than
+   holding one each. Match every call with an oq_effects_destroy: the last
+   one closes and frees it. Like the handles themselves, not thread-safe:
+   call it on the thread that uses them (a worker's job thread, on its
+   first job). */
+oq_effects_t *oq_effects_shared(const char *conninfo, oq_txn_isolation_t isolation,
+                                const char *application_name);
+
+/* Close the connection if open, free, and set *self_p to NULL. A shared
+   handle (oq_effects_shared) is only let go of by this user: it is closed
+   and freed when its last user destroys it. */
 void oq_effects_destroy(oq_effects_t **self_p);
 
 /* Bound the statements of the job about to run by its timeout (as
