@@ -29,6 +29,15 @@
     the first start), so that a worker's late ack after a broker restart
     still counts; with --no-journal it is random per start.
 
+    Authentication. With --keys both sockets are CURVE servers and the ZAP
+    handler (auth.h) answers handshakes in this loop: a known key gets in,
+    and libzmq stamps each of its messages with the key as User-Id. Every
+    message is judged at once by the keys in force now (keystore.h) and the
+    command -> roles table (roles.h), so a key revoked by SIGHUP is refused
+    from its next message on; a refused command is answered "forbidden".
+    The first message of a connection also binds it to its role for the
+    per-role connection limits (peers.h).
+
     Disk errors. While the journal cannot write, dispatches are refused with
     "unavailable" (naming the OS error), replies waiting in the outbox are
     answered "unavailable" at once (their records are not durable), and
@@ -50,18 +59,25 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conns.h"
 #include "dedupe.h"
+#include "keystore.h"
+#include "onceq/flags.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/proto.h"
 #include "outbox.h"
+#include "peers.h"
 #include "replay.h"
+#include "roles.h"
 #include "siphash.h"
 #include "stats.h"
+#include "throttle.h"
 
 #define S_MAX_IDENTITY 255
-#define S_POLL_ITEMS   5 /* front, back, a compaction's child while one runs, 2 monitors */
+/* front, back, a compaction's child while one runs, 2 monitors, the ZAP handler */
+#define S_POLL_ITEMS 6
 
 struct oq_broker {
     oq_broker_config_t config;
@@ -76,9 +92,14 @@ struct oq_broker {
     uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* the journal's, or random */
     uint64_t dedupe_hits;
     oq_outbox_t *outbox;
-    oq_conns_t *conns;   /* connections against the open-file limit; NULL if unwatched */
-    bool paused;         /* deliveries paused: too many records wait for the disk */
-    msgpack_sbuffer out; /* reused encoding buffer */
+    oq_conns_t *conns;            /* connections against the open-file limit; NULL if unwatched */
+    oq_keystore_t *keys;          /* allowed keys; NULL: plaintext (--insecure) */
+    oq_auth_t *auth;              /* the ZAP handler, with keys */
+    oq_peers_t *peers;            /* connections per role, with keys and conns */
+    oq_throttle_t *forbidden_log; /* a refused command is logged once a minute per key */
+    uint64_t forbidden;           /* commands refused for the sender's key or role */
+    bool paused;                  /* deliveries paused: too many records wait for the disk */
+    msgpack_sbuffer out;          /* reused encoding buffer */
     int64_t started_ms;
     int64_t next_heartbeat_ms;
 };
@@ -110,14 +131,20 @@ typedef struct {
 } s_envelope_t;
 
 static volatile sig_atomic_t s_stop = 0;
+static volatile sig_atomic_t s_reload = 0;
 
 static void s_on_signal(int sig)
 {
-    (void)sig;
-    s_stop = 1;
+    if (sig == SIGHUP)
+        s_reload = 1;
+    else
+        s_stop = 1;
 }
 
-static void *s_bind(void *ctx, const char *endpoint, char *reason, size_t reason_len)
+/* A ROUTER socket bound to endpoint; a CURVE server with the broker's
+   pair if keys is not NULL, its handshakes sent to ZAP as domain. */
+static void *s_bind(void *ctx, const char *endpoint, const oq_keystore_t *keys, const char *domain,
+                    char *reason, size_t reason_len)
 {
     void *sock = zmq_socket(ctx, ZMQ_ROUTER);
     int one = 1, zero = 0;
@@ -127,6 +154,13 @@ static void *s_bind(void *ctx, const char *endpoint, char *reason, size_t reason
     zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+    if (keys) {
+        const char *secret = oq_keystore_broker(keys)->secret_z85;
+        if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) < 0 ||
+            zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, secret, OQ_KEY_Z85_LEN) < 0 ||
+            zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) < 0)
+            goto fail;
+    }
     if (zmq_bind(sock, endpoint) < 0)
         goto fail;
     return sock;
@@ -226,6 +260,75 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
+/* Plaintext only when asked for, and then only on this machine unless
+   asked for that too. */
+static int s_check_security(const oq_broker_config_t *c, char *reason, size_t reason_len)
+{
+    if (c->keys_dir)
+        return 0;
+    if (!c->insecure) {
+        snprintf(reason, reason_len,
+                 "no keys: give --keys DIR (make them with `onceq keygen`, docs/operations.md), "
+                 "or --insecure to run without authentication or encryption on this machine");
+        return -1;
+    }
+    const char *endpoints[] = {c->front_endpoint, c->back_endpoint};
+    for (int i = 0; i < 2 && !c->insecure_remote; i++) {
+        if (!oq_flags_endpoint_local(endpoints[i])) {
+            snprintf(reason, reason_len,
+                     "--insecure binds only loopback addresses and ipc:// endpoints, and %s is "
+                     "neither: use --keys DIR, or add --insecure-remote to let anyone who can "
+                     "reach it send and read jobs",
+                     endpoints[i]);
+            return -1;
+        }
+    }
+    oq_warn("running --insecure%s: no authentication and no encryption; any process that can "
+            "reach %s and %s can dispatch, read and complete jobs",
+            c->insecure_remote ? " --insecure-remote" : "", c->front_endpoint, c->back_endpoint);
+    return 0;
+}
+
+static void s_log_keys(const oq_keystore_t *keys, const char *dir, const char *what)
+{
+    oq_info("keys %s from %s: %zu producer(s), %zu worker(s), %zu admin(s); broker key %s", what,
+            dir, oq_keystore_count(keys, OQ_ROLE_PRODUCER), oq_keystore_count(keys, OQ_ROLE_WORKER),
+            oq_keystore_count(keys, OQ_ROLE_ADMIN), oq_keystore_broker(keys)->public_z85);
+    if (!oq_keystore_count(keys, OQ_ROLE_PRODUCER) && !oq_keystore_count(keys, OQ_ROLE_WORKER) &&
+        !oq_keystore_count(keys, OQ_ROLE_ADMIN))
+        oq_warn("no public keys in %s/producers, %s/workers or %s/admins: every peer is refused",
+                dir, dir, dir);
+}
+
+/* With --keys: read them and start the ZAP handler, which must be bound
+   before the sockets it guards. */
+static int s_auth_start(oq_broker_t *self, char *reason, size_t reason_len)
+{
+    const char *dir = self->config.keys_dir;
+    if (!dir)
+        return 0;
+    char why[1024];
+    self->keys = oq_keystore_load(dir, why, sizeof why);
+    if (!self->keys) {
+        snprintf(reason, reason_len, "cannot read the keys in %s: %s", dir, why);
+        return -1;
+    }
+    s_log_keys(self->keys, dir, "read");
+    self->forbidden_log = oq_throttle_new(OQ_AUTH_LOG_KEYS, OQ_AUTH_LOG_INTERVAL_MS);
+    if (!self->forbidden_log) {
+        snprintf(reason, reason_len, "out of memory");
+        return -1;
+    }
+    self->auth = oq_auth_new(self->ctx, self->keys, self->clock, reason, reason_len);
+    return self->auth ? 0 : -1;
+}
+
+/* conns.h: a descriptor opened or closed; its binding is stale. */
+static void s_forget_fd(void *ctx, int fd)
+{
+    oq_peers_forget(ctx, fd);
+}
+
 oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *clock, char *reason,
                            size_t reason_len)
 {
@@ -246,7 +349,8 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
-    if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0) {
+    if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0 ||
+        s_check_security(config, reason, reason_len) < 0) {
         oq_broker_destroy(&self);
         return NULL;
     }
@@ -276,16 +380,36 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         return NULL;
     }
     oq_engine_set_lease_key(self->engine, lease_key);
-    if (!(self->front = s_bind(self->ctx, config->front_endpoint, reason, reason_len)) ||
-        !(self->back = s_bind(self->ctx, config->back_endpoint, reason, reason_len))) {
+    if (s_auth_start(self, reason, reason_len) < 0 ||
+        !(self->front =
+              s_bind(self->ctx, config->front_endpoint, self->keys, "front", reason, reason_len)) ||
+        !(self->back =
+              s_bind(self->ctx, config->back_endpoint, self->keys, "back", reason, reason_len))) {
         oq_broker_destroy(&self);
         return NULL;
     }
     void *const listening[] = {self->front, self->back};
-    self->conns = oq_conns_new(self->ctx, listening, 2, 0);
+    self->conns = oq_conns_new(self->ctx, listening, 2, config->max_conns);
     if (!self->conns)
         oq_warn("connections are not counted: new peers are not refused before the open-file "
                 "limit");
+    if (self->keys && self->conns) {
+        size_t max[OQ_ROLE_COUNT_] = {0};
+        max[OQ_ROLE_PRODUCER] = config->max_producers;
+        max[OQ_ROLE_WORKER] = config->max_workers;
+        max[OQ_ROLE_ADMIN] = config->max_admins;
+        self->peers = oq_peers_new(max);
+        if (!self->peers) {
+            snprintf(reason, reason_len, "out of memory");
+            oq_broker_destroy(&self);
+            return NULL;
+        }
+        oq_conns_watch(self->conns, s_forget_fd, self->peers);
+        oq_auth_set_peers(self->auth, self->peers);
+    } else if (self->keys) {
+        oq_warn("connections per role are not counted: --max-producers, --max-workers and "
+                "--max-admins do not apply");
+    }
     self->started_ms = oq_clock_now_ms(clock);
     self->next_heartbeat_ms = self->started_ms + config->heartbeat_ms;
     return self;
@@ -302,6 +426,10 @@ void oq_broker_destroy(oq_broker_t **self_p)
         zmq_close(self->front);
     if (self->back)
         zmq_close(self->back);
+    oq_auth_destroy(&self->auth);
+    oq_peers_destroy(&self->peers);
+    oq_keystore_destroy(&self->keys);
+    oq_throttle_destroy(&self->forbidden_log);
     if (self->ctx)
         zmq_ctx_term(self->ctx);
     oq_compact_destroy(&self->compact);
@@ -620,8 +748,22 @@ static void s_stats(oq_broker_t *self, int64_t req)
         j.compactions = oq_compact_count(self->compact);
         j.error = oq_journal_error(self->journal);
     }
+    oq_stats_auth_t a = {.curve = self->keys != NULL, .forbidden = self->forbidden};
+    if (self->auth) {
+        a.handshakes = oq_auth_accepted(self->auth);
+        a.unknown_keys = oq_auth_refused_unknown(self->auth);
+    }
+    for (int role = OQ_ROLE_NONE + 1; self->keys && role < OQ_ROLE_COUNT_; role++) {
+        a.keys[role] = oq_keystore_count(self->keys, (oq_role_t)role);
+        if (self->peers) {
+            a.connected[role] = oq_peers_count(self->peers, (oq_role_t)role);
+            a.max[role] = oq_peers_max(self->peers, (oq_role_t)role);
+            /* At the handshake or at the first message. */
+            a.refused_full += oq_peers_refused(self->peers, (oq_role_t)role);
+        }
+    }
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
-                    &j);
+                    &j, &a);
 }
 
 /* The review store's commands (docs/protocol.md, "review"). */
@@ -811,9 +953,71 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
            cmd == OQ_CMD_STATUS;
 }
 
+/* ---- who may send what -------------------------------------------------------- */
+
+/* The role of a message's sender: the role of the key libzmq put in its
+   User-Id, in the keys in force now. *key gets the key. */
+static oq_role_t s_sender_role(const oq_broker_t *self, zmq_msg_t *body, uint8_t key[OQ_KEY_BYTES],
+                               const char **name)
+{
+    const char *user = zmq_msg_gets(body, "User-Id");
+    *name = "";
+    if (!user || oq_keys_decode(user, key) < 0)
+        return OQ_ROLE_NONE;
+    return oq_keystore_role(self->keys, key, name);
+}
+
+/* The first message of a connection binds it to its role; one that would
+   take the role past its limit is shut down. false if it was. */
+static bool s_admit(oq_broker_t *self, zmq_msg_t *body, oq_side_t side, oq_role_t role,
+                    const uint8_t key[OQ_KEY_BYTES], const s_envelope_t *env)
+{
+    int fd = self->peers ? zmq_msg_get(body, ZMQ_SRCFD) : -1;
+    if (fd < 0 ||
+        oq_peers_bind(self->peers, fd, side, role, key, env->identity, env->identity_len) == 0)
+        return true;
+    oq_peers_refusing(self->peers, role);
+    oq_conns_shutdown(self->conns, fd);
+    return false;
+}
+
+/* Answer "forbidden", count it, and say so in the log once a minute per key. */
+static void s_forbid(oq_broker_t *self, void *sock, const s_envelope_t *env, int64_t req,
+                     const uint8_t key[OQ_KEY_BYTES], const char *text)
+{
+    self->forbidden++;
+    if (oq_throttle_allow(self->forbidden_log, key, OQ_KEY_BYTES, oq_clock_now_ms(self->clock))) {
+        char z85[OQ_KEY_Z85_LEN + 1], more[96] = "";
+        oq_keys_encode(key, z85);
+        uint64_t quiet = oq_throttle_take_suppressed(self->forbidden_log);
+        if (quiet)
+            snprintf(more, sizeof more, "; %llu other refusals not logged since the last line",
+                     (unsigned long long)quiet);
+        oq_warn("forbidden on the %s socket: %s (key %s; logged once a minute per key%s)",
+                sock == self->front ? "front" : "back", text, z85, more);
+    }
+    s_reply_error(self, sock, env, req, OQ_ERR_FORBIDDEN, text);
+}
+
+/* A message from a key that lost its role: refused, and a worker of that
+   key is dropped now (its leases go back) instead of at its silence. */
+static void s_revoked(oq_broker_t *self, void *sock, const s_envelope_t *env, int64_t req,
+                      const uint8_t key[OQ_KEY_BYTES])
+{
+    if (sock == self->back) {
+        oq_worker_t *w = oq_engine_worker_find(self->engine, env->identity, env->identity_len);
+        if (w)
+            oq_engine_worker_remove(self->engine, &w, "key revoked");
+    }
+    s_forbid(self, sock, env, req, key,
+             "this key is not allowed (any more): it is in none of the broker's key "
+             "directories");
+}
+
 /* Read and handle up to one batch of messages from sock. */
 static void s_drain_socket(oq_broker_t *self, void *sock)
 {
+    oq_side_t side = sock == self->front ? OQ_SIDE_FRONT : OQ_SIDE_BACK;
     for (int n = 0; n < OQ_BROKER_BATCH_MSGS; n++) {
         s_envelope_t env;
         zmq_msg_t body;
@@ -827,17 +1031,34 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
             zmq_msg_close(&body);
             continue;
         }
+        uint8_t key[OQ_KEY_BYTES] = {0};
+        const char *key_name = "";
+        oq_role_t role = OQ_ROLE_NONE;
+        if (self->keys) {
+            role = s_sender_role(self, &body, key, &key_name);
+            if (role != OQ_ROLE_NONE && !s_admit(self, &body, side, role, key, &env)) {
+                zmq_msg_close(&body);
+                continue;
+            }
+        }
         oq_msg_t msg;
         oq_err_t code;
         char reason[256];
         int rc = oq_proto_decode(&msg, zmq_msg_data(&body), zmq_msg_size(&body), &code, reason,
                                  sizeof reason);
         int64_t req = msg.has_req ? (int64_t)msg.req : -1;
-        if (msg.cmd != OQ_CMD_UNKNOWN && !s_valid_on(self, sock, msg.cmd)) {
+        if (self->keys && role == OQ_ROLE_NONE) {
+            s_revoked(self, sock, &env, req, key);
+        } else if (msg.cmd != OQ_CMD_UNKNOWN && !s_valid_on(self, sock, msg.cmd)) {
             /* The command is the first thing wrong, whatever its fields. */
             snprintf(reason, sizeof reason, "command \"%s\" is not valid on the %s socket",
                      oq_proto_cmd_name(msg.cmd), sock == self->front ? "front" : "back");
             s_reply_error(self, sock, &env, req, OQ_ERR_UNKNOWN_COMMAND, reason);
+        } else if (self->keys && msg.cmd != OQ_CMD_UNKNOWN &&
+                   !oq_roles_allow(role, side, msg.cmd)) {
+            snprintf(reason, sizeof reason, "a %s key (\"%s\") may not send \"%s\"",
+                     oq_role_name(role), key_name, oq_proto_cmd_name(msg.cmd));
+            s_forbid(self, sock, &env, req, key, reason);
         } else if (rc < 0) {
             s_reply_error(self, sock, &env, req, code, reason);
         } else if (sock == self->front) {
@@ -848,6 +1069,60 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         oq_proto_msg_release(&msg);
         zmq_msg_close(&body);
     }
+}
+
+/* ---- keys: SIGHUP ---------------------------------------------------------------- */
+
+typedef struct {
+    oq_broker_t *broker;
+    size_t lost; /* connections whose key lost the role they spoke with */
+} s_sweep_t;
+
+static void s_sweep_one(void *ctx, const oq_peer_view_t *peer)
+{
+    s_sweep_t *sweep = ctx;
+    oq_broker_t *self = sweep->broker;
+    if (oq_keystore_role(self->keys, peer->key, NULL) == peer->role)
+        return;
+    sweep->lost++;
+    if (peer->side != OQ_SIDE_BACK)
+        return;
+    oq_worker_t *w = oq_engine_worker_find(self->engine, peer->identity, peer->identity_len);
+    if (w)
+        oq_engine_worker_remove(self->engine, &w, "key revoked");
+}
+
+int oq_broker_reload_keys(oq_broker_t *self)
+{
+    const char *dir = self->config.keys_dir;
+    if (!self->keys) {
+        oq_info("no keys to read again: running --insecure");
+        return 0;
+    }
+    char why[1024];
+    oq_keystore_t *fresh = oq_keystore_load(dir, why, sizeof why);
+    if (!fresh) {
+        oq_error("keys not read again, the ones in force stay: %s", why);
+        return -1;
+    }
+    if (strcmp(oq_keystore_broker(fresh)->public_z85, oq_keystore_broker(self->keys)->public_z85))
+        oq_warn("%s/%s%s holds a new pair: the sockets keep the broker's key %s until a restart",
+                dir, OQ_KEY_BROKER_NAME, OQ_KEY_SECRET_EXT,
+                oq_keystore_broker(self->keys)->public_z85);
+    oq_keystore_t *old = self->keys;
+    self->keys = fresh;
+    oq_auth_set_store(self->auth, fresh);
+    oq_keystore_destroy(&old);
+    s_log_keys(fresh, dir, "read again");
+    if (self->peers) {
+        s_sweep_t sweep = {self, 0};
+        oq_peers_each(self->peers, s_sweep_one, &sweep);
+        if (sweep.lost)
+            oq_info("%zu connected peer(s) lost their role: their commands are refused from now "
+                    "on",
+                    sweep.lost);
+    }
+    return 0;
 }
 
 /* ---- deliveries and heartbeats ------------------------------------------------------ */
@@ -1000,8 +1275,14 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
     if (self->conns) {
         void *const *pollers = oq_conns_pollers(self->conns, &monitors);
         monitors_at = count;
-        for (size_t i = 0; i < monitors && count < S_POLL_ITEMS; i++)
+        for (size_t i = 0; i < monitors && count < S_POLL_ITEMS - 1; i++)
             items[count++] = (zmq_pollitem_t){pollers[i], 0, ZMQ_POLLIN, 0};
+    }
+    int monitors_end = count;
+    int auth_at = -1;
+    if (self->auth) {
+        auth_at = count;
+        items[count++] = (zmq_pollitem_t){oq_auth_socket(self->auth), 0, ZMQ_POLLIN, 0};
     }
     if (zmq_poll(items, count, timeout_ms) < 0) {
         if (zmq_errno() == EINTR)
@@ -1009,17 +1290,22 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
         oq_error("poll failed: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
+    /* Closes first: a descriptor closed and reused is forgotten before the
+       new connection's first message binds it, and a role's room seen by
+       the handshakes below is up to date. */
+    bool monitor_events = false;
+    for (int i = monitors_at; i >= 0 && i < monitors_end; i++)
+        monitor_events |= (items[i].revents & ZMQ_POLLIN) != 0;
+    if (monitor_events)
+        oq_conns_poll(self->conns);
+    if (auth_at >= 0 && (items[auth_at].revents & ZMQ_POLLIN))
+        oq_auth_poll(self->auth, OQ_BROKER_BATCH_MSGS);
     if (items[1].revents & ZMQ_POLLIN)
         s_drain_socket(self, self->back);
     if (items[0].revents & ZMQ_POLLIN)
         s_drain_socket(self, self->front);
     if (compact_at >= 0 && (items[compact_at].revents & ZMQ_POLLIN))
         oq_compact_poll(self->compact);
-    bool monitor_events = false;
-    for (int i = monitors_at; i >= 0 && i < count; i++)
-        monitor_events |= (items[i].revents & ZMQ_POLLIN) != 0;
-    if (monitor_events)
-        oq_conns_poll(self->conns);
     oq_engine_tick(self->engine);
     int64_t now = oq_clock_now_ms(self->clock);
     if (now >= self->next_heartbeat_ms) {
@@ -1054,13 +1340,20 @@ int oq_broker_run(oq_broker_t *self)
     sa.sa_handler = s_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    oq_info("serving: front %s, back %s, heartbeat %d ms x %d", self->config.front_endpoint,
-            self->config.back_endpoint, self->config.heartbeat_ms, self->config.liveness);
+    oq_info("serving: front %s, back %s, heartbeat %d ms x %d, %s", self->config.front_endpoint,
+            self->config.back_endpoint, self->config.heartbeat_ms, self->config.liveness,
+            self->keys ? "CURVE" : "PLAINTEXT (--insecure)");
     int rc = 0;
-    while (!s_stop && rc == 0)
+    while (!s_stop && rc == 0) {
+        if (s_reload) {
+            s_reload = 0;
+            oq_broker_reload_keys(self);
+        }
         rc = oq_broker_turn(self, s_timeout_ms(self));
+    }
     if (self->journal && oq_journal_sync(self->journal) < 0)
         oq_error("stopping with journal records not durable: %s", oq_journal_error(self->journal));
     if (self->journal)

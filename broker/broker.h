@@ -36,6 +36,17 @@ typedef struct {
     size_t dedupe_max;               /* dispatch ids remembered at most (a power of two) */
     const oq_broker_queue_t *queues; /* applied before the journal is replayed */
     size_t queue_count;
+    /* Authentication (docs/operations.md). With keys_dir both sockets speak
+       CURVE, and every peer's key must be allowed for its commands' role.
+       Without it the broker starts only with insecure, and binds only
+       loopback or ipc endpoints unless insecure_remote is set too. */
+    const char *keys_dir;
+    bool insecure;
+    bool insecure_remote;
+    size_t max_conns;     /* connections at most, both sockets; 0: the open-file limit's */
+    size_t max_producers; /* connections of each role at most (with keys) */
+    size_t max_workers;
+    size_t max_admins;
 } oq_broker_config_t;
 
 /* The defaults from onceq/limits.h (journal in OQ_DEFAULT_DATA_DIR). */
@@ -55,12 +66,18 @@ void oq_broker_destroy(oq_broker_t **self_p);
 /* The engine, for configuring queues before oq_broker_run. Borrowed. */
 oq_engine_t *oq_broker_engine(oq_broker_t *self);
 
-/* Serve until SIGINT or SIGTERM. Returns 0 on a clean stop, -1 on a fatal
-   socket error. */
+/* Serve until SIGINT or SIGTERM; SIGHUP reads the keys again. Returns 0 on
+   a clean stop, -1 on a fatal socket error. */
 int oq_broker_run(oq_broker_t *self);
 
 /* One loop turn with a poll of at most timeout_ms, for tests that drive
    the broker without its signal handling. 0, or -1 on a fatal error. */
 int oq_broker_turn(oq_broker_t *self, long timeout_ms);
+
+/* Read the keys directory again (what SIGHUP does): new handshakes and
+   every further message are judged by the new keys; a worker whose key
+   lost its role is dropped and its leases given back. A directory that
+   does not load leaves the keys in force. 0, or -1 (logged). */
+int oq_broker_reload_keys(oq_broker_t *self);
 
 #endif

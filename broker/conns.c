@@ -38,6 +38,8 @@ struct oq_conns {
     bool accept_failed;            /* an accept failed in this episode: logged */
     unsigned long long refused;
     unsigned long long failed_accepts;
+    void (*watch)(void *ctx, int fd); /* told of every accept and close */
+    void *watch_ctx;
 };
 
 /* Descriptors open in this process now. */
@@ -128,6 +130,8 @@ static void s_refuse(oq_conns_t *self, int fd)
 
 static void s_event(oq_conns_t *self, uint16_t event, uint32_t value)
 {
+    if (self->watch && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
+        self->watch(self->watch_ctx, (int)value);
     switch (event) {
     case ZMQ_EVENT_ACCEPTED:
         self->open++;
@@ -214,4 +218,19 @@ bool oq_conns_room(const oq_conns_t *self)
 unsigned long long oq_conns_refused(const oq_conns_t *self)
 {
     return self->refused;
+}
+
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx)
+{
+    self->watch = fn;
+    self->watch_ctx = ctx;
+}
+
+void oq_conns_shutdown(oq_conns_t *self, int fd)
+{
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    (void)self;
+    if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0)
+        shutdown(fd, SHUT_RDWR);
 }

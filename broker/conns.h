@@ -10,8 +10,8 @@
     so the listener never meets EMFILE; connected peers are served as usual.
     Hitting the cap is logged once, and so is getting below it again.
 
-    A limiter that knows roles (ZAP) asks oq_conns_room before admitting a
-    peer, and can read the count and the cap for its own limits. */
+    The per-role limits (peers.h) learn from here when a descriptor opens
+    or closes (oq_conns_watch), and refuse a connection through here. */
 #ifndef ONCEQ_CONNS_H
 #define ONCEQ_CONNS_H
 
@@ -47,5 +47,15 @@ bool oq_conns_room(const oq_conns_t *self);
 
 /* Peers shut down for want of room, since start. */
 unsigned long long oq_conns_refused(const oq_conns_t *self);
+
+/* Call fn(ctx, fd) for every descriptor accepted or closed from now on,
+   as the events are read: whatever was known about a connection on fd is
+   stale. One watcher; NULL stops watching. */
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx);
+
+/* Shut down the connection on fd (if fd is still a connected socket):
+   libzmq sees it end and closes it. For a peer refused after it was
+   accepted (a role over its limit). */
+void oq_conns_shutdown(oq_conns_t *self, int fd);
 
 #endif

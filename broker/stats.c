@@ -13,6 +13,8 @@
 #define S_TYPE_FIELDS    8
 #define S_JOURNAL_FIELDS 12
 #define S_BROKER_FIELDS  10
+#define S_AUTH_FIELDS    8
+#define S_ROLES          3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS 4
 
 static void s_key(msgpack_packer *pk, const char *key)
@@ -69,12 +71,41 @@ static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
     oq_proto_pack_cstr(pk, w->status_error);
 }
 
+/* {producers, workers, admins} from an array indexed by role. */
+static void s_pack_roles(msgpack_packer *pk, const char *key, const size_t by_role[4])
+{
+    static const char *const names[S_ROLES] = {"producers", "workers", "admins"};
+    s_key(pk, key);
+    msgpack_pack_map(pk, S_ROLES);
+    for (int i = 0; i < S_ROLES; i++)
+        s_kv_u64(pk, names[i], by_role[i + 1]);
+}
+
+static void s_pack_auth(msgpack_packer *pk, const oq_stats_auth_t *auth)
+{
+    s_key(pk, "auth");
+    msgpack_pack_map(pk, S_AUTH_FIELDS);
+    s_key(pk, "curve");
+    if (auth->curve)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    s_kv_u64(pk, "handshakes", auth->handshakes);
+    s_kv_u64(pk, "unknown_keys", auth->unknown_keys);
+    s_kv_u64(pk, "refused_full", auth->refused_full);
+    s_kv_u64(pk, "forbidden", auth->forbidden);
+    s_pack_roles(pk, "keys", auth->keys);
+    s_pack_roles(pk, "connected", auth->connected);
+    s_pack_roles(pk, "max", auth->max);
+}
+
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
-                     const oq_stats_journal_t *journal)
+                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 5);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 6);
+    s_pack_auth(&pk, auth);
 
     s_key(&pk, "journal");
     msgpack_pack_map(&pk, S_JOURNAL_FIELDS);

@@ -21,9 +21,20 @@ typedef struct {
     uint64_t dispatch_ids, dedupe_hits, dedupe_evicted;
 } oq_stats_journal_t;
 
+/* The numbers of the "auth" map: keys, handshakes, refusals, and the
+   connections of each role (indexed by oq_role_t; [0] unused). */
+typedef struct {
+    bool curve;            /* false: plaintext (--insecure) */
+    uint64_t handshakes;   /* accepted */
+    uint64_t unknown_keys; /* handshakes refused: key not allowed */
+    uint64_t refused_full; /* handshakes or connections refused: role at its limit */
+    uint64_t forbidden;    /* commands refused for the sender's key or role */
+    size_t keys[4], connected[4], max[4];
+} oq_stats_auth_t;
+
 /* Append a "stats" reply for request req to buf. */
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
-                     const oq_stats_journal_t *journal);
+                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

@@ -18,6 +18,11 @@
 #
 # ONCEQ_DATABASE_URL points the demo at an existing server instead of the
 # local cluster (its point tables are emptied first).
+#
+# Everything speaks CURVE, as in production: the demo makes the broker's key
+# pair and an admin and a worker key in its run directory (onceq keygen), and
+# exports ONCEQ_KEY, ONCEQ_WORKER_KEY and ONCEQ_BROKER_KEY for the onceq tool
+# and the workers.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -64,6 +69,17 @@ fi
 sql() { psql "$ONCEQ_DATABASE_URL" -qAtX -c "$1"; }
 sql "TRUNCATE point_grants, point_balances"
 
+echo "== making keys in $run/keys (broker, an admin, a worker)"
+onceq keygen --dir "$run/keys" broker >/dev/null 2>&1
+onceq keygen --dir "$run/client-keys" demo-admin >/dev/null 2>&1
+onceq keygen --dir "$run/client-keys" demo-worker >/dev/null 2>&1
+mkdir -p "$run/keys/admins" "$run/keys/workers"
+mv "$run/client-keys/demo-admin.key" "$run/keys/admins/"
+mv "$run/client-keys/demo-worker.key" "$run/keys/workers/"
+export ONCEQ_KEY=$run/client-keys/demo-admin.key_secret
+export ONCEQ_WORKER_KEY=$run/client-keys/demo-worker.key_secret
+export ONCEQ_BROKER_KEY=$run/keys/broker.key
+
 echo "== registering $customers customers"
 for c in $(seq "$customers"); do onceq customer add "$c" >/dev/null; done
 
@@ -73,7 +89,7 @@ for _ in $(seq 20); do
   export ONCEQ_BROKER=tcp://127.0.0.1:$port
   back=tcp://127.0.0.1:$((port + 1))
   onceq-broker --front "$ONCEQ_BROKER" --back "$back" --heartbeat-ms 250 --data-dir "$run/data" \
-    >"$run/broker.log" 2>&1 &
+    --keys "$run/keys" >"$run/broker.log" 2>&1 &
   broker=$!
   sleep 0.3
   if kill -0 "$broker" 2>/dev/null && onceq ping >/dev/null 2>&1; then break; fi
@@ -82,7 +98,7 @@ for _ in $(seq 20); do
 done
 [ -n "$broker" ] || { echo "demo: could not start the broker"; cat "$run/broker.log"; exit 1; }
 pids+=("$broker")
-echo "== broker on $ONCEQ_BROKER (workers on $back); logs in $run"
+echo "== broker on $ONCEQ_BROKER (workers on $back), CURVE; logs in $run"
 
 # onceq-test-worker: onceq-worker plus the test hooks that let a few orders
 # SIGKILL their worker between COMMIT and ack (docs/points.md, "Test hooks").

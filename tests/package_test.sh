@@ -6,12 +6,15 @@
 #     .deb), the files this test expects, the dependencies dpkg-shlibdeps
 #     found;
 #   - `dpkg -i`: the onceq system user, /var/lib/onceq and /etc/onceq exist,
+#     the broker's CURVE pair in /etc/onceq/keys (0600, the onceq user's),
 #     every file of `dpkg -L onceq` is there, the libraries are in the linker
 #     cache, pkg-config and man find theirs, and the installed units pass
 #     `systemd-analyze verify`;
 #   - runs the broker and a worker from /usr/bin as the onceq user, each with
-#     its unit's ExecStart and configured the way the units are, by
-#     ONCEQ_* lines in /etc/onceq/broker.env and /etc/onceq/worker-POOL.env
+#     its unit's ExecStart and configured the way the units are, by its
+#     Environment= and the ONCEQ_* lines in /etc/onceq/broker.env and
+#     /etc/onceq/worker-POOL.env, speaking CURVE (an admin key for the tool
+#     and a worker key for the pool made with the installed `onceq keygen`)
 #     (no systemctl: systemd need not be running), against a temporary
 #     PostgreSQL cluster started with the installed pg.sh on a loopback port,
 #     migrated with the installed `onceq db migrate`;
@@ -225,6 +228,14 @@ IFS=: read -r _ _ uid _ _ home shell <<<"$entry"
 case "$shell" in */nologin | */false) ;; *) fail "the onceq user can log in ($shell)" ;; esac
 [ "$(stat -c %U /var/lib/onceq)" = onceq ] || fail "/var/lib/onceq is not owned by onceq"
 [ -d /etc/onceq ] || fail "no /etc/onceq after dpkg -i"
+keys=/etc/onceq/keys
+[ -f "$keys/broker.key_secret" ] && [ -f "$keys/broker.key" ] ||
+  fail "dpkg -i made no broker key pair in $keys"
+[ "$(stat -c '%U %a' "$keys/broker.key_secret")" = "onceq 600" ] ||
+  fail "$keys/broker.key_secret is $(stat -c '%U %a' "$keys/broker.key_secret"), not onceq 600"
+for role in producers workers admins; do
+  [ -d "$keys/$role" ] || fail "dpkg -i made no $keys/$role"
+done
 
 for f in "${expected[@]}"; do
   [ -e "$f" ] || fail "$f is not installed"
@@ -273,6 +284,17 @@ db_url="postgresql:///onceq?host=$work/pg&port=$pg_port&user=onceq"
   fail "onceq db migrate"
 grep -q '^applied 0001_points' "$work/migrate.log" && grep -q '^applied 0002_once' "$work/migrate.log" ||
   fail "onceq db migrate did not apply the installed migrations: $(cat "$work/migrate.log")"
+# CURVE: an admin key for the tool, a worker key for the pool (readable by
+# the onceq user the worker runs as), allowed in the broker's directories.
+/usr/bin/onceq keygen --dir "$work/keys" admin >"$work/keygen.log" 2>&1 || fail "onceq keygen admin"
+/usr/bin/onceq keygen --dir /etc/onceq/pool-keys "$pool" >>"$work/keygen.log" 2>&1 ||
+  fail "onceq keygen $pool"
+chown onceq:onceq "/etc/onceq/pool-keys/$pool.key_secret"
+cp "$work/keys/admin.key" "$keys/admins/"
+cp "/etc/onceq/pool-keys/$pool.key" "$keys/workers/"
+if [ -z "${ONCEQ_PACKAGE_TEST_CLIENT_FLAGS:-}" ]; then
+  client_flags=(--key "$work/keys/admin.key_secret" --broker-key "$keys/broker.key")
+fi
 onceq_tool() { /usr/bin/onceq "${client_flags[@]}" "$@"; }
 onceq_tool customer add 42 --database "$db_url" >>"$work/migrate.log" 2>&1 || fail "onceq customer add 42"
 
@@ -283,16 +305,20 @@ back=tcp://127.0.0.1:$(free_port)
 printf 'ONCEQ_FRONT=%s\nONCEQ_BACK=%s\n' "$front" "$back" >/etc/onceq/broker.env
 printf 'ONCEQ_WORKER_BROKER=%s\nONCEQ_DATABASE_URL=%s\nONCEQ_WORKER_NAME=%s\n' \
   "$back" "$db_url" "$pool" >"/etc/onceq/worker-$pool.env"
+printf 'ONCEQ_WORKER_KEY=%s\nONCEQ_BROKER_KEY=%s\n' "/etc/onceq/pool-keys/$pool.key_secret" \
+  "$keys/broker.key" >>"/etc/onceq/worker-$pool.env"
 
-# What systemd would do with the unit: its ExecStart, as its User, with the
-# ONCEQ_* lines of its EnvironmentFiles, and for the broker its
-# StateDirectory. setpriv execs, so $! is the process itself.
+# What systemd would do with the unit: its ExecStart, as its User, with its
+# Environment= and then the ONCEQ_* lines of its EnvironmentFiles (which
+# win), and for the broker its StateDirectory. setpriv execs, so $! is the
+# process itself.
 run_unit() {
   local unit=$1 log=$2 instance=${3:-}
   shift 3
   local file=$units/$unit
   local cmd env=() f specifier=%i
   read -r -a cmd <<<"$(sed -n 's/^ExecStart=//p' "$file")"
+  while IFS= read -r line; do env+=("$line"); done < <(sed -n 's/^Environment=\(ONCEQ_[A-Z0-9_]*=.*\)/\1/p' "$file")
   while IFS= read -r f; do
     f=${f#-}
     f=${f//"$specifier"/$instance}

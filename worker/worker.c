@@ -49,13 +49,28 @@ static int64_t s_now(const s_worker_t *self)
     return oq_clock_now_ms(self->clock);
 }
 
+/* With CURVE: the broker's key and our pair on a socket not yet connected. */
+static int s_curve(const s_worker_t *self)
+{
+    const oq_worker_config_t *c = self->config;
+    if (!c->curve)
+        return 0;
+    return zmq_setsockopt(self->socket, ZMQ_CURVE_SERVERKEY, c->broker_key, OQ_KEY_Z85_LEN) ||
+                   zmq_setsockopt(self->socket, ZMQ_CURVE_PUBLICKEY, c->pair.public_z85,
+                                  OQ_KEY_Z85_LEN) ||
+                   zmq_setsockopt(self->socket, ZMQ_CURVE_SECRETKEY, c->pair.secret_z85,
+                                  OQ_KEY_Z85_LEN)
+               ? -1
+               : 0;
+}
+
 static void s_open(s_worker_t *self)
 {
     assert(!self->socket);
     int linger_ms = 0; /* a socket closed on a lost link drops what it held */
     self->socket = zmq_socket(self->ctx, ZMQ_DEALER);
     if (!self->socket || zmq_setsockopt(self->socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms) ||
-        zmq_connect(self->socket, self->config->endpoint) < 0) {
+        s_curve(self) < 0 || zmq_connect(self->socket, self->config->endpoint) < 0) {
         oq_error("cannot connect to %s: %s", self->config->endpoint, zmq_strerror(errno));
         if (self->socket)
             zmq_close(self->socket);
@@ -64,7 +79,8 @@ static void s_open(s_worker_t *self)
         self->status = OQ_EXIT_BROKEN;
         return;
     }
-    oq_info("connecting to %s", self->config->endpoint);
+    oq_info("connecting to %s%s", self->config->endpoint,
+            self->config->curve ? " (CURVE)" : " (plaintext)");
 }
 
 static void s_close(s_worker_t *self)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "onceq/keys.h"
 #include "onceq/limits.h"
 #include "onceq/worker.h"
 
@@ -22,6 +23,11 @@ typedef struct {
     /* The queues it serves, highest priority first; none: every queue. */
     char queues[OQ_MAX_WORKER_QUEUES][OQ_MAX_NAME_LEN + 1];
     size_t queue_count;
+    /* CURVE: with curve set, every socket to the broker uses the pair and
+       the broker's public key (docs/protocol.md §1); otherwise plaintext. */
+    bool curve;
+    oq_keypair_t pair;
+    char broker_key[OQ_KEY_Z85_LEN + 1];
 } oq_worker_config_t;
 
 /* Parse a comma-separated queue list ("high,default") into config->queues.

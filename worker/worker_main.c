@@ -56,6 +56,29 @@ static int s_parse_log_level(const char *value, void *dest, char *why, size_t wh
     return oq_log_parse_level(value, dest);
 }
 
+/* --key and --broker-key: both or neither; each file is read here, so a
+   bad one stops the worker before it starts. 0, or -1 after saying why. */
+static int s_load_keys(oq_worker_config_t *worker, const char *key, const char *broker_key)
+{
+    if (!key && !broker_key)
+        return 0;
+    if (!key || !broker_key) {
+        fprintf(stderr,
+                "%s: CURVE needs both --key (ONCEQ_WORKER_KEY) and --broker-key "
+                "(ONCEQ_BROKER_KEY); only %s is set\n",
+                s_program, key ? "--key" : "--broker-key");
+        return -1;
+    }
+    char why[1024];
+    if (oq_keys_load_pair(key, &worker->pair, why, sizeof why) < 0 ||
+        oq_keys_load_public(broker_key, worker->broker_key, why, sizeof why) < 0) {
+        fprintf(stderr, "%s: %s\n", s_program, why);
+        return -1;
+    }
+    worker->curve = true;
+    return 0;
+}
+
 /* The host name, if it is a valid worker name. */
 static const char *s_default_name(void)
 {
@@ -156,7 +179,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
                               .idle_release_ms = OQ_WORKER_IDLE_RELEASE_MS}};
     oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
     oq_log_level_t level = OQ_LOG_INFO;
-    const char *database = NULL;
+    const char *database = NULL, *key = NULL, *broker_key = NULL;
     int isolation = 0;
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
@@ -175,6 +198,21 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .def = OQ_DEFAULT_BACK_ENDPOINT,
          .dest = &run.worker.endpoint,
          .help = "the broker's worker socket, tcp://HOST:PORT or ipc://PATH"},
+        {.name = "key",
+         .env = "ONCEQ_WORKER_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &key,
+         .def_text = "none: plaintext, for a broker run --insecure",
+         .help = "this worker's secret key file, NAME.key_secret (onceq keygen): speak CURVE "
+                 "to the broker; its NAME.key must be in the broker's workers/ directory"},
+        {.name = "broker-key",
+         .env = "ONCEQ_BROKER_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &broker_key,
+         .def_text = "none",
+         .help = "the broker's public key file (broker.key), with --key"},
         {.name = "name",
          .env = "ONCEQ_WORKER_NAME",
          .kind = OQ_FLAG_CUSTOM,
@@ -291,6 +329,10 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     }
     if (stop_src == OQ_FLAG_SRC_ARG && supervisor.processes == 0) {
         fprintf(stderr, "%s: --stop-timeout applies only with --processes\n", s_program);
+        oq_registry_destroy(&registry);
+        return S_EXIT_USAGE;
+    }
+    if (s_load_keys(&run.worker, key, broker_key) < 0) {
         oq_registry_destroy(&registry);
         return S_EXIT_USAGE;
     }

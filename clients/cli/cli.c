@@ -25,6 +25,12 @@ int oq_cli_global_option(oq_cli_t *cli, int opt, const char *arg)
     case OQ_CLI_OPT_DATABASE:
         cli->database = arg;
         return 0;
+    case OQ_CLI_OPT_KEY:
+        cli->key = arg;
+        return 0;
+    case OQ_CLI_OPT_BROKER_KEY:
+        cli->broker_key = arg;
+        return 0;
     default:
         return -1;
     }
@@ -70,10 +76,23 @@ int oq_cli_connect(oq_cli_t *cli, oq_client_t **client)
                                       timeout_text, OQ_CLI_MAX_TIMEOUT_MS);
         cli->timeout = (int)ms;
     }
+    const char *key = oq_config_str(cli->key, OQ_CLI_ENV_KEY, NULL);
+    const char *broker_key = oq_config_str(cli->broker_key, OQ_CLI_ENV_BROKER_KEY, NULL);
+    if (!key != !broker_key)
+        return oq_cli_usage_error(cli,
+                                  "CURVE needs both --key (env %s) and --broker-key (env %s); "
+                                  "only %s is set",
+                                  OQ_CLI_ENV_KEY, OQ_CLI_ENV_BROKER_KEY,
+                                  key ? "the key" : "the broker key");
     *client = oq_client_new(cli->endpoint);
     if (!*client)
         return oq_cli_usage_error(cli, "cannot use broker endpoint '%s' (%s)", cli->endpoint,
                                   "expected e.g. tcp://127.0.0.1:7750");
+    if (key && oq_client_set_curve_files(*client, key, broker_key) < 0) {
+        int rc = oq_cli_usage_error(cli, "%s", oq_client_error(*client));
+        oq_client_destroy(client);
+        return rc;
+    }
     return OQ_CLI_EXIT_OK;
 }
 

@@ -1,5 +1,5 @@
 /*  cli.h: what the subcommands of the onceq tool share: the global options
-    (--broker, --timeout-ms, --database), the exit codes, connecting,
+    (--broker, --timeout-ms, --database, --key, --broker-key), the exit codes, connecting,
     reporting a failed request, and a few parsers and formatters. Each
     subcommand lives in its own cmd_*.c and returns an exit code; the
     database ones share cli_db.h too. */
@@ -25,6 +25,8 @@ enum {
 #define OQ_CLI_ENV_BROKER     "ONCEQ_BROKER"
 #define OQ_CLI_ENV_TIMEOUT_MS "ONCEQ_CLIENT_TIMEOUT_MS"
 #define OQ_CLI_ENV_DATABASE   "ONCEQ_DATABASE_URL"
+#define OQ_CLI_ENV_KEY        "ONCEQ_KEY"
+#define OQ_CLI_ENV_BROKER_KEY "ONCEQ_BROKER_KEY"
 /* Longest request timeout accepted: one hour. */
 #define OQ_CLI_MAX_TIMEOUT_MS (3600 * 1000)
 
@@ -33,6 +35,8 @@ enum {
     OQ_CLI_OPT_BROKER = 0x100,
     OQ_CLI_OPT_TIMEOUT_MS,
     OQ_CLI_OPT_DATABASE,
+    OQ_CLI_OPT_KEY,
+    OQ_CLI_OPT_BROKER_KEY,
     OQ_CLI_OPT_FIRST_FREE_
 };
 
@@ -41,13 +45,23 @@ enum {
     {"broker", required_argument, NULL, OQ_CLI_OPT_BROKER},            \
     {"timeout-ms", required_argument, NULL, OQ_CLI_OPT_TIMEOUT_MS},    \
     {"database", required_argument, NULL, OQ_CLI_OPT_DATABASE},        \
+    {"key", required_argument, NULL, OQ_CLI_OPT_KEY},                  \
+    {"broker-key", required_argument, NULL, OQ_CLI_OPT_BROKER_KEY},    \
     {"help", no_argument, NULL, 'h'}
 /* clang-format on */
+
+/* The lines of the CURVE options in each broker command's --help. */
+#define OQ_CLI_KEY_HELP                                                                            \
+    "  --key FILE         our secret key file, NAME.key_secret (env " OQ_CLI_ENV_KEY ")\n"         \
+    "  --broker-key FILE  the broker's public key file, broker.key (env " OQ_CLI_ENV_BROKER_KEY    \
+    ")\n"
 
 typedef struct {
     const char *broker;     /* --broker as given, or NULL */
     const char *timeout_ms; /* --timeout-ms as given, or NULL */
     const char *database;   /* --database as given, or NULL */
+    const char *key;        /* --key as given, or NULL */
+    const char *broker_key; /* --broker-key as given, or NULL */
     const char *command;    /* subcommand being run, for messages */
     /* set by oq_cli_connect */
     const char *endpoint;
@@ -67,6 +81,7 @@ int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_job(oq_cli_t *cli, int argc, char **argv);
 /* `db prune`, reached through oq_cmd_db (argv as it got it). */
 int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_keygen(oq_cli_t *cli, int argc, char **argv);
 
 /* Handle one getopt_long result that is a global option; 0 if it was one
    (recorded in cli), -1 otherwise. */
@@ -80,8 +95,9 @@ int oq_cli_option_error(const oq_cli_t *cli, int opt, char **argv);
 int oq_cli_usage_error(const oq_cli_t *cli, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Resolve endpoint and timeout (flag, environment, default) and connect.
-   Returns OQ_CLI_EXIT_OK with *client, or OQ_CLI_EXIT_USAGE after printing why. */
+/* Resolve endpoint, timeout and keys (flag, environment, default) and
+   connect, with CURVE when a key and the broker's key are given. Returns
+   OQ_CLI_EXIT_OK with *client, or OQ_CLI_EXIT_USAGE after printing why. */
 int oq_cli_connect(oq_cli_t *cli, oq_client_t **client);
 
 /* Print the client's last error to stderr ("onceq: <code>: <message>" for a

@@ -23,8 +23,8 @@ static void s_help(void)
            "\n"
            "Options:\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
-           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
-           "  -h, --help         show this help\n"
+           "  --timeout-ms N     how long to wait for the broker (env %s, default "
+           "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n"
            "\n"
            "Exit status 0 cancelled, 1 refused (the reason is printed), 2 bad command\n"
            "line, 3 no answer in time.\n",

@@ -207,6 +207,8 @@ static void s_help(void)
            "  --dry-run              count the rows, delete nothing\n"
            "  --broker ENDPOINT      broker front socket, asked for the floor (env %s)\n"
            "  --timeout-ms N         how long to wait for the broker (env %s)\n"
+           "  --key FILE             our secret key file, an admin's (env " OQ_CLI_ENV_KEY ")\n"
+           "  --broker-key FILE      the broker's public key file (env " OQ_CLI_ENV_BROKER_KEY ")\n"
            "  --database URL         libpq conninfo or URI (env %s)\n"
            "  -h, --help             show this help\n"
            "\n"

@@ -48,8 +48,8 @@ static void s_help(void)
            "  --json             list, show: the broker's reply as one line of JSON, with\n"
            "                     payloads; times are Unix time in milliseconds\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
-           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
-           "  -h, --help         show this help\n",
+           "  --timeout-ms N     how long to wait for the broker (env %s, default "
+           "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n",
            OQ_MAX_FAILED_LIST, OQ_MAX_REVIEW_RESOLVED, OQ_MAX_FAILED_LIST, OQ_DEFAULT_FAILED_LIST,
            OQ_MAX_REVIEW_NOTE_LEN, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
            OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);

@@ -82,11 +82,15 @@ static void s_help(void)
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
            "the broker cannot write it (dispatches are refused until it can).\n"
            "\n"
+           "The auth line: CURVE or plaintext; the keys allowed, the connections now and\n"
+           "their limits per role; handshakes refused (unknown key, over a role's limit)\n"
+           "and commands refused (forbidden for the key's role).\n"
+           "\n"
            "Options:\n"
            "  --json             print the broker's reply as one line of JSON\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
-           "  --timeout-ms N     how long to wait for the broker (env %s, default %d)\n"
-           "  -h, --help         show this help\n",
+           "  --timeout-ms N     how long to wait for the broker (env %s, default "
+           "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n",
            OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
            OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
@@ -206,6 +210,41 @@ static void s_print_paused(const msgpack_object *workers)
     }
 }
 
+/* A {producers, workers, admins} map as "P/W/A". */
+static void s_roles(const msgpack_object *map, const char *key, char *out, size_t out_len)
+{
+    const msgpack_object *m = oq_proto_map_get(map, key);
+    uint64_t p = 0, w = 0, a = 0;
+    oq_cli_get_uint(m, "producers", &p);
+    oq_cli_get_uint(m, "workers", &w);
+    oq_cli_get_uint(m, "admins", &a);
+    snprintf(out, out_len, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, p, w, a);
+}
+
+/* The "auth" map in one line; nothing from a broker that sends none. */
+static void s_print_auth(const msgpack_object *reply)
+{
+    const msgpack_object *a = oq_proto_map_get(reply, "auth");
+    const msgpack_object *curve = oq_proto_map_get(a, "curve");
+    if (!a || !curve || curve->type != MSGPACK_OBJECT_BOOLEAN)
+        return;
+    if (!curve->via.boolean) {
+        printf("auth PLAINTEXT (--insecure): no keys, every peer may send every command\n");
+        return;
+    }
+    char keys[S_CELL_LEN], connected[S_CELL_LEN], max[S_CELL_LEN];
+    s_roles(a, "keys", keys, sizeof keys);
+    s_roles(a, "connected", connected, sizeof connected);
+    s_roles(a, "max", max, sizeof max);
+    uint64_t forbidden = 0, unknown = 0, full = 0;
+    oq_cli_get_uint(a, "forbidden", &forbidden);
+    oq_cli_get_uint(a, "unknown_keys", &unknown);
+    oq_cli_get_uint(a, "refused_full", &full);
+    printf("auth CURVE  keys %s  connected %s of %s (producers/workers/admins)  refused: %" PRIu64
+           " unknown keys, %" PRIu64 " over a limit, %" PRIu64 " forbidden commands\n",
+           keys, connected, max, unknown, full, forbidden);
+}
+
 static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
 {
     const msgpack_object *broker = oq_proto_map_get(reply, "broker");
@@ -222,6 +261,7 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
         printf("  live jobs %" PRIu64, n);
     printf("\n");
     s_print_journal(reply);
+    s_print_auth(reply);
     printf("\n");
 
     int rc = 0;

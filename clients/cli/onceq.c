@@ -24,13 +24,15 @@ static const s_command_t s_commands[] = {
     {"customer", oq_cmd_customer, "'customer add ID': give a customer a balance row"},
     {"grant", oq_cmd_grant, "grant an order's points once, through the same guard as the jobs"},
     {"balance", oq_cmd_balance, "print a customer's point balance"},
+    {"keygen", oq_cmd_keygen, "'keygen [--dir DIR] NAME': make a CURVE key pair"},
 };
 
 #define S_COMMAND_COUNT (sizeof s_commands / sizeof s_commands[0])
 
 static void s_help(void)
 {
-    printf("Usage: onceq [--broker ENDPOINT] [--timeout-ms N] [--database URL] COMMAND [options]\n"
+    printf("Usage: onceq [--broker ENDPOINT] [--key FILE --broker-key FILE] [--timeout-ms N]\n"
+           "             [--database URL] COMMAND [options]\n"
            "\n"
            "Producer and admin tool for onceq-broker and its PostgreSQL database.\n"
            "\n"
@@ -42,6 +44,10 @@ static void s_help(void)
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
            "  --timeout-ms N     how long to wait for the broker's answer, in ms\n"
            "                     (env %s, default %d)\n"
+           "  --key FILE         our secret key file (NAME.key_secret, onceq keygen): speak\n"
+           "                     CURVE to the broker with it (env %s)\n"
+           "  --broker-key FILE  the broker's public key file, broker.key (env %s); both\n"
+           "                     or neither: without them the broker must run --insecure\n"
            "  --database URL     PostgreSQL for db, customer, grant and balance: a libpq\n"
            "                     conninfo or URI (env %s, default: libpq's defaults)\n"
            "  -h, --help         show this help; 'onceq COMMAND --help' for a command\n"
@@ -50,8 +56,8 @@ static void s_help(void)
            "reason is printed), %d bad command line, %d no answer in time or no\n"
            "connection.\n",
            OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
-           OQ_DEFAULT_CLIENT_TIMEOUT_MS, OQ_CLI_ENV_DATABASE, OQ_CLI_EXIT_OK, OQ_CLI_EXIT_REFUSED,
-           OQ_CLI_EXIT_USAGE, OQ_CLI_EXIT_NO_REPLY);
+           OQ_DEFAULT_CLIENT_TIMEOUT_MS, OQ_CLI_ENV_KEY, OQ_CLI_ENV_BROKER_KEY, OQ_CLI_ENV_DATABASE,
+           OQ_CLI_EXIT_OK, OQ_CLI_EXIT_REFUSED, OQ_CLI_EXIT_USAGE, OQ_CLI_EXIT_NO_REPLY);
 }
 
 int main(int argc, char **argv)

@@ -14,12 +14,19 @@
     dispatch carries a dispatch_id and is resent as it was, same request id
     and same dispatch_id (Lazy Pirate): the broker answers a dispatch_id it
     knows with the first job's id, and a late reply to the first send is as
-    good as the reply to the last, since both carry the same request id. */
+    good as the reply to the last, since both carry the same request id.
+
+    A broker that refuses the handshake (an unknown key, a wrong broker key,
+    a plaintext client at a CURVE broker) sends no reply at all: the socket
+    only retries. So the client watches its own socket's handshake events
+    and names a failed handshake in the timeout's error, instead of leaving
+    the caller to guess between a dead broker and a refused key. */
 #include "onceq/client.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +37,22 @@
 
 /* Room for the broker's message plus our own prefix. */
 #define S_ERROR_TEXT_LEN (OQ_MAX_ERROR_LEN + 256)
+#define S_NOTE_LEN       256
+#define S_MONITOR_LEN    64
+#define S_EVENT_BYTES    6 /* a monitor event: uint16 event, uint32 value */
+#define S_HANDSHAKE_FAILED                                                                         \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 struct oq_client {
     void *ctx;                       /* ZeroMQ context owned by this client */
     void *sock;                      /* DEALER connected to the broker's front socket */
+    void *monitor;                   /* PAIR reading sock's handshake failures, or NULL */
+    bool curve;                      /* pair and server are set */
+    oq_keypair_t pair;               /* ours */
+    char server[OQ_KEY_Z85_LEN + 1]; /* the broker's public key */
+    char handshake[S_NOTE_LEN];      /* the last failed handshake, for the timeout's error */
+    unsigned sockets;                /* sockets opened, for a fresh monitor endpoint each */
     char *endpoint;                  /* for error messages */
     uint64_t next_req;               /* id of the next request; ids only grow */
     uint32_t retries;                /* dispatch resends after a timeout */
@@ -59,6 +78,51 @@ static void s_fail(oq_client_t *self, oq_err_t code, const char *format, ...)
     va_end(args);
 }
 
+static void s_close_socket(oq_client_t *self)
+{
+    if (self->monitor) {
+        zmq_socket_monitor(self->sock, NULL, 0);
+        zmq_close(self->monitor);
+        self->monitor = NULL;
+    }
+    if (self->sock)
+        zmq_close(self->sock);
+    self->sock = NULL;
+}
+
+/* A DEALER to the endpoint, with CURVE if it is set. 0 or -1. */
+static int s_open_socket(oq_client_t *self)
+{
+    self->sock = zmq_socket(self->ctx, ZMQ_DEALER);
+    if (!self->sock)
+        return -1;
+    /* Nothing unsent may outlive the client: a dispatch the caller has given
+       up on must not reach the broker after destroy returns. */
+    int linger_ms = 0;
+    zmq_setsockopt(self->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (self->curve &&
+        (zmq_setsockopt(self->sock, ZMQ_CURVE_SERVERKEY, self->server, OQ_KEY_Z85_LEN) < 0 ||
+         zmq_setsockopt(self->sock, ZMQ_CURVE_PUBLICKEY, self->pair.public_z85, OQ_KEY_Z85_LEN) <
+             0 ||
+         zmq_setsockopt(self->sock, ZMQ_CURVE_SECRETKEY, self->pair.secret_z85, OQ_KEY_Z85_LEN) <
+             0))
+        return -1;
+    /* Without it the client still works; its timeouts only say less. */
+    /* A new name each time: the last socket's monitor may not have let go
+       of its endpoint yet. */
+    char endpoint[S_MONITOR_LEN];
+    snprintf(endpoint, sizeof endpoint, "inproc://oq-client-%p-%u", (void *)self, self->sockets++);
+    if (zmq_socket_monitor(self->sock, endpoint, S_HANDSHAKE_FAILED) == 0) {
+        self->monitor = zmq_socket(self->ctx, ZMQ_PAIR);
+        if (self->monitor && zmq_connect(self->monitor, endpoint) != 0) {
+            zmq_close(self->monitor);
+            self->monitor = NULL;
+        }
+    }
+    self->handshake[0] = 0;
+    return zmq_connect(self->sock, self->endpoint) == 0 ? 0 : -1;
+}
+
 oq_client_t *oq_client_new(const char *endpoint)
 {
     assert(endpoint);
@@ -67,24 +131,14 @@ oq_client_t *oq_client_new(const char *endpoint)
         return NULL;
     self->endpoint = strdup(endpoint);
     self->ctx = zmq_ctx_new();
-    if (!self->endpoint || !self->ctx)
-        goto fail;
-    self->sock = zmq_socket(self->ctx, ZMQ_DEALER);
-    if (!self->sock)
-        goto fail;
-    /* Nothing unsent may outlive the client: a dispatch the caller has given
-       up on must not reach the broker after destroy returns. */
-    int linger_ms = 0;
-    zmq_setsockopt(self->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-    if (zmq_connect(self->sock, endpoint) != 0)
+    if (!self->endpoint || !self->ctx || s_open_socket(self) < 0)
         goto fail;
     self->next_req = 1;
     self->retries = OQ_DEFAULT_CLIENT_RETRIES;
     msgpack_sbuffer_init(&self->buf);
     return self;
 fail:
-    if (self->sock)
-        zmq_close(self->sock);
+    s_close_socket(self);
     if (self->ctx)
         zmq_ctx_term(self->ctx);
     free(self->endpoint);
@@ -98,12 +152,89 @@ void oq_client_destroy(oq_client_t **self_p)
     oq_client_t *self = *self_p;
     if (!self)
         return;
-    zmq_close(self->sock);
+    s_close_socket(self);
     zmq_ctx_term(self->ctx);
     msgpack_sbuffer_destroy(&self->buf);
     free(self->endpoint);
+    memset(&self->pair, 0, sizeof self->pair);
     free(self);
     *self_p = NULL;
+}
+
+int oq_client_set_curve(oq_client_t *self, const oq_keypair_t *pair, const char *broker_public)
+{
+    assert(self && pair && broker_public);
+    if (!oq_keys_z85_valid(pair->public_z85, strlen(pair->public_z85)) ||
+        !oq_keys_z85_valid(pair->secret_z85, strlen(pair->secret_z85)) ||
+        !oq_keys_z85_valid(broker_public, strlen(broker_public))) {
+        s_fail(self, OQ_ERR_NONE, "CURVE keys must be 40 characters of Z85 each");
+        return -1;
+    }
+    if (!zmq_has("curve")) {
+        s_fail(self, OQ_ERR_NONE, "this libzmq was built without CURVE");
+        return -1;
+    }
+    s_close_socket(self);
+    self->curve = true;
+    self->pair = *pair;
+    snprintf(self->server, sizeof self->server, "%s", broker_public);
+    if (s_open_socket(self) < 0) {
+        s_fail(self, OQ_ERR_NONE, "cannot connect to %s with CURVE: %s", self->endpoint,
+               zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int oq_client_set_curve_files(oq_client_t *self, const char *secret_file,
+                              const char *broker_key_file)
+{
+    assert(self && secret_file && broker_key_file);
+    oq_keypair_t pair;
+    char broker[OQ_KEY_Z85_LEN + 1], why[S_ERROR_TEXT_LEN];
+    if (oq_keys_load_pair(secret_file, &pair, why, sizeof why) < 0 ||
+        oq_keys_load_public(broker_key_file, broker, why, sizeof why) < 0) {
+        s_fail(self, OQ_ERR_NONE, "%s", why);
+        return -1;
+    }
+    int rc = oq_client_set_curve(self, &pair, broker);
+    memset(&pair, 0, sizeof pair);
+    return rc;
+}
+
+/* Read the handshake failures the monitor reported, keeping the last. */
+static void s_read_monitor(oq_client_t *self)
+{
+    for (;;) {
+        zmq_msg_t head;
+        zmq_msg_init(&head);
+        if (zmq_msg_recv(&head, self->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&head);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&head) >= S_EVENT_BYTES) {
+            memcpy(&event, zmq_msg_data(&head), sizeof event);
+            memcpy(&value, (uint8_t *)zmq_msg_data(&head) + sizeof event, sizeof value);
+        }
+        while (zmq_msg_more(&head) && zmq_msg_recv(&head, self->monitor, 0) >= 0)
+            ;
+        zmq_msg_close(&head);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            snprintf(self->handshake, sizeof self->handshake,
+                     "the broker refused our key (ZAP status %u): is this key's .key file in "
+                     "the broker's producers/ or admins/ directory?",
+                     value);
+        else if (event && self->curve)
+            snprintf(self->handshake, sizeof self->handshake,
+                     "the CURVE handshake failed: is the broker key right, and does the broker "
+                     "speak CURVE (--keys)?");
+        else if (event)
+            snprintf(self->handshake, sizeof self->handshake,
+                     "the handshake failed: the broker speaks CURVE; give our key and the "
+                     "broker's (onceq: --key and --broker-key)");
+    }
 }
 
 oq_err_t oq_client_error_code(const oq_client_t *self)
@@ -161,16 +292,25 @@ static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int t
         int64_t left_ms = deadline_ms - oq_clock_now_ms(clock);
         if (left_ms < 0)
             left_ms = 0;
-        zmq_pollitem_t item = {self->sock, 0, ZMQ_POLLIN, 0};
-        int ready = zmq_poll(&item, 1, (long)left_ms);
+        zmq_pollitem_t items[] = {{self->sock, 0, ZMQ_POLLIN, 0},
+                                  {self->monitor, 0, ZMQ_POLLIN, 0}};
+        int ready = zmq_poll(items, self->monitor ? 2 : 1, (long)left_ms);
         if (ready < 0 && errno != EINTR) {
             s_fail(self, OQ_ERR_NONE, "cannot receive from %s: %s", self->endpoint,
                    zmq_strerror(errno));
             break;
         }
+        if (self->monitor && (items[1].revents & ZMQ_POLLIN)) {
+            s_read_monitor(self);
+            if (!(items[0].revents & ZMQ_POLLIN))
+                continue;
+        }
         if (ready <= 0) {
             if (left_ms == 0) {
-                if (self->dropped[0])
+                if (self->handshake[0])
+                    s_fail(self, OQ_ERR_NONE, "no reply from %s within %d ms: %s", self->endpoint,
+                           timeout_ms, self->handshake);
+                else if (self->dropped[0])
                     s_fail(self, OQ_ERR_NONE,
                            "no reply from %s within %d ms (dropped an unreadable message: %s)",
                            self->endpoint, timeout_ms, self->dropped);
@@ -252,6 +392,7 @@ static uint64_t s_next_req(oq_client_t *self)
     self->err_code = OQ_ERR_NONE;
     self->err_text[0] = 0;
     self->dropped[0] = 0;
+    self->handshake[0] = 0;
     uint64_t req = self->next_req++;
     /* The protocol allows ids up to 2^63-1; wrapping there takes centuries
        of requests but costs nothing to get right. */

@@ -36,6 +36,41 @@ bool oq_flags_endpoint_valid(const char *endpoint)
     return colon && colon > host && oq_config_uint(colon + 1, 1, S_MAX_PORT, &port) == 0;
 }
 
+bool oq_flags_endpoint_local(const char *endpoint)
+{
+    if (!endpoint)
+        return false;
+    if (strncmp(endpoint, "ipc://", 6) == 0 || strncmp(endpoint, "inproc://", 9) == 0)
+        return true;
+    if (strncmp(endpoint, "tcp://", 6) != 0)
+        return false;
+    const char *host = endpoint + 6;
+    const char *colon = strrchr(host, ':');
+    if (!colon)
+        return false;
+    size_t len = (size_t)(colon - host);
+    if ((len == 9 && strncmp(host, "localhost", 9) == 0) ||
+        (len == 5 && strncmp(host, "[::1]", 5) == 0))
+        return true;
+    /* 127.a.b.c: four numbers, the first 127. */
+    unsigned parts[4];
+    char tail;
+    char ip[16];
+    if (len == 0 || len >= sizeof ip)
+        return false;
+    memcpy(ip, host, len);
+    ip[len] = 0;
+    if (sscanf(ip, "%3u.%3u.%3u.%3u%c", &parts[0], &parts[1], &parts[2], &parts[3], &tail) != 4)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (parts[i] > 255)
+            return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)ip[i]) && ip[i] != '.')
+            return false;
+    return parts[0] == 127;
+}
+
 /* "a, b or c" from a NULL-terminated word list. */
 static void s_words(const char *const *words, char *out, size_t len)
 {

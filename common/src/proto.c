@@ -60,6 +60,7 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_UNAVAILABLE] = "unavailable",
     [OQ_ERR_NOT_FOUND] = "not_found",
     [OQ_ERR_WRONG_STATE] = "wrong_state",
+    [OQ_ERR_FORBIDDEN] = "forbidden",
 };
 
 static const char *s_outcome_names[] = {NULL,      "ok",     "retry",  "fail",

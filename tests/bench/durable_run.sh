@@ -16,7 +16,8 @@
 #
 # Environment: JOBS (10000 per throughput run), WINDOW (64), REPEATS (3),
 # WORKERS (2 consumers), PRODUCER_COUNTS ("1 8"), REPLAY_JOBS (1000000),
-# FILL_PRODUCERS (4), RUN_DEADLINE_S (600, per benchmark run).
+# FILL_PRODUCERS (4), RUN_DEADLINE_S (600, per benchmark run), INSECURE (1:
+# onceq in plaintext; by default it speaks CURVE).
 # Builds nothing. Everything it starts is stopped by PID on exit.
 set -euo pipefail
 
@@ -66,6 +67,7 @@ WORKER_PID=""
 BEANSTALKD_PID=""
 OK=0
 install_cleanup
+setup_keys "$CLI_BIN"
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 now_ms() { date +%s%3N; }
@@ -101,7 +103,7 @@ launch_broker() {
     local data=$1
     shift
     (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-        --data-dir "$data" --log-level info "$@") >>"$WORKDIR/broker.log" 2>&1 &
+        --data-dir "$data" --log-level info "${BROKER_AUTH[@]}" "$@") >>"$WORKDIR/broker.log" 2>&1 &
     BROKER_PID=$!
 }
 

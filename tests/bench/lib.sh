@@ -1,5 +1,5 @@
-# Helpers shared by the benchmark scripts (run.sh, durable_run.sh). Sourced,
-# not run. The caller sets SCRIPT (its name, for messages), BUILD,
+# Helpers shared by the benchmark scripts (run.sh, durable_run.sh,
+# curve_run.sh). Sourced, not run. The caller sets SCRIPT (its name, for messages), BUILD,
 # STOP_GRACE_TRIES, PORT_BASE, PORT_SPAN, and WORKDIR, BROKER_PID, WORKER_PID,
 # BEANSTALKD_PID and OK before the traps fire.
 
@@ -11,9 +11,11 @@ BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || die "no build directory: $BUILD (buil
 
 # A binary of the build: in BUILD/bin (the tree's layout), or else next to
 # the CMakeLists.txt that declares it.
+# The path is absolute: the servers are started from inside WORKDIR.
 binary() {
-    local name=$1 subdir=$2
-    if [[ -x $BUILD/bin/$name ]]; then echo "$BUILD/bin/$name"; else echo "$BUILD/$subdir/$name"; fi
+    local name=$1 subdir=$2 build
+    build=$(cd "$BUILD" && pwd) || die "no build directory $BUILD"
+    if [[ -x $build/bin/$name ]]; then echo "$build/bin/$name"; else echo "$build/$subdir/$name"; fi
 }
 
 # Stop one process we started: SIGTERM (or the given signal), wait, SIGKILL
@@ -68,6 +70,33 @@ install_cleanup() {
 }
 
 random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
+
+# CURVE for everything a script starts, as in production, unless INSECURE=1:
+# keys made in WORKDIR/keys (the broker's --keys) with an admin key for onceq
+# and onceq-bench and a worker key, exported as ONCEQ_KEY, ONCEQ_WORKER_KEY
+# and ONCEQ_BROKER_KEY, which those programs read. BROKER_AUTH gets the
+# broker's flags: (--keys DIR) or (--insecure). Call once WORKDIR exists.
+#   setup_keys ONCEQ_CLI [plain]
+setup_keys() {
+    local cli=$1 keys=$WORKDIR/keys me=$WORKDIR/client-keys
+    if [[ ${2:-} == plain || ${INSECURE:-0} == 1 ]]; then
+        BROKER_AUTH=(--insecure)
+        unset ONCEQ_KEY ONCEQ_WORKER_KEY ONCEQ_BROKER_KEY
+        return 0
+    fi
+    if [[ ! -f $keys/broker.key_secret ]]; then
+        "$cli" keygen --dir "$keys" broker >/dev/null 2>&1 || die "onceq keygen failed"
+        "$cli" keygen --dir "$me" bench-admin >/dev/null 2>&1 || die "onceq keygen failed"
+        "$cli" keygen --dir "$me" bench-worker >/dev/null 2>&1 || die "onceq keygen failed"
+        mkdir -p "$keys/admins" "$keys/workers"
+        mv "$me/bench-admin.key" "$keys/admins/"
+        mv "$me/bench-worker.key" "$keys/workers/"
+    fi
+    export ONCEQ_KEY=$me/bench-admin.key_secret
+    export ONCEQ_WORKER_KEY=$me/bench-worker.key_secret
+    export ONCEQ_BROKER_KEY=$keys/broker.key
+    BROKER_AUTH=(--keys "$keys")
+}
 
 # field LINE KEY: the value of KEY=... in a result line.
 field() {

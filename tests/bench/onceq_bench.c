@@ -27,6 +27,13 @@
     reports the dispatch rate, for the memory and replay measurements of
     tests/bench/durable_run.sh.
 
+    With --key and --broker-key (or ONCEQ_KEY and ONCEQ_BROKER_KEY) every
+    connection speaks CURVE. --flood N is another mode: for --flood-s
+    seconds it keeps N connections pinging the broker, and replaces each
+    one that got no answer within S_FLOOD_PATIENCE_MS by a new connection,
+    with our key or (--flood-unknown) a fresh key the broker does not know;
+    tests/bench/curve_run.sh reads the broker's CPU meanwhile.
+
     tests/bench/README.md explains the method and beanstalk-bench, which
     measures beanstalkd the same way. */
 #include <errno.h>
@@ -45,6 +52,7 @@
 #include "onceq/client.h"
 #include "onceq/clock.h"
 #include "onceq/config.h"
+#include "onceq/keys.h"
 #include "onceq/limits.h"
 #include "onceq/proto.h"
 #include "samples.h"
@@ -70,12 +78,16 @@
 #define S_MAX_GAP_US           1000000
 #define S_MAX_PRODUCERS        64
 
-#define S_US_PER_S        1000000
-#define S_DRAIN_POLL_US   1000   /* stats polling while the last jobs finish */
-#define S_WORKER_POLL_US  50000  /* stats polling while waiting for workers */
-#define S_REQUEST_MS      5000   /* one stats or dispatch round trip at most */
-#define S_RECV_SLICE_MS   100    /* wake up this often to check the deadline */
-#define S_MAX_RTT_SAMPLES 100000 /* stats round trips kept for poll_rtt_us */
+#define S_US_PER_S          1000000
+#define S_DRAIN_POLL_US     1000   /* stats polling while the last jobs finish */
+#define S_WORKER_POLL_US    50000  /* stats polling while waiting for workers */
+#define S_REQUEST_MS        5000   /* one stats or dispatch round trip at most */
+#define S_RECV_SLICE_MS     100    /* wake up this often to check the deadline */
+#define S_MAX_RTT_SAMPLES   100000 /* stats round trips kept for poll_rtt_us */
+#define S_MAX_FLOOD         10000  /* --flood connections at most */
+#define S_MAX_FLOOD_S       3600
+#define S_FLOOD_PATIENCE_MS 200 /* a flood connection unanswered this long is replaced */
+#define S_FLOOD_SLICE_MS    10
 
 typedef struct {
     const char *endpoint;     /* broker front */
@@ -92,7 +104,39 @@ typedef struct {
     bool dispatch_only;       /* queue the jobs and stop: no workers, no waiting */
     int64_t deadline_us;      /* monotonic time by which everything must be over */
     uint64_t deadline_s;      /* the same, as given, for messages */
+    const char *key;          /* our secret key file: CURVE (NULL: plaintext) */
+    const char *broker_key;   /* the broker's public key file */
+    uint64_t flood;           /* --flood: connections kept open; 0: the normal run */
+    uint64_t flood_s;         /* how long */
+    bool flood_unknown;       /* each flood connection with a fresh, unknown key */
 } s_opts_t;
+
+/* CURVE, when --key and --broker-key are given. */
+static bool s_curve;
+static oq_keypair_t s_pair;
+static char s_broker[OQ_KEY_Z85_LEN + 1];
+
+/* A DEALER to endpoint in ctx: linger 0, our keys (or pair, if not NULL)
+   when CURVE is on. NULL on failure. */
+static void *s_dealer(void *ctx, const char *endpoint, const oq_keypair_t *pair)
+{
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger_ms = 0;
+    if (!sock)
+        return NULL;
+    if (!pair)
+        pair = &s_pair;
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) < 0 ||
+        (s_curve &&
+         (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, s_broker, OQ_KEY_Z85_LEN) < 0 ||
+          zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pair->public_z85, OQ_KEY_Z85_LEN) < 0 ||
+          zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, pair->secret_z85, OQ_KEY_Z85_LEN) < 0)) ||
+        zmq_connect(sock, endpoint) < 0) {
+        zmq_close(sock);
+        return NULL;
+    }
+    return sock;
+}
 
 static uint8_t s_payload[S_PAYLOAD_BYTES];
 
@@ -305,10 +349,8 @@ static int s_pipeline(const s_opts_t *opts, void *sock, uint64_t n)
 static int s_producer(const s_opts_t *opts, uint64_t n)
 {
     void *ctx = zmq_ctx_new();
-    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    int linger_ms = 0;
-    if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) < 0 ||
-        zmq_connect(sock, opts->endpoint) < 0)
+    void *sock = ctx ? s_dealer(ctx, opts->endpoint, NULL) : NULL;
+    if (!sock)
         return 1;
     int rc = s_pipeline(opts, sock, n) < 0 ? 1 : 0;
     zmq_close(sock);
@@ -386,6 +428,81 @@ static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
     return 0;
 }
 
+/* One flood connection: its socket, and when it sent its ping. */
+typedef struct {
+    void *sock;
+    int64_t since_ms;
+    bool answered;
+} s_flood_peer_t;
+
+static void *s_flood_open(void *ctx, const s_opts_t *opts, s_flood_peer_t *peer,
+                          msgpack_sbuffer *ping)
+{
+    oq_keypair_t fresh;
+    if (opts->flood_unknown)
+        oq_keys_generate(&fresh);
+    peer->sock = s_dealer(ctx, opts->endpoint, opts->flood_unknown ? &fresh : NULL);
+    peer->since_ms = oq_clock_mono_us() / 1000;
+    peer->answered = false;
+    if (peer->sock)
+        zmq_send(peer->sock, ping->data, ping->size, ZMQ_DONTWAIT);
+    return peer->sock;
+}
+
+/* --flood: keep opts->flood connections pinging for opts->flood_s seconds;
+   one unanswered after S_FLOOD_PATIENCE_MS is closed and opened again. */
+static int s_flood(const s_opts_t *opts)
+{
+    void *ctx = zmq_ctx_new();
+    int max_sockets = (int)opts->flood * 2 + 64;
+    zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, max_sockets);
+    s_flood_peer_t *peers = calloc(opts->flood, sizeof *peers);
+    zmq_pollitem_t *items = calloc(opts->flood, sizeof *items);
+    msgpack_sbuffer ping;
+    msgpack_sbuffer_init(&ping);
+    oq_proto_encode_simple(&ping, OQ_CMD_PING, 1);
+    uint64_t opened = 0, answered = 0;
+    int64_t start_ms = oq_clock_mono_us() / 1000;
+    int64_t end_ms = start_ms + (int64_t)opts->flood_s * 1000;
+    for (uint64_t i = 0; i < opts->flood; i++)
+        opened += s_flood_open(ctx, opts, &peers[i], &ping) != NULL;
+    while (oq_clock_mono_us() / 1000 < end_ms) {
+        for (uint64_t i = 0; i < opts->flood; i++)
+            items[i] = (zmq_pollitem_t){peers[i].sock, 0, ZMQ_POLLIN, 0};
+        zmq_poll(items, (int)opts->flood, S_FLOOD_SLICE_MS);
+        int64_t now_ms = oq_clock_mono_us() / 1000;
+        for (uint64_t i = 0; i < opts->flood; i++) {
+            s_flood_peer_t *p = &peers[i];
+            if (!p->sock)
+                continue;
+            zmq_msg_t frame;
+            zmq_msg_init(&frame);
+            while (zmq_msg_recv(&frame, p->sock, ZMQ_DONTWAIT) >= 0) {
+                if (!p->answered)
+                    answered++;
+                p->answered = true;
+            }
+            zmq_msg_close(&frame);
+            if (!p->answered && now_ms - p->since_ms >= S_FLOOD_PATIENCE_MS) {
+                zmq_close(p->sock);
+                opened += s_flood_open(ctx, opts, p, &ping) != NULL;
+            }
+        }
+    }
+    double seconds = (double)(oq_clock_mono_us() / 1000 - start_ms) / 1000.0;
+    printf("system=onceq mode=flood peers=%" PRIu64 " unknown_keys=%d seconds=%.3f "
+           "connections=%" PRIu64 " answered=%" PRIu64 " connections_per_s=%.0f\n",
+           opts->flood, opts->flood_unknown, seconds, opened, answered, (double)opened / seconds);
+    for (uint64_t i = 0; i < opts->flood; i++)
+        if (peers[i].sock)
+            zmq_close(peers[i].sock);
+    msgpack_sbuffer_destroy(&ping);
+    free(peers);
+    free(items);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
 static void s_help(void)
 {
     printf("Usage: onceq-bench [options]\n"
@@ -411,11 +528,18 @@ static void s_help(void)
            "                      client does\n"
            "  --dispatch-only     only queue --jobs jobs (no workers needed) and print the\n"
            "                      dispatch rate\n"
+           "  --key FILE          our secret key file: speak CURVE (env ONCEQ_KEY)\n"
+           "  --broker-key FILE   the broker's public key file (env ONCEQ_BROKER_KEY)\n"
+           "  --flood N           instead: keep N connections pinging the broker, each one\n"
+           "                      unanswered after %d ms replaced by a new one\n"
+           "  --flood-s S         for S seconds (default 10)\n"
+           "  --flood-unknown     each flood connection with a fresh key the broker does\n"
+           "                      not know (needs --broker-key)\n"
            "\n"
            "Prints one line of key=value pairs (times in microseconds).\n",
            S_PAYLOAD_BYTES, OQ_DEFAULT_FRONT_ENDPOINT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
            S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S,
-           S_MAX_PRODUCERS);
+           S_MAX_PRODUCERS, S_FLOOD_PATIENCE_MS);
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *opts)
@@ -433,7 +557,12 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         O_GRANT,
         O_PRODUCERS,
         O_DISPATCH_IDS,
-        O_DISPATCH_ONLY
+        O_DISPATCH_ONLY,
+        O_KEY,
+        O_BROKER_KEY,
+        O_FLOOD,
+        O_FLOOD_S,
+        O_FLOOD_UNKNOWN
     };
     static const struct option options[] = {
         {"broker", required_argument, NULL, O_BROKER},
@@ -449,6 +578,11 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"producers", required_argument, NULL, O_PRODUCERS},
         {"dispatch-ids", no_argument, NULL, O_DISPATCH_IDS},
         {"dispatch-only", no_argument, NULL, O_DISPATCH_ONLY},
+        {"key", required_argument, NULL, O_KEY},
+        {"broker-key", required_argument, NULL, O_BROKER_KEY},
+        {"flood", required_argument, NULL, O_FLOOD},
+        {"flood-s", required_argument, NULL, O_FLOOD_S},
+        {"flood-unknown", no_argument, NULL, O_FLOOD_UNKNOWN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -462,6 +596,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         .gap_us = S_DEFAULT_GAP_US,
         .deadline_s = S_DEFAULT_DEADLINE_S,
         .producers = 1,
+        .flood_s = 10,
     };
     int opt, bad = 0;
     while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -509,6 +644,21 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         case O_DISPATCH_ONLY:
             opts->dispatch_only = true;
             break;
+        case O_KEY:
+            opts->key = optarg;
+            break;
+        case O_BROKER_KEY:
+            opts->broker_key = optarg;
+            break;
+        case O_FLOOD:
+            bad = oq_config_uint(optarg, 1, S_MAX_FLOOD, &opts->flood);
+            break;
+        case O_FLOOD_S:
+            bad = oq_config_uint(optarg, 1, S_MAX_FLOOD_S, &opts->flood_s);
+            break;
+        case O_FLOOD_UNKNOWN:
+            opts->flood_unknown = true;
+            break;
         default:
             bad = 1;
             break;
@@ -525,6 +675,22 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         return -1;
     }
     opts->deadline_us = oq_clock_mono_us() + (int64_t)opts->deadline_s * S_US_PER_S;
+    opts->key = oq_config_str(opts->key, "ONCEQ_KEY", NULL);
+    opts->broker_key = oq_config_str(opts->broker_key, "ONCEQ_BROKER_KEY", NULL);
+    char why[1024];
+    if (opts->broker_key && oq_keys_load_public(opts->broker_key, s_broker, why, sizeof why) < 0) {
+        fprintf(stderr, "onceq-bench: %s\n", why);
+        return -1;
+    }
+    if (opts->key && oq_keys_load_pair(opts->key, &s_pair, why, sizeof why) < 0) {
+        fprintf(stderr, "onceq-bench: %s\n", why);
+        return -1;
+    }
+    s_curve = opts->broker_key && (opts->key || opts->flood_unknown);
+    if (!s_curve && (opts->key || opts->flood_unknown)) {
+        fprintf(stderr, "onceq-bench: CURVE needs --broker-key too\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -533,15 +699,19 @@ int main(int argc, char **argv)
     s_opts_t opts;
     if (s_parse(argc, argv, &opts) < 0)
         return 2;
+    if (opts.flood)
+        return s_flood(&opts);
     s_build_payload();
     msgpack_sbuffer_init(&s_grant_buf);
 
     oq_client_t *client = oq_client_new(opts.endpoint);
     void *ctx = zmq_ctx_new();
-    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    int linger_ms = 0;
-    if (!client || !sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) < 0 ||
-        zmq_connect(sock, opts.endpoint) < 0) {
+    void *sock = ctx ? s_dealer(ctx, opts.endpoint, NULL) : NULL;
+    if (client && s_curve && oq_client_set_curve(client, &s_pair, s_broker) < 0) {
+        fprintf(stderr, "onceq-bench: %s\n", oq_client_error(client));
+        return 1;
+    }
+    if (!client || !sock) {
         fprintf(stderr, "onceq-bench: cannot connect to '%s'\n", opts.endpoint);
         return 1;
     }

@@ -6,7 +6,8 @@
 #   tests/bench/pg_run.sh [BUILD_DIR]
 #
 # JOBS (per run, default 5000), REPEATS (default 3, the median is reported),
-# WORKER_COUNTS (default "1 2 4 8"), CUSTOMERS (default 1000).
+# WORKER_COUNTS (default "1 2 4 8"), CUSTOMERS (default 1000). Everything
+# speaks CURVE with keys made here (INSECURE=1: plaintext).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-${BUILD:-$top/build}}" && pwd)
@@ -44,11 +45,24 @@ UPDATE point_balances SET balance = balance + 1 WHERE customer_id = :customer;
 COMMIT;
 SQL
 
+auth=(--insecure)
+if [ "${INSECURE:-0}" != 1 ]; then
+  "$bin/onceq" keygen --dir "$run/keys" broker >/dev/null 2>&1
+  "$bin/onceq" keygen --dir "$run/client-keys" bench-admin >/dev/null 2>&1
+  "$bin/onceq" keygen --dir "$run/client-keys" bench-worker >/dev/null 2>&1
+  mkdir -p "$run/keys/admins" "$run/keys/workers"
+  mv "$run/client-keys/bench-admin.key" "$run/keys/admins/"
+  mv "$run/client-keys/bench-worker.key" "$run/keys/workers/"
+  export ONCEQ_KEY=$run/client-keys/bench-admin.key_secret
+  export ONCEQ_WORKER_KEY=$run/client-keys/bench-worker.key_secret
+  export ONCEQ_BROKER_KEY=$run/keys/broker.key
+  auth=(--keys "$run/keys")
+fi
 port=$((20000 + RANDOM % 20000))
 front=tcp://127.0.0.1:$port
 back=tcp://127.0.0.1:$((port + 1))
 "$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
-  >"$run/broker.log" 2>&1 &
+  "${auth[@]}" >"$run/broker.log" 2>&1 &
 pids+=("$!")
 sleep 0.3
 

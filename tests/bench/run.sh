@@ -7,7 +7,8 @@
 #   tests/bench/run.sh [BUILD_DIR]        (or BUILD=... ; default ./build)
 #
 # Environment: JOBS (20000), LATENCY_JOBS (500), WINDOW (64), REPEATS (3),
-# WORKER_COUNTS ("1 2 4"), RUN_DEADLINE_S (300, per benchmark run).
+# WORKER_COUNTS ("1 2 4"), RUN_DEADLINE_S (300, per benchmark run), INSECURE
+# (1: onceq in plaintext, like beanstalkd; by default it speaks CURVE).
 # Builds nothing: build the tree first (cmake --build BUILD_DIR).
 set -euo pipefail
 
@@ -55,6 +56,7 @@ WORKER_PID=""
 BEANSTALKD_PID=""
 OK=0
 install_cleanup
+setup_keys "$CLI_BIN"
 
 
 # ---- onceq ---------------------------------------------------------------
@@ -67,7 +69,7 @@ start_broker() {
         BACK=tcp://127.0.0.1:$BACK_PORT
         # In memory, like beanstalkd without -b: durable_run.sh compares the journals.
         (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --no-journal --log-level warn) >>"$WORKDIR/broker.log" 2>&1 &
+            --no-journal --log-level warn "${BROKER_AUTH[@]}") >>"$WORKDIR/broker.log" 2>&1 &
         BROKER_PID=$!
         for ((i = 0; i < READY_TRIES; i++)); do
             kill -0 "$BROKER_PID" 2>/dev/null || break
@@ -145,7 +147,7 @@ measure() {
 declare -A ONCEQ BEANSTALKD
 
 echo "onceq: broker and workers from $BUILD; $JOBS jobs, window $WINDOW," \
-    "$LATENCY_JOBS latency jobs, $REPEATS runs each" >&2
+    "$LATENCY_JOBS latency jobs, $REPEATS runs each; ${BROKER_AUTH[0]}" >&2
 start_broker
 for w in $WORKER_COUNTS; do
     start_workers "$w"

@@ -21,15 +21,19 @@ typedef struct {
     bool id_base_set; /* --id-base given */
 
     /* the deployment: attach to one, or start our own (the default) */
-    bool attach;           /* --broker given: start no broker and no workers */
-    const char *front;     /* broker front endpoint (attach) */
-    const char *back;      /* broker back endpoint (attach; for the malformed bursts) */
-    const char *database;  /* libpq conninfo; NULL: our own cluster via pg.sh */
-    const char *bin_dir;   /* where onceq-broker, onceq-worker and onceq are; NULL: ours */
-    const char *pg_script; /* deploy/pg.sh; NULL: found as described in procs.h */
-    const char *dir;       /* the run directory; NULL: a fresh one under $TMPDIR */
-    bool keep;             /* keep the run directory after a clean run too */
-    uint32_t workers;      /* worker processes under one supervisor */
+    bool attach;            /* --broker given: start no broker and no workers */
+    const char *front;      /* broker front endpoint (attach) */
+    const char *back;       /* broker back endpoint (attach; for the malformed bursts) */
+    const char *database;   /* libpq conninfo; NULL: our own cluster via pg.sh */
+    const char *bin_dir;    /* where onceq-broker, onceq-worker and onceq are; NULL: ours */
+    const char *pg_script;  /* deploy/pg.sh; NULL: found as described in procs.h */
+    const char *dir;        /* the run directory; NULL: a fresh one under $TMPDIR */
+    bool insecure;          /* plaintext: our broker runs --insecure (attach: no keys given) */
+    const char *key;        /* attach: our secret key for the front socket (an admin's) */
+    const char *worker_key; /* attach: a worker's secret key, for the back socket's bursts */
+    const char *broker_key; /* attach: the broker's public key file */
+    bool keep;              /* keep the run directory after a clean run too */
+    uint32_t workers;       /* worker processes under one supervisor */
     uint32_t heartbeat_ms, liveness;
     double retry_after_s; /* the broker's lease length (own broker) */
     double job_timeout_s; /* each job's timeout; 0: the queue's default */

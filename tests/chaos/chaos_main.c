@@ -27,6 +27,7 @@
 
 #include "chaos_config.h"
 #include "chaos_limits.h"
+#include "curve.h"
 #include "faults.h"
 #include "load.h"
 #include "observe.h"
@@ -112,6 +113,15 @@ static int s_check(const oq_chaos_config_t *c)
                 "onceq-chaos: --commit-pause-ms %u and --hold-ms %u must be shorter than the "
                 "job timeout of %g ms, or the worker's watchdog ends the job first\n",
                 c->commit_pause_ms, c->hold_ms, timeout_ms);
+        return -1;
+    }
+    if (c->attach && !c->key != !c->broker_key) {
+        fprintf(stderr, "onceq-chaos: attached with CURVE, give both --key and --broker-key\n");
+        return -1;
+    }
+    if (c->attach && c->insecure) {
+        fprintf(stderr, "onceq-chaos: --insecure applies to our own broker; attached, leave out "
+                        "--key for plaintext\n");
         return -1;
     }
     if (c->attach && !c->database) {
@@ -361,6 +371,11 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .kind = OQ_FLAG_BOOL,
          .dest = &c->keep,
          .help = "keep the run directory after a clean run too"},
+        {.name = "insecure",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &c->insecure,
+         .help = "plaintext: our broker runs --insecure and nobody gets keys (by default the "
+                 "run makes keys in RUN/keys and everything speaks CURVE)"},
         {.kind = OQ_FLAG_SECTION, .help = "attach to a deployment (process faults are skipped):"},
         {.name = "broker",
          .kind = OQ_FLAG_ENDPOINT,
@@ -373,6 +388,28 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .arg = "ENDPOINT",
          .dest = &c->back,
          .help = "its worker socket, for the malformed bursts"},
+        {.name = "key",
+         .env = "ONCEQ_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &c->key,
+         .def_text = "none: plaintext",
+         .help = "our secret key file for its front socket; an admin's, since the verdict "
+                 "reads the failed store"},
+        {.name = "worker-key",
+         .env = "ONCEQ_WORKER_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &c->worker_key,
+         .def_text = "--key",
+         .help = "a worker's secret key file, for the bursts to its worker socket"},
+        {.name = "broker-key",
+         .env = "ONCEQ_BROKER_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &c->broker_key,
+         .def_text = "none",
+         .help = "its public key file, with --key"},
         {.name = "database",
          .env = "ONCEQ_DATABASE_URL",
          .kind = OQ_FLAG_STRING,
@@ -423,6 +460,7 @@ typedef struct {
     oq_chaos_config_t *config;         /* as parsed */
     char dir[S_PATH_LEN];              /* the run directory */
     const char *front, *back, *db_url; /* what the run talks to; borrowed */
+    oq_curve_t curve;                  /* the keys everything speaks with */
     oq_schedule_t *schedule;
     oq_procs_t *procs; /* NULL in attach mode */
     oq_observe_t *observe;
@@ -497,7 +535,9 @@ static int s_wait_workers(s_run_t *run)
 static int s_setup_own(s_run_t *run)
 {
     oq_chaos_config_t *c = run->config;
-    run->procs = oq_procs_new(c, run->dir);
+    if (!c->insecure && oq_curve_make(&run->curve, run->dir) < 0)
+        return -1;
+    run->procs = oq_procs_new(c, &run->curve, run->dir);
     if (!run->procs)
         return -1;
     if (!c->database) {
@@ -512,11 +552,12 @@ static int s_setup_own(s_run_t *run)
     run->front = oq_procs_front(run->procs);
     run->back = oq_procs_back(run->procs);
     bool durable = oq_procs_broker_durable(run->procs);
-    printf("== broker on %s (workers: %s)%s\n", run->front, run->back,
+    printf("== broker on %s (workers: %s)%s; %s\n", run->front, run->back,
            durable ? ", journal in broker-data, --fsync always"
-                   : ": no journal support (no --data-dir in its --help), broker kills skipped");
+                   : ": no journal support (no --data-dir in its --help), broker kills skipped",
+           run->curve.on ? "CURVE, keys in keys/" : "plaintext (--insecure)");
     fflush(stdout);
-    run->observe = oq_observe_new(run->front, c->queue, c->job_type);
+    run->observe = oq_observe_new(run->front, &run->curve, c->queue, c->job_type);
     if (!run->observe || oq_procs_start_broker(run->procs) < 0 || s_wait_broker(run) < 0)
         return -1;
     if (oq_procs_start_workers(run->procs) < 0 || s_wait_workers(run) < 0)
@@ -532,7 +573,9 @@ static int s_setup_attached(s_run_t *run)
     run->front = c->front;
     run->back = c->back;
     run->db_url = c->database;
-    run->observe = oq_observe_new(run->front, c->queue, c->job_type);
+    if (c->key && oq_curve_load(&run->curve, c->key, c->worker_key, c->broker_key) < 0)
+        return -1;
+    run->observe = oq_observe_new(run->front, &run->curve, c->queue, c->job_type);
     if (!run->observe || s_wait_broker(run) < 0)
         return -1;
     printf("== attached to the broker at %s; process faults are skipped\n", run->front);
@@ -729,10 +772,10 @@ int main(int argc, char **argv)
     if ((config.attach ? s_setup_attached(&run) : s_setup_own(&run)) < 0)
         goto done;
     run.load = oq_load_new(&config, run.schedule, config.id_base);
-    if (s_prepare_db(&run) < 0 || oq_load_connect(run.load, run.front) < 0)
+    if (s_prepare_db(&run) < 0 || oq_load_connect(run.load, run.front, &run.curve) < 0)
         goto done;
     run.faults = oq_faults_new(&config, run.schedule, run.procs, run.observe, run.load, run.verdict,
-                               run.front, run.back);
+                               run.front, run.back, &run.curve);
     printf("== dispatching\n");
     fflush(stdout);
     int rc = s_loop(&run);

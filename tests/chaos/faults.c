@@ -19,6 +19,7 @@
 
 #include "chaos_limits.h"
 #include "malformed.h"
+#include "onceq/proto.h"
 #include "rng.h"
 
 #define S_MS_PER_S 1000.0
@@ -43,6 +44,7 @@ struct oq_faults {
     const oq_load_t *load;
     oq_verdict_t *verdict;
     const char *front, *back; /* broker endpoints for the bursts; back may be NULL */
+    const oq_curve_t *curve;  /* the keys the bursts speak with */
     oq_rng_t victims, frames; /* the seed's streams for victims and malformed frames */
     size_t next;              /* the next fault of the schedule to fall due */
     s_waiting_t *waiting;     /* due and not done yet, in order of falling due */
@@ -64,7 +66,8 @@ struct oq_faults {
 
 oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t *schedule,
                            oq_procs_t *procs, oq_observe_t *observe, const oq_load_t *load,
-                           oq_verdict_t *verdict, const char *front, const char *back)
+                           oq_verdict_t *verdict, const char *front, const char *back,
+                           const oq_curve_t *curve)
 {
     assert(config && schedule && observe && load && verdict && front);
     oq_faults_t *self = calloc(1, sizeof *self);
@@ -77,6 +80,7 @@ oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t 
     self->verdict = verdict;
     self->front = front;
     self->back = back;
+    self->curve = curve;
     size_t n = oq_schedule_count(schedule);
     self->waiting = calloc(n ? n : 1, sizeof *self->waiting);
     self->paused = calloc(n ? n : 1, sizeof *self->paused);
@@ -307,19 +311,59 @@ static uint32_t s_drain_answers(void *front, void *back, uint32_t expected)
     return answered;
 }
 
+/* A DEALER to endpoint: with the run's keys (as=1 front, 2 back), with a
+   key the broker never heard of (as=3), or plaintext (as=0). */
+static void *s_dealer(oq_faults_t *self, void *ctx, const char *endpoint, int as)
+{
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger_ms = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (as == 1 || as == 2) {
+        oq_curve_apply(self->curve, sock, as == 2);
+    } else if (as == 3) {
+        oq_keypair_t stranger;
+        oq_keys_generate(&stranger);
+        zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, self->curve->broker, OQ_KEY_Z85_LEN);
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, stranger.public_z85, OQ_KEY_Z85_LEN);
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, stranger.secret_z85, OQ_KEY_Z85_LEN);
+    }
+    zmq_connect(sock, endpoint);
+    return sock;
+}
+
+/* With CURVE, a burst also sends a ping from a plaintext peer and from a
+   key the broker does not know; neither may ever get an answer. Called
+   after the burst's own ping came back, so that both pings had time to
+   arrive. The count of answers that came. */
+static uint32_t s_stranger_answers(void *strangers[2])
+{
+    uint32_t answers = 0;
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    for (int i = 0; i < 2; i++)
+        while (zmq_msg_recv(&frame, strangers[i], ZMQ_DONTWAIT) >= 0)
+            answers += !zmq_msg_more(&frame);
+    zmq_msg_close(&frame);
+    return answers;
+}
+
 static int s_burst(oq_faults_t *self)
 {
     if (self->broker != S_BROKER_UP)
         return 1;
     void *ctx = zmq_ctx_new();
-    void *front = zmq_socket(ctx, ZMQ_DEALER);
-    void *back = self->back ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    int linger_ms = 0;
-    zmq_setsockopt(front, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-    zmq_connect(front, self->front);
-    if (back) {
-        zmq_setsockopt(back, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-        zmq_connect(back, self->back);
+    void *front = s_dealer(self, ctx, self->front, 1);
+    void *back = self->back ? s_dealer(self, ctx, self->back, 2) : NULL;
+    void *strangers[2] = {NULL, NULL};
+    if (self->curve->on) {
+        msgpack_sbuffer ping;
+        msgpack_sbuffer_init(&ping);
+        oq_proto_encode_simple(&ping, OQ_CMD_PING, 1);
+        for (int i = 0; i < 2; i++) {
+            strangers[i] = s_dealer(self, ctx, self->front, i == 0 ? 0 : 3);
+            zmq_send(strangers[i], ping.data, ping.size, ZMQ_DONTWAIT);
+        }
+        msgpack_sbuffer_destroy(&ping);
     }
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
@@ -335,13 +379,23 @@ static int s_burst(oq_faults_t *self)
        has arrived, so that the ping below comes after it, not before. */
     uint32_t answered = s_drain_answers(front, back, sent);
     int pong = oq_observe_ping(self->observe, OQ_CHAOS_CALL_MS);
+    uint32_t stranger_answers = strangers[0] ? s_stranger_answers(strangers) : 0;
     zmq_close(front);
     if (back)
         zmq_close(back);
+    for (int i = 0; i < 2; i++)
+        if (strangers[i])
+            zmq_close(strangers[i]);
     zmq_ctx_term(ctx);
     self->counts.injected[OQ_FAULT_BURST]++;
     self->counts.burst_frames += sent;
     self->counts.burst_answers += answered;
+    self->counts.strangers += strangers[0] ? 2 : 0;
+    self->counts.stranger_answers += stranger_answers;
+    if (stranger_answers)
+        oq_verdict_violation(self->verdict,
+                             "a peer without an allowed key got %u answer(s) from the broker",
+                             stranger_answers);
     char what[128];
     snprintf(what, sizeof what, "burst of %u malformed messages to %s, %u answered", sent,
              back ? "both sockets" : "the front socket (no --back)", answered);

@@ -43,6 +43,8 @@ typedef struct {
     uint32_t missed[OQ_FAULT_KIND_COUNT_];  /* hook orders whose moment never came */
     uint32_t burst_frames;                  /* malformed messages sent in all */
     uint32_t burst_answers;                 /* ... and answered by the broker */
+    uint32_t strangers;                     /* with CURVE: pings from peers without a key */
+    uint32_t stranger_answers;              /* ... answered (a violation) */
 } oq_faults_counts_t;
 
 typedef struct oq_faults oq_faults_t;
@@ -53,7 +55,8 @@ typedef struct oq_faults oq_faults_t;
    Everything is borrowed and must outlive this. */
 oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t *schedule,
                            oq_procs_t *procs, oq_observe_t *observe, const oq_load_t *load,
-                           oq_verdict_t *verdict, const char *front, const char *back);
+                           oq_verdict_t *verdict, const char *front, const char *back,
+                           const oq_curve_t *curve);
 
 /* Free and set *self_p to NULL (resuming no process: oq_faults_close). */
 void oq_faults_destroy(oq_faults_t **self_p);

@@ -211,7 +211,7 @@ int oq_load_prepare_db(oq_load_t *self, PGconn *db, char *err, size_t err_len)
 
 /* ---- dispatching -------------------------------------------------------- */
 
-int oq_load_connect(oq_load_t *self, const char *front)
+int oq_load_connect(oq_load_t *self, const char *front, const oq_curve_t *curve)
 {
     self->ctx = zmq_ctx_new();
     if (!self->ctx)
@@ -221,6 +221,8 @@ int oq_load_connect(oq_load_t *self, const char *front)
         return -1;
     int linger_ms = 0;
     zmq_setsockopt(self->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (oq_curve_apply(curve, self->sock, false) < 0)
+        return -1;
     return zmq_connect(self->sock, front);
 }
 

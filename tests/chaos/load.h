@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 
 #include "chaos_config.h"
+#include "curve.h"
 #include "onceq/limits.h"
 #include "schedule.h"
 
@@ -64,8 +65,9 @@ void oq_load_destroy(oq_load_t **self_p);
    the reason in err. */
 int oq_load_prepare_db(oq_load_t *self, PGconn *db, char *err, size_t err_len);
 
-/* Connect the DEALER to the broker's front endpoint. 0 or -1. */
-int oq_load_connect(oq_load_t *self, const char *front);
+/* Connect the DEALER to the broker's front endpoint, with curve's front
+   key. 0 or -1. */
+int oq_load_connect(oq_load_t *self, const char *front, const oq_curve_t *curve);
 
 /* The DEALER, for zmq_poll (ZMQ_POLLIN: call oq_load_receive). */
 void *oq_load_socket(const oq_load_t *self);

@@ -25,15 +25,17 @@ struct oq_observe {
     char error[S_ERROR_LEN];  /* the last failure, for oq_observe_error */
 };
 
-oq_observe_t *oq_observe_new(const char *front, const char *queue, const char *job_type)
+oq_observe_t *oq_observe_new(const char *front, const oq_curve_t *curve, const char *queue,
+                             const char *job_type)
 {
-    assert(front && queue && job_type);
+    assert(front && curve && queue && job_type);
     oq_observe_t *self = calloc(1, sizeof *self);
     assert(self);
     self->client = oq_client_new(front);
     self->queue = strdup(queue);
     self->job_type = strdup(job_type);
-    if (!self->client || !self->queue || !self->job_type) {
+    if (!self->client || !self->queue || !self->job_type ||
+        oq_curve_client(curve, self->client) < 0) {
         oq_observe_destroy(&self);
         return NULL;
     }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "chaos_limits.h"
+#include "curve.h"
 
 /* One stats reply, reduced to what the harness uses. */
 typedef struct {
@@ -42,8 +43,10 @@ typedef void (*oq_observe_failed_fn)(void *ctx, uint64_t job_id, int64_t order_i
 
 typedef struct oq_observe oq_observe_t;
 
-/* A client of the broker at front, reading queue and job_type (copied). */
-oq_observe_t *oq_observe_new(const char *front, const char *queue, const char *job_type);
+/* A client of the broker at front, with curve's front key, reading queue
+   and job_type (copied). */
+oq_observe_t *oq_observe_new(const char *front, const oq_curve_t *curve, const char *queue,
+                             const char *job_type);
 
 /* Close and set *self_p to NULL. */
 void oq_observe_destroy(oq_observe_t **self_p);

@@ -42,6 +42,7 @@
 
 struct oq_procs {
     const oq_chaos_config_t *config; /* borrowed */
+    const oq_curve_t *curve;         /* borrowed: the keys the broker and workers get */
     char run_dir[S_PATH_LEN];        /* logs and data of everything started */
     char bin_dir[S_PATH_LEN];        /* where the three binaries are */
     char pg_script[S_PATH_LEN];      /* deploy/pg.sh */
@@ -293,12 +294,14 @@ static bool s_has_journal(const oq_procs_t *self)
     return found;
 }
 
-oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const char *run_dir)
+oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const oq_curve_t *curve,
+                         const char *run_dir)
 {
-    assert(config && run_dir);
+    assert(config && curve && run_dir);
     oq_procs_t *self = calloc(1, sizeof *self);
     assert(self);
     self->config = config;
+    self->curve = curve;
     self->guardian_fd = -1;
     snprintf(self->run_dir, sizeof self->run_dir, "%s", run_dir);
     snprintf(self->worker_log, sizeof self->worker_log, "%s/workers.log", run_dir);
@@ -442,6 +445,12 @@ int oq_procs_start_broker(oq_procs_t *self)
                                     liveness,         "--retry-after",  retry_after, "--timeout",
                                     timeout,          "--log-level",    "info"};
     size_t n = 15;
+    if (self->curve->on) {
+        argv[n++] = "--keys";
+        argv[n++] = self->curve->keys_dir;
+    } else {
+        argv[n++] = "--insecure";
+    }
     if (self->durable) {
         argv[n++] = "--data-dir";
         argv[n++] = data_dir;
@@ -491,22 +500,29 @@ int oq_procs_start_workers(oq_procs_t *self)
     snprintf(hb, sizeof hb, "%u", c->heartbeat_ms);
     snprintf(stop, sizeof stop, "%d", OQ_CHAOS_WORKER_STOP_S);
     const char *url = c->database ? c->database : self->db_url;
-    const char *argv[] = {self->worker_bin,
-                          "--broker",
-                          self->back,
-                          "--processes",
-                          processes,
-                          "--heartbeat-ms",
-                          hb,
-                          "--stop-timeout",
-                          stop,
-                          "--name",
-                          "chaos",
-                          "--database",
-                          url,
-                          "--log-level",
-                          "info",
-                          NULL};
+    const char *argv[S_MAX_ARGS] = {self->worker_bin,
+                                    "--broker",
+                                    self->back,
+                                    "--processes",
+                                    processes,
+                                    "--heartbeat-ms",
+                                    hb,
+                                    "--stop-timeout",
+                                    stop,
+                                    "--name",
+                                    "chaos",
+                                    "--database",
+                                    url,
+                                    "--log-level",
+                                    "info"};
+    size_t n = 15;
+    if (self->curve->on) {
+        argv[n++] = "--key";
+        argv[n++] = self->curve->worker_secret;
+        argv[n++] = "--broker-key";
+        argv[n++] = self->curve->broker_public;
+    }
+    argv[n] = NULL;
     const char *env[] = {c->hooks ? "ONCEQ_TEST_HOOKS=1" : "ONCEQ_TEST_HOOKS=0", NULL};
     pid_t pid = s_spawn(self, "workers.log", argv, env, true);
     if (pid < 0)

@@ -18,12 +18,16 @@
 #include <sys/types.h>
 
 #include "chaos_config.h"
+#include "curve.h"
 
 typedef struct oq_procs oq_procs_t;
 
 /* Paths, two free loopback ports for the broker, and nothing started yet.
-   NULL (with the reason on stderr) if a binary or pg.sh is missing. */
-oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const char *run_dir);
+   The broker and the workers get the keys of curve (borrowed; plaintext
+   and --insecure when it is off). NULL (with the reason on stderr) if a
+   binary or pg.sh is missing. */
+oq_procs_t *oq_procs_new(const oq_chaos_config_t *config, const oq_curve_t *curve,
+                         const char *run_dir);
 
 /* Stop whatever is still running (workers, broker, cluster), reap it, and
    set *self_p to NULL. */

@@ -501,7 +501,12 @@ static void s_print_faults(FILE *out, const oq_verdict_report_t *r)
         snprintf(label, sizeof label, "  %s", oq_schedule_kind_name((oq_fault_kind_t)k));
         if (fc.skipped[k] || fc.missed[k])
             snprintf(extra, sizeof extra, "  (%u skipped, %u missed)", fc.skipped[k], fc.missed[k]);
-        if (k == OQ_FAULT_BURST)
+        if (k == OQ_FAULT_BURST && fc.strangers)
+            s_row(out, label,
+                  "%u of %u: %u messages, %u answered; %u pings without a key, %u answered%s",
+                  fc.injected[k], planned, fc.burst_frames, fc.burst_answers, fc.strangers,
+                  fc.stranger_answers, extra);
+        else if (k == OQ_FAULT_BURST)
             s_row(out, label, "%u of %u: %u messages, %u answered%s", fc.injected[k], planned,
                   fc.burst_frames, fc.burst_answers, extra);
         else

@@ -141,10 +141,8 @@ static void s_note(s_confirmed_t *c, const oq_msg_t *msg)
    the replies already on their way. */
 static void s_stream_and_kill(it_t *it, s_confirmed_t *c, s_bouncer_t *bouncer, size_t window)
 {
-    void *sock = zmq_socket(it->zctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    assert_int_equal(zmq_connect(sock, it->front), 0);
+    void *sock = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
+    assert_non_null(sock);
     msgpack_sbuffer buf, payload;
     msgpack_sbuffer_init(&buf);
     msgpack_sbuffer_init(&payload);
@@ -184,7 +182,7 @@ static void s_stream_and_kill(it_t *it, s_confirmed_t *c, s_bouncer_t *bouncer, 
         oq_support_sleep_ms(10);
     }
     print_message("confirmed %zu of %zu dispatches before the kill\n", c->count, sent);
-    zmq_close(sock); /* what was still queued in it is dropped, never sent */
+    it_close_socket(it, sock); /* what was still queued in it is dropped, never sent */
     msgpack_sbuffer_destroy(&buf);
     msgpack_sbuffer_destroy(&payload);
 }

@@ -8,6 +8,9 @@
 #   - every onceq header the example includes resolves under the prefix, and
 #     the libraries it loads are the prefix's: a header installed without its
 #     library, or one not installed, fails the build or this check;
+#   - everything speaks CURVE with keys made by the installed `onceq keygen`,
+#     passed as flags (the broker, the cc build) and as environment
+#     variables (the CMake build, the onceq tool);
 #   - both builds connect (the cc build with --processes 2);
 #   - "hello" for ada, ada, grace: 3 done, 2 applied, 1 already_applied;
 #   - a missing, empty, non-text and over-long name each fail with a reason
@@ -31,7 +34,8 @@ max_name_bytes=256 # OQ_ONCE_MAX_KEY_LEN, the name's bound in hello.c
 
 # Nothing of the checkout, the build or the caller's setup may leak in.
 unset LD_LIBRARY_PATH PKG_CONFIG_LIBDIR ONCEQ_BIN ONCEQ_BIN_DIR ONCEQ_DATABASE_URL \
-  ONCEQ_PG_DIR ONCEQ_PG_SCRIPT ONCEQ_WORKER_BROKER ONCEQ_BROKER CPATH C_INCLUDE_PATH LIBRARY_PATH
+  ONCEQ_PG_DIR ONCEQ_PG_SCRIPT ONCEQ_WORKER_BROKER ONCEQ_BROKER CPATH C_INCLUDE_PATH LIBRARY_PATH \
+  ONCEQ_KEYS ONCEQ_KEY ONCEQ_WORKER_KEY ONCEQ_BROKER_KEY ONCEQ_INSECURE
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-hello-XXXXXX")
 chmod 755 "$work" # as root the cluster runs as postgres, which must reach it
@@ -174,20 +178,35 @@ sql() { psql "$url" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
 [ "$(sql "SELECT to_regclass('onceq_once') IS NOT NULL")" = t ] ||
   fail "onceq db migrate did not create onceq_once (deploy/sql/0002_once.sql)"
 
+# ---- keys: the broker's pair, an admin for the tool, a worker ---------------
+
+keys=$work/keys
+"$onceq" keygen --dir "$keys" broker >"$work/keygen.log" 2>&1 || fail "onceq keygen broker"
+"$onceq" keygen --dir "$work/me" admin >>"$work/keygen.log" 2>&1 || fail "onceq keygen admin"
+"$onceq" keygen --dir "$work/me" hello >>"$work/keygen.log" 2>&1 || fail "onceq keygen hello"
+[ "$(stat -c %a "$work/me/hello.key_secret")" = 600 ] || fail "a secret key file is not 0600"
+mkdir -p "$keys/admins" "$keys/workers"
+cp "$work/me/admin.key" "$keys/admins/"
+cp "$work/me/hello.key" "$keys/workers/"
+export ONCEQ_KEY=$work/me/admin.key_secret
+export ONCEQ_BROKER_KEY=$keys/broker.key
+
 # ---- broker and workers ----------------------------------------------------
 
 front=tcp://127.0.0.1:$(free_port)
 back=tcp://127.0.0.1:$(free_port)
 "$prefix/bin/onceq-broker" --front "$front" --back "$back" --data-dir "$work/data" \
-  >"$work/broker.log" 2>&1 &
+  --keys "$keys" >"$work/broker.log" 2>&1 &
 pids+=($!)
 wait_for "the broker answering a ping" "$onceq" ping --broker "$front"
 
 "$work/hello/hello-cc" --broker "$back" --processes 2 --name hello-cc --database "$url" \
+  --key "$work/me/hello.key_secret" --broker-key "$keys/broker.key" \
   >"$work/worker-cc.log" 2>&1 &
 pids+=($!)
 cc_pid=$!
-"$work/hello/build/hello-worker" --broker "$back" --name hello-cmake --database "$url" \
+ONCEQ_WORKER_KEY=$work/me/hello.key_secret "$work/hello/build/hello-worker" --broker "$back" \
+  --name hello-cmake --database "$url" \
   --isolation repeatable-read >"$work/worker-cmake.log" 2>&1 &
 pids+=($!)
 cmake_pid=$!
@@ -249,7 +268,8 @@ done
 # ---- a mixed fleet: the built-in worker beside the hello workers -----------
 
 mixed_jobs=20
-"$prefix/bin/onceq-worker" --broker "$back" --name builtin >"$work/worker-builtin.log" 2>&1 &
+"$prefix/bin/onceq-worker" --broker "$back" --name builtin --key "$work/me/hello.key_secret" \
+  >"$work/worker-builtin.log" 2>&1 &
 pids+=($!)
 builtin_pid=$!
 builtin_up() { stats | jq -e '[.workers[].name] | map(select(startswith("builtin"))) | length == 1'; }

@@ -1,5 +1,5 @@
-/*  harness.c: processes, endpoints, a raw protocol client and polling waits
-    for the integration tests. */
+/*  harness.c: processes, endpoints, keys, a raw protocol client and polling
+    waits for the integration tests. */
 #include "harness.h"
 
 #include <setjmp.h>
@@ -31,6 +31,12 @@
 #define S_POLL_MS      20
 #define S_BROKER_UP_MS 10000
 #define S_CALL_MS      5000
+#define S_PATH_LEN     512
+
+static const char *const s_role_names[IT_ROLES] = {"producer", "worker", "admin", "stranger"};
+/* The directory of DIR/keys each role's public key goes in; the stranger's
+   goes nowhere. */
+static const char *const s_role_dirs[IT_ROLES] = {"producers", "workers", "admins", NULL};
 
 /* Every pid any fixture started, for the at-exit sweep. */
 static pid_t s_pids[IT_MAX_PROCS * 4];
@@ -79,6 +85,70 @@ void it_use_worker(it_t *self, const char *name)
     self->worker_bin = name;
 }
 
+static int s_mkdir(const char *path)
+{
+    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* The broker's pair in DIR/keys, a pair per role whose secret file is in
+   DIR/client-keys and whose public file is in DIR/keys/ROLES/. */
+static int s_make_keys(it_t *self)
+{
+    char reason[S_PATH_LEN], dir[sizeof self->dir + 16];
+    snprintf(self->keys_dir, sizeof self->keys_dir, "%s/keys", self->dir);
+    snprintf(self->broker_key, sizeof self->broker_key, "%s/broker.key", self->keys_dir);
+    snprintf(dir, sizeof dir, "%s/client-keys", self->dir);
+    if (s_mkdir(self->keys_dir) < 0 || s_mkdir(dir) < 0 ||
+        oq_keys_generate(&self->broker_pair) < 0 ||
+        oq_keys_save(&self->broker_pair, self->keys_dir, "broker", false, reason, sizeof reason) <
+            0)
+        return -1;
+    for (int r = 0; r < IT_ROLES; r++) {
+        char role_dir[S_PATH_LEN], from[S_PATH_LEN + 64];
+        snprintf(self->secret_files[r], sizeof self->secret_files[r], "%s/%s.key_secret", dir,
+                 s_role_names[r]);
+        if (oq_keys_generate(&self->pairs[r]) < 0 ||
+            oq_keys_save(&self->pairs[r], dir, s_role_names[r], false, reason, sizeof reason) < 0)
+            return -1;
+        if (!s_role_dirs[r])
+            continue;
+        snprintf(role_dir, sizeof role_dir, "%s/%s", self->keys_dir, s_role_dirs[r]);
+        snprintf(from, sizeof from, "%s/%s.key", dir, s_role_names[r]);
+        if (s_mkdir(role_dir) < 0 || rename(from, it_allowed_key_file(self, (it_role_t)r)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* For the processes a test spawns itself (the onceq tool speaks as admin). */
+static void s_export_keys(const it_t *self)
+{
+    setenv("ONCEQ_KEYS", self->keys_dir, 1);
+    setenv("ONCEQ_KEY", self->secret_files[IT_ROLE_ADMIN], 1);
+    setenv("ONCEQ_WORKER_KEY", self->secret_files[IT_ROLE_WORKER], 1);
+    setenv("ONCEQ_BROKER_KEY", self->broker_key, 1);
+}
+
+/* A socket as role (IT_ROLE_PLAIN, or any role of an insecure fixture: no
+   CURVE), connected to endpoint, linger 0. */
+static void *s_open(it_t *self, it_role_t role, int type, const char *endpoint)
+{
+    void *sock = zmq_socket(self->zctx, type);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    if (role < IT_ROLES && !self->insecure) {
+        const oq_keypair_t *pair = &self->pairs[role];
+        zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, self->broker_pair.public_z85, OQ_KEY_Z85_LEN);
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pair->public_z85, OQ_KEY_Z85_LEN);
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, pair->secret_z85, OQ_KEY_Z85_LEN);
+    }
+    if (zmq_connect(sock, endpoint) < 0) {
+        zmq_close(sock);
+        return NULL;
+    }
+    return sock;
+}
+
 it_t *it_new(const char *name)
 {
     if (!s_atexit_set) {
@@ -97,10 +167,12 @@ it_t *it_new(const char *name)
     snprintf(self->back, sizeof self->back, "tcp://127.0.0.1:%d", oq_support_free_port());
     self->worker_bin = IT_WORKER;
     self->zctx = zmq_ctx_new();
-    self->client = zmq_socket(self->zctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(self->client, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_connect(self->client, self->front);
+    if (s_make_keys(self) < 0) {
+        fprintf(stderr, "harness: cannot make the test's keys in %s\n", self->dir);
+        abort();
+    }
+    s_export_keys(self);
+    self->client = s_open(self, IT_ROLE_ADMIN, ZMQ_DEALER, self->front);
     self->next_req = 1;
     return self;
 }
@@ -136,17 +208,55 @@ void it_destroy(it_t **self_p)
 
 void *it_socket(it_t *self, int type, const char *endpoint)
 {
+    return it_socket_as(self, strcmp(endpoint, self->back) == 0 ? IT_ROLE_WORKER : IT_ROLE_ADMIN,
+                        type, endpoint);
+}
+
+void *it_socket_as(it_t *self, it_role_t role, int type, const char *endpoint)
+{
     if (self->socket_count == sizeof self->sockets / sizeof self->sockets[0])
         return NULL;
-    void *sock = zmq_socket(self->zctx, type);
-    int zero = 0;
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_connect(sock, endpoint) < 0) {
-        zmq_close(sock);
-        return NULL;
-    }
-    self->sockets[self->socket_count++] = sock;
+    void *sock = s_open(self, role, type, endpoint);
+    if (sock)
+        self->sockets[self->socket_count++] = sock;
     return sock;
+}
+
+void it_close_socket(it_t *self, void *sock)
+{
+    for (size_t i = 0; i < self->socket_count; i++) {
+        if (self->sockets[i] == sock) {
+            self->sockets[i] = self->sockets[--self->socket_count];
+            break;
+        }
+    }
+    zmq_close(sock);
+}
+
+void it_insecure(it_t *self)
+{
+    self->insecure = true;
+    zmq_close(self->client);
+    self->client = s_open(self, IT_ROLE_PLAIN, ZMQ_DEALER, self->front);
+    unsetenv("ONCEQ_KEYS");
+    unsetenv("ONCEQ_KEY");
+    unsetenv("ONCEQ_WORKER_KEY");
+    unsetenv("ONCEQ_BROKER_KEY");
+}
+
+const char *it_key_file(const it_t *self, it_role_t role)
+{
+    assert_true(role < IT_ROLES);
+    return self->secret_files[role];
+}
+
+const char *it_allowed_key_file(const it_t *self, it_role_t role)
+{
+    static char path[S_PATH_LEN];
+    assert_true(role < IT_ROLES);
+    snprintf(path, sizeof path, "%s/%s/%s.key", self->keys_dir,
+             s_role_dirs[role] ? s_role_dirs[role] : "producers", s_role_names[role]);
+    return path;
 }
 
 pid_t it_spawn(it_t *self, const char *log, const char *const argv[])
@@ -378,6 +488,15 @@ pid_t it_start_broker(it_t *self, const char *const extra[])
         argv[n++] = "--data-dir";
         argv[n++] = data_dir;
     }
+    bool own_auth = false;
+    for (size_t i = 0; extra && extra[i]; i++)
+        own_auth |= strcmp(extra[i], "--keys") == 0 || strcmp(extra[i], "--insecure") == 0;
+    if (!own_auth && self->insecure) {
+        argv[n++] = "--insecure";
+    } else if (!own_auth) {
+        argv[n++] = "--keys";
+        argv[n++] = self->keys_dir;
+    }
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -396,6 +515,12 @@ pid_t it_start_worker(it_t *self, const char *log, const char *const extra[])
 {
     const char *argv[48] = {it_bin(self->worker_bin), "--broker", self->back};
     size_t n = 3;
+    if (!self->insecure) {
+        argv[n++] = "--key";
+        argv[n++] = self->secret_files[IT_ROLE_WORKER];
+        argv[n++] = "--broker-key";
+        argv[n++] = self->broker_key;
+    }
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

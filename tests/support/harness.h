@@ -4,7 +4,17 @@
     speaks the wire protocol, and waits with generous deadlines that poll
     for a condition instead of sleeping for a guessed time. Every process a
     test starts is killed and reaped in teardown and at exit, also when an
-    assertion fails. */
+    assertion fails.
+
+    CURVE by default, as in production: each fixture makes a broker pair and
+    a producer, a worker and an admin key in DIR/keys (DIR/keys/producers,
+    workers, admins hold the public keys; the secret files are in
+    DIR/client-keys), starts the broker with --keys and every worker with
+    --key and --broker-key, and exports ONCEQ_KEYS, ONCEQ_KEY (the admin's:
+    the onceq tool a test runs may do anything), ONCEQ_WORKER_KEY and
+    ONCEQ_BROKER_KEY for the processes a test spawns itself. The fixture's
+    own DEALER (client) speaks as the admin; it_socket as the admin on the
+    front and as the worker on the back. it_insecure opts out. */
 #ifndef ONCEQ_HARNESS_H
 #define ONCEQ_HARNESS_H
 
@@ -13,12 +23,23 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "onceq/keys.h"
 #include "onceq/proto.h"
 
 #define IT_MAX_PROCS   32
 #define IT_MAX_WORKERS 64
 #define IT_WAIT_MS     30000          /* generous bound for anything a test waits on */
 #define IT_WORKER      "onceq-worker" /* what it_start_worker starts by default */
+
+/* Who a raw socket speaks as (it_socket_as). */
+typedef enum {
+    IT_ROLE_PRODUCER,         /* a key in DIR/keys/producers */
+    IT_ROLE_WORKER,           /* a key in DIR/keys/workers */
+    IT_ROLE_ADMIN,            /* a key in DIR/keys/admins */
+    IT_ROLE_STRANGER,         /* a valid pair the broker was never told of */
+    IT_ROLES,                 /* the keys above; IT_ROLE_PLAIN has none */
+    IT_ROLE_PLAIN = IT_ROLES, /* no CURVE at all */
+} it_role_t;
 
 typedef struct {
     char dir[256];  /* this test's temp dir */
@@ -38,6 +59,12 @@ typedef struct {
     const char *stats_type; /* job type whose counters it_stats reads, or NULL */
     const char *worker_bin; /* the binary it_start_worker starts (IT_WORKER) */
     unsigned data_gen;      /* it_start_broker's data dir: DIR/data, then DIR/data-N */
+    bool insecure;          /* it_insecure: plaintext everywhere */
+    char keys_dir[300];     /* DIR/keys: the broker's --keys */
+    char broker_key[340];   /* DIR/keys/broker.key */
+    oq_keypair_t broker_pair;
+    oq_keypair_t pairs[IT_ROLES];
+    char secret_files[IT_ROLES][340]; /* DIR/client-keys/ROLE.key_secret */
 } it_t;
 
 typedef struct {
@@ -59,8 +86,26 @@ it_t *it_new(const char *name);
 void it_destroy(it_t **self_p);
 
 /* A socket of the given type connected to endpoint, linger 0, closed by
-   it_destroy (so a failed assertion cannot leave the context hanging). */
+   it_destroy (so a failed assertion cannot leave the context hanging).
+   With CURVE it speaks as the admin on the front, the worker on the back. */
 void *it_socket(it_t *self, int type, const char *endpoint);
+
+/* The same as the given role (IT_ROLE_PLAIN: no CURVE, whatever the fixture). */
+void *it_socket_as(it_t *self, it_role_t role, int type, const char *endpoint);
+
+/* Close a socket of it_socket or it_socket_as before it_destroy would. */
+void it_close_socket(it_t *self, void *sock);
+
+/* Plaintext for this fixture: call before starting anything. The broker
+   gets --insecure, nothing gets keys, and the ONCEQ_*KEY* variables are
+   unset. */
+void it_insecure(it_t *self);
+
+/* The secret key file of a role (IT_ROLE_PRODUCER ... IT_ROLE_STRANGER), and the
+   public key file a broker allows it by (DIR/keys/ROLES/ROLE.key; for
+   IT_ROLE_STRANGER the path it would have in producers/). Static buffer. */
+const char *it_key_file(const it_t *self, it_role_t role);
+const char *it_allowed_key_file(const it_t *self, it_role_t role);
 
 /* Path of a binary from the build: in ONCEQ_BIN_DIR if set, else next to
    the running test (build/bin). */

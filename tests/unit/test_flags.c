@@ -365,6 +365,28 @@ static void test_endpoint_valid(void **state)
     assert_false(oq_flags_endpoint_valid(NULL));
 }
 
+/* What --insecure may bind without --insecure-remote. */
+static void test_endpoint_local(void **state)
+{
+    (void)state;
+    assert_true(oq_flags_endpoint_local("tcp://127.0.0.1:7750"));
+    assert_true(oq_flags_endpoint_local("tcp://127.1.2.3:7750"));
+    assert_true(oq_flags_endpoint_local("tcp://localhost:7750"));
+    assert_true(oq_flags_endpoint_local("tcp://[::1]:7750"));
+    assert_true(oq_flags_endpoint_local("ipc:///run/onceq.sock"));
+    assert_true(oq_flags_endpoint_local("inproc://x"));
+    assert_false(oq_flags_endpoint_local("tcp://0.0.0.0:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://*:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://10.0.0.1:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://128.0.0.1:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://127.0.0.256:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://127.0.0.1.evil.com:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://eth0:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://[::]:7750"));
+    assert_false(oq_flags_endpoint_local("tcp://127.0.0.1"));
+    assert_false(oq_flags_endpoint_local(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +400,7 @@ int main(void)
         cmocka_unit_test_setup(test_stop_flag, s_setup),
         cmocka_unit_test_setup(test_help_text, s_setup),
         cmocka_unit_test(test_endpoint_valid),
+        cmocka_unit_test(test_endpoint_local),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

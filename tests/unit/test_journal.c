@@ -1041,6 +1041,7 @@ static void s_start_broker(s_fix_t *f, s_net_t *n)
     c.back_endpoint = back;
     c.journal.dir = s_path(f, "data");
     c.journal.ops = &f->ops;
+    c.insecure = true;
     n->broker = oq_broker_new(&c, &f->clock, reason, sizeof reason);
     if (!n->broker)
         fail_msg("broker: %s", reason);

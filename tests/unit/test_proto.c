@@ -361,6 +361,7 @@ static void test_roundtrip_dispatch_id_and_requeue(void **state)
     assert_true(oq_proto_dispatch_id_valid("a", 1));
     assert_false(oq_proto_dispatch_id_valid("a\x7f", 2));
     assert_string_equal(oq_proto_err_name(OQ_ERR_UNAVAILABLE), "unavailable");
+    assert_string_equal(oq_proto_err_name(OQ_ERR_FORBIDDEN), "forbidden");
 }
 
 static void test_roundtrip_dispatch_defaults(void **state)

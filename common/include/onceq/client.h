@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "onceq/keys.h"
 #include "onceq/proto.h"
 
 typedef struct oq_client oq_client_t;
@@ -24,6 +25,19 @@ oq_client_t *oq_client_new(const char *endpoint);
 
 /* Close the connection, drop unsent messages, free, and set *self_p to NULL. */
 void oq_client_destroy(oq_client_t **self_p);
+
+/* Speak CURVE from now on: pair is this client's key pair (its public key
+   must be in one of the broker's key directories), broker_public the
+   broker's public key, both in Z85. The connection is made again (call it
+   before the first request). 0, or -1 (see oq_client_error) if a key is
+   not 40 characters of Z85 or libzmq lacks CURVE. docs/protocol.md §1. */
+int oq_client_set_curve(oq_client_t *self, const oq_keypair_t *pair, const char *broker_public);
+
+/* The same from files: secret_file a NAME.key_secret (onceq keygen),
+   broker_key_file the broker's public key file (broker.key; a secret file
+   serves too). 0, or -1 with the reason naming the file. */
+int oq_client_set_curve_files(oq_client_t *self, const char *secret_file,
+                              const char *broker_key_file);
 
 /* Dispatch one job: wait up to timeout_ms for the broker's answer, and
    without one send the same request again, up to the retries set with

@@ -90,4 +90,8 @@ void oq_flags_help(const oq_flag_t *flags, size_t count, FILE *out);
 /* tcp://HOST:PORT (port 1 to 65535) or ipc://PATH. */
 bool oq_flags_endpoint_valid(const char *endpoint);
 
+/* True if binding endpoint reaches this machine only: ipc:// or inproc://,
+   or tcp:// on 127.0.0.0/8, [::1] or localhost. */
+bool oq_flags_endpoint_local(const char *endpoint);
+
 #endif

@@ -84,6 +84,19 @@
    fails with EMFILE (libzmq would spin on it). */
 #define OQ_FD_RESERVE 64
 
+/* Authentication (CURVE and ZAP; docs/operations.md). */
+#define OQ_MAX_KEYS 65536 /* public keys allowed, over every role */
+/* Connections of each role at most (--max-producers, --max-workers,
+   --max-admins), counted from each connection's first message. */
+#define OQ_DEFAULT_MAX_PRODUCERS    10000
+#define OQ_DEFAULT_MAX_WORKER_CONNS OQ_MAX_WORKERS
+#define OQ_DEFAULT_MAX_ADMINS       64
+#define OQ_MAX_ROLE_CONNS           1000000 /* the largest value of those flags */
+/* A refused handshake is logged once per key per interval; at most this
+   many keys are remembered, the rest only counted. */
+#define OQ_AUTH_LOG_INTERVAL_MS (60 * 1000)
+#define OQ_AUTH_LOG_KEYS        64
+
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
    2 added the review, resolved, forgotten and cancelled records. */
 #define OQ_JOURNAL_FORMAT_VERSION    2

@@ -76,6 +76,7 @@ typedef enum {
     OQ_ERR_UNAVAILABLE, /* the broker cannot make the request durable now (disk error) */
     OQ_ERR_NOT_FOUND,   /* admin: no such job (done, or never dispatched) */
     OQ_ERR_WRONG_STATE, /* admin: the job's state does not allow the command */
+    OQ_ERR_FORBIDDEN,   /* the sender's key is not allowed this command (or no longer at all) */
     OQ_ERR_COUNT_
 } oq_err_t;
 
