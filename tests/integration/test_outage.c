@@ -16,7 +16,9 @@
       onceq-worker's database handlers (grant_points, request_shipment)
       holds one connection, not one per handler.
 
-    Each test has a cluster of its own (deploy/pg.sh, in its temp dir). */
+    Each test has a cluster of its own (deploy/pg.sh, in its temp dir),
+    made by its setup and stopped by its teardown, which cmocka runs also
+    when the test fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -194,12 +196,36 @@ static void s_effects_exact(it_t *it, uint64_t orders, uint64_t points)
 
 /* The database is stopped for longer than tries × backoff while grants keep
    coming: nothing fails, nothing uses a try, the pause shows in stats. */
+/* A fixture with a cluster of its own, started with server_opts. */
+static int s_setup_with(void **state, const char *name, const char *server_opts)
+{
+    it_t *it = it_new(name);
+    if (!it)
+        return -1;
+    if (it_start_pg_with(it, server_opts) < 0) {
+        it_destroy(&it); /* cmocka runs no teardown after a failed setup */
+        return -1;
+    }
+    s_customers(it);
+    *state = it;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+static int s_setup_outage(void **state)
+{
+    return s_setup_with(state, "outage", NULL);
+}
+
 static void test_outage_longer_than_tries_fails_nothing(void **state)
 {
-    it_t *it = it_new("outage");
-    assert_non_null(it);
-    assert_int_equal(it_start_pg(it), 0);
-    s_customers(it);
+    it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
     const char *flags[] = {"--processes", "4", NULL};
     assert_true(it_start_worker(it, "workers", flags) > 0);
@@ -242,7 +268,6 @@ static void test_outage_longer_than_tries_fails_nothing(void **state)
     assert_int_equal(v.failed, 0);
     assert_int_equal(v.retried, 0); /* no job used a try for the outage */
     s_effects_exact(it, orders, points);
-    it_destroy(&it);
 }
 
 /* 12 worker processes, 7 connection slots (max_connections 8, none kept
@@ -250,14 +275,15 @@ static void test_outage_longer_than_tries_fails_nothing(void **state)
 #define S_SLOTS_WORKERS "12"
 #define S_SLOTS_JOBS    240
 
+static int s_setup_slots(void **state)
+{
+    return s_setup_with(state, "slots", "-c max_connections=8 -c superuser_reserved_connections=0");
+}
+
 static void test_more_workers_than_connections_fails_nothing(void **state)
 {
-    it_t *it = it_new("slots");
-    assert_non_null(it);
-    assert_int_equal(
-        it_start_pg_with(it, "-c max_connections=8 -c superuser_reserved_connections=0"), 0);
+    it_t *it = *state;
     assert_int_equal(it_sql_int(it, "SELECT current_setting('max_connections')::int"), 8);
-    s_customers(it);
     assert_true(it_start_broker(it, NULL) > 0);
     const char *flags[] = {"--processes", S_SLOTS_WORKERS, "--idle-release", "1", NULL};
     assert_true(it_start_worker(it, "workers", flags) > 0);
@@ -289,15 +315,16 @@ static void test_more_workers_than_connections_fails_nothing(void **state)
     assert_int_equal(it_sql_int(it, "SELECT count(*) FROM pg_stat_activity "
                                     "WHERE application_name = 'onceq-worker'"),
                      0);
-    it_destroy(&it);
+}
+
+static int s_setup_one_connection(void **state)
+{
+    return s_setup_with(state, "one-connection", NULL);
 }
 
 static void test_one_connection_per_worker_process(void **state)
 {
-    it_t *it = it_new("one-connection");
-    assert_non_null(it);
-    assert_int_equal(it_start_pg(it), 0);
-    s_customers(it);
+    it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
     /* Nothing listens at the carrier's URL: request_shipment still writes
        its record before and after the call, on the database. Idle
@@ -335,15 +362,17 @@ static void test_one_connection_per_worker_process(void **state)
                                     "WHERE application_name = 'onceq-worker'"),
                      1);
     s_effects_exact(it, 1, points);
-    it_destroy(&it);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_outage_longer_than_tries_fails_nothing),
-        cmocka_unit_test(test_more_workers_than_connections_fails_nothing),
-        cmocka_unit_test(test_one_connection_per_worker_process),
+        cmocka_unit_test_setup_teardown(test_outage_longer_than_tries_fails_nothing, s_setup_outage,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_more_workers_than_connections_fails_nothing,
+                                        s_setup_slots, s_teardown),
+        cmocka_unit_test_setup_teardown(test_one_connection_per_worker_process,
+                                        s_setup_one_connection, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
