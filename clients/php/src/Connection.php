@@ -69,6 +69,13 @@ final class Connection
         }
     }
 
+    /** Give what is queued up to $ms to leave (before an exit), then close. */
+    public function flush(int $ms): void
+    {
+        $this->socket->setSockOpt(\ZMQ::SOCKOPT_LINGER, $ms);
+        $this->close();
+    }
+
     public function close(): void
     {
         try {
