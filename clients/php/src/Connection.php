@@ -15,6 +15,8 @@ final class Connection
     private static ?\ZMQContext $context = null;
 
     private \ZMQSocket $socket;
+    /** @var resource|null the socket's ZMQ_FD as a stream */
+    private $fd = null;
 
     public function __construct(public readonly string $endpoint, ?Curve $curve)
     {
@@ -41,31 +43,41 @@ final class Connection
 
     /**
      * The next message, waiting at most $timeoutMs (0: only what is there);
-     * null when none came. A frame that is not a map is dropped (the caller
-     * cannot answer it) and counts as nothing.
+     * null when none came, or when a signal interrupted the wait (the
+     * caller loops, and sees a SIGTERM's flag). A frame that is not a map
+     * is dropped (the caller cannot answer it).
+     *
+     * It waits in stream_select() on the socket's ZMQ_FD, not in
+     * ZMQPoll: a signal that interrupts zmq_poll() never reaches its
+     * pcntl handler (php-zmq 1.1.3), so SIGTERM would be lost.
      */
     public function receive(int $timeoutMs): ?array
     {
-        $poll = new \ZMQPoll();
-        $poll->add($this->socket, \ZMQ::POLL_IN);
-        $readable = [];
-        $writable = [];
-        try {
-            $events = $poll->poll($readable, $writable, max(0, $timeoutMs));
-        } catch (\ZMQPollException $e) {
-            return null; // EINTR: a signal (SIGTERM, the heartbeat alarm); the caller loops
-        }
-        if ($events === 0) {
-            return null;
-        }
-        $parts = $this->socket->recvMulti(\ZMQ::MODE_DONTWAIT);
-        if ($parts === false || count($parts) !== 1) {
-            return null;
-        }
-        try {
-            return Codec::decode($parts[0]);
-        } catch (\Onceq\Exception\ProtocolException) {
-            return null;
+        $deadline = hrtime(true) + max(0, $timeoutMs) * 1_000_000;
+        $this->fd ??= $this->socket->getSockOpt(\ZMQ::SOCKOPT_FD);
+        while (true) {
+            // ZMQ_FD is edge-triggered: ask ZMQ_EVENTS before every wait.
+            while ($this->socket->getSockOpt(\ZMQ::SOCKOPT_EVENTS) & \ZMQ::POLL_IN) {
+                $parts = $this->socket->recvMulti(\ZMQ::MODE_DONTWAIT);
+                if ($parts === false || count($parts) !== 1) {
+                    continue;
+                }
+                try {
+                    return Codec::decode($parts[0]);
+                } catch (\Onceq\Exception\ProtocolException) {
+                    continue;
+                }
+            }
+            $leftUs = intdiv($deadline - hrtime(true), 1000);
+            if ($leftUs <= 0) {
+                return null;
+            }
+            $read = [$this->fd];
+            $write = null;
+            $except = null;
+            if (@stream_select($read, $write, $except, intdiv($leftUs, 1_000_000), $leftUs % 1_000_000) === false) {
+                return null; // EINTR
+            }
         }
     }
 
