@@ -114,13 +114,15 @@ final class FleetTest extends TestCase
     }
 
     /** Start examples/points-worker.php on queue "php"; its PID goes to run.sh's list too. */
-    private function startWorker(string $name, array $env = []): array
+    private function startWorker(string $name, array $env = [], ?string $insecureBack = null): array
     {
         $log = self::env('ONCEQ_TEST_WORK') . "/$name.log";
-        $cmd = [PHP_BINARY, __DIR__ . '/../../examples/points-worker.php', '--broker', self::env('ONCEQ_TEST_BACK'),
-                '--database', self::env('ONCEQ_TEST_DATABASE'), '--name', $name, '--queue', 'php',
-                '--key', self::env('ONCEQ_TEST_ME') . '/php-worker.key_secret',
-                '--broker-key', self::env('ONCEQ_TEST_KEYS') . '/broker.key'];
+        $cmd = [PHP_BINARY, __DIR__ . '/../../examples/points-worker.php', '--broker', $insecureBack ?? self::env('ONCEQ_TEST_BACK'),
+                '--database', self::env('ONCEQ_TEST_DATABASE'), '--name', $name, '--queue', 'php'];
+        if ($insecureBack === null) {
+            array_push($cmd, '--key', self::env('ONCEQ_TEST_ME') . '/php-worker.key_secret',
+                '--broker-key', self::env('ONCEQ_TEST_KEYS') . '/broker.key');
+        }
         $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['file', $log, 'a'], 2 => ['file', $log, 'a']],
             $pipes, null, $env + getenv());
         $this->assertIsResource($proc);
@@ -128,7 +130,9 @@ final class FleetTest extends TestCase
         file_put_contents(self::env('ONCEQ_TEST_WORK') . '/pids', "$pid\n", FILE_APPEND);
         $w = ['proc' => $proc, 'pid' => $pid, 'log' => $log];
         $this->workers[$pid] = $w;
-        $this->waitFor("worker $name connected", fn () => $this->workerConnected($name));
+        if ($insecureBack === null) {
+            $this->waitFor("worker $name connected", fn () => $this->workerConnected($name));
+        }
         return $w;
     }
 
@@ -244,6 +248,51 @@ final class FleetTest extends TestCase
         $this->assertSame(1, $this->grants(3001));
         $this->assertGreaterThanOrEqual(1, $this->statsOf('queues', 'php')['redelivered']);
         $this->assertSame(0, $this->stopWorker($rescuer, SIGTERM));
+    }
+
+    private static function freePort(): int
+    {
+        $sock = stream_socket_server('tcp://127.0.0.1:0');
+        $port = (int)substr(strrchr(stream_socket_get_name($sock, false), ':'), 1);
+        fclose($sock);
+        return $port;
+    }
+
+    /** A broker of this test's own (plaintext, on loopback), started by PID. */
+    private function startBroker(int $front, int $back, string $data): array
+    {
+        $log = self::env('ONCEQ_TEST_WORK') . '/own-broker.log';
+        $proc = proc_open([self::env('ONCEQ_TEST_BIN') . '/onceq-broker', '--insecure', '--front', "tcp://127.0.0.1:$front",
+            '--back', "tcp://127.0.0.1:$back", '--data-dir', $data],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['file', $log, 'a'], 2 => ['file', $log, 'a']], $pipes);
+        $pid = proc_get_status($proc)['pid'];
+        file_put_contents(self::env('ONCEQ_TEST_WORK') . '/pids', "$pid\n", FILE_APPEND);
+        $b = ['proc' => $proc, 'pid' => $pid, 'log' => $log];
+        $this->workers[$pid] = $b;
+        return $b;
+    }
+
+    /** The broker dies (SIGKILL) and comes back after the worker's liveness: the worker reconnects on a fresh socket and runs the next job. */
+    public function testAPhpWorkerReconnectsToARestartedBroker(): void
+    {
+        [$front, $back] = [self::freePort(), self::freePort()];
+        $data = self::env('ONCEQ_TEST_WORK') . '/own-broker';
+        $broker = $this->startBroker($front, $back, $data);
+        $client = new Client("tcp://127.0.0.1:$front", ['timeout_ms' => 1000, 'tries' => 30]);
+        $client->ping();
+        $w = $this->startWorker('php-reconnect', [], "tcp://127.0.0.1:$back");
+        $client->dispatch('grant_points', ['order_id' => 6001, 'customer_id' => 6, 'points' => 11], ['queue' => 'php']);
+        $this->waitFor('the first grant', fn () => $this->balance(6) === 11);
+
+        $this->assertSame(-SIGKILL, $this->stopWorker($broker, SIGKILL));
+        // Away for longer than its liveness: the worker gives up the socket and reconnects with backoff.
+        $this->waitFor('the worker noticed the silence', fn () => str_contains((string)file_get_contents($w['log']), 'was silent for'));
+        $broker = $this->startBroker($front, $back, $data);
+        $client->dispatch('grant_points', ['order_id' => 6002, 'customer_id' => 6, 'points' => 22], ['queue' => 'php']);
+        $this->waitFor('the grant dispatched after the restart', fn () => $this->balance(6) === 33);
+        $this->assertSame(1, $this->grants(6002));
+        $this->assertSame(0, $this->stopWorker($w, SIGTERM));
+        $this->stopWorker($broker, SIGTERM);
     }
 
     // ---- errors --------------------------------------------------------------
