@@ -24,8 +24,9 @@ use Onceq\Exception\ConfigException;
  * - while a handler runs, a SIGALRM each second sends the heartbeats and
  *   checks the job's timeout: a handler past it gets the ack `timeout`
  *   and the process exits with status 3 (run it under a supervisor:
- *   systemd, supervisord), as onceq-worker does. A handler that blocks in
- *   one C call (a query, a sleep) past the broker's liveness misses its
+ *   systemd, supervisord), as onceq-worker does. The alarm cuts sleep()
+ *   and usleep() in a handler short. A handler that blocks in one C call
+ *   (a query, an HTTP request) past the broker's liveness misses its
  *   heartbeats until it returns: its lease goes back, and its late ack
  *   still completes the job (keep effects guarded).
  * - SIGTERM/SIGINT drain: the broker sends nothing more, the current job
