@@ -71,7 +71,7 @@ cleanup() {
   local rc=$?
   # Workers the PHP tests started and did not stop (phpunit killed, a fatal error).
   while read -r pid; do
-    [ -n "$pid" ] && alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
+    if [ -n "$pid" ] && alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
   done <"$work/pids"
   for pid in "${pids[@]}"; do
     if alive "$pid"; then stop_pid "$pid"; fi
@@ -83,7 +83,7 @@ cleanup() {
   if [ $rc -ne 0 ]; then
     for f in "$work"/*.log; do
       [ -f "$f" ] || continue
-      echo "---- ${f#$work/} (last 30 lines)" >&2
+      echo "---- ${f#"$work"/} (last 30 lines)" >&2
       tail -n 30 "$f" >&2
     done
   fi
