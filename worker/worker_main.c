@@ -51,11 +51,6 @@ static int s_parse_queues(const char *value, void *dest, char *why, size_t why_l
     return oq_worker_parse_queues(dest, value, why, why_len);
 }
 
-static int s_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
-{
-    return oq_log_parse_level(value, dest);
-}
-
 /* --key and --broker-key: both or neither; each file is read here, so a
    bad one stops the worker before it starts. 0, or -1 after saying why. */
 static int s_load_keys(oq_worker_config_t *worker, const char *key, const char *broker_key)
@@ -261,15 +256,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .src = &stop_src,
          .help = "with --processes: how long workers get to finish their jobs after "
                  "SIGTERM before they are killed"},
-        {.name = "log-level",
-         .env = "ONCEQ_LOG_LEVEL",
-         .kind = OQ_FLAG_CUSTOM,
-         .arg = "LEVEL",
-         .parse = s_parse_log_level,
-         .expected = "debug, info, warn or error",
-         .def = "info",
-         .dest = &level,
-         .help = "debug, info, warn or error"},
+        OQ_FLAG_LOG_LEVEL(&level),
         {.name = "database",
          .env = "ONCEQ_DATABASE_URL",
          .kind = OQ_FLAG_STRING,
