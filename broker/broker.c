@@ -954,6 +954,14 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         if (w)
             oq_engine_worker_remove(self->engine, &w, "disconnected");
         break;
+    case OQ_CMD_STATUS:
+        if (w) {
+            oq_engine_worker_seen(self->engine, w);
+            oq_engine_worker_status(self->engine, w, msg->status, msg->status_ms, msg->err_text);
+        } else {
+            s_send_reconnect(self, env, "unknown worker: send ready");
+        }
+        break;
     default:
         assert(!"s_valid_on admits only back commands");
     }
@@ -967,7 +975,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
                cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
-           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH;
+           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH ||
+           cmd == OQ_CMD_STATUS;
 }
 
 /* ---- who may send what -------------------------------------------------------- */

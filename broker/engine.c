@@ -91,10 +91,11 @@ typedef struct s_queue {
     oq_link_t active;       /* in engine->active while ready is not empty */
     uint64_t count[S_DONE]; /* jobs per state now (index by s_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
-    uint64_t cancelled;         /* ready or delayed jobs withdrawn by an operator */
-    uint64_t expired;           /* leases that ran out */
-    oq_histogram_t latency;     /* dispatch to done, of jobs dispatched in this run */
-    uint64_t clamped;           /* restored jobs whose timeout broke the rule */
+    uint64_t cancelled;     /* ready or delayed jobs withdrawn by an operator */
+    uint64_t returned;      /* deliveries handed back unrun (return, unavailable): no try used */
+    uint64_t expired;       /* leases that ran out */
+    oq_histogram_t latency; /* dispatch to done, of jobs dispatched in this run */
+    uint64_t clamped;       /* restored jobs whose timeout broke the rule */
     int64_t clamped_longest_ms; /* the longest timeout among them */
 } s_queue_t;
 
@@ -196,6 +197,11 @@ struct oq_worker {
     s_type_t *refused[OQ_MAX_REFUSED_TYPES]; /* handed back by a worker that named no types */
     uint32_t refused_count;
     uint64_t idle_epoch; /* ready_epoch when its last pick found nothing */
+    /* What its last status said: ready, or paused while what its jobs need
+       is down (then with the error that paused it); since when. */
+    oq_worker_status_t status;
+    int64_t status_since_ms;
+    char *status_error; /* NULL while ready */
 };
 
 struct oq_engine {
@@ -1035,6 +1041,8 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
     oq_str_copy(name, w->name, sizeof w->name);
     w->pid = pid;
     w->last_seen_ms = s_now(self);
+    w->status = OQ_STATUS_READY; /* until it says otherwise (a worker may never) */
+    w->status_since_ms = w->last_seen_ms;
     oq_list_init(&w->leases);
     oq_link_clear(&w->waiting);
     oq_list_push_back(&self->workers_all, &w->all);
@@ -1126,6 +1134,38 @@ void oq_engine_worker_resume(oq_engine_t *self, oq_worker_t *worker)
     worker->draining = false;
 }
 
+void oq_engine_worker_status(oq_engine_t *self, oq_worker_t *worker, oq_worker_status_t status,
+                             int64_t since_ms, oq_str_t error)
+{
+    int64_t now = s_now(self);
+    if (status != worker->status)
+        oq_info("worker %s (pid %u) is %s%s%.*s", worker->key, worker->pid,
+                oq_proto_status_name(status), error.len ? ": " : "", (int)error.len,
+                error.ptr ? error.ptr : "");
+    worker->status = status;
+    worker->status_since_ms = now - (since_ms > 0 ? since_ms : 0);
+    free(worker->status_error);
+    worker->status_error = NULL;
+    if (status == OQ_STATUS_UNAVAILABLE) {
+        worker->status_error = malloc(error.len + 1);
+        if (worker->status_error)
+            oq_str_copy(error, worker->status_error, error.len + 1);
+        /* A paused worker takes nothing until its next ready gives credit,
+           whatever credit it had: its jobs would only come back. */
+        worker->credit = 0;
+        if (oq_list_linked(&worker->waiting))
+            oq_list_remove(&worker->waiting);
+    }
+}
+
+size_t oq_engine_workers_unavailable(const oq_engine_t *self)
+{
+    size_t n = 0;
+    for (oq_link_t *node = self->workers_all.next; node != &self->workers_all; node = node->next)
+        n += oq_container_of(node, oq_worker_t, all)->status == OQ_STATUS_UNAVAILABLE;
+    return n;
+}
+
 void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker)
 {
     worker->draining = true;
@@ -1163,6 +1203,7 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
     free(w->types);
     free(w->type_bits);
     free(w->queues);
+    free(w->status_error);
     free(w);
     *worker_p = NULL;
 }
@@ -1197,6 +1238,9 @@ static void s_worker_view(const oq_engine_t *self, const oq_worker_t *w, oq_work
     v->idle_ms = s_now(self) - w->last_seen_ms;
     v->type_count = w->types ? w->type_count : 0;
     v->queue_count = w->queues ? w->queue_count : 0;
+    v->status = w->status;
+    v->status_ms = s_now(self) - w->status_since_ms;
+    v->status_error = w->status_error ? w->status_error : "";
     v->worker_ = w;
 }
 
@@ -1489,10 +1533,15 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         q->ignored_acks++;
         return OQ_ACK_IGNORED;
     }
-    if (ack->outcome == OQ_OUTCOME_RETURN) {
-        /* Given back unrun: the delivery used no try. */
-        if (worker && job->u.t.worker == worker)
+    if (ack->outcome == OQ_OUTCOME_RETURN || ack->outcome == OQ_OUTCOME_UNAVAILABLE) {
+        /* Given back unrun: the delivery used no try. A return says the
+           worker cannot handle the type at all; unavailable only that
+           something the job needs is down for now (the worker pauses), so
+           the worker keeps the type. At once and in front: another worker
+           that can reach the database takes it. */
+        if (ack->outcome == OQ_OUTCOME_RETURN && worker && job->u.t.worker == worker)
             s_refuse_type(self, worker, job->type);
+        q->returned++;
         job->attempt--;
         job->returned = false;
         if (ack->has_delay && ack->delay_ms > 0) {
@@ -1619,6 +1668,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->ignored_acks = q->ignored_acks;
     s->duplicates = q->duplicates;
     s->cancelled = q->cancelled;
+    s->returned = q->returned;
 }
 
 size_t oq_engine_type_count(const oq_engine_t *self)

@@ -111,6 +111,7 @@ typedef struct {
     uint64_t dispatched, done, retried, redelivered; /* since start */
     uint64_t late_acks, ignored_acks, duplicates;    /* since start */
     uint64_t cancelled;                              /* since start (oq_engine_cancel) */
+    uint64_t returned; /* since start: handed back unrun (return, unavailable), no try used */
 } oq_queue_stats_t;
 
 /* Outcomes per job type, since start. */
@@ -133,8 +134,11 @@ typedef struct {
     uint32_t credit;
     uint32_t leased;
     int64_t idle_ms;
-    uint32_t type_count;  /* types it named (oq_engine_worker_type); 0: every type */
-    uint32_t queue_count; /* queues it serves (oq_engine_worker_queue); 0: every queue */
+    uint32_t type_count;       /* types it named (oq_engine_worker_type); 0: every type */
+    uint32_t queue_count;      /* queues it serves (oq_engine_worker_queue); 0: every queue */
+    oq_worker_status_t status; /* its last status (ready until it sends one) */
+    int64_t status_ms;         /* how long it has been in it */
+    const char *status_error;  /* while unavailable: why; "" otherwise */
     const oq_worker_t *worker_;
 } oq_worker_view_t;
 
@@ -195,6 +199,16 @@ void oq_engine_worker_seen(oq_engine_t *self, oq_worker_t *worker);
 
 /* Add credit (capped at OQ_MAX_CREDIT). */
 void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t credit);
+
+/* The worker's status message: ready, or unavailable (paused while what its
+   jobs need is down) since since_ms ago, with the error that paused it
+   (copied). Unavailable also takes its credit away: it is sent nothing
+   until a ready gives credit again. Its leases stay. */
+void oq_engine_worker_status(oq_engine_t *self, oq_worker_t *worker, oq_worker_status_t status,
+                             int64_t since_ms, oq_str_t error);
+
+/* Connected workers whose last status is unavailable. */
+size_t oq_engine_workers_unavailable(const oq_engine_t *self);
 
 /* Send the worker nothing more; its leases stay. Credit returned with acks
    is ignored until the worker sends ready again (oq_engine_worker_resume). */

@@ -69,13 +69,6 @@ static int s_parse_queue(const char *value, void *dest, char *why, size_t why_le
     }
 }
 
-static int s_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
-{
-    (void)why;
-    (void)why_len;
-    return oq_log_parse_level(value, dest);
-}
-
 static void s_usage(const oq_flag_t *flags, size_t count)
 {
     printf("usage: " S_PROGRAM " [options]\n"
@@ -260,15 +253,7 @@ int main(int argc, char **argv)
          .expected = "a number of bytes from 1048576 to 2^50",
          .dest = &config.engine.max_bytes,
          .help = help_max_bytes},
-        {.name = "log-level",
-         .env = "ONCEQ_LOG_LEVEL",
-         .kind = OQ_FLAG_CUSTOM,
-         .arg = "LEVEL",
-         .parse = s_parse_log_level,
-         .expected = "debug, info, warn or error",
-         .def = "info",
-         .dest = &level,
-         .help = "debug, info, warn or error"},
+        OQ_FLAG_LOG_LEVEL(&level),
         {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
         {.name = "version",
          .kind = OQ_FLAG_BOOL,

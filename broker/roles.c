@@ -33,6 +33,7 @@ static const struct {
     {OQ_CMD_TOUCH, S_WORKER},
     {OQ_CMD_DRAIN, S_WORKER},
     {OQ_CMD_DISCONNECT, S_WORKER},
+    {OQ_CMD_STATUS, S_WORKER},
 };
 
 const char *oq_role_name(oq_role_t role)

@@ -7,12 +7,12 @@
 
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS   16
-#define S_WORKER_FIELDS  8
+#define S_QUEUE_FIELDS   17
+#define S_WORKER_FIELDS  11
 #define S_JOB_FIELDS     8
 #define S_TYPE_FIELDS    8
 #define S_JOURNAL_FIELDS 12
-#define S_BROKER_FIELDS  9
+#define S_BROKER_FIELDS  10
 #define S_AUTH_FIELDS    8
 #define S_ROLES          3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS 4
@@ -63,6 +63,12 @@ static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
     msgpack_pack_array(pk, w->queue_count);
     for (uint32_t i = 0; i < w->queue_count; i++)
         oq_proto_pack_cstr(pk, oq_engine_worker_queue(w, i));
+    /* ready, or unavailable: paused while what its jobs need is down */
+    s_key(pk, "state");
+    oq_proto_pack_cstr(pk, oq_proto_status_name(w->status));
+    s_kv_u64(pk, "state_ms", w->status_ms > 0 ? (uint64_t)w->status_ms : 0);
+    s_key(pk, "error");
+    oq_proto_pack_cstr(pk, w->status_error);
 }
 
 /* {producers, workers, admins} from an array indexed by role. */
@@ -144,6 +150,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "ignored_acks", s.ignored_acks);
         s_kv_u64(&pk, "duplicates", s.duplicates);
         s_kv_u64(&pk, "cancelled", s.cancelled);
+        s_kv_u64(&pk, "returned", s.returned);
         s_kv_seconds(&pk, "retry_after", s.retry_after_ms);
         s_kv_seconds(&pk, "timeout", s.timeout_ms);
     }
@@ -179,6 +186,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "bytes", oq_engine_bytes(engine));
     s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));
     s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
+    s_kv_u64(&pk, "workers_unavailable", oq_engine_workers_unavailable(engine));
     s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));
     s_key(&pk, "version");
     oq_proto_pack_cstr(&pk, ONCEQ_VERSION);

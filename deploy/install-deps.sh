@@ -17,6 +17,8 @@ packages=(
   # deploy/package.sh and the package tests: cpack -G DEB (dpkg-shlibdeps,
   # file), the man pages, the maintainer scripts, systemd-analyze verify
   dpkg-dev file help2man adduser systemd
+  # clients/php (the PHP client and worker) and its php.client test
+  php-cli php-zmq php-msgpack php-pgsql phpunit
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )

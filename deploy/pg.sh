@@ -12,7 +12,8 @@
 # copy (PREFIX/share/onceq/pg.sh) to ~/.local/share/onceq/pg, and as root to
 # /var/lib/onceq/pg, where the postgres user can enter (ONCEQ_PG_DIR). The
 # cluster listens on a unix socket in DIR and on 127.0.0.1:PORT (ONCEQ_PG_PORT,
-# default 54329). As root, the server runs as the `postgres` user, since
+# default 54329), with extra server options from ONCEQ_PG_SERVER_OPTS (e.g.
+# "-c max_connections=20"). As root, the server runs as the `postgres` user, since
 # initdb refuses root. Set ONCEQ_DATABASE_URL to use an existing server
 # instead; nothing here is needed then. The migrations run with the onceq
 # binary of the same install or build (ONCEQ_BIN to name another).
@@ -38,6 +39,7 @@ dir=${2:-${ONCEQ_PG_DIR:-$default_dir}}
 port=${ONCEQ_PG_PORT:-54329}
 db=${ONCEQ_PG_DB:-onceq}
 user=onceq
+server_opts=${ONCEQ_PG_SERVER_OPTS:-}
 pgbin=${ONCEQ_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 
 [ -x "$pgbin/pg_ctl" ] || { echo "pg.sh: PostgreSQL server binaries not found (apt-get install postgresql)" >&2; exit 1; }
@@ -58,7 +60,7 @@ start)
   fi
   if ! as_owner "$pgbin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
     as_owner "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-      -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=200" >/dev/null ||
+      -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=200 $server_opts" >/dev/null ||
       { tail -20 "$dir/server.log" >&2; exit 1; }
   fi
   if ! "$pgbin/psql" -h "$dir" -p "$port" -U "$user" -d postgres -tAc \
@@ -80,7 +82,7 @@ stop)
 restart)
   mode=${3:-fast}
   as_owner "$pgbin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 restart \
-    -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=200" >/dev/null
+    -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=200 $server_opts" >/dev/null
   ;;
 url) conninfo ;;
 status) as_owner "$pgbin/pg_ctl" -D "$dir/data" status ;;

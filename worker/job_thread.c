@@ -1,24 +1,36 @@
 /*  job_thread.c: the actor that runs handlers. Two frames go to the thread
-    for each job (a fixed-size header, then the encoded payload map); one
-    fixed-size oq_job_done_t comes back; an empty frame tells it to stop. The
-    thread decodes the payload, finds the handler, runs it and times it. */
+    for each request (a fixed-size header saying what to do, then for a job
+    the encoded payload map, empty otherwise); one fixed-size oq_job_event_t
+    comes back for a job or a probe (a release has no answer); an empty
+    frame tells it to stop. For a job the thread decodes the payload, finds
+    the handler, runs it and times it. */
 #include "job_thread.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
 #include "onceq/clock.h"
 #include "onceq/log.h"
+#include "registry.h"
 
 /* Each job thread has a context of its own, so the name need not be unique. */
 #define S_ENDPOINT "inproc://onceq-job-thread"
 
-/* The header frame of one job: the envelope fields a handler sees. */
+typedef enum {
+    S_RUN_JOB,     /* run a job's handler */
+    S_RUN_PROBE,   /* probe the resource of type */
+    S_RUN_RELEASE, /* release every resource */
+} s_kind_t;
+
+/* The header frame of one request: for a job, the envelope fields a
+   handler sees; for a probe, the type. */
 typedef struct {
+    s_kind_t kind;
     uint64_t id;
     uint32_t attempt;
     uint32_t max_tries;
@@ -46,6 +58,7 @@ static void s_check_report(oq_report_t *report, const char *type)
     case OQ_OUTCOME_FAIL:
     case OQ_OUTCOME_RETURN:
     case OQ_OUTCOME_REVIEW:
+    case OQ_OUTCOME_UNAVAILABLE:
         report->result = OQ_RESULT_NONE;
         if (report->error[0] == 0)
             oq_report_fail(report, "the %s handler reported %s without a message", type,
@@ -128,13 +141,31 @@ static void *s_run(void *arg)
             zmq_msg_close(&payload);
             break;
         }
-        oq_job_done_t done;
-        s_execute(self->registry, pipe, &request, zmq_msg_data(&payload), zmq_msg_size(&payload),
-                  &done);
+        if (request.kind == S_RUN_RELEASE) {
+            zmq_msg_close(&payload);
+            oq_registry_release_all(self->registry);
+            continue;
+        }
+        oq_job_event_t event;
+        memset(&event, 0, sizeof event);
+        if (request.kind == S_RUN_PROBE) {
+            event.kind = OQ_JOB_EVENT_PROBED;
+            int64_t started_us = oq_clock_mono_us();
+            event.probed.result = oq_registry_probe(
+                self->registry, request.type, event.probed.reason, sizeof event.probed.reason);
+            event.probed.elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+        } else {
+            event.kind = OQ_JOB_EVENT_DONE;
+            s_execute(self->registry, pipe, &request, zmq_msg_data(&payload),
+                      zmq_msg_size(&payload), &event.done);
+        }
         zmq_msg_close(&payload);
-        while (zmq_send(pipe, &done, sizeof done, 0) < 0 && errno == EINTR)
+        while (zmq_send(pipe, &event, sizeof event, 0) < 0 && errno == EINTR)
             ;
     }
+    /* The worker stops: close what the handlers hold, so the database
+       sees a clean goodbye rather than a connection that drops. */
+    oq_registry_release_all(self->registry);
     zmq_close(pipe);
     return NULL;
 }
@@ -202,6 +233,7 @@ int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
     assert(job);
     s_request_t request;
     memset(&request, 0, sizeof request);
+    request.kind = S_RUN_JOB;
     request.id = job->id;
     request.attempt = job->attempt;
     request.max_tries = job->has_max_tries ? job->max_tries : OQ_DEFAULT_MAX_TRIES;
@@ -223,18 +255,50 @@ int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
     return 0;
 }
 
-int oq_job_thread_recv(oq_job_thread_t *self, oq_job_done_t *done, uint64_t *touch_id)
+/* A request without a payload: a probe or a release. */
+static int s_send_request(oq_job_thread_t *self, s_kind_t kind, const char *type)
+{
+    s_request_t request;
+    memset(&request, 0, sizeof request);
+    request.kind = kind;
+    if (type)
+        snprintf(request.type, sizeof request.type, "%s", type);
+    if (zmq_send(self->pipe, &request, sizeof request, ZMQ_SNDMORE) < 0 ||
+        zmq_send(self->pipe, "", 0, 0) < 0) {
+        oq_error("job thread: cannot hand over a %s: %s", kind == S_RUN_PROBE ? "probe" : "release",
+                 zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int oq_job_thread_probe(oq_job_thread_t *self, const char *type)
+{
+    assert(self && type);
+    return s_send_request(self, S_RUN_PROBE, type);
+}
+
+int oq_job_thread_release(oq_job_thread_t *self)
 {
     assert(self);
-    int n = zmq_recv(self->pipe, done, sizeof *done, ZMQ_DONTWAIT);
+    return s_send_request(self, S_RUN_RELEASE, NULL);
+}
+
+int oq_job_thread_recv(oq_job_thread_t *self, oq_job_event_t *event)
+{
+    assert(self && event);
+    int n = zmq_recv(self->pipe, event, sizeof *event, ZMQ_DONTWAIT);
     if (n < 0)
         return -1;
-    /* A touch is the job id alone (oq_job_touch); a report is the whole struct. */
-    _Static_assert(sizeof(oq_job_done_t) != sizeof(uint64_t), "the two frames differ in size");
-    if ((size_t)n == sizeof *touch_id) {
-        memcpy(touch_id, done, sizeof *touch_id);
-        return 1;
+    /* A touch is the job id alone (oq_job_touch); anything else a whole event. */
+    _Static_assert(sizeof(oq_job_event_t) != sizeof(uint64_t), "the two frames differ in size");
+    if ((size_t)n == sizeof event->touch_id) {
+        uint64_t id;
+        memcpy(&id, event, sizeof id);
+        event->kind = OQ_JOB_EVENT_TOUCH;
+        event->touch_id = id;
+        return 0;
     }
-    assert((size_t)n == sizeof *done);
+    assert((size_t)n == sizeof *event);
     return 0;
 }

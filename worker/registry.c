@@ -2,19 +2,25 @@
     registers a handful of handlers, and one lookup per job costs nothing next
     to the job itself. The registry is filled before the job thread starts and
     only read after that, so it needs no lock. */
+#include "registry.h"
+
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "onceq/log.h"
 #include "onceq/worker.h"
-#include "registry.h"
 #include "worker_limits.h"
 
 typedef struct {
     char type[OQ_MAX_NAME_LEN + 1]; /* the job type, NUL-terminated */
     oq_handler_fn fn;
     void *state; /* handed to fn; used only on the job thread */
+    /* What the handler needs that can be down (oq_registry_set_resource). */
+    oq_probe_fn probe;
+    oq_release_fn release;
+    void *resource_ctx;
 } s_entry_t;
 
 struct oq_registry {
@@ -81,7 +87,61 @@ int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, voi
     strcpy(entry->type, type); /* fits: checked by oq_proto_name_valid */
     entry->fn = fn;
     entry->state = state;
+    entry->probe = NULL;
+    entry->release = NULL;
+    entry->resource_ctx = NULL;
     return 0;
+}
+
+int oq_registry_set_resource(oq_registry_t *self, const char *type, oq_probe_fn probe,
+                             oq_release_fn release, void *ctx)
+{
+    assert(self);
+    s_entry_t *entry = type ? s_lookup(self, type) : NULL;
+    if (!entry) {
+        oq_error("cannot declare a resource for \"%s\": no handler is registered for it",
+                 type ? type : "(null)");
+        return -1;
+    }
+    entry->probe = probe;
+    entry->release = release;
+    entry->resource_ctx = ctx;
+    return 0;
+}
+
+int oq_registry_probe(const oq_registry_t *self, const char *type, char *reason, size_t reason_len)
+{
+    assert(self && reason && reason_len > 0);
+    reason[0] = 0;
+    const s_entry_t *entry = type ? s_lookup(self, type) : NULL;
+    if (!entry || !entry->probe)
+        return 1;
+    if (entry->probe(entry->resource_ctx, reason, reason_len) == 0)
+        return 0;
+    if (!reason[0])
+        snprintf(reason, reason_len, "the %s handler's probe failed without a reason", type);
+    return -1;
+}
+
+size_t oq_registry_release_all(const oq_registry_t *self)
+{
+    assert(self);
+    size_t calls = 0;
+    for (size_t i = 0; i < self->count; i++) {
+        const s_entry_t *entry = &self->entries[i];
+        if (!entry->release)
+            continue;
+        /* Types that share one connection release it once. */
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = self->entries[j].release == entry->release &&
+                   self->entries[j].resource_ctx == entry->resource_ctx;
+        if (seen)
+            continue;
+        entry->release(entry->resource_ctx);
+        calls++;
+    }
+    return calls;
 }
 
 int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn, void **state)

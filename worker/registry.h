@@ -1,6 +1,7 @@
-/*  registry.h: what the worker program reads of a registry beyond the
-    public API (onceq/worker.h): the flags the handlers added, which
-    oq_worker_main parses with its own. Not exported. */
+/*  registry.h: what the runtime reads of a registry beyond the public API
+    (onceq/worker.h): the flags the handlers added, which oq_worker_main
+    parses with its own, and the resources handlers declared, probed and
+    released on the job thread. Not exported. */
 #ifndef ONCEQ_WORKER_REGISTRY_H
 #define ONCEQ_WORKER_REGISTRY_H
 
@@ -12,5 +13,13 @@
 /* The flags added with oq_registry_add_flag, in order; *count of them.
    Borrowed from the registry. */
 const oq_flag_t *oq_registry_flags(const oq_registry_t *self, size_t *count);
+
+/* Probe the resource of type: 0 if it answers, -1 with reason if not, 1 if
+   the type declared no probe (nothing to check). */
+int oq_registry_probe(const oq_registry_t *self, const char *type, char *reason, size_t reason_len);
+
+/* Release every declared resource, each (release, ctx) pair once. Returns
+   how many release calls were made. */
+size_t oq_registry_release_all(const oq_registry_t *self);
 
 #endif

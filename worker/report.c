@@ -96,6 +96,14 @@ void oq_report_return(oq_report_t *report, int64_t delay_ms, const char *format,
     report->has_delay = report->delay_ms > 0;
 }
 
+void oq_report_unavailable(oq_report_t *report, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    s_failure(report, OQ_OUTCOME_UNAVAILABLE, format, args);
+    va_end(args);
+}
+
 int oq_job_touch(const oq_job_t *job)
 {
     assert(job);

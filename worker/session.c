@@ -19,8 +19,9 @@
 #define S_ACTIONS_MAX 16
 
 typedef enum {
-    S_JOB_IDLE,    /* no job: credit 1 is out (unless stopping) */
+    S_JOB_IDLE,    /* no job: credit 1 is out (unless stopping or paused) */
     S_JOB_RUNNING, /* one job on the job thread */
+    S_JOB_PROBING, /* paused: the job thread probes what the handler needs */
 } s_job_t;
 
 typedef enum {
@@ -40,6 +41,21 @@ struct oq_session {
     int64_t backoff_ms;    /* delay before the reconnect after the next loss */
     bool draining;         /* stopping: take no job, offer no credit */
     bool exiting;          /* exit queued: every later event is ignored */
+
+    /* Paused: a handler reported unavailable (its database is down). */
+    bool unavailable;
+    int64_t state_since_ms;                       /* when the worker became ready or unavailable */
+    char unavailable_error[OQ_MAX_ERROR_LEN + 1]; /* the report, then the last probe's */
+    char probe_type[OQ_MAX_NAME_LEN + 1];         /* whose resource to probe */
+    int64_t probe_pause_ms;                       /* before jitter, for the next probe */
+    int64_t probe_at_ms;                          /* when the next probe is due */
+    uint32_t probes;                              /* failed probes in this outage */
+    uint64_t random;                              /* xorshift64 state for the jitter */
+
+    /* Idle release: resources are let go once per idle period. */
+    int64_t idle_release_ms; /* 0: never */
+    int64_t idle_since_ms;   /* the last job (or probe) ended */
+    bool released;           /* nothing was opened since the last release */
 
     /* The running job, as the watchdog and the log need it. */
     uint64_t job_id;
@@ -88,11 +104,20 @@ static void s_set_link(oq_session_t *self, oq_link_state_t to)
     self->link = to;
 }
 
-/* IDLE -> RUNNING on a delivery, RUNNING -> IDLE on the job thread's report.
-   (A job that overran is never idle again: the process exits.) */
+/* IDLE -> RUNNING on a delivery, RUNNING -> IDLE on the job thread's report;
+   IDLE -> PROBING when a paused worker's probe is due, PROBING -> IDLE on
+   its answer. (A job that overran is never idle again: the process exits.) */
 static void s_set_job(oq_session_t *self, s_job_t to)
 {
-    assert(self->job != to);
+    switch (to) {
+    case S_JOB_IDLE:
+        assert(self->job != S_JOB_IDLE);
+        break;
+    case S_JOB_RUNNING:
+    case S_JOB_PROBING:
+        assert(self->job == S_JOB_IDLE);
+        break;
+    }
     self->job = to;
 }
 
@@ -115,11 +140,12 @@ static void s_send(oq_session_t *self, oq_cmd_t cmd, int64_t now_ms)
 }
 
 /* The credit a ready offers: one job, if the worker has none, owes no ack
-   that will give the credit back itself, and is not stopping. */
+   that will give the credit back itself, is not stopping and not paused. */
 static uint32_t s_free_credit(const oq_session_t *self)
 {
     bool ack_will_return = self->ack_state == S_ACK_OWED && self->ack_returns_credit;
-    return self->job == S_JOB_IDLE && !self->draining && !ack_will_return ? 1 : 0;
+    return self->job == S_JOB_IDLE && !self->draining && !self->unavailable && !ack_will_return ? 1
+                                                                                                : 0;
 }
 
 static void s_send_ready(oq_session_t *self, int64_t now_ms)
@@ -136,7 +162,7 @@ static void s_send_ack(oq_session_t *self, int64_t now_ms)
     oq_action_t *action = s_push(self, OQ_ACTION_SEND);
     action->cmd = OQ_CMD_ACK;
     action->ack = self->ack;
-    action->ack.credit = self->ack_returns_credit && !self->draining ? 1 : 0;
+    action->ack.credit = self->ack_returns_credit && !self->draining && !self->unavailable ? 1 : 0;
     action->ack.error = oq_str(self->ack_error);
     self->ack_state = S_ACK_SENT;
     self->sent_ms = now_ms;
@@ -155,7 +181,8 @@ static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, bool ha
     self->ack.has_lease = has_lease;
     /* retry with a delay is a release; return with one, a hand-back for later */
     self->ack.has_delay =
-        delay_ms >= 0 && (outcome == OQ_OUTCOME_RETRY || outcome == OQ_OUTCOME_RETURN);
+        delay_ms >= 0 && (outcome == OQ_OUTCOME_RETRY || outcome == OQ_OUTCOME_RETURN ||
+                          outcome == OQ_OUTCOME_UNAVAILABLE);
     self->ack.delay_ms = self->ack.has_delay ? delay_ms : 0;
     self->ack.outcome = outcome;
     self->ack.result = result;
@@ -166,6 +193,26 @@ static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, bool ha
         s_send_ack(self, now_ms);
 }
 
+/* Tell the broker whether the worker takes jobs, and if not why. */
+static void s_send_status(oq_session_t *self, int64_t now_ms)
+{
+    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+    action->cmd = OQ_CMD_STATUS;
+    action->state = self->unavailable ? OQ_STATUS_UNAVAILABLE : OQ_STATUS_READY;
+    action->state_ms = now_ms - self->state_since_ms;
+    action->error = self->unavailable ? self->unavailable_error : "";
+    self->sent_ms = now_ms;
+}
+
+/* ready, and for a broker that does not know we are paused (a fresh
+   socket, a broker that forgot us), the status that says so. */
+static void s_register(oq_session_t *self, int64_t now_ms)
+{
+    s_send_ready(self, now_ms);
+    if (self->unavailable)
+        s_send_status(self, now_ms);
+}
+
 /* A fresh socket: a new identity the broker has never seen, so ready comes
    first, then whatever ack is still owed. */
 static void s_connect(oq_session_t *self, int64_t now_ms)
@@ -173,9 +220,46 @@ static void s_connect(oq_session_t *self, int64_t now_ms)
     s_push(self, OQ_ACTION_CONNECT);
     s_set_link(self, OQ_LINK_REGISTERING);
     self->heard_ms = now_ms; /* the broker gets a full liveness period to answer */
-    s_send_ready(self, now_ms);
+    s_register(self, now_ms);
     if (self->ack_state == S_ACK_OWED)
         s_send_ack(self, now_ms);
+}
+
+static uint64_t s_random(oq_session_t *self)
+{
+    uint64_t x = self->random;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    self->random = x;
+    return x;
+}
+
+/* The next probe: after the current pause, drawn from its upper half so
+   that workers that paused together spread out. */
+static void s_schedule_probe(oq_session_t *self, int64_t now_ms)
+{
+    int64_t half = self->probe_pause_ms / 2;
+    self->probe_at_ms = now_ms + half + (int64_t)(s_random(self) % (uint64_t)(half + 1));
+}
+
+/* A handler reported unavailable: take no job until a probe answers. */
+static void s_pause(oq_session_t *self, const char *type, const char *error, int64_t now_ms)
+{
+    if (!self->unavailable) {
+        self->unavailable = true;
+        self->state_since_ms = now_ms;
+        self->probes = 0;
+        self->probe_pause_ms = OQ_WORKER_PROBE_MIN_MS;
+        oq_warn("pausing: the %s handler's job could not run (%s); taking no job until it "
+                "answers a probe",
+                type, error);
+    }
+    snprintf(self->unavailable_error, sizeof self->unavailable_error, "%s", error);
+    snprintf(self->probe_type, sizeof self->probe_type, "%s", type);
+    s_schedule_probe(self, now_ms);
+    if (self->link != OQ_LINK_DOWN)
+        s_send_status(self, now_ms);
 }
 
 static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
@@ -219,6 +303,11 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
     self->liveness = config->liveness;
     self->reconnect_ms = now_ms; /* connect on the first tick */
     self->backoff_ms = OQ_RECONNECT_MIN_MS;
+    self->state_since_ms = now_ms;
+    self->idle_release_ms = config->idle_release_ms > 0 ? config->idle_release_ms : 0;
+    self->idle_since_ms = now_ms;
+    self->released = true; /* nothing is opened before the first job */
+    self->random = config->seed ? config->seed : 1;
     return self;
 }
 
@@ -249,22 +338,28 @@ static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, bool has
                      uint64_t lease, int64_t now_ms)
 {
     assert(self->ack_state == S_ACK_NONE); /* s_heard settled a sent one */
-    char why[128];
-    if (self->job == S_JOB_RUNNING)
+    char why[OQ_MAX_ERROR_LEN + 1];
+    oq_outcome_t outcome = OQ_OUTCOME_RETRY;
+    if (self->job == S_JOB_RUNNING) {
         snprintf(why, sizeof why,
                  "worker is busy with job %llu: the broker sent more jobs than "
                  "its credit",
                  (unsigned long long)self->job_id);
-    else
+    } else if (self->unavailable) {
+        /* Paused: handed back like the job that paused it, using no try. */
+        outcome = OQ_OUTCOME_UNAVAILABLE;
+        snprintf(why, sizeof why, "worker is paused: %.*s", OQ_MAX_ERROR_LEN - 32,
+                 self->unavailable_error);
+    } else {
         snprintf(why, sizeof why, "worker is stopping");
+    }
     oq_warn("refusing delivery id=%llu: %s", (unsigned long long)id, why);
-    s_owe_ack(self, id, attempt, has_lease, lease, OQ_OUTCOME_RETRY, OQ_RESULT_NONE, why, -1, false,
-              now_ms);
+    s_owe_ack(self, id, attempt, has_lease, lease, outcome, OQ_RESULT_NONE, why, -1, false, now_ms);
 }
 
 static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
 {
-    if (self->job == S_JOB_RUNNING || self->draining) {
+    if (self->job != S_JOB_IDLE || self->draining || self->unavailable) {
         s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
         return;
     }
@@ -278,6 +373,7 @@ static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms
     self->job_timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
     self->job_started_ms = now_ms;
     self->job_deadline_ms = now_ms + self->job_timeout_ms;
+    self->released = false; /* the handler may open a connection */
     s_push(self, OQ_ACTION_START_JOB);
 }
 
@@ -315,7 +411,7 @@ void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_
         oq_info("the broker asked us to register again (%.*s)", (int)msg->err_text.len,
                 msg->err_text.ptr ? msg->err_text.ptr : "");
         s_set_link(self, OQ_LINK_REGISTERING);
-        s_send_ready(self, now_ms);
+        s_register(self, now_ms);
         break;
     case OQ_CMD_ERROR:
         oq_warn("broker error %s: %.*s", oq_proto_err_name(msg->err_code), (int)msg->err_text.len,
@@ -347,7 +443,7 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
     if (self->exiting || self->link == OQ_LINK_DOWN)
         return;
     s_heard(self, now_ms);
-    if (self->job == S_JOB_RUNNING || self->draining) {
+    if (self->job != S_JOB_IDLE || self->draining || self->unavailable) {
         s_refuse(self, id, attempt, has_lease, lease, now_ms);
         return;
     }
@@ -366,6 +462,7 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
         return;
     assert(self->job == S_JOB_RUNNING && done->id == self->job_id);
     s_set_job(self, S_JOB_IDLE);
+    self->idle_since_ms = now_ms;
     const oq_report_t *report = &done->report;
     /* The one line per job that operators and tests read. */
     oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
@@ -374,9 +471,56 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     if (report->outcome != OQ_OUTCOME_OK)
         oq_warn("job %llu %s: %s", (unsigned long long)done->id,
                 oq_proto_outcome_name(report->outcome), report->error);
+    /* Paused before the ack goes: it then gives no credit back. */
+    if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
+        s_pause(self, self->job_type, report->error, now_ms);
     s_owe_ack(self, done->id, done->attempt, self->job_has_lease, self->job_lease, report->outcome,
               report->result, report->error, report->has_delay ? report->delay_ms : -1, true,
               now_ms);
+    if (self->draining)
+        s_exit(self, 0, now_ms);
+}
+
+void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms)
+{
+    assert(self && probed);
+    if (self->exiting)
+        return;
+    assert(self->job == S_JOB_PROBING);
+    s_set_job(self, S_JOB_IDLE);
+    /* A probe that answered keeps its connection for the next job: from
+       now on that is what an idle worker would release. */
+    self->idle_since_ms = now_ms;
+    self->released = false;
+    if (probed->result < 0) {
+        self->probes++;
+        snprintf(self->unavailable_error, sizeof self->unavailable_error, "%s", probed->reason);
+        self->probe_pause_ms *= 2;
+        if (self->probe_pause_ms > OQ_WORKER_PROBE_MAX_MS)
+            self->probe_pause_ms = OQ_WORKER_PROBE_MAX_MS;
+        s_schedule_probe(self, now_ms);
+        oq_info("still paused after %lld ms (probe %u: %s); next probe in %lld ms",
+                (long long)(now_ms - self->state_since_ms), self->probes, probed->reason,
+                (long long)(self->probe_at_ms - now_ms));
+        if (self->link != OQ_LINK_DOWN)
+            s_send_status(self, now_ms);
+    } else {
+        oq_info("the %s handler's %s after %lld ms paused (%u failed probe(s)); taking jobs "
+                "again",
+                self->probe_type,
+                probed->result == 0 ? "resource answers" : "pause is over (it declared no probe)",
+                (long long)(now_ms - self->state_since_ms), self->probes);
+        self->unavailable = false;
+        self->unavailable_error[0] = 0;
+        self->state_since_ms = now_ms;
+        if (self->link != OQ_LINK_DOWN) {
+            s_send_status(self, now_ms);
+            /* The credit the pause held back; on a link that is down, the
+               next ready gives it. */
+            if (s_free_credit(self) > 0)
+                s_send_ready(self, now_ms);
+        }
+    }
     if (self->draining)
         s_exit(self, 0, now_ms);
 }
@@ -417,6 +561,7 @@ void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
         oq_info("stopping");
     if (self->link != OQ_LINK_DOWN)
         s_send(self, OQ_CMD_DRAIN, now_ms);
+    /* A probe running finishes first (it is bounded), like a job. */
     if (self->job == S_JOB_IDLE)
         s_exit(self, 0, now_ms);
 }
@@ -473,6 +618,19 @@ void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
         s_watchdog(self, now_ms);
         return;
     }
+    if (self->job == S_JOB_IDLE && !self->draining) {
+        if (self->unavailable && now_ms >= self->probe_at_ms) {
+            s_set_job(self, S_JOB_PROBING);
+            oq_action_t *probe = s_push(self, OQ_ACTION_PROBE);
+            snprintf(probe->type, sizeof probe->type, "%s", self->probe_type);
+        } else if (!self->released && self->idle_release_ms > 0 &&
+                   now_ms - self->idle_since_ms >= self->idle_release_ms) {
+            oq_info("no job for %lld ms: releasing the handlers' connections",
+                    (long long)(now_ms - self->idle_since_ms));
+            s_push(self, OQ_ACTION_RELEASE);
+            self->released = true;
+        }
+    }
     int64_t silence_ms = (int64_t)self->liveness * self->heartbeat_ms;
     switch (self->link) {
     case OQ_LINK_DOWN:
@@ -514,6 +672,12 @@ int64_t oq_session_deadline(const oq_session_t *self)
         return deadline;
     if (self->job == S_JOB_RUNNING)
         deadline = self->job_deadline_ms;
+    if (self->job == S_JOB_IDLE && !self->draining) {
+        if (self->unavailable)
+            deadline = s_min(deadline, self->probe_at_ms);
+        else if (!self->released && self->idle_release_ms > 0)
+            deadline = s_min(deadline, self->idle_since_ms + self->idle_release_ms);
+    }
     int64_t silence_ms = (int64_t)self->liveness * self->heartbeat_ms;
     switch (self->link) {
     case OQ_LINK_DOWN:
@@ -540,6 +704,12 @@ bool oq_session_busy(const oq_session_t *self)
 {
     assert(self);
     return self->job == S_JOB_RUNNING;
+}
+
+bool oq_session_unavailable(const oq_session_t *self)
+{
+    assert(self);
+    return self->unavailable;
 }
 
 bool oq_session_exiting(const oq_session_t *self)

@@ -6,10 +6,19 @@
     broker is dead, what credit to offer, which ack to send again, when the
     watchdog fires) is tested with a clock moved by hand.
 
-    Two states: the link to the broker (oq_link_state_t) and the job (idle or
-    running). The rules they keep:
-    - exactly one credit out: ready offers 1 only when idle with no ack owed,
-      and the ack of each job gives the credit back;
+    Three states: the link to the broker (oq_link_state_t), the job thread
+    (idle, running a job, or probing), and whether the worker is available
+    or paused because a handler reported what it needs (its database) as
+    unavailable. The rules they keep:
+    - exactly one credit out: ready offers 1 only when idle, available and
+      with no ack owed, and the ack of each job gives the credit back
+      (unless the worker has paused meanwhile);
+    - a paused worker takes no job: it tells the broker (status), probes
+      what its handler declared after a pause that doubles from
+      OQ_WORKER_PROBE_MIN_MS to OQ_WORKER_PROBE_MAX_MS with jitter, and when
+      a probe answers says ready and gives its credit again;
+    - after idle_release_ms without a job the handlers release what they
+      hold (their database connections);
     - an ack is owed until the broker has been heard from after it was sent;
       one still owed when the link goes down is sent again on the next link
       (acks are idempotent);
@@ -35,21 +44,31 @@ typedef enum {
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
     OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
     OQ_ACTION_START_JOB, /* hand the job just received to the job thread */
+    OQ_ACTION_PROBE,     /* ask the job thread to probe the resource of type */
+    OQ_ACTION_RELEASE,   /* ask the job thread to release every resource */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
 } oq_action_kind_t;
 
 typedef struct {
     oq_action_kind_t kind;
-    oq_cmd_t cmd;     /* SEND: ready, heartbeat, ack, touch, drain or disconnect */
+    oq_cmd_t cmd;     /* SEND: ready, heartbeat, ack, touch, status, drain or disconnect */
     uint32_t credit;  /* SEND ready */
     oq_ack_msg_t ack; /* SEND ack (ack.error borrowed until the next event); touch:
                          id, attempt and lease */
-    int status;       /* EXIT: the process exit status */
+    /* SEND status: the state, how long the worker has been in it, and the
+       error that paused it (borrowed until the next event; "" when ready). */
+    oq_worker_status_t state;
+    int64_t state_ms;
+    const char *error;
+    char type[OQ_MAX_NAME_LEN + 1]; /* PROBE: whose resource */
+    int status;                     /* EXIT: the process exit status */
 } oq_action_t;
 
 typedef struct {
-    uint32_t heartbeat_ms; /* until the broker's welcome says otherwise */
-    uint32_t liveness;     /* heartbeats of silence that make the broker dead */
+    uint32_t heartbeat_ms;   /* until the broker's welcome says otherwise */
+    uint32_t liveness;       /* heartbeats of silence that make the broker dead */
+    int64_t idle_release_ms; /* release resources after this long without a job; 0: never */
+    uint64_t seed;           /* for the probes' jitter; 0 is taken as 1 */
 } oq_session_config_t;
 
 typedef struct oq_session oq_session_t;
@@ -78,6 +97,10 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
 
 /* The job thread's report on the running job. */
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms);
+
+/* The job thread's answer to a probe: the worker takes jobs again if it
+   answers (or there was nothing to check), or probes again later. */
+void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms);
 
 /* The running job's handler is making progress (oq_job_touch): send touch
    so the broker restarts the lease at now + retry_after, and restart the
@@ -114,6 +137,7 @@ int64_t oq_session_deadline(const oq_session_t *self);
 /* State, for the worker's logs and for tests. */
 oq_link_state_t oq_session_link(const oq_session_t *self);
 bool oq_session_busy(const oq_session_t *self);
+bool oq_session_unavailable(const oq_session_t *self);
 bool oq_session_exiting(const oq_session_t *self);
 uint32_t oq_session_heartbeat_ms(const oq_session_t *self);
 

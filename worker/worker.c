@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -106,6 +107,9 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
     case OQ_CMD_TOUCH:
         oq_proto_encode_touch(&buf, &action->ack);
         break;
+    case OQ_CMD_STATUS:
+        oq_proto_encode_status(&buf, action->state, action->state_ms, action->error);
+        break;
     default:
         oq_proto_encode_simple(&buf, action->cmd, -1);
         break;
@@ -118,6 +122,19 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
         oq_debug("sent %s", oq_proto_cmd_name(action->cmd));
     }
     msgpack_sbuffer_destroy(&buf);
+}
+
+/* Ask the job thread for a probe. If it cannot be asked, the answer is a
+   failed probe, so the worker stays paused and tries again later. */
+static void s_probe(s_worker_t *self, const char *type)
+{
+    if (oq_job_thread_probe(self->jobs, type) == 0)
+        return;
+    oq_probe_done_t probed;
+    memset(&probed, 0, sizeof probed);
+    probed.result = -1;
+    snprintf(probed.reason, sizeof probed.reason, "the worker could not ask its job thread");
+    oq_session_on_probed(self->session, &probed, s_now(self));
 }
 
 static void s_start_job(s_worker_t *self)
@@ -172,6 +189,12 @@ static void s_act(s_worker_t *self)
             break;
         case OQ_ACTION_START_JOB:
             s_start_job(self);
+            break;
+        case OQ_ACTION_PROBE:
+            s_probe(self, action.type);
+            break;
+        case OQ_ACTION_RELEASE:
+            oq_job_thread_release(self->jobs);
             break;
         case OQ_ACTION_EXIT:
             s_exit(self, action.status);
@@ -250,14 +273,19 @@ static void s_read_broker(s_worker_t *self)
 
 static void s_read_done(s_worker_t *self)
 {
-    oq_job_done_t done;
-    uint64_t touch_id;
-    int got;
-    while (!self->finished && (got = oq_job_thread_recv(self->jobs, &done, &touch_id)) >= 0) {
-        if (got == 1)
-            oq_session_on_touch(self->session, touch_id, s_now(self));
-        else
-            oq_session_on_done(self->session, &done, s_now(self));
+    oq_job_event_t event;
+    while (!self->finished && oq_job_thread_recv(self->jobs, &event) == 0) {
+        switch (event.kind) {
+        case OQ_JOB_EVENT_TOUCH:
+            oq_session_on_touch(self->session, event.touch_id, s_now(self));
+            break;
+        case OQ_JOB_EVENT_DONE:
+            oq_session_on_done(self->session, &event.done, s_now(self));
+            break;
+        case OQ_JOB_EVENT_PROBED:
+            oq_session_on_probed(self->session, &event.probed, s_now(self));
+            break;
+        }
         s_act(self);
     }
 }
@@ -400,7 +428,13 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
     self.ctx = zmq_ctx_new();
     self.jobs = self.ctx ? oq_job_thread_new(registry_p) : NULL;
     if (self.jobs) {
-        oq_session_config_t session_config = {config->heartbeat_ms, OQ_DEFAULT_LIVENESS};
+        /* Workers forked together must not probe in step. */
+        oq_session_config_t session_config = {
+            .heartbeat_ms = config->heartbeat_ms,
+            .liveness = OQ_DEFAULT_LIVENESS,
+            .idle_release_ms = config->idle_release_ms,
+            .seed = ((uint64_t)getpid() << 32) ^ (uint64_t)oq_clock_mono_us(),
+        };
         self.session = oq_session_new(&session_config, s_now(&self));
         oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
         s_loop(&self);

@@ -17,6 +17,9 @@ typedef struct {
     const char *endpoint;  /* the broker's back socket, e.g. tcp://127.0.0.1:7751 */
     const char *name;      /* sent in ready (borrowed), or NULL for none */
     uint32_t heartbeat_ms; /* used until the broker's welcome gives its own */
+    /* Handlers release their connections after this long without a job
+       (oq_registry_set_resource); 0: never. */
+    int64_t idle_release_ms;
     /* The queues it serves, highest priority first; none: every queue. */
     char queues[OQ_MAX_WORKER_QUEUES][OQ_MAX_NAME_LEN + 1];
     size_t queue_count;

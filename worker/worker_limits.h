@@ -27,6 +27,17 @@
    thread's report or a signal. */
 #define OQ_WORKER_BATCH_MSGS 64
 
+/* A worker paused because its handler reported unavailable (its database
+   is down) probes after a pause that starts here and doubles per failed
+   probe up to the maximum; each pause is drawn from its upper half, so
+   that a fleet that paused together does not probe in step. */
+#define OQ_WORKER_PROBE_MIN_MS 100
+#define OQ_WORKER_PROBE_MAX_MS 5000
+
+/* --idle-release: after this long without a job, handlers let go of their
+   connections (oq_registry_set_resource), so an idle fleet holds none. */
+#define OQ_WORKER_IDLE_RELEASE_MS 30000
+
 /* Supervisor: a worker that lived at least this long before it died gets the
    first restart delay again; one that died sooner doubles it ... */
 #define OQ_SUPERVISOR_STABLE_MS 1000

@@ -51,11 +51,6 @@ static int s_parse_queues(const char *value, void *dest, char *why, size_t why_l
     return oq_worker_parse_queues(dest, value, why, why_len);
 }
 
-static int s_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
-{
-    return oq_log_parse_level(value, dest);
-}
-
 /* --key and --broker-key: both or neither; each file is read here, so a
    bad one stops the worker before it starts. 0, or -1 after saying why. */
 static int s_load_keys(oq_worker_config_t *worker, const char *key, const char *broker_key)
@@ -174,8 +169,9 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
 
     static const char *const isolations[] = {"read-committed", "repeatable-read", "serializable",
                                              NULL};
-    s_run_t run = {
-        .worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT, .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS}};
+    s_run_t run = {.worker = {.endpoint = OQ_DEFAULT_BACK_ENDPOINT,
+                              .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS,
+                              .idle_release_ms = OQ_WORKER_IDLE_RELEASE_MS}};
     oq_supervisor_config_t supervisor = {0, OQ_SUPERVISOR_STOP_MS};
     oq_log_level_t level = OQ_LOG_INFO;
     const char *database = NULL, *key = NULL, *broker_key = NULL;
@@ -183,6 +179,8 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
+    char idle_def[S_DEFAULT_LEN];
+    snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);
     snprintf(heartbeat_def, sizeof heartbeat_def, "%d", OQ_DEFAULT_HEARTBEAT_MS);
     snprintf(stop_def, sizeof stop_def, "%d", OQ_SUPERVISOR_STOP_MS / 1000);
     snprintf(max_name, sizeof max_name, "1 to %d characters of A-Z a-z 0-9 _ . : -",
@@ -258,15 +256,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .src = &stop_src,
          .help = "with --processes: how long workers get to finish their jobs after "
                  "SIGTERM before they are killed"},
-        {.name = "log-level",
-         .env = "ONCEQ_LOG_LEVEL",
-         .kind = OQ_FLAG_CUSTOM,
-         .arg = "LEVEL",
-         .parse = s_parse_log_level,
-         .expected = "debug, info, warn or error",
-         .def = "info",
-         .dest = &level,
-         .help = "debug, info, warn or error"},
+        OQ_FLAG_LOG_LEVEL(&level),
         {.name = "database",
          .env = "ONCEQ_DATABASE_URL",
          .kind = OQ_FLAG_STRING,
@@ -284,6 +274,15 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .dest = &isolation,
          .help = "the transaction isolation level for those handlers: read-committed, "
                  "repeatable-read or serializable"},
+        {.name = "idle-release",
+         .env = "ONCEQ_WORKER_IDLE_RELEASE",
+         .kind = OQ_FLAG_SECONDS,
+         .arg = "S",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .def = idle_def,
+         .dest = &run.worker.idle_release_ms,
+         .help = "after S seconds without a job, handlers close their database "
+                 "connections (the next job opens one again); 0: keep them"},
         {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
         {.name = "version",
          .kind = OQ_FLAG_BOOL,

@@ -30,6 +30,7 @@ static const s_column_t s_queue_columns[] = {
     {"failed", "FAILED", "", false},
     {"review", "REVIEW", "", false},
     {"redelivered", "REDELIVERED", "", false},
+    {"returned", "RETURNED", "", false},
     {"dispatched", "DISPATCHED", "", false},
     {"retried", "RETRIED", "", false},
     {"late_acks", "LATE_ACKS", "", false},
@@ -44,6 +45,7 @@ static const s_column_t s_worker_columns[] = {
     {"id", "ID", "", true},
     {"name", "NAME", "", true},
     {"pid", "PID", "", false},
+    {"state", "STATE", "", true},
     {"credit", "CREDIT", "", false},
     {"leased", "LEASED", "", false},
     {"idle_ms", "IDLE_MS", "", false},
@@ -63,14 +65,18 @@ static void s_help(void)
            "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
            "person: onceq review list) now; DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
-           "a worker died), LATE_ACKS, IGNORED_ACKS and DUPLICATES (acks that found the\n"
-           "effect already applied) and CANCELLED ('onceq job cancel') since the broker\n"
-           "started; the queue's RETRY_AFTER and default TIMEOUT.\n"
+           "a worker died), RETURNED (handed back unrun, using no try: a worker whose\n"
+           "database was down, or one without a handler for the type), LATE_ACKS,\n"
+           "IGNORED_ACKS and DUPLICATES (acks that found the effect already applied)\n"
+           "and CANCELLED ('onceq job cancel') since the broker started; the queue's\n"
+           "RETRY_AFTER and default TIMEOUT.\n"
            "\n"
            "A line \"no worker handles type X (N waiting)\" for each job type with ready\n"
            "jobs that no connected worker takes: they wait, using no try, until one\n"
-           "does. Per worker: the QUEUES it serves in priority order and the TYPES it\n"
-           "handles (* for every one).\n"
+           "does. Per worker: its STATE (ready, or unavailable: paused because what its\n"
+           "jobs need, its database, is down; it takes no job until a probe connects),\n"
+           "the QUEUES it serves in priority order and the TYPES it handles (* for\n"
+           "every one). Each paused worker gets a line saying for how long and why.\n"
            "\n"
            "The journal line: the fsync policy, the journal's size next to what its live\n"
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
@@ -180,6 +186,30 @@ static void s_print_journal(const msgpack_object *reply)
         printf("journal CANNOT WRITE: %s\n", error);
 }
 
+/* One line per paused worker: who, for how long, and the error that paused it. */
+static void s_print_paused(const msgpack_object *workers)
+{
+    for (uint32_t i = 0;
+         workers && workers->type == MSGPACK_OBJECT_ARRAY && i < workers->via.array.size; i++) {
+        const msgpack_object *w = &workers->via.array.ptr[i];
+        const msgpack_object *state = oq_proto_map_get(w, "state");
+        if (!state || state->type != MSGPACK_OBJECT_STR ||
+            !oq_str_eq((oq_str_t){state->via.str.ptr, state->via.str.size}, "unavailable"))
+            continue;
+        char name[S_CELL_LEN], error[OQ_MAX_ERROR_LEN + 1] = "", since[S_CELL_LEN] = "?";
+        oq_cli_format_value(oq_proto_map_get(w, "name"), name, sizeof name);
+        const msgpack_object *e = oq_proto_map_get(w, "error");
+        if (e && e->type == MSGPACK_OBJECT_STR)
+            oq_str_copy((oq_str_t){e->via.str.ptr, e->via.str.size}, error, sizeof error);
+        uint64_t pid = 0, ms = 0;
+        oq_cli_get_uint(w, "pid", &pid);
+        if (oq_cli_get_uint(w, "state_ms", &ms) == 0)
+            s_format_uptime(ms, since, sizeof since);
+        printf("worker %" PRIu64 " (%s) paused for %s: %s\n", pid, name, since,
+               error[0] ? error : "no reason given");
+    }
+}
+
 /* A {producers, workers, admins} map as "P/W/A". */
 static void s_roles(const msgpack_object *map, const char *key, char *out, size_t out_len)
 {
@@ -257,9 +287,13 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
 
     const msgpack_object *workers = oq_proto_map_get(reply, "workers");
     uint32_t count = workers && workers->type == MSGPACK_OBJECT_ARRAY ? workers->via.array.size : 0;
-    printf("\nworkers: %" PRIu32 " connected\n", count);
+    printf("\nworkers: %" PRIu32 " connected", count);
+    if (oq_cli_get_uint(broker, "workers_unavailable", &n) == 0 && n > 0)
+        printf(", %" PRIu64 " paused (unavailable)", n);
+    printf("\n");
     if (count > 0)
         rc |= s_print_rows(workers, s_worker_columns, S_COUNT(s_worker_columns));
+    s_print_paused(workers);
     if (rc != 0) {
         fprintf(stderr, "onceq: out of memory\n");
         return OQ_CLI_EXIT_REFUSED;

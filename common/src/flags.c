@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "onceq/config.h"
+#include "onceq/log.h"
 
 #define S_MAX_PORT     65535
 #define S_OPT_BASE     1000 /* getopt values above every short option */
@@ -361,4 +362,11 @@ void oq_flags_help(const oq_flag_t *flags, size_t count, FILE *out)
         s_wrap(out, text, &col);
         fputc('\n', out);
     }
+}
+
+int oq_flags_parse_log_level(const char *value, void *dest, char *why, size_t why_len)
+{
+    (void)why;
+    (void)why_len;
+    return oq_log_parse_level(value, dest);
 }

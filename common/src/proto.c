@@ -44,6 +44,7 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_REVIEW_SHOW] = "review_show",
     [OQ_CMD_RESOLVE] = "resolve",
     [OQ_CMD_RESOLVED] = "resolved",
+    [OQ_CMD_STATUS] = "status",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -62,8 +63,10 @@ static const char *s_err_names[OQ_ERR_COUNT_] = {
     [OQ_ERR_FORBIDDEN] = "forbidden",
 };
 
-static const char *s_outcome_names[] = {NULL, "ok", "retry", "fail", "timeout", "return", "review"};
+static const char *s_outcome_names[] = {NULL,      "ok",     "retry",  "fail",
+                                        "timeout", "return", "review", "unavailable"};
 static const char *s_action_names[] = {NULL, "done", "retry", "fail"};
+static const char *s_status_names[] = {NULL, "ready", "unavailable"};
 static const char *s_result_names[] = {"none", "applied", "already_applied"};
 
 const char *oq_proto_cmd_name(oq_cmd_t cmd)
@@ -78,8 +81,15 @@ const char *oq_proto_err_name(oq_err_t code)
 
 const char *oq_proto_outcome_name(oq_outcome_t outcome)
 {
-    return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_REVIEW) ? s_outcome_names[outcome]
-                                                                      : "unknown";
+    return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_UNAVAILABLE)
+               ? s_outcome_names[outcome]
+               : "unknown";
+}
+
+const char *oq_proto_status_name(oq_worker_status_t status)
+{
+    return (status >= OQ_STATUS_READY && status <= OQ_STATUS_UNAVAILABLE) ? s_status_names[status]
+                                                                          : "unknown";
 }
 
 const char *oq_proto_result_name(oq_result_t result)
@@ -89,7 +99,7 @@ const char *oq_proto_result_name(oq_result_t result)
 
 int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome)
 {
-    for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_REVIEW; i++) {
+    for (int i = OQ_OUTCOME_OK; i <= OQ_OUTCOME_UNAVAILABLE; i++) {
         if (strlen(s_outcome_names[i]) == len && memcmp(s_outcome_names[i], name, len) == 0) {
             *outcome = (oq_outcome_t)i;
             return 0;
@@ -531,7 +541,8 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             return -1;
         if (oq_proto_outcome_parse(s.ptr, s.len, &a->outcome) < 0)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"outcome\" must be one of ok, retry, fail, timeout, return, review");
+                   "field \"outcome\" must be one of ok, retry, fail, timeout, return, review, "
+                   "unavailable");
         if (s_get_str(ctx, root, "result", false, OQ_MAX_NAME_LEN, &s) < 0)
             return -1;
         a->result = OQ_RESULT_NONE;
@@ -552,11 +563,26 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "lease", false, 0, UINT64_MAX, &a->lease, &a->has_lease) < 0 ||
             s_get_seconds(ctx, root, "delay", OQ_MAX_DELAY_MS, &a->delay_ms, &a->has_delay) < 0)
             return -1;
-        if (a->has_delay && a->outcome != OQ_OUTCOME_RETRY && a->outcome != OQ_OUTCOME_RETURN)
+        if (a->has_delay && a->outcome != OQ_OUTCOME_RETRY && a->outcome != OQ_OUTCOME_RETURN &&
+            a->outcome != OQ_OUTCOME_UNAVAILABLE)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"delay\" goes only with outcome retry or return, not %s",
+                   "field \"delay\" goes only with outcome retry, return or unavailable, not %s",
                    oq_proto_outcome_name(a->outcome));
         return 0;
+    }
+    case OQ_CMD_STATUS: {
+        bool present;
+        if (s_get_str(ctx, root, "state", true, OQ_MAX_NAME_LEN, &s) < 0)
+            return -1;
+        msg->status = 0;
+        for (int k = OQ_STATUS_READY; k <= OQ_STATUS_UNAVAILABLE; k++)
+            if (oq_str_eq(s, s_status_names[k]))
+                msg->status = (oq_worker_status_t)k;
+        if (msg->status == 0)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"state\" must be \"ready\" or \"unavailable\"");
+        if (s_get_seconds(ctx, root, "since", OQ_MAX_DELAY_MS, &msg->status_ms, &present) < 0)
+            return -1;
+        return s_get_str(ctx, root, "error", false, OQ_MAX_ERROR_LEN, &msg->err_text);
     }
     case OQ_CMD_WELCOME: {
         if (s_get_uint(ctx, root, "heartbeat_ms", true, OQ_MIN_HEARTBEAT_MS, OQ_MAX_HEARTBEAT_MS,
@@ -1023,7 +1049,8 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     bool has_result = ack->outcome == OQ_OUTCOME_OK && ack->result != OQ_RESULT_NONE;
     bool has_error = ack->outcome != OQ_OUTCOME_OK && ack->error.len > 0;
     bool has_delay =
-        ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN);
+        ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN ||
+                           ack->outcome == OQ_OUTCOME_UNAVAILABLE);
     oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error + ack->has_lease + has_delay);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, ack->id);
@@ -1065,6 +1092,25 @@ void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch)
     msgpack_pack_uint32(&pk, touch->attempt);
     oq_proto_pack_cstr(&pk, "lease");
     msgpack_pack_uint64(&pk, touch->lease);
+}
+
+void oq_proto_encode_status(msgpack_sbuffer *buf, oq_worker_status_t status, int64_t since_ms,
+                            const char *error)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_error = error && error[0];
+    oq_proto_begin(&pk, OQ_CMD_STATUS, -1, 2 + has_error);
+    oq_proto_pack_cstr(&pk, "state");
+    oq_proto_pack_cstr(&pk, oq_proto_status_name(status));
+    oq_proto_pack_cstr(&pk, "since");
+    s_pack_seconds(&pk, since_ms < 0 ? 0 : since_ms > OQ_MAX_DELAY_MS ? OQ_MAX_DELAY_MS : since_ms);
+    if (has_error) {
+        oq_proto_pack_cstr(&pk, "error");
+        size_t n = strlen(error);
+        msgpack_pack_str(&pk, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+        msgpack_pack_str_body(&pk, error, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+    }
 }
 
 void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason)

@@ -203,9 +203,10 @@ static void s_hello(const oq_job_t *job, void *state, oq_report_t *report)
     }
     greeting_t greeting = {.name = name, .job_id = job->id};
     if (oq_effects_run(self->fx, s_greet_once, &greeting, &error) < 0) {
-        /* fail for bad data, retry for everything else: a lost connection,
-           even during COMMIT, is safe to retry because the guard's row,
-           if it committed, makes the next run a no-op. */
+        /* fail for bad data; unavailable (no try used) when the database is
+           down or the connection was lost, even during COMMIT: the guard's
+           row, if it committed, makes the next run a no-op; retry for the
+           rest. */
         oq_effects_report_error(report, job, &error);
         return;
     }
@@ -220,7 +221,11 @@ int main(int argc, char **argv)
 {
     static hello_t hello; /* per process after the fork; lives until exit */
     oq_registry_t *handlers = oq_registry_new();
-    if (oq_registry_add(handlers, HELLO_JOB_TYPE, s_hello, &hello) < 0) {
+    /* hello needs the database behind hello.fx: while it is down the
+       worker takes no job and probes it, and an idle worker closes its
+       connection (docs/handlers.md, "When the database is away"). */
+    if (oq_registry_add(handlers, HELLO_JOB_TYPE, s_hello, &hello) < 0 ||
+        oq_effects_worker_needs(handlers, HELLO_JOB_TYPE, &hello.fx) < 0) {
         oq_registry_destroy(&handlers);
         return 2;
     }

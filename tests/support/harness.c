@@ -571,13 +571,10 @@ void it_kill_all(it_t *self)
     s_kill_all();
 }
 
-int it_start_pg(it_t *self)
+/* Run pg.sh start (create on the first call) with the fixture's port and
+   options. */
+static int s_pg_start(it_t *self)
 {
-    /* The server runs as the postgres user when we are root: it must be
-       able to reach its directory. */
-    chmod(self->dir, 0755);
-    snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->dir);
-    int port = oq_support_free_port();
     char script[512];
     if (oq_support_pg_script(script, sizeof script) < 0) {
         fprintf(stderr, "harness: deploy/pg.sh not found next to the test binary\n");
@@ -585,15 +582,58 @@ int it_start_pg(it_t *self)
     }
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "ONCEQ_PG_PORT=%d ONCEQ_BIN='%s' bash '%s' start '%s' > '%s/pg.log' 2>&1", port,
-             it_bin("onceq"), script, self->pg_dir, self->dir);
+             "ONCEQ_PG_PORT=%d ONCEQ_PG_SERVER_OPTS='%s' ONCEQ_BIN='%s' bash '%s' start '%s' "
+             ">> '%s/pg.log' 2>&1",
+             self->pg_port, self->pg_opts, it_bin("onceq"), script, self->pg_dir, self->dir);
     if (system(cmd) != 0) {
         fprintf(stderr, "harness: the cluster did not start; see %s/pg.log\n", self->dir);
         return -1;
     }
+    return 0;
+}
+
+int it_start_pg(it_t *self)
+{
+    return it_start_pg_with(self, NULL);
+}
+
+int it_start_pg_with(it_t *self, const char *server_opts)
+{
+    /* The server runs as the postgres user when we are root: it must be
+       able to reach its directory. */
+    chmod(self->dir, 0755);
+    snprintf(self->pg_dir, sizeof self->pg_dir, "%s/pg", self->dir);
+    snprintf(self->pg_opts, sizeof self->pg_opts, "%s", server_opts ? server_opts : "");
+    self->pg_port = oq_support_free_port();
+    if (s_pg_start(self) < 0)
+        return -1;
+    int port = self->pg_port;
     oq_support_pg_url(self->pg_dir, port, self->db_url, sizeof self->db_url);
     setenv("ONCEQ_DATABASE_URL", self->db_url, 1);
     self->db = PQconnectdb(self->db_url);
+    if (PQstatus(self->db) != CONNECTION_OK) {
+        fprintf(stderr, "harness: %s", PQerrorMessage(self->db));
+        return -1;
+    }
+    return 0;
+}
+
+int it_stop_pg(it_t *self)
+{
+    char script[512];
+    if (!self->pg_dir[0] || oq_support_pg_script(script, sizeof script) < 0)
+        return -1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "bash '%s' stop '%s' >> '%s/pg.log' 2>&1", script, self->pg_dir,
+             self->dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int it_restart_pg(it_t *self)
+{
+    if (!self->pg_dir[0] || s_pg_start(self) < 0)
+        return -1;
+    PQreset(self->db);
     if (PQstatus(self->db) != CONNECTION_OK) {
         fprintf(stderr, "harness: %s", PQerrorMessage(self->db));
         return -1;

@@ -53,6 +53,8 @@ typedef struct {
     uint64_t next_req;
     char pg_dir[300]; /* the test's own PostgreSQL cluster, if started */
     char db_url[512];
+    char pg_opts[256]; /* its extra server options (it_start_pg_with) */
+    int pg_port;
     void *db;               /* PGconn of the test itself */
     const char *stats_type; /* job type whose counters it_stats reads, or NULL */
     const char *worker_bin; /* the binary it_start_worker starts (IT_WORKER) */
@@ -169,6 +171,17 @@ char *it_read_log(it_t *self, const char *log);
    set ONCEQ_DATABASE_URL for the processes started afterwards. 0 or -1.
    It is stopped by it_destroy. */
 int it_start_pg(it_t *self);
+
+/* The same with extra server options, e.g. "-c max_connections=8". */
+int it_start_pg_with(it_t *self, const char *server_opts);
+
+/* Stop the fixture's cluster (pg_ctl stop -m fast: sessions are ended),
+   for a test of an outage. 0 or -1. */
+int it_stop_pg(it_t *self);
+
+/* Start it again after it_stop_pg, on the same port with the same options,
+   and reconnect the test's own connection. 0 or -1. */
+int it_restart_pg(it_t *self);
 
 /* Run SQL on the fixture's database; asserts success. */
 void it_sql(it_t *self, const char *sql);

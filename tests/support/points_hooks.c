@@ -213,10 +213,14 @@ int oq_points_test_register(oq_registry_t *registry, oq_points_handler_t *points
     oq_warn("test hooks are on (%s=1): test_* payload keys are honoured and the "
             "unguarded job type %s exists; never run production jobs like this",
             OQ_POINTS_TEST_HOOKS_ENV, OQ_POINTS_UNGUARDED_JOB_TYPE);
-    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, points) < 0)
+    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, points) < 0 ||
+        oq_registry_add(registry, OQ_POINTS_UNGUARDED_JOB_TYPE, s_grant_points_unguarded, points) <
+            0)
         return -1;
-    return oq_registry_add(registry, OQ_POINTS_UNGUARDED_JOB_TYPE, s_grant_points_unguarded,
-                           points);
+    /* Both run on the one connection of this process. */
+    if (oq_points_handler_needs_database(points, registry, OQ_POINTS_JOB_TYPE) < 0)
+        return -1;
+    return oq_points_handler_needs_database(points, registry, OQ_POINTS_UNGUARDED_JOB_TYPE);
 }
 
 bool oq_points_test_hooks_wanted(void)

@@ -1239,6 +1239,78 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(s_stats(f).retried, 0);
 }
 
+/* The database is down: the worker hands the job back (unavailable) and
+   pauses (status unavailable). The job uses no try, goes in front of the
+   queue for a worker that can run it, and the paused worker keeps its
+   types: once it says ready and gives credit, it gets that type again. */
+/* The view of worker 'a' (its identity is its name, one byte). */
+static void s_view_of_a(void *ctx, const oq_worker_view_t *w)
+{
+    if (((const char *)w->identity)[0] == 'a')
+        *(oq_worker_view_t *)ctx = *w;
+}
+
+static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t first = s_dispatch(f, "grant_points");
+    uint64_t second = s_dispatch(f, "grant_points");
+    oq_worker_t *a = s_routed_worker(f, 'a', 1, "grant_points", NULL);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, first);
+    oq_ack_msg_t ack = {.id = first,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_UNAVAILABLE,
+                        .credit = 0,
+                        .error = oq_str("grant_points: database unavailable"),
+                        .lease = s_lease(f, first, 1),
+                        .has_lease = true};
+    const char why[] = "cannot connect to the database: connection refused";
+    oq_engine_worker_status(f->engine, a, OQ_STATUS_UNAVAILABLE, 250, oq_str(why));
+    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, first, &v), 0);
+    assert_int_equal(v.state, OQ_STATE_READY);
+    assert_int_equal(v.attempt, 0);
+    assert_int_equal(s_stats(f).returned, 1);
+    assert_int_equal(s_stats(f).retried, 0);
+    assert_int_equal(s_stats(f).failed, 0);
+
+    /* The paused worker is shown so, with its error, and sent nothing. */
+    oq_worker_view_t view;
+    oq_engine_worker_each(f->engine, s_view_of_a, &view);
+    assert_int_equal(view.status, OQ_STATUS_UNAVAILABLE);
+    assert_int_equal(view.status_ms, 250);
+    assert_string_equal(view.status_error, why);
+    assert_int_equal(oq_engine_workers_unavailable(f->engine), 1);
+    assert_int_equal(s_type(f, "grant_points").workers, 1); /* keeps the type */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+
+    /* A status unavailable takes away credit a worker still had. */
+    oq_engine_worker_credit(f->engine, a, 1);
+    oq_engine_worker_status(f->engine, a, OQ_STATUS_UNAVAILABLE, 1250, oq_str(why));
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+
+    /* Another worker takes the returned job first, as its first attempt. */
+    s_routed_worker(f, 'b', 1, "grant_points", NULL);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].id, first);
+    assert_int_equal(f->sent[1].attempt, 1);
+    assert_int_equal(f->sent[1].worker, 'b');
+
+    /* Back: ready again, and the same type is sent to it. */
+    f->time.now += 1000;
+    oq_engine_worker_status(f->engine, a, OQ_STATUS_READY, 0, oq_str(""));
+    oq_engine_worker_credit(f->engine, a, 1);
+    assert_int_equal(oq_engine_workers_unavailable(f->engine), 0);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[2].id, second);
+    assert_int_equal(f->sent[2].worker, 'a');
+    oq_engine_worker_each(f->engine, s_view_of_a, &view);
+    assert_int_equal(view.status, OQ_STATUS_READY);
+    assert_string_equal(view.status_error, "");
+}
+
 /* Of two overlapping runs the slower one wrote the effect; and each ack a
    worker resends after a reconnect is counted only once. */
 static void test_results_counted_once_in_any_order(void **state)
@@ -1761,6 +1833,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_release_waits_its_delay_and_uses_a_try, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_unavailable_hands_back_without_a_try_and_keeps_the_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),

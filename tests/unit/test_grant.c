@@ -299,14 +299,16 @@ static void test_connection_lost_before_commit(void **state)
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 14, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_CONNECTION);
-    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    /* The database's failure, not the job's: handed back without a try. */
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_UNAVAILABLE);
     assert_int_equal(oq_txn_attempts(fx->txn), 1); /* not re-run in place */
     assert_false(s_has_grant(fx, 14));
     assert_int_equal(s_balance(fx, 42), 0);
 }
 
 /* The dangerous one: COMMIT went through and its answer was lost. The job
-   is retried; the retry finds the grant and adds nothing. */
+   is handed back (no try used) and runs again; that run finds the grant
+   and adds nothing. */
 static void test_connection_lost_during_commit_is_unknown_then_already(void **state)
 {
     s_fx_t *fx = *state;
@@ -314,7 +316,7 @@ static void test_connection_lost_during_commit_is_unknown_then_already(void **st
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_UNKNOWN);
-    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_RETRY);
+    assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_UNAVAILABLE);
     assert_true(s_has_grant(fx, 15));
     assert_int_equal(s_balance(fx, 42), 5);
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ALREADY_GRANTED);
@@ -556,8 +558,13 @@ static void test_handler_database_errors_by_class(void **state)
 
     oq_ledger_mem_inject(hx.fx->mem, OQ_LEDGER_MEM_AT_INSERT_GRANT, NULL, 1);
     s_run(hx.registry, job, &report);
-    assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
-    assert_non_null(strstr(report.error, "database error (connection"));
+    assert_int_equal(report.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_non_null(strstr(report.error, "grant_points: database unavailable (connection"));
+
+    oq_ledger_mem_inject(hx.fx->mem, OQ_LEDGER_MEM_AT_INSERT_GRANT, "53300", 1);
+    s_run(hx.registry, job, &report);
+    assert_int_equal(report.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_non_null(strstr(report.error, "SQLSTATE 53300"));
 
     oq_ledger_mem_inject(hx.fx->mem, OQ_LEDGER_MEM_AT_INSERT_GRANT, "42P01", 1);
     s_run(hx.registry, job, &report);
@@ -571,7 +578,7 @@ static void test_handler_database_errors_by_class(void **state)
 
     oq_ledger_mem_inject(hx.fx->mem, OQ_LEDGER_MEM_AT_COMMIT, NULL, 1);
     s_run(hx.registry, job, &report);
-    assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
+    assert_int_equal(report.outcome, OQ_OUTCOME_UNAVAILABLE);
     assert_non_null(strstr(report.error, "outcome unknown"));
     s_run(hx.registry, job, &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);

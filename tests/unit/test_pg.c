@@ -405,13 +405,140 @@ static void test_connection_lost_inside_transaction(void **state)
     oq_pg_error_t error;
     assert_int_equal(oq_txn_run(w.txn, s_mid_body, &ctx, &error), -1);
     assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
-    assert_int_equal(oq_pg_errors_verdict(error.cls), OQ_EFFECTS_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(error.cls), OQ_EFFECTS_UNAVAILABLE);
+    assert_true(oq_pg_errors_infrastructure(error.cls));
     assert_int_equal(oq_txn_attempts(w.txn), 1);
     assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 300"), 0);
     /* The job's retry. */
     oq_grant_result_t r;
     assert_int_equal(s_grant(&w, 300, 1, 9, &r), OQ_GRANT_GRANTED);
     s_worker_close(&w);
+}
+
+/* ---- the database unavailable ------------------------------------------- */
+
+/* A connection the server refuses: no slot left (here the role's
+   CONNECTION LIMIT, which answers 53300 like max_connections does). The
+   error carries the server's SQLSTATE and reads as one line, and it is
+   infrastructure: a worker hands the job back without using a try. */
+static void test_refused_connection_is_infrastructure(void **state)
+{
+    s_sql("DROP ROLE IF EXISTS onceq_limited");
+    s_sql("CREATE ROLE onceq_limited LOGIN CONNECTION LIMIT 1");
+    char url[600];
+    snprintf(url, sizeof url, "host=%s port=%d dbname=onceq user=onceq_limited", s_dir, s_port);
+    oq_pg_t *first = oq_pg_new(url, "test_pg_first");
+    oq_pg_t *second = oq_pg_new(url, "test_pg_second");
+    oq_pg_error_t error;
+    assert_int_equal(oq_pg_connect(first, &error), 0);
+    assert_int_equal(oq_pg_connect(second, &error), -1);
+    assert_string_equal(error.sqlstate, "53300");
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    assert_true(oq_pg_errors_infrastructure(error.cls));
+    assert_non_null(strstr(error.message, "cannot connect to the database"));
+    assert_non_null(strstr(error.message, "too many connections"));
+    assert_null(strstr(error.message, "53300"));
+    assert_null(strstr(error.message, "LOCATION"));
+    assert_false(oq_pg_connected(second));
+
+    /* A statement's errors still read plainly on a connection that came up
+       with the verbose setting that reads the refusal's code. */
+    assert_int_equal(oq_pg_exec(first, "SELECT 1/0", 0, NULL, NULL, &error), -1);
+    assert_string_equal(error.sqlstate, "22012");
+    assert_string_equal(error.message, "division by zero");
+
+    /* Once the slot is free the same handle connects (the server frees it
+       when the first session's process has gone, a moment after the
+       close). */
+    assert_true(oq_pg_disconnect(first));
+    assert_false(oq_pg_connected(first));
+    int rc = -1;
+    for (int i = 0; i < 250 && (rc = oq_pg_connect(second, &error)) < 0; i++)
+        usleep(20 * 1000);
+    assert_int_equal(rc, 0);
+    oq_pg_destroy(&first);
+    oq_pg_destroy(&second);
+    s_sql("DROP ROLE onceq_limited");
+}
+
+/* Nothing listens: cannot connect, infrastructure, without a SQLSTATE. */
+static void test_cannot_connect_is_infrastructure(void **state)
+{
+    oq_pg_t *pg = oq_pg_new("host=127.0.0.1 port=1 dbname=x connect_timeout=2", "test_pg");
+    oq_pg_error_t error;
+    assert_int_equal(oq_pg_exec(pg, "SELECT 1", 0, NULL, NULL, &error), -1);
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    assert_string_equal(error.sqlstate, "");
+    assert_true(oq_pg_errors_infrastructure(error.cls));
+    oq_pg_destroy(&pg);
+}
+
+/* The probe connects and keeps the connection for the next job (no second
+   connection); release lets it go, and the next statement connects again. */
+static void test_probe_and_release(void **state)
+{
+    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_pg_probe");
+    oq_pg_error_t error;
+    assert_false(oq_pg_connected(oq_effects_pg(fx)));
+    assert_int_equal(oq_effects_probe(fx, &error), 0);
+    assert_true(oq_pg_connected(oq_effects_pg(fx)));
+    int pid = oq_pg_backend_pid(oq_effects_pg(fx));
+    assert_int_equal(oq_effects_probe(fx, &error), 0);
+    assert_int_equal(oq_pg_backend_pid(oq_effects_pg(fx)), pid);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
+                               "WHERE application_name = 'test_pg_probe'"),
+                     1);
+
+    oq_effects_release(fx);
+    assert_false(oq_pg_connected(oq_effects_pg(fx)));
+    oq_effects_release(fx); /* nothing to release: no harm */
+    /* The server sees the session end (a clean close, not a lost one). */
+    for (int i = 0; i < 100 && s_sql_int("SELECT count(*) FROM pg_stat_activity "
+                                         "WHERE application_name = 'test_pg_probe'") != 0;
+         i++)
+        usleep(20 * 1000);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
+                               "WHERE application_name = 'test_pg_probe'"),
+                     0);
+    oq_effects_begin_job(fx, 5000);
+    assert_int_equal(oq_pg_exec(oq_effects_pg(fx), "SELECT 1", 0, NULL, NULL, &error), 0);
+    assert_true(oq_pg_connected(oq_effects_pg(fx)));
+    oq_effects_destroy(&fx);
+
+    /* A probe of a database that is not there fails, classified. */
+    fx = oq_effects_new("host=127.0.0.1 port=1 dbname=x", OQ_TXN_READ_COMMITTED, "test_pg");
+    assert_int_equal(oq_effects_probe(fx, &error), -1);
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    oq_effects_destroy(&fx);
+}
+
+/* Handlers of one process on one database share one handle, and so one
+   connection; another isolation level is another handle. Each user lets
+   go of it, and the last one closes it. */
+static void test_shared_handle_is_one_connection(void **state)
+{
+    oq_effects_t *points = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *shipments = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *other = oq_effects_shared(s_url, OQ_TXN_SERIALIZABLE, "test_pg_shared");
+    assert_ptr_equal(points, shipments);
+    assert_ptr_not_equal(points, other);
+    oq_pg_error_t error;
+    assert_int_equal(oq_effects_probe(points, &error), 0);
+    assert_int_equal(oq_effects_probe(shipments, &error), 0);
+    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
+                               "WHERE application_name = 'test_pg_shared'"),
+                     1);
+    oq_effects_destroy(&points);
+    assert_null(points);
+    /* Still open for the other user. */
+    assert_true(oq_pg_connected(oq_effects_pg(shipments)));
+    assert_int_equal(oq_pg_exec(oq_effects_pg(shipments), "SELECT 1", 0, NULL, NULL, &error), 0);
+    oq_effects_destroy(&shipments);
+    oq_effects_destroy(&other);
+    /* The last user closed it; a new call makes a new one. */
+    oq_effects_t *again = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    assert_false(oq_pg_connected(oq_effects_pg(again)));
+    oq_effects_destroy(&again);
 }
 
 /* ---- the job's timeout ---------------------------------------------------- */
@@ -500,6 +627,10 @@ int main(void)
         S_TEST(test_serialization_failure_rerun_on_postgres),
         S_TEST(test_connection_lost_then_reconnect),
         S_TEST(test_connection_lost_inside_transaction),
+        S_TEST(test_refused_connection_is_infrastructure),
+        S_TEST(test_cannot_connect_is_infrastructure),
+        S_TEST(test_probe_and_release),
+        S_TEST(test_shared_handle_is_one_connection),
         S_TEST(test_statement_timeout_from_job_timeout),
         S_TEST(test_cli_commands),
     };

@@ -1,7 +1,8 @@
 /*  test_pg_errors.c: the SQLSTATE classification of the effects SDK
     (onceq/effects.h): every code the table names, the class fallbacks, the
     two connection facts that come before the table, and the verdict each
-    class maps to. */
+    class maps to, and which classes are infrastructure (the database
+    failed, not the job). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,11 +39,16 @@ static const s_case_t s_cases[] = {
     {"08006", OQ_PG_ERR_CONNECTION},
     {"08003", OQ_PG_ERR_CONNECTION},
     {"08000", OQ_PG_ERR_CONNECTION},
+    {"08001", OQ_PG_ERR_CONNECTION},
+    {"08004", OQ_PG_ERR_CONNECTION},
+    /* no connection slot left: infrastructure, not a resource the
+       statement ran out of */
+    {"53300", OQ_PG_ERR_CONNECTION},
     /* timeouts, resources, locks: retry the job */
     {"57014", OQ_PG_ERR_TRANSIENT},
     {"57000", OQ_PG_ERR_TRANSIENT},
-    {"53300", OQ_PG_ERR_TRANSIENT},
     {"53100", OQ_PG_ERR_TRANSIENT},
+    {"53200", OQ_PG_ERR_TRANSIENT},
     {"55P03", OQ_PG_ERR_TRANSIENT},
     {"55006", OQ_PG_ERR_TRANSIENT},
     {"58030", OQ_PG_ERR_TRANSIENT},
@@ -104,11 +110,61 @@ static void test_no_sqlstate(void **state)
     assert_int_equal(oq_pg_errors_classify("400011", true, false), OQ_PG_ERR_TRANSIENT);
 }
 
+/* Infrastructure: the database, or the way to it, failed; the job is not
+   at fault and must not lose a try. Each of the issue's conditions, as the
+   classification sees it. */
+static void test_infrastructure(void **state)
+{
+    static const struct {
+        const char *what;
+        const char *sqlstate;
+        bool connection_ok, in_commit;
+    } infra[] = {
+        {"cannot connect (refused, unreachable)", NULL, false, false},
+        {"too many connections", "53300", false, false},
+        {"too many connections, session still up (dblink)", "53300", true, false},
+        {"admin shutdown", "57P01", false, false},
+        {"admin shutdown, not yet noticed by libpq", "57P01", true, false},
+        {"crash shutdown", "57P02", false, false},
+        {"cannot connect now", "57P03", false, false},
+        {"cannot connect now, answered", "57P03", true, false},
+        {"connection exception", "08006", true, false},
+        {"connection lost mid-transaction", NULL, false, false},
+        {"connection lost mid-transaction, with a code", "40001", false, false},
+        {"COMMIT outcome unknown", NULL, false, true},
+        {"COMMIT outcome unknown, with a code", "57P01", false, true},
+    };
+    for (size_t i = 0; i < S_COUNT(infra); i++) {
+        oq_pg_class_t cls =
+            oq_pg_errors_classify(infra[i].sqlstate, infra[i].connection_ok, infra[i].in_commit);
+        if (!oq_pg_errors_infrastructure(cls))
+            fail_msg("%s: class %s is not infrastructure", infra[i].what,
+                     oq_pg_errors_class_name(cls));
+    }
+    /* The job's own problems are not: its data, a collision the runner
+       re-runs in place, its statement timeout, a lock, a full disk. */
+    static const char *const not_infra[] = {"22003", "23505", "42P01", "40001", "40P01",
+                                            "57014", "55P03", "53100", "XX000"};
+    for (size_t i = 0; i < S_COUNT(not_infra); i++) {
+        oq_pg_class_t cls = oq_pg_errors_classify(not_infra[i], true, false);
+        if (oq_pg_errors_infrastructure(cls))
+            fail_msg("SQLSTATE %s: class %s is infrastructure", not_infra[i],
+                     oq_pg_errors_class_name(cls));
+    }
+    assert_true(oq_pg_errors_infrastructure(OQ_PG_ERR_CONNECTION));
+    assert_true(oq_pg_errors_infrastructure(OQ_PG_ERR_UNKNOWN));
+    assert_false(oq_pg_errors_infrastructure(OQ_PG_ERR_NONE));
+    assert_false(oq_pg_errors_infrastructure(OQ_PG_ERR_RETRY_TXN));
+    assert_false(oq_pg_errors_infrastructure(OQ_PG_ERR_TRANSIENT));
+    assert_false(oq_pg_errors_infrastructure(OQ_PG_ERR_FAIL));
+}
+
 static void test_outcomes(void **state)
 {
     assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_NONE), OQ_EFFECTS_OK);
     assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_RETRY_TXN), OQ_EFFECTS_RETRY);
-    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_CONNECTION), OQ_EFFECTS_RETRY);
+    assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_CONNECTION), OQ_EFFECTS_UNAVAILABLE);
+    assert_string_equal(oq_effects_verdict_name(OQ_EFFECTS_UNAVAILABLE), "unavailable");
     assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_UNKNOWN), OQ_EFFECTS_UNKNOWN);
     assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_TRANSIENT), OQ_EFFECTS_RETRY);
     assert_int_equal(oq_pg_errors_verdict(OQ_PG_ERR_FAIL), OQ_EFFECTS_FAIL);
@@ -166,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_commit_answered_is_not_unknown),
         cmocka_unit_test(test_connection_lost),
         cmocka_unit_test(test_no_sqlstate),
+        cmocka_unit_test(test_infrastructure),
         cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_set_makes_one_line),
         cmocka_unit_test(test_hints),

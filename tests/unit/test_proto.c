@@ -915,10 +915,61 @@ static void test_lease_touch_delay_and_return(void **state)
     msgpack_sbuffer_destroy(&buf);
 
     s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:ok, delay:3}", OQ_ERR_BAD_REQUEST,
-               "\"delay\" goes only with outcome retry or return, not ok");
+               "\"delay\" goes only with outcome retry, return or unavailable, not ok");
     s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:retry, lease:-1}", OQ_ERR_BAD_REQUEST,
                "\"lease\"");
     s_text_bad("{v:1, cmd:touch, id:1, attempt:1}", OQ_ERR_BAD_REQUEST, "missing field \"lease\"");
+}
+
+/* unavailable: handed back for an outage, with an optional delay; status
+   tells the broker the worker's state, how long it has been in it, and
+   the error that paused it. */
+static void test_unavailable_and_status(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_ack_msg_t ack = {.id = 5,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_UNAVAILABLE,
+                        .error = oq_str("grant_points: database unavailable"),
+                        .lease = 3,
+                        .has_lease = true,
+                        .delay_ms = 1500,
+                        .has_delay = true};
+    oq_proto_encode_ack(&buf, &ack);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.ack.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_string_equal(oq_proto_outcome_name(msg.ack.outcome), "unavailable");
+    assert_true(msg.ack.has_delay);
+    assert_int_equal(msg.ack.delay_ms, 1500);
+    s_str_equal(msg.ack.error, "grant_points: database unavailable");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_status(&buf, OQ_STATUS_UNAVAILABLE, 12500, "cannot connect to the database");
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_STATUS);
+    assert_int_equal(msg.status, OQ_STATUS_UNAVAILABLE);
+    assert_int_equal(msg.status_ms, 12500);
+    s_str_equal(msg.err_text, "cannot connect to the database");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    oq_proto_encode_status(&buf, OQ_STATUS_READY, -5, NULL);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.status, OQ_STATUS_READY);
+    assert_int_equal(msg.status_ms, 0);
+    assert_int_equal(msg.err_text.len, 0);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    s_text_bad("{v:1, cmd:status}", OQ_ERR_BAD_REQUEST, "missing field \"state\"");
+    s_text_bad("{v:1, cmd:status, state:paused}", OQ_ERR_BAD_REQUEST,
+               "\"state\" must be \"ready\" or \"unavailable\"");
+    s_text_bad("{v:1, cmd:status, state:ready, since:-1}", OQ_ERR_BAD_REQUEST, "\"since\"");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:paused}", OQ_ERR_BAD_REQUEST,
+               "unavailable");
 }
 
 static void test_roundtrip_reconnect(void **state)
@@ -1590,6 +1641,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_reconnect),
         cmocka_unit_test(test_ready_types_and_queues),
         cmocka_unit_test(test_lease_touch_delay_and_return),
+        cmocka_unit_test(test_unavailable_and_status),
         cmocka_unit_test(test_decode_seconds),
         cmocka_unit_test(test_decode_rejects),
         cmocka_unit_test(test_decode_rejects_every_truncation),

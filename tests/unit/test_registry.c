@@ -20,6 +20,7 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
+#include "registry.h"
 #include "session.h"
 #include "supervisor.h"
 #include "worker_limits.h"
@@ -480,12 +481,19 @@ static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_
     job->payload_len = payload->size;
 }
 
-static void s_wait_done(oq_job_thread_t *jobs, oq_job_done_t *done)
+static void s_wait_event(oq_job_thread_t *jobs, oq_job_event_t *event)
 {
     zmq_pollitem_t item = {oq_job_thread_socket(jobs), 0, ZMQ_POLLIN, 0};
     assert_int_equal(zmq_poll(&item, 1, 5000), 1);
-    uint64_t touched;
-    assert_int_equal(oq_job_thread_recv(jobs, done, &touched), 0);
+    assert_int_equal(oq_job_thread_recv(jobs, event), 0);
+}
+
+static void s_wait_done(oq_job_thread_t *jobs, oq_job_done_t *done)
+{
+    oq_job_event_t event;
+    s_wait_event(jobs, &event);
+    assert_int_equal(event.kind, OQ_JOB_EVENT_DONE);
+    *done = event.done;
 }
 
 static void test_job_thread_runs_handlers(void **unused)
@@ -508,8 +516,8 @@ static void test_job_thread_runs_handlers(void **unused)
 
     oq_job_done_t done;
     oq_job_msg_t job;
-    uint64_t touched;
-    assert_int_equal(oq_job_thread_recv(jobs, &done, &touched), -1); /* nothing yet */
+    oq_job_event_t event;
+    assert_int_equal(oq_job_thread_recv(jobs, &event), -1); /* nothing yet */
 
     s_job_msg(&job, 11, "sleep", &payload);
     assert_int_equal(oq_job_thread_start(jobs, &job), 0);
@@ -547,6 +555,103 @@ static void test_job_thread_runs_handlers(void **unused)
     /* Read after the thread is joined: the handler ran there, once. */
     assert_int_equal(s_calls, 1);
     assert_int_equal(seen, 2);
+    msgpack_sbuffer_destroy(&payload);
+}
+
+/* A resource a test controls: whether it answers, and what was asked of it. */
+typedef struct {
+    bool up;
+    int probes;
+    int releases;
+} s_resource_t;
+
+static int s_probe(void *ctx, char *reason, size_t reason_len)
+{
+    s_resource_t *r = ctx;
+    r->probes++;
+    if (r->up)
+        return 0;
+    snprintf(reason, reason_len, "cannot connect to the database: connection refused");
+    return -1;
+}
+
+static void s_release(void *ctx)
+{
+    ((s_resource_t *)ctx)->releases++;
+}
+
+static void test_registry_resources(void **unused)
+{
+    oq_registry_t *registry = s_builtins();
+    s_resource_t db = {0}, other = {0};
+    assert_int_equal(oq_registry_add(registry, "grant_points", s_counting_handler, NULL), 0);
+    assert_int_equal(oq_registry_add(registry, "grant_points_unguarded", s_counting_handler, NULL),
+                     0);
+    assert_int_equal(oq_registry_add(registry, "mail", s_counting_handler, NULL), 0);
+    /* Only for a registered type. */
+    assert_int_equal(oq_registry_set_resource(registry, "nope", s_probe, s_release, &db), -1);
+    assert_int_equal(oq_registry_set_resource(registry, "grant_points", s_probe, s_release, &db),
+                     0);
+    assert_int_equal(
+        oq_registry_set_resource(registry, "grant_points_unguarded", s_probe, s_release, &db), 0);
+    assert_int_equal(oq_registry_set_resource(registry, "mail", NULL, s_release, &other), 0);
+
+    char reason[128];
+    assert_int_equal(oq_registry_probe(registry, "grant_points", reason, sizeof reason), -1);
+    assert_string_equal(reason, "cannot connect to the database: connection refused");
+    db.up = true;
+    assert_int_equal(oq_registry_probe(registry, "grant_points", reason, sizeof reason), 0);
+    assert_int_equal(db.probes, 2);
+    /* Nothing declared, or no probe: nothing to check. */
+    assert_int_equal(oq_registry_probe(registry, "noop", reason, sizeof reason), 1);
+    assert_int_equal(oq_registry_probe(registry, "mail", reason, sizeof reason), 1);
+
+    /* The two points types share their connection: released once. */
+    assert_int_equal(oq_registry_release_all(registry), 2);
+    assert_int_equal(db.releases, 1);
+    assert_int_equal(other.releases, 1);
+    oq_registry_destroy(&registry);
+}
+
+/* Probes and releases run on the job thread, between jobs; it releases
+   once more when it stops. */
+static void test_job_thread_probes_and_releases(void **unused)
+{
+    oq_registry_t *registry = s_builtins();
+    s_resource_t db = {0};
+    assert_int_equal(oq_registry_add(registry, "grant_points", s_counting_handler, NULL), 0);
+    assert_int_equal(oq_registry_set_resource(registry, "grant_points", s_probe, s_release, &db),
+                     0);
+    oq_job_thread_t *jobs = oq_job_thread_new(&registry);
+    assert_non_null(jobs);
+
+    oq_job_event_t event;
+    assert_int_equal(oq_job_thread_probe(jobs, "grant_points"), 0);
+    s_wait_event(jobs, &event);
+    assert_int_equal(event.kind, OQ_JOB_EVENT_PROBED);
+    assert_int_equal(event.probed.result, -1);
+    assert_string_equal(event.probed.reason, "cannot connect to the database: connection refused");
+    assert_int_equal(oq_job_thread_probe(jobs, "noop"), 0);
+    s_wait_event(jobs, &event);
+    assert_int_equal(event.probed.result, 1);
+
+    assert_int_equal(oq_job_thread_release(jobs), 0);
+    /* A job after the release runs after it: its report proves it ran. */
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 0);
+    oq_job_msg_t job;
+    s_job_msg(&job, 31, "noop", &payload);
+    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
+    oq_job_done_t done;
+    s_wait_done(jobs, &done);
+    assert_int_equal(done.id, 31);
+    oq_job_thread_destroy(&jobs);
+    /* Read after the join: one probe that failed, two releases. */
+    assert_int_equal(db.probes, 1);
+    assert_int_equal(db.releases, 2);
     msgpack_sbuffer_destroy(&payload);
 }
 
@@ -615,7 +720,7 @@ static void s_finish(oq_session_t *session, uint64_t id, oq_outcome_t outcome, i
 /* A session that connected at 0 and was welcomed at 1. */
 static oq_session_t *s_session_up(void)
 {
-    oq_session_config_t config = {1000, 3};
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3};
     oq_session_t *session = oq_session_new(&config, 0);
     oq_session_on_tick(session, 0);
     s_next(session, OQ_ACTION_CONNECT);
@@ -755,9 +860,217 @@ static void test_session_release_and_return_carry_their_delay(void **unused)
     oq_session_destroy(&session);
 }
 
+/* The next action that is not a heartbeat (a test spanning seconds keeps
+   the link up by hearing from the broker; the session heartbeats meanwhile). */
+static oq_action_t s_next_real(oq_session_t *session)
+{
+    oq_action_t action;
+    do
+        assert_int_equal(oq_session_next(session, &action), 0);
+    while (action.kind == OQ_ACTION_SEND && action.cmd == OQ_CMD_HEARTBEAT);
+    return action;
+}
+
+static void s_no_real_action(oq_session_t *session)
+{
+    oq_action_t action;
+    while (oq_session_next(session, &action) == 0)
+        assert_true(action.kind == OQ_ACTION_SEND && action.cmd == OQ_CMD_HEARTBEAT);
+}
+
+/* Time passes with the broker heard from: a tick at now. */
+static void s_tick_alive(oq_session_t *session, int64_t now)
+{
+    s_receive(session, OQ_CMD_HEARTBEAT, now);
+    oq_session_on_tick(session, now);
+}
+
+/* Tick at each deadline, the broker heard from, until a probe is asked
+   for; returns when (heartbeats come due in between). */
+static int64_t s_until_probe(oq_session_t *session, const char *type)
+{
+    for (int i = 0; i < 1000; i++) {
+        int64_t now = oq_session_deadline(session);
+        s_tick_alive(session, now);
+        oq_action_t action;
+        while (oq_session_next(session, &action) == 0) {
+            if (action.kind == OQ_ACTION_PROBE) {
+                assert_string_equal(action.type, type);
+                s_no_real_action(session);
+                return now;
+            }
+            assert_true(action.kind == OQ_ACTION_SEND && action.cmd == OQ_CMD_HEARTBEAT);
+        }
+    }
+    fail_msg("no probe came");
+    return -1;
+}
+
+static oq_probe_done_t s_probed(int result, const char *reason)
+{
+    oq_probe_done_t probed;
+    memset(&probed, 0, sizeof probed);
+    probed.result = result;
+    snprintf(probed.reason, sizeof probed.reason, "%s", reason);
+    return probed;
+}
+
+/* The database is down: the job goes back without a try and without
+   credit, the broker hears the worker is paused and why, probes come after
+   a doubling, jittered pause, a job sent meanwhile is handed back too, and
+   once a probe answers the worker says ready and gives its credit again. */
+static void test_session_unavailable_pauses_and_probes(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver_leased(session, 41, 99, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = 41;
+    done.attempt = 1;
+    oq_report_unavailable(&done.report, "sleep: database unavailable (connection): refused");
+    oq_session_on_done(session, &done, 20);
+    oq_action_t status = s_next_send(session, OQ_CMD_STATUS);
+    assert_int_equal(status.state, OQ_STATUS_UNAVAILABLE);
+    assert_int_equal(status.state_ms, 0);
+    assert_string_equal(status.error, "sleep: database unavailable (connection): refused");
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_int_equal(ack.ack.credit, 0);
+    assert_true(ack.ack.lease == 99);
+    s_no_action(session);
+    assert_true(oq_session_unavailable(session));
+
+    /* The first probe within [min/2, min] of the pause. */
+    int64_t at = oq_session_deadline(session);
+    assert_true(at >= 20 + OQ_WORKER_PROBE_MIN_MS / 2 && at <= 20 + OQ_WORKER_PROBE_MIN_MS);
+    oq_session_on_tick(session, at - 1);
+    s_no_real_action(session);
+    s_tick_alive(session, at);
+    oq_action_t probe = s_next_real(session);
+    assert_int_equal(probe.kind, OQ_ACTION_PROBE);
+    assert_string_equal(probe.type, "sleep");
+    s_no_real_action(session);
+
+    /* A job sent while paused (a broker's credit race) goes back, no try. */
+    s_deliver_leased(session, 42, 7, 60000, at + 1);
+    ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_int_equal(ack.ack.credit, 0);
+    assert_non_null(strstr(ack.ack.error.ptr, "worker is paused")); /* NUL-terminated copy */
+    s_no_action(session);
+
+    /* The probe fails: the broker hears the new reason, the pause doubles. */
+    oq_probe_done_t probed = s_probed(-1, "cannot connect to the database: shutting down");
+    int64_t now = at + 2;
+    oq_session_on_probed(session, &probed, now);
+    status = s_next_send(session, OQ_CMD_STATUS);
+    assert_int_equal(status.state, OQ_STATUS_UNAVAILABLE);
+    assert_int_equal(status.state_ms, now - 20);
+    assert_string_equal(status.error, "cannot connect to the database: shutting down");
+    s_no_action(session);
+
+    /* The next probe comes within [2 min / 2, 2 min]; after many failures
+       the pause stays within [max / 2, max]. */
+    at = s_until_probe(session, "sleep");
+    assert_true(at >= now + OQ_WORKER_PROBE_MIN_MS && at <= now + 2 * OQ_WORKER_PROBE_MIN_MS);
+    for (int i = 0; i < 20; i++) {
+        now = at;
+        oq_session_on_probed(session, &probed, now);
+        s_next_send(session, OQ_CMD_STATUS);
+        s_no_real_action(session);
+        at = s_until_probe(session, "sleep");
+        assert_true(at - now <= OQ_WORKER_PROBE_MAX_MS);
+    }
+    assert_true(at - now >= OQ_WORKER_PROBE_MAX_MS / 2);
+
+    /* It answers: ready, and the credit comes back. */
+    now = at;
+    probed = s_probed(0, "");
+    oq_session_on_probed(session, &probed, now + 3);
+    status = s_next_send(session, OQ_CMD_STATUS);
+    assert_int_equal(status.state, OQ_STATUS_READY);
+    assert_string_equal(status.error, "");
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    assert_false(oq_session_unavailable(session));
+    s_deliver(session, 43, 60000, now + 4);
+    s_next(session, OQ_ACTION_START_JOB);
+    oq_session_destroy(&session);
+}
+
+/* A broker that does not know the worker (a fresh socket) hears at once
+   that it is paused, and gets no credit from it. */
+static void test_session_paused_worker_registers_paused(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 51, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish(session, 51, OQ_OUTCOME_UNAVAILABLE, 20);
+    s_next_send(session, OQ_CMD_STATUS);
+    s_next_send(session, OQ_CMD_ACK);
+    s_no_action(session);
+    /* The broker asks for a new ready (it restarted). */
+    s_receive(session, OQ_CMD_RECONNECT, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    assert_int_equal(s_next_send(session, OQ_CMD_STATUS).state, OQ_STATUS_UNAVAILABLE);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+/* SIGTERM during a probe: the probe finishes (it is bounded), then exit. */
+static void test_session_sigterm_while_probing(void **unused)
+{
+    oq_session_t *session = s_session_up();
+    s_deliver(session, 61, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish(session, 61, OQ_OUTCOME_UNAVAILABLE, 20);
+    s_next_send(session, OQ_CMD_STATUS);
+    s_next_send(session, OQ_CMD_ACK);
+    int64_t at = s_until_probe(session, "sleep");
+    oq_session_on_signal(session, at + 1);
+    s_next_send(session, OQ_CMD_DRAIN);
+    s_no_action(session);
+    oq_probe_done_t probed = s_probed(-1, "still down");
+    oq_session_on_probed(session, &probed, at + 2);
+    s_next_send(session, OQ_CMD_STATUS);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    oq_session_destroy(&session);
+}
+
+/* After idle_release_ms without a job, the handlers release their
+   connections, once per idle period; a worker that never ran a job has
+   nothing to release. */
+static void test_session_idle_release(void **unused)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .idle_release_ms = 1000};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    s_next_send(session, OQ_CMD_READY);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_tick_alive(session, 5000);
+    s_no_real_action(session);
+
+    s_deliver(session, 71, 60000, 5000);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish(session, 71, OQ_OUTCOME_OK, 5100);
+    s_next_send(session, OQ_CMD_ACK);
+    assert_true(oq_session_deadline(session) <= 5100 + 1000);
+    s_tick_alive(session, 6099);
+    s_no_real_action(session);
+    s_tick_alive(session, 6100);
+    assert_int_equal(s_next_real(session).kind, OQ_ACTION_RELEASE);
+    s_no_real_action(session);
+    s_tick_alive(session, 9000);
+    s_no_real_action(session);
+    oq_session_destroy(&session);
+}
+
 static void test_session_registers_and_heartbeats(void **unused)
 {
-    oq_session_config_t config = {1000, 3};
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3};
     oq_session_t *session = oq_session_new(&config, 0);
     assert_int_equal(oq_session_link(session), OQ_LINK_DOWN);
     assert_int_equal(oq_session_deadline(session), 0); /* connect at once */
@@ -1076,7 +1389,7 @@ static void test_session_sigterm_finishes_the_job_first(void **unused)
 
 static void test_session_sigterm_without_a_link(void **unused)
 {
-    oq_session_config_t config = {1000, 3};
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3};
     /* Idle and disconnected: nothing to tell anyone. */
     oq_session_t *session = oq_session_new(&config, 0);
     oq_session_on_signal(session, 0);
@@ -1202,6 +1515,12 @@ int main(void)
         cmocka_unit_test(test_builtin_fail),
         cmocka_unit_test(test_builtin_crash_aborts_the_process),
         cmocka_unit_test(test_job_thread_runs_handlers),
+        cmocka_unit_test(test_registry_resources),
+        cmocka_unit_test(test_job_thread_probes_and_releases),
+        cmocka_unit_test(test_session_unavailable_pauses_and_probes),
+        cmocka_unit_test(test_session_paused_worker_registers_paused),
+        cmocka_unit_test(test_session_sigterm_while_probing),
+        cmocka_unit_test(test_session_idle_release),
         cmocka_unit_test(test_session_registers_and_heartbeats),
         cmocka_unit_test(test_session_ack_and_resend_echo_the_lease),
         cmocka_unit_test(test_session_touch_restarts_the_watchdog),

@@ -24,14 +24,15 @@ static void test_producer(void **state)
     for (oq_cmd_t c = OQ_CMD_READY; c <= OQ_CMD_DISCONNECT; c++)
         assert_false(oq_roles_allow(r, OQ_SIDE_BACK, c));
     assert_false(oq_roles_allow(r, OQ_SIDE_BACK, OQ_CMD_TOUCH));
+    assert_false(oq_roles_allow(r, OQ_SIDE_BACK, OQ_CMD_STATUS));
 }
 
 static void test_worker(void **state)
 {
     (void)state;
     oq_role_t r = OQ_ROLE_WORKER;
-    const oq_cmd_t back[] = {OQ_CMD_READY, OQ_CMD_HEARTBEAT, OQ_CMD_ACK,
-                             OQ_CMD_TOUCH, OQ_CMD_DRAIN,     OQ_CMD_DISCONNECT};
+    const oq_cmd_t back[] = {OQ_CMD_READY, OQ_CMD_HEARTBEAT,  OQ_CMD_ACK,   OQ_CMD_TOUCH,
+                             OQ_CMD_DRAIN, OQ_CMD_DISCONNECT, OQ_CMD_STATUS};
     for (size_t i = 0; i < sizeof back / sizeof back[0]; i++)
         assert_true(oq_roles_allow(r, OQ_SIDE_BACK, back[i]));
     const oq_cmd_t front[] = {OQ_CMD_DISPATCH, OQ_CMD_PING, OQ_CMD_STATS, OQ_CMD_FAILED,

@@ -156,6 +156,38 @@ static int s_poll(int fd, short events, int64_t *budget_ms)
     }
 }
 
+/* The SQLSTATE of a refused connection. libpq keeps the server's error
+   response to a connection attempt to itself (no PGresult), and writes it
+   into the connection's message, which with PQERRORS_VERBOSE reads
+   "...failed: FATAL:  53300: sorry, too many clients already\nLOCATION: ...".
+   The code is found there (it is never translated), and taken out of the
+   text with the LOCATION line, so the message reads as a default one. The
+   class is OQ_PG_ERR_CONNECTION whatever the code: the database cannot be
+   used by this process now (53300 no connection slot, 57P03 starting up or
+   shutting down, but also 28P01 a wrong password or 3D000 no such
+   database, which no job can fix either). */
+static void s_connect_error(const char *text, oq_pg_error_t *error)
+{
+    char message[OQ_PG_MAX_ERROR_LEN + 1];
+    snprintf(message, sizeof message, "%s", text ? text : "");
+    char *location = strstr(message, "\nLOCATION:");
+    if (location)
+        *location = 0;
+    char sqlstate[6] = "";
+    for (char *at = strstr(message, ":  "); at; at = strstr(at + 1, ":  ")) {
+        char *code = at + 3;
+        size_t len = strspn(code, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+        if (len == 5 && code[5] == ':' && code[6] == ' ') {
+            memcpy(sqlstate, code, 5);
+            sqlstate[5] = 0;
+            memmove(code, code + 7, strlen(code + 7) + 1);
+            break;
+        }
+    }
+    oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, sqlstate[0] ? sqlstate : NULL,
+                     "cannot connect to the database: %s", message);
+}
+
 /* Open the connection, waiting at most OQ_PG_CONNECT_TIMEOUT_MS, or less if
    the job's statements may not wait that long. */
 static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
@@ -182,6 +214,8 @@ static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
                          "cannot connect to the database: out of memory");
         return -1;
     }
+    /* So that a refusal by the server carries its SQLSTATE (s_connect_error). */
+    PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
     /* libpq's polling loop: begin as if PQconnectPoll had asked to write. */
     PostgresPollingStatusType status =
         PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
@@ -198,11 +232,12 @@ static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
         status = PQconnectPoll(conn);
     }
     if (status == PGRES_POLLING_FAILED) {
-        oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL, "cannot connect to the database: %s",
-                         PQerrorMessage(conn));
+        s_connect_error(PQerrorMessage(conn), error);
         PQfinish(conn);
         return -1;
     }
+    /* Errors of statements are read field by field; keep their text plain. */
+    PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
     PQsetNoticeProcessor(conn, s_notice, NULL);
     self->conn = conn;
     self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
@@ -215,6 +250,16 @@ int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error)
     assert(self && error);
     oq_pg_errors_clear(error);
     return self->conn ? 0 : s_connect(self, error);
+}
+
+bool oq_pg_disconnect(oq_pg_t *self)
+{
+    assert(self);
+    if (!self->conn || self->in_txn)
+        return false;
+    oq_debug("closing the database connection (server pid %d)", PQbackendPID(self->conn));
+    s_drop(self);
+    return true;
 }
 
 /* The error of a failed result (or of the connection if res is NULL). A

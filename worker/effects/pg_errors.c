@@ -16,7 +16,17 @@
 
     An error the table does not know is OQ_PG_ERR_FAIL: a statement that
     fails for a reason we cannot name would fail the same way on every try,
-    and the failed store shows it to a person with its SQLSTATE. */
+    and the failed store shows it to a person with its SQLSTATE.
+
+    Infrastructure. OQ_PG_ERR_CONNECTION and OQ_PG_ERR_UNKNOWN say that the
+    database, or the way to it, failed: the server is down or restarting,
+    out of connection slots, or our session or network is gone. Nothing
+    about the job is wrong, so such an error must not use one of its tries:
+    a job whose tries run out during a one-minute outage would fail for
+    good although nothing was wrong with it. The worker hands it back and
+    waits until a probe connects. Everything else is about the work itself
+    (its data, a collision, a lock, the job's own statement timeout) and
+    uses a try as before. */
 #include "onceq/effects.h"
 
 #include <assert.h>
@@ -43,12 +53,18 @@ static const s_rule_t s_codes[] = {
     {"40003", OQ_PG_ERR_UNKNOWN}, /* statement_completion_unknown */
     /* Our statement_timeout (set from the job's timeout) or a cancel. */
     {"57014", OQ_PG_ERR_TRANSIENT}, /* query_canceled */
-    /* The server ended our session; the connection is gone or going. */
+    /* The server ended our session, or refuses new ones for now; the
+       connection is gone or going. */
     {"57P01", OQ_PG_ERR_CONNECTION}, /* admin_shutdown, pg_terminate_backend */
     {"57P02", OQ_PG_ERR_CONNECTION}, /* crash_shutdown */
     {"57P03", OQ_PG_ERR_CONNECTION}, /* cannot_connect_now: starting or stopping */
     {"57P05", OQ_PG_ERR_CONNECTION}, /* idle_session_timeout */
     {"25P03", OQ_PG_ERR_CONNECTION}, /* idle_in_transaction_session_timeout */
+    /* Every connection slot is taken (max_connections, or the role's or
+       database's CONNECTION LIMIT): the database cannot serve this
+       process now, which is infrastructure, not a resource the statement
+       ran out of. */
+    {"53300", OQ_PG_ERR_CONNECTION}, /* too_many_connections */
     /* Someone else holds what we need; it will be free later. */
     {"55P03", OQ_PG_ERR_TRANSIENT}, /* lock_not_available (lock_timeout) */
     {"55006", OQ_PG_ERR_TRANSIENT}, /* object_in_use */
@@ -59,7 +75,7 @@ static const s_rule_t s_codes[] = {
 static const s_rule_t s_classes[] = {
     {"08", OQ_PG_ERR_CONNECTION}, /* connection_exception */
     {"40", OQ_PG_ERR_TRANSIENT},  /* other transaction rollbacks */
-    {"53", OQ_PG_ERR_TRANSIENT},  /* insufficient_resources: disk, memory, connections */
+    {"53", OQ_PG_ERR_TRANSIENT},  /* insufficient_resources: disk, memory */
     {"57", OQ_PG_ERR_TRANSIENT},  /* operator_intervention */
     {"58", OQ_PG_ERR_TRANSIENT},  /* system_error: I/O */
     {"72", OQ_PG_ERR_TRANSIENT},  /* snapshot_too_old */
@@ -132,13 +148,19 @@ oq_effects_verdict_t oq_pg_errors_verdict(oq_pg_class_t cls)
         return OQ_EFFECTS_FAIL;
     case OQ_PG_ERR_UNKNOWN:
         return OQ_EFFECTS_UNKNOWN;
-    case OQ_PG_ERR_RETRY_TXN:
     case OQ_PG_ERR_CONNECTION:
+        return OQ_EFFECTS_UNAVAILABLE;
+    case OQ_PG_ERR_RETRY_TXN:
     case OQ_PG_ERR_TRANSIENT:
         return OQ_EFFECTS_RETRY;
     }
     assert(!"unknown error class");
     return OQ_EFFECTS_FAIL;
+}
+
+bool oq_pg_errors_infrastructure(oq_pg_class_t cls)
+{
+    return cls == OQ_PG_ERR_CONNECTION || cls == OQ_PG_ERR_UNKNOWN;
 }
 
 const char *oq_pg_errors_hint(const oq_pg_error_t *error)
@@ -180,6 +202,8 @@ const char *oq_effects_verdict_name(oq_effects_verdict_t verdict)
         return "unknown";
     case OQ_EFFECTS_FAIL:
         return "fail";
+    case OQ_EFFECTS_UNAVAILABLE:
+        return "unavailable";
     }
     return "?";
 }

@@ -27,10 +27,14 @@ struct oq_points_handler {
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+/* The handle of a config is this state's own; the worker's settings' is the
+   process's shared one (oq_effects_shared): every handler of the process
+   on that database, request_shipment's too, uses the same connection. */
 static void s_open(oq_points_handler_t *self, const char *database_url,
-                   oq_txn_isolation_t isolation)
+                   oq_txn_isolation_t isolation, bool shared)
 {
-    self->effects = oq_effects_new(database_url, isolation, S_APPLICATION_NAME);
+    self->effects = shared ? oq_effects_shared(database_url, isolation, S_APPLICATION_NAME)
+                           : oq_effects_new(database_url, isolation, S_APPLICATION_NAME);
     self->ledger = oq_ledger_pg_new(oq_effects_pg(self->effects));
     self->txn = oq_effects_txn(self->effects);
 }
@@ -40,7 +44,7 @@ oq_points_handler_t *oq_points_handler_new(const oq_points_config_t *config)
     oq_points_handler_t *self = calloc(1, sizeof *self);
     assert(self);
     if (config)
-        s_open(self, config->database_url, config->isolation);
+        s_open(self, config->database_url, config->isolation, false);
     else
         self->from_settings = true;
     return self;
@@ -97,7 +101,7 @@ int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job, 
                            job->type);
             return -1;
         }
-        s_open(self, settings->database_url, isolation);
+        s_open(self, settings->database_url, isolation, true);
     }
     if (self->effects)
         oq_effects_begin_job(self->effects, job->timeout_ms);
@@ -159,8 +163,8 @@ void oq_points_report(const oq_job_t *job, const oq_points_args_t *args,
         break;
     case OQ_GRANT_ERROR:
         if (result->error.cls == OQ_PG_ERR_UNKNOWN)
-            oq_warn("job %" PRIu64 ": the database connection was lost during COMMIT; reporting "
-                    "retry (a second run finds the grant if it was committed)",
+            oq_warn("job %" PRIu64 ": the database connection was lost during COMMIT; handing "
+                    "the job back (a second run finds the grant if it was committed)",
                     job->id);
         oq_effects_report_error(report, job, &result->error);
         break;
@@ -183,8 +187,17 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     oq_points_report(job, &args, &result, report);
 }
 
+int oq_points_handler_needs_database(oq_points_handler_t *self, oq_registry_t *registry,
+                                     const char *type)
+{
+    assert(self && registry && type);
+    return oq_effects_worker_needs(registry, type, &self->effects);
+}
+
 int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registry)
 {
     assert(self && registry);
-    return oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self);
+    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self) < 0)
+        return -1;
+    return oq_points_handler_needs_database(self, registry, OQ_POINTS_JOB_TYPE);
 }

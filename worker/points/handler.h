@@ -61,6 +61,13 @@ void oq_points_handler_destroy(oq_points_handler_t **self_p);
    registry's use. 0 or -1. */
 int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registry);
 
+/* Declare that the handler registered under type runs on this state's
+   database (oq_effects_worker_needs): the worker pauses while it is
+   unavailable and releases its connection when idle. oq_points_handler_register
+   does it for grant_points. 0, or -1 if type has no handler. */
+int oq_points_handler_needs_database(oq_points_handler_t *self, oq_registry_t *registry,
+                                     const char *type);
+
 /* The handler's ledger and runner (borrowed). */
 oq_ledger_t *oq_points_handler_ledger(oq_points_handler_t *self);
 oq_txn_t *oq_points_handler_txn(oq_points_handler_t *self);

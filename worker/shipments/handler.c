@@ -101,7 +101,10 @@ static int s_begin_job(oq_shipments_handler_t *self, const oq_job_t *job, oq_rep
             }
             url = settings->database_url;
         }
-        self->effects = oq_effects_new(url, isolation, S_APPLICATION_NAME);
+        /* Under a worker, the process's shared handle: grant_points and
+           this handler use one connection between them. */
+        self->effects = self->from_settings ? oq_effects_shared(url, isolation, S_APPLICATION_NAME)
+                                            : oq_effects_new(url, isolation, S_APPLICATION_NAME);
     }
     oq_effects_begin_job(self->effects, job->timeout_ms);
     return 0;
@@ -212,5 +215,9 @@ int oq_shipments_handler_register(oq_shipments_handler_t *self, oq_registry_t *r
         if (oq_registry_add_flag(registry, &flag) < 0)
             return -1;
     }
-    return oq_registry_add(registry, OQ_SHIPMENTS_JOB_TYPE, s_request_shipment, self);
+    if (oq_registry_add(registry, OQ_SHIPMENTS_JOB_TYPE, s_request_shipment, self) < 0)
+        return -1;
+    /* Its record is in the database: while that is away the worker pauses
+       and probes it, and an idle worker closes the connection. */
+    return oq_effects_worker_needs(registry, OQ_SHIPMENTS_JOB_TYPE, &self->effects);
 }

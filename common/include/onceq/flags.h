@@ -94,4 +94,15 @@ bool oq_flags_endpoint_valid(const char *endpoint);
    or tcp:// on 127.0.0.0/8, [::1] or localhost. */
 bool oq_flags_endpoint_local(const char *endpoint);
 
+/* The parser of --log-level (dest: an oq_log_level_t), for OQ_FLAG_LOG_LEVEL. */
+int oq_flags_parse_log_level(const char *value, void *dest, char *why, size_t why_len);
+
+/* The --log-level entry every binary's table has (ONCEQ_LOG_LEVEL). */
+#define OQ_FLAG_LOG_LEVEL(level_ptr)                                                               \
+    {                                                                                              \
+        .name = "log-level", .env = "ONCEQ_LOG_LEVEL", .kind = OQ_FLAG_CUSTOM, .arg = "LEVEL",     \
+        .parse = oq_flags_parse_log_level, .expected = "debug, info, warn or error",               \
+        .def = "info", .dest = (level_ptr), .help = "debug, info, warn or error"                   \
+    }
+
 #endif

@@ -58,6 +58,7 @@ typedef enum {
     OQ_CMD_REVIEW_SHOW, /* one job of the review store, open or resolved; also its reply */
     OQ_CMD_RESOLVE,     /* a person's decision on a job in review */
     OQ_CMD_RESOLVED,    /* its reply */
+    OQ_CMD_STATUS,      /* worker -> broker: ready, or paused while what it needs is down */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -85,8 +86,17 @@ typedef enum {
     OQ_OUTCOME_FAIL,
     OQ_OUTCOME_TIMEOUT,
     OQ_OUTCOME_RETURN, /* handed back unrun: no try used */
-    OQ_OUTCOME_REVIEW  /* outcome unknown: kept for a person, never retried on its own */
+    OQ_OUTCOME_REVIEW, /* outcome unknown: kept for a person, never retried on its own */
+    /* handed back unrun because something the job needs (its database) is
+       down: no try used, and the type stays with the worker */
+    OQ_OUTCOME_UNAVAILABLE
 } oq_outcome_t;
+
+/* A worker's state, as its status message tells the broker. */
+typedef enum {
+    OQ_STATUS_READY = 1,   /* takes jobs as its credit allows */
+    OQ_STATUS_UNAVAILABLE, /* paused: what its jobs need is down; it takes none */
+} oq_worker_status_t;
 
 /* What a person decides about a job in review (`resolve`). */
 typedef enum {
@@ -162,9 +172,11 @@ typedef struct {
     uint64_t after;   /* failed, review: the cursor's job id (0: from the start) */
     int64_t after_at; /* failed: the cursor's failure time (has_after_at) */
     bool has_after_at;
+    oq_worker_status_t status;       /* status: the worker's state */
+    int64_t status_ms;               /* status: how long it has been in it */
     uint32_t heartbeat_ms, liveness; /* welcome */
     oq_err_t err_code;               /* error */
-    oq_str_t err_text;               /* error, reconnect */
+    oq_str_t err_text;               /* error, reconnect; status: the last error */
     msgpack_object root;             /* the whole decoded map (for stats and failed replies) */
     /* private */
     msgpack_unpacked unpacked_;
@@ -186,6 +198,7 @@ const char *oq_proto_cmd_name(oq_cmd_t cmd);
 const char *oq_proto_err_name(oq_err_t code);
 const char *oq_proto_outcome_name(oq_outcome_t outcome);
 const char *oq_proto_result_name(oq_result_t result);
+const char *oq_proto_status_name(oq_worker_status_t status);
 
 /* Look up a name; 0 on success, -1 if unknown. */
 int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome);
@@ -274,6 +287,11 @@ void oq_proto_encode_ready_routed(msgpack_sbuffer *buf, uint32_t credit, const c
                                   const char *const *queues, size_t queue_count);
 /* touch {id, attempt, lease}: ack's id, attempt and lease are used. */
 void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch);
+/* status {state, since, error?}: since_ms is how long the worker has been in
+   that state (clamped to OQ_MAX_DELAY_MS); error (NULL or "": none) is cut
+   at OQ_MAX_ERROR_LEN bytes. */
+void oq_proto_encode_status(msgpack_sbuffer *buf, oq_worker_status_t status, int64_t since_ms,
+                            const char *error);
 void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness);
 void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack);
 void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job);

@@ -43,10 +43,10 @@ typedef struct {
 
 /* What a handler reports. Fill it with the oq_report_* helpers. */
 typedef struct {
-    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY, _FAIL, _RETURN or _REVIEW */
+    oq_outcome_t outcome; /* OQ_OUTCOME_OK, _RETRY, _FAIL, _RETURN, _REVIEW or _UNAVAILABLE */
     oq_result_t result;   /* with OK: APPLIED, ALREADY_APPLIED or NONE */
     char error[OQ_MAX_ERROR_LEN + 1];
-    int64_t delay_ms; /* with RETRY (a release) or RETURN: ready again after this */
+    int64_t delay_ms; /* with RETRY (a release), RETURN or UNAVAILABLE: ready after this */
     bool has_delay;
 } oq_report_t;
 
@@ -77,6 +77,17 @@ void oq_report_release(oq_report_t *report, int64_t delay_ms, const char *format
    not handle: the broker then sends it no more of that type). */
 void oq_report_return(oq_report_t *report, int64_t delay_ms, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+/* Something the job needs is down (its database cannot be reached, has no
+   connection slot left, is restarting): hand the job back unrun. It uses
+   no try and is ready again at once for a worker that can run it; the
+   reason is shown in the broker's stats. This worker pauses: it takes no
+   job until the probe its handler declared (oq_registry_set_resource)
+   succeeds, probing after a pause that doubles from 100 ms to 5 s, with
+   jitter. Never for something about the job
+   itself: a job that always reports this would never fail. The effects
+   SDK reports it for its infrastructure errors (onceq/effects_worker.h). */
+void oq_report_unavailable(oq_report_t *report, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Tell the broker the handler is making progress: its lease restarts at now
    + the queue's retry_after, and the worker's watchdog at now + the job's
@@ -110,6 +121,34 @@ int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, voi
 
 /* Find the handler of a type: 0 with fn and state, or -1 if none. */
 int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn *fn, void **state);
+
+/* What a handler needs beyond the broker that can be down for a while (its
+   database): how to tell whether it answers again, and how to let go of
+   what it holds while the worker has no job. Both run on the job thread,
+   between jobs, with the ctx given here.
+
+   probe: 0 if the resource answers now, or -1 with a reason (one line,
+   cut to reason_len). It must return within a few seconds: the worker
+   takes no job while it runs. A probe may open the connection the next
+   job uses (it should: a probe that connects and closes again lets
+   another process take the slot).
+   release: close connections (or anything a process should not hold while
+   idle). The next job opens them again. */
+typedef int (*oq_probe_fn)(void *ctx, char *reason, size_t reason_len);
+typedef void (*oq_release_fn)(void *ctx);
+
+/* Declare that the handler of type needs a resource that can be down,
+   with its probe and release (either may be NULL) and their ctx (often
+   the same as the handler's state, or a part of it). This is how a
+   handler says it needs a database: after a job of this type reports
+   unavailable, the worker pauses until probe succeeds; without a probe it
+   waits one pause and then lets the next job find out. release is called
+   once the worker has been idle for --idle-release and when it stops;
+   types that share a ctx and release are released once. 0, or -1 if type
+   has no handler. A worker whose handlers declare nothing never pauses
+   for them (noop, sleep). */
+int oq_registry_set_resource(oq_registry_t *self, const char *type, oq_probe_fn probe,
+                             oq_release_fn release, void *ctx);
 
 /* Give the worker's command line a flag of the handlers' own (the
    carrier's URL of a shipment handler, say), declared like any flag of the
@@ -146,8 +185,8 @@ const char *oq_registry_type(const oq_registry_t *self, size_t i);
 
      --broker ENDPOINT, --name NAME, --heartbeat-ms N, --processes N (a
      supervisor of N worker processes) with --stop-timeout S, --log-level,
-     --database URL, --isolation LEVEL, --help (lists the registered job
-     types), --version; each with its environment variable.
+     --database URL, --isolation LEVEL, --idle-release S, --help (lists the
+     registered job types), --version; each with its environment variable.
 
    Takes ownership of the registry (it is destroyed before this returns,
    also on an error). With --processes each worker process is forked

@@ -9,7 +9,9 @@
     failure, deadlock), a classification of every failure into what the job
     does next (retry, fail, or "unknown": retry, safe because of the guard),
     the once-guard (oq_once) for effects without a business table of their
-    own, and schema migrations.
+    own, schema migrations, and for a worker that waits out an outage of
+    its database, a probe (oq_effects_probe) and a way to let an idle
+    connection go (oq_effects_release).
 
     It knows nothing of the wire protocol or of the worker runtime: results
     are its own (oq_pg_error_t, oq_effects_verdict_t). onceq/effects_worker.h
@@ -36,6 +38,10 @@
 #define OQ_TXN_BACKOFF_BASE_MS 10
 #define OQ_TXN_BACKOFF_MAX_MS  200
 
+/* oq_effects_probe waits at most this long for a connection and for the
+   answer to its SELECT 1. */
+#define OQ_EFFECTS_PROBE_TIMEOUT_MS 5000
+
 /* The once-guard's scope and key, in bytes (the table's CHECKs say the
    same: deploy/sql/0002_once.sql). */
 #define OQ_ONCE_MAX_SCOPE_LEN 64
@@ -50,13 +56,19 @@ typedef enum {
        the transaction back and running it again is expected to succeed. The
        transaction runner does that in place. */
     OQ_PG_ERR_RETRY_TXN,
-    /* The connection is gone (or never came up) and nothing was committed:
-       retry the job; the next statement reconnects. */
+    /* Infrastructure: the database cannot be used now. The connection is
+       gone or never came up (the server is down, unreachable, starting up
+       or shutting down, out of connection slots: 53300; it ended our
+       session: 57P01, 57P02; a connection exception: 08xxx) and nothing
+       was committed. Running the job again later is expected to succeed
+       and nothing about the job is wrong: a worker hands it back without
+       using a try and waits until the database answers (oq_effects_probe);
+       the next statement reconnects. */
     OQ_PG_ERR_CONNECTION,
-    /* The connection was lost during COMMIT: the transaction may or may not
-       have committed. Retry the job: the guard (oq_once, or a UNIQUE
-       constraint of your own) makes the second run find the first one's
-       row if there is one. */
+    /* Infrastructure too: the connection was lost during COMMIT, so the
+       transaction may or may not have committed. Run the job again: the
+       guard (oq_once, or a UNIQUE constraint of your own) makes the second
+       run find the first one's row if there is one. */
     OQ_PG_ERR_UNKNOWN,
     /* The server refused for now (statement timeout, out of resources,
        shutting down), or in-place retries ran out: retry the job later. */
@@ -80,6 +92,10 @@ typedef enum {
     OQ_EFFECTS_RETRY,   /* nothing committed; run the job again later */
     OQ_EFFECTS_UNKNOWN, /* may have committed; run the job again: the guard decides */
     OQ_EFFECTS_FAIL,    /* the same work fails the same way every time */
+    /* the database cannot be used now (OQ_PG_ERR_CONNECTION): nothing is
+       wrong with the work; run it again once the database answers, without
+       counting this run against its tries */
+    OQ_EFFECTS_UNAVAILABLE,
 } oq_effects_verdict_t;
 
 /* The class of an error. sqlstate may be NULL or "" (libpq reports a lost
@@ -96,8 +112,18 @@ void oq_pg_errors_set(oq_pg_error_t *error, oq_pg_class_t cls, const char *sqlst
 void oq_pg_errors_clear(oq_pg_error_t *error);
 
 /* The verdict for a class: OK for none, FAIL for OQ_PG_ERR_FAIL, UNKNOWN for
-   OQ_PG_ERR_UNKNOWN, RETRY for every other class. */
+   OQ_PG_ERR_UNKNOWN, UNAVAILABLE for OQ_PG_ERR_CONNECTION, RETRY for every
+   other class. */
 oq_effects_verdict_t oq_pg_errors_verdict(oq_pg_class_t cls);
+
+/* True for the infrastructure classes, OQ_PG_ERR_CONNECTION and
+   OQ_PG_ERR_UNKNOWN: the database (or the way to it) failed, not the work.
+   Such an error says nothing against the job: it is run again without
+   using a try, once the database answers. Data errors (OQ_PG_ERR_FAIL),
+   collisions the runner re-runs in place (OQ_PG_ERR_RETRY_TXN) and the
+   server's refusals for now (OQ_PG_ERR_TRANSIENT: a statement timeout, a
+   lock, a full disk) are not infrastructure. */
+bool oq_pg_errors_infrastructure(oq_pg_class_t cls);
 
 /* Advice for an operator that the error itself does not give (a missing
    table: run the migrations), or NULL. Static text. */
@@ -106,7 +132,7 @@ const char *oq_pg_errors_hint(const oq_pg_error_t *error);
 /* "none", "retry_txn", "connection", "unknown", "transient" or "fail". */
 const char *oq_pg_errors_class_name(oq_pg_class_t cls);
 
-/* "ok", "retry", "unknown" or "fail". */
+/* "ok", "retry", "unknown", "fail" or "unavailable". */
 const char *oq_effects_verdict_name(oq_effects_verdict_t verdict);
 
 /* ---- the connection ----------------------------------------------------- */
@@ -136,8 +162,14 @@ void oq_pg_destroy(oq_pg_t **self_p);
    that, then drops the connection. timeout_ms 0 removes both bounds. */
 void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms);
 
-/* Connect now if not connected. 0, or -1 with error (OQ_PG_ERR_CONNECTION). */
+/* Connect now if not connected. 0, or -1 with error (OQ_PG_ERR_CONNECTION,
+   with the server's SQLSTATE when it refused us: 53300 too many
+   connections, 57P03 starting up or shutting down, 28P01, 3D000, ...). */
 int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error);
+
+/* Close the connection if one is open and no transaction runs on it; the
+   next statement opens a new one. Returns true if a connection was closed. */
+bool oq_pg_disconnect(oq_pg_t *self);
 
 /* Run one statement; params are text values ($1 .. $nparams; NULL is SQL
    NULL). With result non-NULL, 0 gives the result (caller PQclear()s it);
@@ -285,7 +317,20 @@ typedef struct oq_effects oq_effects_t;
 oq_effects_t *oq_effects_new(const char *conninfo, oq_txn_isolation_t isolation,
                              const char *application_name);
 
-/* Close the connection if open, free, and set *self_p to NULL. */
+/* The process's shared handle for conninfo and isolation: the first call
+   makes it (as oq_effects_new, with this application_name), and every later
+   call with the same conninfo and isolation returns the same handle, so
+   that the handlers of one worker process share one connection rather than
+   holding one each. Match every call with an oq_effects_destroy: the last
+   one closes and frees it. Like the handles themselves, not thread-safe:
+   call it on the thread that uses them (a worker's job thread, on its
+   first job). */
+oq_effects_t *oq_effects_shared(const char *conninfo, oq_txn_isolation_t isolation,
+                                const char *application_name);
+
+/* Close the connection if open, free, and set *self_p to NULL. A shared
+   handle (oq_effects_shared) is only let go of by this user: it is closed
+   and freed when its last user destroys it. */
 void oq_effects_destroy(oq_effects_t **self_p);
 
 /* Bound the statements of the job about to run by its timeout (as
@@ -294,6 +339,20 @@ void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms);
 
 /* Run body in a transaction (oq_txn_run on the handle's runner). */
 int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error);
+
+/* Does the database answer now? Connects if the handle has no connection
+   and runs SELECT 1, within a few seconds (OQ_EFFECTS_PROBE_TIMEOUT_MS).
+   The connection stays open for the next job: a probe takes no connection
+   beyond the handle's one. 0, or -1 with the classified error. For a
+   worker waiting out an outage (onceq/effects_worker.h does the wiring).
+   Not inside a transaction body. */
+int oq_effects_probe(oq_effects_t *self, oq_pg_error_t *error);
+
+/* Let the connection go (oq_pg_disconnect), for a worker process that
+   idles or stops: a connection an idle process holds is one that another
+   process may be refused for (max_connections). The next statement
+   connects again. Not inside a transaction body. */
+void oq_effects_release(oq_effects_t *self);
 
 /* The handle's connection and runner (borrowed). */
 oq_pg_t *oq_effects_pg(oq_effects_t *self);

@@ -14,11 +14,15 @@
 #include "onceq/worker.h"
 
 /* The job outcome for an error class: OQ_OUTCOME_OK for none,
-   OQ_OUTCOME_FAIL for OQ_PG_ERR_FAIL, OQ_OUTCOME_RETRY for every other
-   class (an unknown COMMIT too: the retry finds the guard's row if it
-   committed). */
+   OQ_OUTCOME_FAIL for OQ_PG_ERR_FAIL, OQ_OUTCOME_UNAVAILABLE for the
+   infrastructure classes (oq_pg_errors_infrastructure: the database is
+   down or the connection was lost, an unknown COMMIT too: the job runs
+   again, without using a try, once the database answers, and finds the
+   guard's row if it committed), OQ_OUTCOME_RETRY for every other class. */
 static inline oq_outcome_t oq_effects_outcome(oq_pg_class_t cls)
 {
+    if (oq_pg_errors_infrastructure(cls))
+        return OQ_OUTCOME_UNAVAILABLE;
     switch (oq_pg_errors_verdict(cls)) {
     case OQ_EFFECTS_OK:
         return OQ_OUTCOME_OK;
@@ -26,6 +30,7 @@ static inline oq_outcome_t oq_effects_outcome(oq_pg_class_t cls)
         return OQ_OUTCOME_FAIL;
     case OQ_EFFECTS_RETRY:
     case OQ_EFFECTS_UNKNOWN:
+    case OQ_EFFECTS_UNAVAILABLE:
         break;
     }
     return OQ_OUTCOME_RETRY;
@@ -38,32 +43,89 @@ static inline void oq_effects_report_ok(oq_report_t *report, bool applied)
     oq_report_ok(report, applied ? OQ_RESULT_APPLIED : OQ_RESULT_ALREADY_APPLIED);
 }
 
-/* A failed transaction: retry or fail by the error's class, with a reason
-   that starts with the job type and says the class, the SQLSTATE, the
-   server's message and, where there is one, what to do about it:
+/* A failed transaction: unavailable, retry or fail by the error's class
+   (oq_effects_outcome), with a reason that starts with the job type and
+   says the class, the SQLSTATE, the server's message and, where there is
+   one, what to do about it:
 
+     "TYPE: database unavailable (CLASS, SQLSTATE S): MESSAGE"
+     "TYPE: connection lost during COMMIT, outcome unknown (the job runs
+      again once the database answers; a second run finds the guard's row
+      if it was committed): MESSAGE"
      "TYPE: database error (CLASS, SQLSTATE S): MESSAGE[; HINT]"
-     "TYPE: connection lost during COMMIT, outcome unknown (safe to retry: a
-      second run finds the guard's row if it was committed): MESSAGE" */
+
+   Unavailable hands the job back without using a try, and the worker
+   pauses until the database answers (see oq_effects_worker_needs). */
 static inline void oq_effects_report_error(oq_report_t *report, const oq_job_t *job,
                                            const oq_pg_error_t *error)
 {
     char text[OQ_MAX_ERROR_LEN + 1];
     if (error->cls == OQ_PG_ERR_UNKNOWN) {
         snprintf(text, sizeof text,
-                 "%s: connection lost during COMMIT, outcome unknown (safe to retry: a second "
-                 "run finds the guard's row if it was committed): %s",
+                 "%s: connection lost during COMMIT, outcome unknown (the job runs again once "
+                 "the database answers; a second run finds the guard's row if it was "
+                 "committed): %s",
                  job->type, error->message);
+    } else if (oq_pg_errors_infrastructure(error->cls)) {
+        snprintf(text, sizeof text, "%s: database unavailable (%s, SQLSTATE %s): %s", job->type,
+                 oq_pg_errors_class_name(error->cls), error->sqlstate[0] ? error->sqlstate : "-",
+                 error->message);
     } else {
         const char *hint = oq_pg_errors_hint(error);
         snprintf(text, sizeof text, "%s: database error (%s, SQLSTATE %s): %s%s%s", job->type,
                  oq_pg_errors_class_name(error->cls), error->sqlstate[0] ? error->sqlstate : "-",
                  error->message, hint ? "; " : "", hint ? hint : "");
     }
-    if (oq_effects_outcome(error->cls) == OQ_OUTCOME_FAIL)
+    switch (oq_effects_outcome(error->cls)) {
+    case OQ_OUTCOME_FAIL:
         oq_report_fail(report, "%s", text);
-    else
+        break;
+    case OQ_OUTCOME_UNAVAILABLE:
+        oq_report_unavailable(report, "%s", text);
+        break;
+    default:
         oq_report_retry(report, "%s", text);
+        break;
+    }
+}
+
+/* The probe and release oq_effects_worker_needs declares: ctx is the
+   address of the handler's oq_effects_t pointer (NULL until its first
+   job opens it: nothing to check, nothing to release). */
+static inline int oq_effects_worker_probe_(void *ctx, char *reason, size_t reason_len)
+{
+    oq_effects_t *fx = *(oq_effects_t **)ctx;
+    oq_pg_error_t error;
+    if (!fx || oq_effects_probe(fx, &error) == 0)
+        return 0;
+    if (error.sqlstate[0])
+        snprintf(reason, reason_len, "%s (SQLSTATE %s)", error.message, error.sqlstate);
+    else
+        snprintf(reason, reason_len, "%s", error.message);
+    return -1;
+}
+
+static inline void oq_effects_worker_release_(void *ctx)
+{
+    oq_effects_t *fx = *(oq_effects_t **)ctx;
+    if (fx)
+        oq_effects_release(fx);
+}
+
+/* Declare that the handler of type needs the database behind *fx_p, the
+   handler's own oq_effects_t pointer (which may still be NULL: handlers
+   open it on their first job). Then, after the handler reported the
+   database unavailable, the worker takes no job until oq_effects_probe
+   answers on that handle (whose connection the next job then uses), and
+   when the worker has been idle for --idle-release, or stops, the
+   connection is closed (oq_effects_release). Types that share a handle
+   share the probe and are released once. 0, or -1 if type has no
+   handler in registry. */
+static inline int oq_effects_worker_needs(oq_registry_t *registry, const char *type,
+                                          oq_effects_t **fx_p)
+{
+    return oq_registry_set_resource(registry, type, oq_effects_worker_probe_,
+                                    oq_effects_worker_release_, fx_p);
 }
 
 #endif

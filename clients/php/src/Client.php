@@ -1,0 +1,146 @@
+<?php
+declare(strict_types=1);
+
+namespace Onceq;
+
+use Onceq\Exception\BrokerException;
+use Onceq\Exception\ConfigException;
+use Onceq\Exception\ProtocolException;
+use Onceq\Exception\TimeoutException;
+
+/**
+ * A producer on the broker's front socket (docs/protocol.md §5).
+ *
+ *     $client = new Client('tcp://127.0.0.1:7750', [
+ *         'key' => '/etc/onceq/me/app.key_secret',     // or public_key + secret_key (Z85)
+ *         'broker_key' => '/etc/onceq/keys/broker.key', // or its Z85 public key
+ *     ]);
+ *     $id = $client->dispatch('grant_points', ['order_id' => 42, 'customer_id' => 7, 'points' => 120]);
+ *
+ * Every request is sent at most `tries` times, waiting `timeout_ms` for
+ * each answer, each time on a fresh socket (the Lazy Pirate pattern). A
+ * dispatch carries a dispatch id (a new random one unless given), so a
+ * resend never queues the job twice. An `error` reply is thrown as the
+ * BrokerException subclass of its code; no answer at all as a
+ * TimeoutException.
+ */
+final class Client
+{
+    public const DEFAULT_ENDPOINT = 'tcp://127.0.0.1:7750';
+
+    /** Dispatch options that go into the job map as they are. */
+    private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority'];
+
+    private ?Curve $curve;
+    private int $timeoutMs;
+    private int $tries;
+    private ?Connection $connection = null;
+    private int $nextReq;
+
+    /**
+     * @param array{key?: string, public_key?: string, secret_key?: string, broker_key?: string,
+     *              timeout_ms?: int, tries?: int} $options
+     *        timeout_ms: how long to wait for each answer (default 5000);
+     *        tries: sends of one request in all, 1 … 100 (default 3)
+     */
+    public function __construct(private string $endpoint = self::DEFAULT_ENDPOINT, array $options = [])
+    {
+        $this->curve = Curve::fromOptions($options);
+        $this->timeoutMs = (int)($options['timeout_ms'] ?? 5000);
+        $this->tries = (int)($options['tries'] ?? 3);
+        if ($this->timeoutMs < 1) {
+            throw new ConfigException('onceq: timeout_ms must be at least 1');
+        }
+        if ($this->tries < 1 || $this->tries > 100) {
+            throw new ConfigException('onceq: tries must be from 1 to 100');
+        }
+        $this->nextReq = random_int(1, 1 << 40);
+    }
+
+    /**
+     * Queue one job; returns its id once the broker holds it durably.
+     *
+     * @param array $payload the handler's arguments (values, not objects)
+     * @param array{queue?: string, delay?: int|float, max_tries?: int, backoff?: int|float|array,
+     *              timeout?: int|float, priority?: int, dispatch_id?: string} $options
+     *        durations in seconds; backoff a list of steps (the last repeats) or one number
+     */
+    public function dispatch(string $type, array $payload = [], array $options = []): int
+    {
+        $unknown = array_diff(array_keys($options), [...self::JOB_OPTIONS, 'dispatch_id']);
+        if ($unknown !== []) {
+            throw new ConfigException('onceq: unknown dispatch option(s): ' . implode(', ', $unknown) .
+                ' (known: ' . implode(', ', [...self::JOB_OPTIONS, 'dispatch_id']) . ')');
+        }
+        $job = ['type' => $type];
+        foreach (self::JOB_OPTIONS as $name) {
+            if (array_key_exists($name, $options) && $options[$name] !== null) {
+                $job[$name] = $options[$name];
+            }
+        }
+        if (isset($job['backoff']) && !is_array($job['backoff'])) {
+            $job['backoff'] = [$job['backoff']];
+        }
+        $job['payload'] = (object)$payload; // a map, also when empty
+        $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
+        $reply = $this->request('dispatch', ['dispatch_id' => $dispatchId, 'job' => $job], 'dispatched', $dispatchId);
+        if (!is_int($reply['id'] ?? null)) {
+            throw new ProtocolException('onceq: a dispatched reply without a job id');
+        }
+        return $reply['id'];
+    }
+
+    /** The broker's stats map (docs/protocol.md §5, stats). */
+    public function stats(): array
+    {
+        return $this->request('stats', [], 'stats');
+    }
+
+    /** True once the broker answers a ping; a TimeoutException otherwise. */
+    public function ping(): bool
+    {
+        $this->request('ping', [], 'pong');
+        return true;
+    }
+
+    /**
+     * One request and its reply, resent on silence. $fields go next to v,
+     * cmd and req; the reply is the broker's map.
+     */
+    public function request(string $cmd, array $fields, string $expect, ?string $dispatchId = null): array
+    {
+        $req = $this->nextReq++;
+        $message = ['cmd' => $cmd, 'req' => $req] + $fields;
+        for ($try = 1; $try <= $this->tries; $try++) {
+            $this->connection ??= new Connection($this->endpoint, $this->curve);
+            $this->connection->send($message);
+            $deadline = hrtime(true) + $this->timeoutMs * 1_000_000;
+            while (($left = intdiv($deadline - hrtime(true), 1_000_000)) > 0) {
+                $reply = $this->connection->receive($left);
+                if ($reply === null || ($reply['req'] ?? null) !== $req) {
+                    continue; // nothing yet, or a late answer to an earlier request
+                }
+                if (($reply['cmd'] ?? null) === 'error') {
+                    throw BrokerException::fromReply($reply);
+                }
+                if (($reply['cmd'] ?? null) !== $expect) {
+                    throw new ProtocolException("onceq: expected \"$expect\" from the broker, got \"" .
+                        (is_string($reply['cmd'] ?? null) ? $reply['cmd'] : '?') . '"');
+                }
+                return $reply;
+            }
+            // Silence: drop this socket (and whatever it queued) and try again on a fresh one.
+            $this->connection->close();
+            $this->connection = null;
+        }
+        $what = $dispatchId !== null ? " (dispatch id $dispatchId: send it again with this id to be sure)" : '';
+        throw new TimeoutException(sprintf(
+            'onceq: no answer from the broker at %s to %s after %d tries of %d ms%s',
+            $this->endpoint,
+            $cmd,
+            $this->tries,
+            $this->timeoutMs,
+            $what
+        ), $dispatchId);
+    }
+}

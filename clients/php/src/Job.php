@@ -1,0 +1,62 @@
+<?php
+declare(strict_types=1);
+
+namespace Onceq;
+
+use Onceq\Protocol\Uint64;
+
+/**
+ * One delivery of a job (docs/protocol.md §4): what the handler gets.
+ * `id` is the same on every delivery of the job but never an idempotency
+ * key: key effects by the business operation (Guard).
+ */
+final class Job
+{
+    /** @internal built by the Worker */
+    public function __construct(
+        public readonly int $id,
+        public readonly string $type,
+        public readonly string $queue,
+        public readonly array $payload,
+        public readonly int $attempt,
+        public readonly int $maxTries,
+        public readonly float $timeout,
+        public readonly Uint64 $lease,
+        private \Closure $toucher,
+    ) {
+    }
+
+    /** @internal */
+    public static function fromMessage(array $job, \Closure $toucher): self
+    {
+        $lease = $job['lease'] ?? null;
+        return new self(
+            (int)($job['id'] ?? 0),
+            (string)($job['type'] ?? ''),
+            (string)($job['queue'] ?? 'default'),
+            is_array($job['payload'] ?? null) ? $job['payload'] : [],
+            (int)($job['attempt'] ?? 1),
+            (int)($job['max_tries'] ?? 1),
+            (float)($job['timeout'] ?? 60),
+            Uint64::of(is_int($lease) || is_string($lease) ? $lease : 0),
+            $toucher,
+        );
+    }
+
+    /**
+     * The handler is making progress: the broker restarts the lease and the
+     * worker its time limit (a long job calls this more often than its
+     * timeout). No reply; a touch of a lease that is no longer current
+     * changes nothing.
+     */
+    public function touch(): void
+    {
+        ($this->toucher)($this);
+    }
+
+    /** True on the delivery that has no try after it. */
+    public function isLastTry(): bool
+    {
+        return $this->attempt >= $this->maxTries;
+    }
+}
