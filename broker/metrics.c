@@ -73,6 +73,7 @@ S_QUEUE_FIELD(late_acks)
 S_QUEUE_FIELD(ignored_acks)
 S_QUEUE_FIELD(duplicates)
 S_QUEUE_FIELD(cancelled)
+S_QUEUE_FIELD(returned)
 
 static uint64_t s_q_expired(const oq_queue_stats_t *s, const oq_engine_t *e, size_t i)
 {
@@ -107,6 +108,8 @@ static const s_queue_metric_t s_queue_metrics[] = {
      "Runs whose effect the unique guard absorbed (already_applied).", s_q_duplicates},
     {"onceq_queue_cancelled_total", "counter", "Ready or delayed jobs withdrawn by an operator.",
      s_q_cancelled},
+    {"onceq_queue_returned_total", "counter",
+     "Jobs handed back unrun without using a try (return, unavailable).", s_q_returned},
 };
 
 static void s_render_queues(FILE *out, oq_engine_t *engine)
@@ -229,6 +232,9 @@ static void s_render_broker(FILE *out, const oq_metrics_source_t *src)
              oq_engine_max_bytes(engine));
     s_metric(out, "onceq_workers_connected", "gauge", "Workers connected now.",
              oq_engine_worker_count(engine));
+    s_metric(out, "onceq_workers_unavailable", "gauge",
+             "Workers paused because their database is unavailable.",
+             oq_engine_workers_unavailable(engine));
     s_metric(out, "onceq_workers_dead_total", "counter",
              "Workers declared dead after missing their heartbeats.",
              oq_engine_workers_dead(engine));

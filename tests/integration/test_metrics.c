@@ -181,6 +181,9 @@ static void test_metrics_follow_the_jobs(void **state)
     assert_true(s_value(text, "onceq_queue_job_duration_seconds_bucket{queue=\"default\","
                               "le=\"+Inf\"}") == S_JOBS);
     assert_true(s_value(text, "onceq_queue_ready_jobs{queue=\"default\"}") == 0);
+    /* Exported, and nothing was handed back or paused in this run. */
+    assert_true(s_value(text, "onceq_queue_returned_total{queue=\"default\"}") == 0);
+    assert_true(s_value(text, "onceq_workers_unavailable") == 0);
     /* The journal fsynced the jobs' records (fsync always), and timed it. */
     double fsyncs = s_value(text, "onceq_journal_fsyncs_total");
     assert_true(fsyncs > 0);
