@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The onceq demo, the article's scenario: installs what is needed, builds,
 # starts the project-local PostgreSQL cluster, a broker and a pool of workers,
-# registers customers, dispatches order-point grants (some orders dispatched
-# twice, as a double-clicked button or a retried request would), kills
-# workers with SIGKILL in the middle of their jobs, and finally compares the
-# expected balances, grants and duplicates with what is in the database and
-# the broker. Exits non-zero if anything differs.
+# registers customers, confirms orders — each dispatches "grant its points"
+# and "request its shipment" (some orders twice, as a double-clicked button or
+# a retried request would) — against a mock carrier API with faults on (503s,
+# replies dropped after processing), kills workers with SIGKILL in the middle
+# of their jobs, and finally compares the expected balances, grants and
+# duplicates with the database and the broker, and the shipments with the
+# carrier's own record (exactly one per order, or the order in review).
+# Exits non-zero if anything differs.
 #
 #   ORDERS=300 REDISPATCH_PCT=30 CUSTOMERS=20 WORKERS=4 KILLS=3 bash deploy/demo.sh
+#   CARRIER_ERROR_RATE=0.1 CARRIER_DROP_RATE=0.1 SHIPMENT_TRIES=10 (the carrier's faults)
 #
 # To make the kills land inside transactions the workers run with their test
 # hooks on: each grant holds its transaction open for HOLD_MS (default 30)
@@ -34,6 +38,9 @@ workers=${WORKERS:-4}
 kills=${KILLS:-3}
 hold_ms=${HOLD_MS:-30}
 kill_after_commit=${KILL_AFTER_COMMIT:-5}
+carrier_error_rate=${CARRIER_ERROR_RATE:-0.1}
+carrier_drop_rate=${CARRIER_DROP_RATE:-0.1}
+shipment_tries=${SHIPMENT_TRIES:-10}
 
 bash deploy/install-deps.sh
 echo "== building"
@@ -67,7 +74,7 @@ else
   onceq db migrate
 fi
 sql() { psql "$ONCEQ_DATABASE_URL" -qAtX -c "$1"; }
-sql "TRUNCATE point_grants, point_balances"
+sql "TRUNCATE point_grants, point_balances, shipment_requests"
 
 echo "== making keys in $run/keys (broker, an admin, a worker)"
 onceq keygen --dir "$run/keys" broker >/dev/null 2>&1
@@ -100,9 +107,21 @@ done
 pids+=("$broker")
 echo "== broker on $ONCEQ_BROKER (workers on $back), CURVE; logs in $run"
 
+# The carrier's API (onceq-carrier, the mock of docs/carrier.md), with faults
+# on: some requests answered 503, some processed and their reply dropped.
+: >"$run/carrier.log"
+onceq-carrier --port 0 --error-rate "$carrier_error_rate" --drop-reply-rate "$carrier_drop_rate" \
+  >"$run/carrier.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 100); do grep -q "listening on" "$run/carrier.log" && break; sleep 0.1; done
+carrier_url=http://$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$run/carrier.log" | head -n 1)
+[ "$carrier_url" != http:// ] || { echo "demo: the carrier did not start"; cat "$run/carrier.log"; exit 1; }
+echo "== carrier API on $carrier_url ($carrier_error_rate of requests answered 503, $carrier_drop_rate processed with the reply dropped)"
+
 # onceq-test-worker: onceq-worker plus the test hooks that let a few orders
 # SIGKILL their worker between COMMIT and ack (docs/points.md, "Test hooks").
-ONCEQ_TEST_HOOKS=1 onceq-test-worker --broker "$back" --processes "$workers" >"$run/workers.log" 2>&1 &
+ONCEQ_TEST_HOOKS=1 onceq-test-worker --broker "$back" --processes "$workers" \
+  --carrier-url "$carrier_url" >"$run/workers.log" 2>&1 &
 pids+=("$!")
 stats() { onceq stats --json; }
 for _ in $(seq 100); do
@@ -116,6 +135,7 @@ declare -A expected order_customer order_points
 for c in $(seq "$customers"); do expected[$c]=0; done
 distinct=0; redispatched=0; dispatched=0; killed=0
 : >"$run/dispatches"
+: >"$run/shipments"
 for o in $(seq "$orders"); do
   order=$((100000 + o))
   c=$((1 + RANDOM % customers)); p=$((1 + RANDOM % 100))
@@ -127,18 +147,24 @@ for o in $(seq "$orders"); do
     hooks="$hooks, \"test_kill_after_commit_attempt\": 1"
   fi
   echo "{\"order_id\": $order, \"customer_id\": $c, \"points\": $p$hooks}" >>"$run/dispatches"
+  echo "{\"order_id\": $order, \"address\": \"$o Demo Street\"}" >>"$run/shipments"
   dispatched=$((dispatched + 1))
   if [ $((RANDOM % 100)) -lt "$redispatch_pct" ]; then
     again=$((100000 + 1 + RANDOM % o))
     echo "{\"order_id\": $again, \"customer_id\": ${order_customer[$again]}, \"points\": ${order_points[$again]}, \"test_pause_in_txn_ms\": $hold_ms}" >>"$run/dispatches"
+    echo "{\"order_id\": $again, \"address\": \"$((again - 100000)) Demo Street\"}" >>"$run/shipments"
     dispatched=$((dispatched + 1)); redispatched=$((redispatched + 1))
   fi
 done
 
-echo "== dispatching $distinct orders, $redispatched of them a second time, while killing workers"
-while read -r payload; do
-  onceq dispatch grant_points --payload "$payload" >/dev/null
-done <"$run/dispatches" &
+echo "== confirming $distinct orders (grant its points, request its shipment), $redispatched of them a second time, while killing workers"
+# An order's confirmation dispatches both jobs; shipments go to their own
+# queue with room for the carrier's faults (503s retried with backoff).
+paste -d '\n' "$run/dispatches" "$run/shipments" | while read -r grant && read -r ship; do
+  onceq dispatch grant_points --payload "$grant" >/dev/null
+  onceq dispatch request_shipment --queue shipments --max-tries "$shipment_tries" --backoff 1 \
+    --timeout 10 --payload "$ship" >/dev/null
+done &
 dispatcher=$!
 pids+=("$dispatcher")
 # Meanwhile, kill a worker that holds a job, now and then.
@@ -161,7 +187,8 @@ deadline=$((SECONDS + 180))
 while :; do
   s=$(stats)
   settled=$(jq '[.queues[] | select(.name=="default") | (.done + .failed)][0] // 0' <<<"$s")
-  [ "$settled" -ge "$dispatched" ] && break
+  shipped=$(jq '[.queues[] | select(.name=="shipments") | (.done + .failed + .review)][0] // 0' <<<"$s")
+  [ "$settled" -ge "$dispatched" ] && [ "$shipped" -ge "$dispatched" ] && break
   if [ $SECONDS -gt $deadline ]; then echo "demo: jobs did not settle in time"; break; fi
   sleep 0.3
 done
@@ -185,9 +212,19 @@ done < <(sql "SELECT customer_id, balance FROM point_balances ORDER BY customer_
 total_expected=0; for c in "${!expected[@]}"; do total_expected=$((total_expected + expected[$c])); done
 total_actual=$(sql "SELECT coalesce(sum(balance), 0) FROM point_balances")
 
-row() { printf "  %-34s %10s %10s  %s\n" "$1" "$2" "$3" "$([ "$2" = "$3" ] && echo ok || echo DIFFERS)"; [ "$2" = "$3" ] || bad=1; }
+# The carrier's own record: one shipment per order, or the order in review.
+carrier=$(curl -fsS "$carrier_url/shipments")
+sq=$(jq '.queues[] | select(.name=="shipments")' <<<"$s")
+ship_done=$(jq .done <<<"$sq"); ship_failed=$(jq .failed <<<"$sq"); ship_review=$(jq .review <<<"$sq")
+shipments=$(jq '.count' <<<"$carrier")
+shipment_orders=$(jq '[.shipments[].order_id] | unique | length' <<<"$carrier")
+posts=$(jq '.totals.posts' <<<"$carrier")
+review_orders=$(onceq review list --queue shipments --json | jq '[.jobs[].payload.order_id] | unique | length')
+confirmed_rows=$(sql "SELECT count(*) FROM shipment_requests WHERE status = 'confirmed'")
+
+row() { printf "  %-42s %10s %10s  %s\n" "$1" "$2" "$3" "$([ "$2" = "$3" ] && echo ok || echo DIFFERS)"; [ "$2" = "$3" ] || bad=1; }
 echo
-printf "  %-34s %10s %10s\n" "" expected actual
+printf "  %-42s %10s %10s\n" "" expected actual
 row "jobs completed" "$dispatched" "$done_count"
 row "jobs failed" 0 "$failed"
 row "grant rows (one per order)" "$distinct" "$grants"
@@ -195,14 +232,26 @@ row "distinct orders granted" "$distinct" "$grant_orders"
 row "completions: applied + duplicates" "$done_count" "$((applied + duplicates))"
 row "total points over all balances" "$total_expected" "$total_actual"
 row "customers with a wrong balance" 0 "$wrong_balances"
-printf "  %-34s %10s %10s\n" "orders dispatched twice" "" "$redispatched"
-printf "  %-34s %10s %10s\n" "duplicates absorbed by the UNIQUE" "" "$duplicates"
-printf "  %-34s %10s %10s\n" "workers killed mid-job" "" "$killed"
-printf "  %-34s %10s %10s\n" "workers killed after COMMIT" "" "$(grep -c 'SIGKILL after commit' "$run/workers.log" || true)"
-printf "  %-34s %10s %10s\n" "jobs redelivered" "" "$redelivered"
+row "shipment jobs completed or in review" "$dispatched" "$((ship_done + ship_review))"
+row "shipment jobs failed" 0 "$ship_failed"
+row "orders shipped or in review" "$distinct" "$((shipment_orders + review_orders))"
+row "shipments at the carrier (one per order)" "$shipment_orders" "$shipments"
+row "confirmed shipment rows" "$((distinct - review_orders))" "$confirmed_rows"
+printf "  %-42s %10s %10s\n" "orders dispatched twice" "" "$redispatched"
+printf "  %-42s %10s %10s\n" "duplicates absorbed by the UNIQUE" "" "$duplicates"
+printf "  %-42s %10s %10s\n" "workers killed mid-job" "" "$killed"
+printf "  %-42s %10s %10s\n" "workers killed after COMMIT" "" "$(grep -c 'SIGKILL after commit' "$run/workers.log" || true)"
+printf "  %-42s %10s %10s\n" "jobs redelivered" "" "$redelivered"
+printf "  %-42s %10s %10s\n" "carrier requests (POSTs)" "" "$posts"
+printf "  %-42s %10s %10s\n" "  answered 503 / reply dropped" "" "$(jq '"\(.totals.injected_errors) / \(.totals.dropped_replies)"' -r <<<"$carrier")"
+printf "  %-42s %10s %10s\n" "shipment jobs in review" "" "$ship_review"
+if [ "$ship_review" -gt 0 ]; then
+  onceq review list --queue shipments --json | jq -r '.jobs[] | "    job \(.id) order \(.payload.order_id): \(.reason)"'
+fi
 echo
 if [ "$bad" = 0 ]; then
-  echo "PASS: every order granted exactly once, every balance exact, despite $killed workers killed mid-job,"
+  echo "PASS: every order granted exactly once, every balance exact, one shipment per order at the carrier"
+  echo "      (or in review), despite $killed workers killed mid-job,"
   echo "      $(grep -c 'SIGKILL after commit' "$run/workers.log" || true) killed between COMMIT and ack, and $redispatched re-dispatched orders"
 else
   echo "FAIL: see the rows marked DIFFERS"
