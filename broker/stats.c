@@ -232,19 +232,24 @@ static void s_collect(void *ctx, const oq_job_view_t *job)
     page->jobs[page->count++] = *job;
 }
 
-void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
-                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
+/* A page of the failed store (review false) or of the review store, each
+   job packed by pack, with the cursor of the next page, the last job shown
+   by (time, id), while more remain. */
+static void s_encode_store_page(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, bool review,
+                                const char *queue, const oq_failed_cursor_t *after, uint32_t limit,
+                                void (*pack)(void *ctx, const oq_job_view_t *job))
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
     static oq_job_view_t views[OQ_MAX_FAILED_LIST];
     s_page_t page = {views, 0};
     bool more = false;
-    size_t total = oq_engine_failed_page(engine, queue, after, limit, s_collect, &page, &more);
-    oq_proto_begin(&pk, OQ_CMD_FAILED, req, more ? 4 : 2);
+    size_t total =
+        review ? oq_engine_review_page(engine, queue, after, limit, s_collect, &page, &more)
+               : oq_engine_failed_page(engine, queue, after, limit, s_collect, &page, &more);
+    oq_proto_begin(&pk, review ? OQ_CMD_REVIEW : OQ_CMD_FAILED, req, more ? 4 : 2);
     s_kv_u64(&pk, "total", total);
     if (more) {
-        /* The cursor of the next page: the last job shown, by (failed_at, id). */
         const oq_job_view_t *last = &page.jobs[page.count - 1];
         s_kv_u64(&pk, "next", last->id);
         s_kv_u64(&pk, "next_at", last->failed_at_ms > 0 ? (uint64_t)last->failed_at_ms : 0);
@@ -252,7 +257,13 @@ void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engi
     s_key(&pk, "jobs");
     msgpack_pack_array(&pk, page.count);
     for (size_t i = 0; i < page.count; i++)
-        s_pack_failed(&pk, &page.jobs[i]);
+        pack(&pk, &page.jobs[i]);
+}
+
+void oq_stats_encode_failed(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
+                            const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
+{
+    s_encode_store_page(buf, req, engine, false, queue, after, limit, s_pack_failed);
 }
 
 void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
@@ -306,24 +317,7 @@ static void s_pack_review(void *ctx, const oq_job_view_t *job)
 void oq_stats_encode_review(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine,
                             const char *queue, const oq_failed_cursor_t *after, uint32_t limit)
 {
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    static oq_job_view_t views[OQ_MAX_FAILED_LIST];
-    s_page_t page = {views, 0};
-    bool more = false;
-    size_t total = oq_engine_review_page(engine, queue, after, limit, s_collect, &page, &more);
-    oq_proto_begin(&pk, OQ_CMD_REVIEW, req, more ? 4 : 2);
-    s_kv_u64(&pk, "total", total);
-    if (more) {
-        /* The cursor of the next page, as in "failed": (review_at, id). */
-        const oq_job_view_t *last = &page.jobs[page.count - 1];
-        s_kv_u64(&pk, "next", last->id);
-        s_kv_u64(&pk, "next_at", last->failed_at_ms > 0 ? (uint64_t)last->failed_at_ms : 0);
-    }
-    s_key(&pk, "jobs");
-    msgpack_pack_array(&pk, page.count);
-    for (size_t i = 0; i < page.count; i++)
-        s_pack_review(&pk, &page.jobs[i]);
+    s_encode_store_page(buf, req, engine, true, queue, after, limit, s_pack_review);
 }
 
 /* The job's fields from its resolution, for a job the broker no longer
