@@ -11,10 +11,7 @@
 #include "cli.h"
 #include "onceq/config.h"
 #include "onceq/limits.h"
-#include "table.h"
-
-/* Room for a type or queue name and for an ISO-8601 time. */
-#define S_CELL_LEN 128
+#include "store_page.h"
 
 static void s_help(void)
 {
@@ -47,74 +44,6 @@ static void s_help(void)
            "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n",
            OQ_MAX_FAILED_LIST, OQ_MAX_FAILED_LIST, OQ_DEFAULT_FAILED_LIST, OQ_CLI_ENV_BROKER,
            OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
-}
-
-static int s_add_jobs(oq_table_t *table, const msgpack_object *jobs)
-{
-    int rc = 0;
-    for (uint32_t i = 0; i < jobs->via.array.size; i++) {
-        const msgpack_object *job = &jobs->via.array.ptr[i];
-        char id[S_CELL_LEN], type[S_CELL_LEN], queue[S_CELL_LEN], attempt[S_CELL_LEN];
-        char max_tries[S_CELL_LEN], failed_at[S_CELL_LEN], error[OQ_MAX_ERROR_LEN + 1];
-        oq_cli_format_value(oq_proto_map_get(job, "id"), id, sizeof id);
-        oq_cli_format_value(oq_proto_map_get(job, "type"), type, sizeof type);
-        oq_cli_format_value(oq_proto_map_get(job, "queue"), queue, sizeof queue);
-        oq_cli_format_value(oq_proto_map_get(job, "attempt"), attempt, sizeof attempt);
-        oq_cli_format_value(oq_proto_map_get(job, "max_tries"), max_tries, sizeof max_tries);
-        oq_cli_format_value(oq_proto_map_get(job, "error"), error, sizeof error);
-        uint64_t ms;
-        if (oq_cli_get_uint(job, "failed_at", &ms) == 0)
-            oq_cli_format_time((int64_t)ms, failed_at, sizeof failed_at);
-        else
-            snprintf(failed_at, sizeof failed_at, "-");
-        rc |= oq_table_add(table, id);
-        rc |= oq_table_add(table, type);
-        rc |= oq_table_add(table, queue);
-        rc |= oq_table_addf(table, "%s/%s", attempt, max_tries);
-        rc |= oq_table_add(table, failed_at);
-        rc |= oq_table_add(table, error);
-    }
-    return rc;
-}
-
-static int s_print_table(const msgpack_object *reply)
-{
-    const msgpack_object *jobs = oq_proto_map_get(reply, "jobs");
-    uint32_t shown = jobs && jobs->type == MSGPACK_OBJECT_ARRAY ? jobs->via.array.size : 0;
-    uint64_t total = shown;
-    oq_cli_get_uint(reply, "total", &total);
-    if (shown == 0) {
-        printf(total ? "no failed jobs on this page (%" PRIu64 " in all)\n" : "no failed jobs\n",
-               total);
-        return OQ_CLI_EXIT_OK;
-    }
-    static const char *headers[] = {"ID", "TYPE", "QUEUE", "ATTEMPT", "FAILED_AT", "ERROR"};
-    const size_t columns = sizeof headers / sizeof headers[0];
-    oq_table_t *table = oq_table_new(columns);
-    int rc = table ? 0 : -1;
-    for (size_t c = 0; rc == 0 && c < columns; c++)
-        rc |= oq_table_add(table, headers[c]);
-    if (rc == 0) {
-        oq_table_align_right(table, 0);
-        oq_table_align_right(table, 3);
-        rc |= s_add_jobs(table, jobs);
-    }
-    if (rc == 0)
-        oq_table_print(table, stdout);
-    oq_table_destroy(&table);
-    if (rc != 0) {
-        fprintf(stderr, "onceq: out of memory\n");
-        return OQ_CLI_EXIT_REFUSED;
-    }
-    uint64_t next, next_at = 0;
-    if (oq_cli_get_uint(reply, "next", &next) == 0) {
-        oq_cli_get_uint(reply, "next_at", &next_at);
-        printf("\n%" PRIu32 " of %" PRIu64 " failed jobs shown; the next page: --after %" PRIu64
-               "@%" PRIu64 "\n",
-               shown, total, next, next_at);
-    } else if (total > shown)
-        printf("\n%" PRIu32 " of %" PRIu64 " failed jobs shown (the last page)\n", shown, total);
-    return OQ_CLI_EXIT_OK;
 }
 
 enum {
@@ -317,7 +246,13 @@ static int s_list(oq_cli_t *cli, int argc, char **argv)
                                 &reply) < 0) {
         rc = oq_cli_report(cli, client);
     } else {
-        rc = a.json ? oq_cli_print_json(&reply.root) : s_print_table(&reply.root);
+        rc = a.json ? oq_cli_print_json(&reply.root)
+                    : oq_cli_print_store_page(&reply.root,
+                                              &(oq_cli_store_page_t){.noun = "failed jobs",
+                                                                     .time_key = "failed_at",
+                                                                     .time_header = "FAILED_AT",
+                                                                     .text_key = "error",
+                                                                     .text_header = "ERROR"});
         oq_proto_msg_release(&reply);
     }
     oq_client_destroy(&client);

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "onceq/config.h"
 #include "onceq/limits.h"
+#include "store_page.h"
 #include "table.h"
 
 #define S_CELL_LEN 128
@@ -62,63 +63,6 @@ static void s_time(const msgpack_object *map, const char *key, char *out, size_t
         oq_cli_format_time((int64_t)ms, out, out_len);
     else
         snprintf(out, out_len, "-");
-}
-
-static int s_print_list(const msgpack_object *reply)
-{
-    const msgpack_object *jobs = oq_proto_map_get(reply, "jobs");
-    uint32_t shown = jobs && jobs->type == MSGPACK_OBJECT_ARRAY ? jobs->via.array.size : 0;
-    uint64_t total = shown;
-    oq_cli_get_uint(reply, "total", &total);
-    if (shown == 0) {
-        printf(total ? "no jobs in review on this page (%" PRIu64 " in all)\n"
-                     : "no jobs in review\n",
-               total);
-        return OQ_CLI_EXIT_OK;
-    }
-    static const char *headers[] = {"ID", "TYPE", "QUEUE", "ATTEMPT", "REVIEW_AT", "REASON"};
-    const size_t columns = sizeof headers / sizeof headers[0];
-    oq_table_t *table = oq_table_new(columns);
-    int rc = table ? 0 : -1;
-    for (size_t c = 0; rc == 0 && c < columns; c++)
-        rc |= oq_table_add(table, headers[c]);
-    if (rc == 0) {
-        oq_table_align_right(table, 0);
-        oq_table_align_right(table, 3);
-    }
-    for (uint32_t i = 0; rc == 0 && i < shown; i++) {
-        const msgpack_object *job = &jobs->via.array.ptr[i];
-        char id[S_CELL_LEN], type[S_CELL_LEN], queue[S_CELL_LEN], attempt[S_CELL_LEN];
-        char max_tries[S_CELL_LEN], at[S_CELL_LEN], reason[OQ_MAX_ERROR_LEN + 1];
-        oq_cli_format_value(oq_proto_map_get(job, "id"), id, sizeof id);
-        oq_cli_format_value(oq_proto_map_get(job, "type"), type, sizeof type);
-        oq_cli_format_value(oq_proto_map_get(job, "queue"), queue, sizeof queue);
-        oq_cli_format_value(oq_proto_map_get(job, "attempt"), attempt, sizeof attempt);
-        oq_cli_format_value(oq_proto_map_get(job, "max_tries"), max_tries, sizeof max_tries);
-        oq_cli_format_value(oq_proto_map_get(job, "reason"), reason, sizeof reason);
-        s_time(job, "review_at", at, sizeof at);
-        rc |= oq_table_add(table, id);
-        rc |= oq_table_add(table, type);
-        rc |= oq_table_add(table, queue);
-        rc |= oq_table_addf(table, "%s/%s", attempt, max_tries);
-        rc |= oq_table_add(table, at);
-        rc |= oq_table_add(table, reason);
-    }
-    if (rc == 0)
-        oq_table_print(table, stdout);
-    oq_table_destroy(&table);
-    if (rc != 0) {
-        fprintf(stderr, "onceq: out of memory\n");
-        return OQ_CLI_EXIT_REFUSED;
-    }
-    uint64_t next, next_at = 0;
-    if (oq_cli_get_uint(reply, "next", &next) == 0) {
-        oq_cli_get_uint(reply, "next_at", &next_at);
-        printf("\n%" PRIu32 " of %" PRIu64 " jobs in review shown; the next page: --after %" PRIu64
-               "@%" PRIu64 "\n",
-               shown, total, next, next_at);
-    }
-    return OQ_CLI_EXIT_OK;
 }
 
 static int s_print_show(const msgpack_object *reply)
@@ -312,7 +256,12 @@ int oq_cmd_review(oq_cli_t *cli, int argc, char **argv)
         rc = oq_cli_report(cli, client);
     } else {
         rc = json   ? oq_cli_print_json(&reply.root)
-             : list ? s_print_list(&reply.root)
+             : list ? oq_cli_print_store_page(&reply.root,
+                                              &(oq_cli_store_page_t){.noun = "jobs in review",
+                                                                     .time_key = "review_at",
+                                                                     .time_header = "REVIEW_AT",
+                                                                     .text_key = "reason",
+                                                                     .text_header = "REASON"})
                     : s_print_show(&reply.root);
         oq_proto_msg_release(&reply);
     }
