@@ -69,39 +69,6 @@ static int s_teardown(void **state)
 
 /* ---- raw peers -------------------------------------------------------------- */
 
-static void s_send(void *sock, msgpack_sbuffer *buf)
-{
-    assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
-    msgpack_sbuffer_clear(buf);
-}
-
-/* The next message of the given command within timeout_ms: 0 with *msg
-   (release it), -1 if none came. Other commands are skipped. */
-static int s_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms)
-{
-    int64_t end = it_now_ms() + timeout_ms;
-    while (it_now_ms() < end) {
-        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&item, 1, 50) <= 0)
-            continue;
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, sock, 0) < 0) {
-            zmq_msg_close(&frame);
-            continue;
-        }
-        oq_err_t code;
-        char why[256];
-        int rc = oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why,
-                                 sizeof why);
-        zmq_msg_close(&frame);
-        if (rc == 0 && msg->cmd == cmd)
-            return 0;
-        oq_proto_msg_release(msg);
-    }
-    return -1;
-}
-
 /* True if nothing at all arrives on sock within timeout_ms. */
 static bool s_silent(void *sock, int timeout_ms)
 {
@@ -113,7 +80,7 @@ static bool s_silent(void *sock, int timeout_ms)
 static void s_expect_error(void *sock, oq_err_t code, const char *needle)
 {
     oq_msg_t msg;
-    assert_int_equal(s_expect(sock, OQ_CMD_ERROR, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(sock, OQ_CMD_ERROR, &msg, S_PEER_WAIT_MS), 0);
     char text[OQ_MAX_ERROR_LEN + 1];
     oq_str_copy(msg.err_text, text, sizeof text);
     if (msg.err_code != code || (needle && !strstr(text, needle)))
@@ -127,7 +94,7 @@ static void s_send_simple(void *sock, oq_cmd_t cmd, int64_t req)
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     oq_proto_encode_simple(&buf, cmd, req);
-    s_send(sock, &buf);
+    it_send(sock, &buf);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -136,7 +103,7 @@ static void s_send_ready(void *sock)
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     oq_proto_encode_ready(&buf, 1, "peer", 1);
-    s_send(sock, &buf);
+    it_send(sock, &buf);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -145,7 +112,7 @@ static bool s_pings(void *sock)
 {
     s_send_simple(sock, OQ_CMD_PING, 1);
     oq_msg_t msg;
-    if (s_expect(sock, OQ_CMD_PONG, &msg, S_PEER_WAIT_MS) < 0)
+    if (it_expect(sock, OQ_CMD_PONG, &msg, S_PEER_WAIT_MS) < 0)
         return false;
     oq_proto_msg_release(&msg);
     return true;
@@ -279,7 +246,7 @@ static void test_a_producer_key_cannot_work(void **state)
     s_send_simple(sock, OQ_CMD_HEARTBEAT, -1);
     s_expect_error(sock, OQ_ERR_FORBIDDEN, "may not send \"heartbeat\"");
     oq_msg_t msg;
-    assert_int_equal(s_expect(sock, OQ_CMD_JOB, &msg, S_SILENCE_MS), -1);
+    assert_int_equal(it_expect(sock, OQ_CMD_JOB, &msg, S_SILENCE_MS), -1);
     it_stats_t s;
     assert_int_equal(it_stats(it, &s), 0);
     assert_int_equal(s.workers, 0);
@@ -329,16 +296,16 @@ static void test_each_role_gets_its_commands(void **state)
         bool admin = role == IT_ROLE_ADMIN, producer = role == IT_ROLE_PRODUCER;
         /* failed list and requeue: admin only */
         oq_proto_encode_failed_request(&buf, 2, NULL, 10);
-        s_send(sock, &buf);
+        it_send(sock, &buf);
         if (admin) {
-            assert_int_equal(s_expect(sock, OQ_CMD_FAILED, &msg, S_PEER_WAIT_MS), 0);
+            assert_int_equal(it_expect(sock, OQ_CMD_FAILED, &msg, S_PEER_WAIT_MS), 0);
             oq_proto_msg_release(&msg);
         } else {
             s_expect_error(sock, OQ_ERR_FORBIDDEN, "may not send \"failed\"");
             refused++;
         }
         oq_proto_encode_requeue(&buf, OQ_CMD_REQUEUE, 3, admin ? id + 1000 : id);
-        s_send(sock, &buf);
+        it_send(sock, &buf);
         if (admin) {
             /* A job not in the store: the broker read the request. */
             s_expect_error(sock, OQ_ERR_BAD_REQUEST, NULL);
@@ -349,14 +316,14 @@ static void test_each_role_gets_its_commands(void **state)
         /* dispatch, stats, ping: producers and admins */
         oq_job_msg_t job = {.type = oq_str("noop"), .delay_ms = 3600000, .has_delay = true};
         oq_proto_encode_dispatch(&buf, 4, &job);
-        s_send(sock, &buf);
+        it_send(sock, &buf);
         if (admin || producer) {
             /* One at a time: a dispatch is answered after its fsync, later
                than a stats sent behind it. */
-            assert_int_equal(s_expect(sock, OQ_CMD_DISPATCHED, &msg, S_PEER_WAIT_MS), 0);
+            assert_int_equal(it_expect(sock, OQ_CMD_DISPATCHED, &msg, S_PEER_WAIT_MS), 0);
             oq_proto_msg_release(&msg);
             s_send_simple(sock, OQ_CMD_STATS, 5);
-            assert_int_equal(s_expect(sock, OQ_CMD_STATS, &msg, S_PEER_WAIT_MS), 0);
+            assert_int_equal(it_expect(sock, OQ_CMD_STATS, &msg, S_PEER_WAIT_MS), 0);
             oq_proto_msg_release(&msg);
             assert_true(s_pings(sock));
         } else {
@@ -407,9 +374,9 @@ static void test_blind_acks_under_curve_change_nothing(void **state)
     void *holder = it_socket(it, ZMQ_DEALER, it->back);
     s_send_ready(holder);
     oq_msg_t msg, job;
-    assert_int_equal(s_expect(holder, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(holder, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
-    assert_int_equal(s_expect(holder, OQ_CMD_JOB, &job, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(holder, OQ_CMD_JOB, &job, S_PEER_WAIT_MS), 0);
     assert_int_equal(job.job.id, id);
 
     /* Another registered worker, with a valid worker key, guesses leases. */
@@ -417,8 +384,8 @@ static void test_blind_acks_under_curve_change_nothing(void **state)
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     oq_proto_encode_ready(&buf, 0, "rival", 2);
-    s_send(rival, &buf);
-    assert_int_equal(s_expect(rival, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
+    it_send(rival, &buf);
+    assert_int_equal(it_expect(rival, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
     for (uint64_t guess = 0; guess < 4; guess++) {
         oq_ack_msg_t ack = {.id = id,
@@ -428,7 +395,7 @@ static void test_blind_acks_under_curve_change_nothing(void **state)
                             .lease = job.job.lease ^ (guess + 1),
                             .has_lease = true};
         oq_proto_encode_ack(&buf, &ack);
-        s_send(rival, &buf);
+        it_send(rival, &buf);
     }
     /* A producer key's ack is not even read. */
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->back);
@@ -439,7 +406,7 @@ static void test_blind_acks_under_curve_change_nothing(void **state)
                         .lease = job.job.lease,
                         .has_lease = true};
     oq_proto_encode_ack(&buf, &ack);
-    s_send(producer, &buf);
+    it_send(producer, &buf);
     s_expect_error(producer, OQ_ERR_FORBIDDEN, "may not send \"ack\"");
 
     it_stats_t s;
@@ -470,7 +437,7 @@ static void test_blind_acks_under_curve_change_nothing(void **state)
     /* The holder's own ack completes it. */
     ack.lease = job.job.lease;
     oq_proto_encode_ack(&buf, &ack);
-    s_send(holder, &buf);
+    it_send(holder, &buf);
     assert_true(it_wait_stats(it, s_done, &one, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.late_acks, 0);
     oq_proto_msg_release(&job);
@@ -495,10 +462,10 @@ static void test_sighup_revokes_a_key_at_once(void **state)
     assert_true(s_pings(producer));
     s_send_ready(worker);
     oq_msg_t msg;
-    assert_int_equal(s_expect(worker, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(worker, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
     assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
-    assert_int_equal(s_expect(worker, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(worker, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
     size_t one_worker = 1;
     it_stats_t s;
@@ -527,7 +494,7 @@ static void test_sighup_revokes_a_key_at_once(void **state)
     msgpack_sbuffer_init(&buf);
     oq_job_msg_t job = {.type = oq_str("noop")};
     oq_proto_encode_dispatch(&buf, 7, &job);
-    s_send(producer, &buf);
+    it_send(producer, &buf);
     msgpack_sbuffer_destroy(&buf);
     s_expect_error(producer, OQ_ERR_FORBIDDEN, "not allowed");
     assert_int_equal(it_stats(it, &s), 0);
@@ -691,7 +658,7 @@ static void test_max_conns_caps_every_peer(void **state)
     assert_true(s_pings(a));
     s_send_ready(w);
     oq_msg_t msg;
-    assert_int_equal(s_expect(w, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(w, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
     void *over = it_socket_as(it, IT_ROLE_ADMIN, ZMQ_DEALER, it->front);
     s_send_simple(over, OQ_CMD_PING, 1);

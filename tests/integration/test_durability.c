@@ -58,12 +58,6 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static void s_send(void *sock, msgpack_sbuffer *buf)
-{
-    assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
-    msgpack_sbuffer_clear(buf);
-}
-
 /* One message from sock if there is one: 1 with *msg (release it), 0 if none. */
 static int s_recv(void *sock, oq_msg_t *msg)
 {
@@ -104,14 +98,14 @@ static void s_bounce(s_bouncer_t *b, msgpack_sbuffer *buf)
                                 .lease = msg.job.lease,
                                 .has_lease = true};
             oq_proto_encode_ack(buf, &ack);
-            s_send(b->sock, buf);
+            it_send(b->sock, buf);
             b->bounced++;
         }
         oq_proto_msg_release(&msg);
     }
     if (it_now_ms() >= b->beat_at) {
         oq_proto_encode_simple(buf, OQ_CMD_HEARTBEAT, -1);
-        s_send(b->sock, buf);
+        it_send(b->sock, buf);
         b->beat_at = it_now_ms() + S_BEAT_MS;
     }
 }
@@ -156,7 +150,7 @@ static void s_stream_and_kill(it_t *it, s_confirmed_t *c, s_bouncer_t *bouncer, 
                                 .payload = (const uint8_t *)payload.data,
                                 .payload_len = payload.size};
             oq_proto_encode_dispatch(&buf, (int64_t)++sent, &job);
-            s_send(sock, &buf);
+            it_send(sock, &buf);
             msgpack_sbuffer_clear(&payload);
         }
         zmq_pollitem_t items[2] = {{sock, 0, ZMQ_POLLIN, 0},
@@ -276,7 +270,7 @@ static void test_confirmed_dispatches_survive_sigkill_across_compactions(void **
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     oq_proto_encode_ready(&buf, S_BOUNCE_CREDIT, "bouncer", 1);
-    s_send(bouncer.sock, &buf);
+    it_send(bouncer.sock, &buf);
     msgpack_sbuffer_destroy(&buf);
 
     static s_confirmed_t c;

@@ -41,39 +41,6 @@ static int s_teardown(void **state)
 
 /* ---- a raw worker peer ---------------------------------------------------- */
 
-static void s_send(void *sock, msgpack_sbuffer *buf)
-{
-    assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
-    msgpack_sbuffer_clear(buf);
-}
-
-/* The next message of the given command within timeout_ms: 0 with *msg
-   (release it), -1 if none came. Other commands are skipped. */
-static int s_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms)
-{
-    int64_t end = it_now_ms() + timeout_ms;
-    while (it_now_ms() < end) {
-        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&item, 1, 50) <= 0)
-            continue;
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, sock, 0) < 0) {
-            zmq_msg_close(&frame);
-            continue;
-        }
-        oq_err_t code;
-        char why[256];
-        int rc = oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why,
-                                 sizeof why);
-        zmq_msg_close(&frame);
-        if (rc == 0 && msg->cmd == cmd)
-            return 0;
-        oq_proto_msg_release(msg);
-    }
-    return -1;
-}
-
 /* A registered peer with credit and the given lists (NULL: absent). */
 static void *s_peer(it_t *it, uint32_t credit, const char *const *types, size_t type_count)
 {
@@ -82,10 +49,10 @@ static void *s_peer(it_t *it, uint32_t credit, const char *const *types, size_t 
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     oq_proto_encode_ready_routed(&buf, credit, "peer", 1, types, type_count, NULL, 0);
-    s_send(sock, &buf);
+    it_send(sock, &buf);
     msgpack_sbuffer_destroy(&buf);
     oq_msg_t msg;
-    assert_int_equal(s_expect(sock, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(sock, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
     oq_proto_msg_release(&msg);
     return sock;
 }
@@ -102,7 +69,7 @@ static void s_peer_ack(void *sock, const oq_job_msg_t *job, oq_outcome_t outcome
                         .lease = job->lease,
                         .has_lease = job->has_lease};
     oq_proto_encode_ack(&buf, &ack);
-    s_send(sock, &buf);
+    it_send(sock, &buf);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -175,7 +142,7 @@ static void test_blind_acks_change_nothing(void **state)
                                 .lease = (uint64_t)ids[i] * 2654435761u,
                                 .has_lease = guess == 1};
             oq_proto_encode_ack(&buf, &ack);
-            s_send(rogue, &buf);
+            it_send(rogue, &buf);
         }
     }
     msgpack_sbuffer_destroy(&buf);
@@ -231,7 +198,7 @@ static void test_rolling_deploy_waits_then_runs_once(void **state)
     void *peer = s_peer(it, 1, types, 1);
     for (int i = 0; i < S_HELLO_JOBS; i++) {
         oq_msg_t msg;
-        assert_int_equal(s_expect(peer, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
+        assert_int_equal(it_expect(peer, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
         assert_true(oq_str_eq(msg.job.type, "hello"));
         assert_int_equal(msg.job.attempt, 1);
         assert_true(msg.job.has_lease);
@@ -367,7 +334,7 @@ static void test_returned_job_keeps_its_attempt(void **state)
     void *peer = s_peer(it, 1, NULL, 0);
     uint64_t id = it_dispatch(it, "noop", NULL, NULL);
     oq_msg_t msg;
-    assert_int_equal(s_expect(peer, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
+    assert_int_equal(it_expect(peer, OQ_CMD_JOB, &msg, S_PEER_WAIT_MS), 0);
     assert_int_equal(msg.job.id, id);
     assert_int_equal(msg.job.attempt, 1);
     s_peer_ack(peer, &msg.job, OQ_OUTCOME_RETURN);
@@ -383,7 +350,7 @@ static void test_returned_job_keeps_its_attempt(void **state)
     assert_int_equal(it_log_count(it, "worker", line), 1);
     assert_int_equal(s.retried, 0);
     assert_int_equal(s.redelivered, 0);
-    assert_int_equal(s_expect(peer, OQ_CMD_JOB, &msg, 200), -1);
+    assert_int_equal(it_expect(peer, OQ_CMD_JOB, &msg, 200), -1);
 }
 
 int main(void)

@@ -206,6 +206,37 @@ void it_destroy(it_t **self_p)
     *self_p = NULL;
 }
 
+void it_send(void *sock, msgpack_sbuffer *buf)
+{
+    assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
+    msgpack_sbuffer_clear(buf);
+}
+
+int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms)
+{
+    int64_t end = it_now_ms() + timeout_ms;
+    while (it_now_ms() < end) {
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 50) <= 0)
+            continue;
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, sock, 0) < 0) {
+            zmq_msg_close(&frame);
+            continue;
+        }
+        oq_err_t code;
+        char why[256];
+        int rc = oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why,
+                                 sizeof why);
+        zmq_msg_close(&frame);
+        if (rc == 0 && msg->cmd == cmd)
+            return 0;
+        oq_proto_msg_release(msg);
+    }
+    return -1;
+}
+
 void *it_socket(it_t *self, int type, const char *endpoint)
 {
     return it_socket_as(self, strcmp(endpoint, self->back) == 0 ? IT_ROLE_WORKER : IT_ROLE_ADMIN,

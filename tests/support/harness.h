@@ -93,6 +93,15 @@ void *it_socket(it_t *self, int type, const char *endpoint);
 /* The same as the given role (IT_ROLE_PLAIN: no CURVE, whatever the fixture). */
 void *it_socket_as(it_t *self, it_role_t role, int type, const char *endpoint);
 
+/* Send buf's bytes as one message on a raw socket (asserting it went) and
+   clear buf for the next. */
+void it_send(void *sock, msgpack_sbuffer *buf);
+
+/* The next message of the given command on a raw socket within
+   timeout_ms: 0 with *msg (release it), -1 if none came. Other commands
+   are skipped. */
+int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms);
+
 /* Close a socket of it_socket or it_socket_as before it_destroy would. */
 void it_close_socket(it_t *self, void *sock);
 
