@@ -21,6 +21,9 @@ typedef struct {
     oq_probe_fn probe;
     oq_release_fn release;
     void *resource_ctx;
+    /* Its batch function (oq_registry_set_batch), or NULL. */
+    oq_batch_fn batch;
+    size_t batch_max;
 } s_entry_t;
 
 struct oq_registry {
@@ -90,6 +93,42 @@ int oq_registry_add(oq_registry_t *self, const char *type, oq_handler_fn fn, voi
     entry->probe = NULL;
     entry->release = NULL;
     entry->resource_ctx = NULL;
+    entry->batch = NULL;
+    entry->batch_max = 0;
+    return 0;
+}
+
+int oq_registry_set_batch(oq_registry_t *self, const char *type, oq_batch_fn fn, size_t max_jobs)
+{
+    assert(self);
+    s_entry_t *entry = type ? s_lookup(self, type) : NULL;
+    if (!entry) {
+        oq_error("cannot declare a batch function for \"%s\": no handler is registered for it",
+                 type ? type : "(null)");
+        return -1;
+    }
+    if (!fn || max_jobs < 2) {
+        oq_error("cannot declare a batch function for \"%s\": it needs a function and a "
+                 "batch of at least 2 jobs",
+                 type);
+        return -1;
+    }
+    entry->batch = fn;
+    entry->batch_max = max_jobs < OQ_WORKER_MAX_BATCH ? max_jobs : OQ_WORKER_MAX_BATCH;
+    return 0;
+}
+
+int oq_registry_find_batch(const oq_registry_t *self, const char *type, oq_batch_fn *fn,
+                           void **state, size_t *max_jobs)
+{
+    assert(self && fn && max_jobs);
+    const s_entry_t *entry = type ? s_lookup(self, type) : NULL;
+    if (!entry || !entry->batch)
+        return -1;
+    *fn = entry->batch;
+    *max_jobs = entry->batch_max;
+    if (state)
+        *state = entry->state;
     return 0;
 }
 

@@ -22,4 +22,9 @@ int oq_registry_probe(const oq_registry_t *self, const char *type, char *reason,
    how many release calls were made. */
 size_t oq_registry_release_all(const oq_registry_t *self);
 
+/* The batch function of type (oq_registry_set_batch): 0 with fn, the
+   handler's state and the most jobs per call, or -1 if it has none. */
+int oq_registry_find_batch(const oq_registry_t *self, const char *type, oq_batch_fn *fn,
+                           void **state, size_t *max_jobs);
+
 #endif

@@ -130,6 +130,56 @@ static void test_registry_add_and_find(void **unused)
     oq_registry_destroy(&registry); /* a second destroy is harmless */
 }
 
+static void s_batch_ok(const oq_job_t *const *jobs, size_t count, void *state, oq_report_t *reports)
+{
+    (void)jobs;
+    *(size_t *)state += count;
+    for (size_t i = 0; i < count; i++)
+        oq_report_ok(&reports[i], OQ_RESULT_APPLIED);
+}
+
+static void test_registry_batch_functions(void **unused)
+{
+    oq_registry_t *registry = oq_registry_new();
+    size_t seen = 0;
+    assert_int_equal(oq_registry_add(registry, "count", s_counting_handler, &seen), 0);
+    assert_int_equal(oq_registry_add(registry, "single", s_other_handler, NULL), 0);
+
+    /* Only a registered type, with a function and room for two jobs. */
+    assert_int_equal(oq_registry_set_batch(registry, "missing", s_batch_ok, 8), -1);
+    assert_int_equal(oq_registry_set_batch(registry, NULL, s_batch_ok, 8), -1);
+    assert_int_equal(oq_registry_set_batch(registry, "count", NULL, 8), -1);
+    assert_int_equal(oq_registry_set_batch(registry, "count", s_batch_ok, 1), -1);
+
+    oq_batch_fn fn = NULL;
+    void *state = NULL;
+    size_t max_jobs = 0;
+    assert_int_equal(oq_registry_find_batch(registry, "count", &fn, &state, &max_jobs), -1);
+
+    /* The cap holds whatever the handler asks for; the state is the handler's. */
+    assert_int_equal(oq_registry_set_batch(registry, "count", s_batch_ok, 100000), 0);
+    assert_int_equal(oq_registry_find_batch(registry, "count", &fn, &state, &max_jobs), 0);
+    assert_ptr_equal(fn, s_batch_ok);
+    assert_ptr_equal(state, &seen);
+    assert_int_equal(max_jobs, OQ_WORKER_MAX_BATCH);
+    assert_int_equal(oq_registry_set_batch(registry, "count", s_batch_ok, 16), 0);
+    assert_int_equal(oq_registry_find_batch(registry, "count", &fn, &state, &max_jobs), 0);
+    assert_int_equal(max_jobs, 16);
+
+    /* A type without one has none, and keeps its handler. */
+    assert_int_equal(oq_registry_find_batch(registry, "single", &fn, &state, &max_jobs), -1);
+    oq_handler_fn handler = NULL;
+    assert_int_equal(oq_registry_find(registry, "single", &handler, NULL), 0);
+    assert_ptr_equal(handler, s_other_handler);
+
+    oq_report_t reports[3];
+    memset(reports, 0, sizeof reports);
+    fn(NULL, 3, state, reports);
+    assert_int_equal(seen, 3);
+    assert_int_equal(reports[2].outcome, OQ_OUTCOME_OK);
+    oq_registry_destroy(&registry);
+}
+
 static void test_registry_refuses_bad_and_taken_types(void **unused)
 {
     oq_registry_t *registry = oq_registry_new();
@@ -1516,6 +1566,7 @@ int main(void)
         cmocka_unit_test(test_builtin_crash_aborts_the_process),
         cmocka_unit_test(test_job_thread_runs_handlers),
         cmocka_unit_test(test_registry_resources),
+        cmocka_unit_test(test_registry_batch_functions),
         cmocka_unit_test(test_job_thread_probes_and_releases),
         cmocka_unit_test(test_session_unavailable_pauses_and_probes),
         cmocka_unit_test(test_session_paused_worker_registers_paused),

@@ -168,6 +168,34 @@ int oq_registry_set_resource(oq_registry_t *self, const char *type, oq_probe_fn 
 #define OQ_WORKER_MAX_HANDLER_FLAGS 32
 int oq_registry_add_flag(oq_registry_t *self, const oq_flag_t *flag);
 
+/* ---- batches ----
+
+   A type whose effects can be applied together (one multi-row statement,
+   one transaction) may declare a batch function beside its handler. When
+   the worker holds more than one leased job of that type (prefetch, see
+   --prefetch), it may hand up to max_jobs of them, in delivery order, to
+   the batch function in one call on the job thread; with one job it calls
+   the handler. The state is the handler's (oq_registry_add).
+
+   reports has count entries, zeroed, one per job in the same order: fill
+   each with an oq_report_* helper. Acks stay per job: each report is sent
+   for its own job, as the handler's would be. A report left unfilled is
+   sent as a retry ("the batch left no report for this job"). A batch
+   function must give each job the outcome the handler would have given
+   it: on an error that concerns one job it falls back to running the jobs
+   one by one (the effects SDK's oq_effects_run_batch does this), so that
+   one bad job never fails its neighbours. */
+typedef void (*oq_batch_fn)(const oq_job_t *const *jobs, size_t count, void *state,
+                            oq_report_t *reports);
+
+/* The most jobs a batch function is ever given in one call. */
+#define OQ_WORKER_MAX_BATCH 256
+
+/* Declare fn as the batch function of type, for 2 .. max_jobs jobs at a
+   time (max_jobs is capped at OQ_WORKER_MAX_BATCH). 0, or -1 (logged) if
+   type has no handler, fn is NULL or max_jobs is under 2. */
+int oq_registry_set_batch(oq_registry_t *self, const char *type, oq_batch_fn fn, size_t max_jobs);
+
 /* Register the built-in handlers: noop, sleep, fail, crash. */
 void oq_builtin_register(oq_registry_t *self);
 
