@@ -590,6 +590,7 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
     int64_t wall_ms = oq_clock_wall_ms(self->clock);
     uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
     uint64_t id = 0;
+    bool unique = false; /* answered with the job holding the dispatch's unique_key */
     if (job->dispatch_id.len) {
         oq_siphash128(self->dedupe_key, job->dispatch_id.ptr, job->dispatch_id.len, digest);
         id = oq_dedupe_find(self->dedupe, digest, wall_ms);
@@ -604,11 +605,13 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
         char reason[512];
         oq_err_t code;
         uint64_t before = s_appended(self);
-        if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
+        int rc = oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason);
+        if (rc < 0) {
             s_reply_error(self, self->front, env, req, code, reason);
             return;
         }
-        if (self->journal && s_appended(self) == before) {
+        unique = rc == 1;
+        if (!unique && self->journal && s_appended(self) == before) {
             s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE,
                           "the journal could not hold the job's record (out of memory); it "
                           "may run, but is not kept across a restart");
@@ -618,7 +621,12 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
             oq_dedupe_add(self->dedupe, digest, id, wall_ms + self->config.dedupe_window_ms) < 0)
             oq_warn("out of memory remembering dispatch id of job %llu", (unsigned long long)id);
     }
-    oq_proto_encode_dispatched(&self->out, req, id);
+    /* A unique key's holder: its record may still wait to be durable, and
+       so does this answer. */
+    if (unique)
+        oq_proto_encode_dispatched_unique(&self->out, req, id);
+    else
+        oq_proto_encode_dispatched(&self->out, req, id);
     s_promise(self, env, req, s_appended(self));
 }
 

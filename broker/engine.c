@@ -55,7 +55,9 @@
 #include "list.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "overlap.h"
 #include "siphash.h"
+#include "unique.h"
 
 #define S_TYPE_WORDS ((OQ_MAX_TYPES + 63) / 64) /* a worker's type bitmap */
 
@@ -65,8 +67,9 @@ typedef enum {
     S_DELAYED,
     S_LEASED,
     S_FAILED,
-    S_REVIEW, /* outcome unknown: held for a person */
-    S_DONE,   /* terminal: freed right after */
+    S_REVIEW,  /* outcome unknown: held for a person */
+    S_WAITING, /* ready, but another job holds its overlap key (overlap.h) */
+    S_DONE,    /* terminal: freed right after */
 } s_state_t;
 
 _Static_assert(S_READY == (int)OQ_STATE_READY && S_DELAYED == (int)OQ_STATE_DELAYED &&
@@ -77,7 +80,7 @@ _Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
 _Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
 
 static const char *s_state_names[] = {"new",    "ready",  "delayed", "leased",
-                                      "failed", "review", "done"};
+                                      "failed", "review", "waiting", "done"};
 
 typedef struct s_queue {
     char *name;
@@ -237,6 +240,9 @@ struct oq_engine {
     oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
     oq_review_log_t *reviews;         /* resolutions remembered */
     const oq_resolution_t *resolving; /* the resolution being reported, or NULL */
+    oq_unique_t *unique;              /* unique keys (unique.h) */
+    oq_overlap_t *overlap;            /* overlap keys (overlap.h) */
+    uint64_t unique_hits;             /* dispatches answered with a unique key's holder */
 };
 
 oq_engine_config_t oq_engine_config_default(void)
@@ -349,9 +355,11 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->recent_index = oq_idmap_new();
     self->lanes = oq_idmap_new();
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
-    if (!self->lanes || !self->reviews || !self->timers || !self->jobs || !self->queues_by_name ||
-        !self->types || !self->workers || !self->queues || !self->type_list || !self->recent ||
-        !self->recent_index) {
+    self->unique = oq_unique_new(OQ_MAX_UNIQUE_KEYS);
+    self->overlap = oq_overlap_new();
+    if (!self->unique || !self->overlap || !self->lanes || !self->reviews || !self->timers ||
+        !self->jobs || !self->queues_by_name || !self->types || !self->workers || !self->queues ||
+        !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -367,10 +375,18 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 
 static void s_job_free(s_job_t *job)
 {
+    if (!job)
+        return;
     free(job->backoff_ms);
     if (job->state == S_FAILED || job->state == S_REVIEW)
         free(job->u.f.error);
     free(job);
+}
+
+static void s_free_waiting(void *ctx, oq_link_t *node)
+{
+    (void)ctx;
+    s_job_free(oq_container_of(node, s_job_t, link));
 }
 
 void oq_engine_destroy(oq_engine_t **self_p)
@@ -389,6 +405,9 @@ void oq_engine_destroy(oq_engine_t **self_p)
                 s_job_free(job);
         }
     }
+    /* Jobs waiting for an overlap key are on that key's list only. */
+    if (self->overlap)
+        oq_overlap_each_waiting(self->overlap, s_free_waiting, NULL);
     /* The rest are reachable from the queues' lists and the workers' leases. */
     for (size_t i = 0; i < self->queue_count; i++) {
         s_queue_t *q = self->queues[i];
@@ -433,6 +452,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     free(self->recent);
     oq_idmap_destroy(&self->recent_index);
     oq_review_log_destroy(&self->reviews);
+    oq_unique_destroy(&self->unique);
+    oq_overlap_destroy(&self->overlap);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -633,6 +654,9 @@ static void s_leave(oq_engine_t *self, s_job_t *job)
         job->u.t.worker->leased--;
         job->u.t.worker = NULL;
         break;
+    case S_WAITING:
+        oq_overlap_unwait(self->overlap, job->id, &job->link);
+        break;
     case S_FAILED:
     case S_REVIEW:
         oq_list_remove(&job->link);
@@ -653,7 +677,9 @@ static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
     if (event == OQ_EVENT_FORGOTTEN)
         return from == S_FAILED && to == S_DONE;
     if (event == OQ_EVENT_CANCELLED)
-        return (from == S_READY || from == S_DELAYED) && to == S_DONE;
+        return (from == S_READY || from == S_DELAYED || from == S_WAITING) && to == S_DONE;
+    if (event == OQ_EVENT_WAITING) /* for its overlap key, and back when it comes free */
+        return (from == S_READY && to == S_WAITING) || (from == S_WAITING && to == S_READY);
     if (event == OQ_EVENT_RESTORED && from != S_NEW) {
         /* Replay sees no leases: a job handed out before the stop is ready,
            and its retry, failure or review is replayed from there. */
@@ -681,6 +707,7 @@ static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
         if (to == S_DONE)
             return event == OQ_EVENT_RESOLVED || event == OQ_EVENT_DONE;
         return event == OQ_EVENT_RESOLVED && (to == S_READY || to == S_FAILED);
+    case S_WAITING:
     case S_DONE:
         return false;
     }
@@ -701,7 +728,7 @@ static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_
 static void s_notify(oq_engine_t *self, oq_job_event_t event, const s_job_t *job,
                      const oq_job_msg_t *dispatch)
 {
-    if (!self->hooks.changed || event == OQ_EVENT_RESTORED)
+    if (!self->hooks.changed || event == OQ_EVENT_RESTORED || event == OQ_EVENT_WAITING)
         return;
     oq_job_view_t view;
     s_job_view(self, job, &view);
@@ -721,12 +748,53 @@ static void s_remember_done(oq_engine_t *self, const s_job_t *job)
     self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;
 }
 
+/* Live: the job may still run, and so holds its unique key. */
+static bool s_live(s_state_t state)
+{
+    return state == S_READY || state == S_DELAYED || state == S_LEASED || state == S_WAITING;
+}
+
+/* The keys' side of job's change to `to`, before it happens: the unique key
+   is let go when the job stops being live (its window may hold it on); the
+   overlap key when its lease ends. Returns the job to wake: the one that
+   waited longest for the overlap key, if the key is free now (also when a
+   job of the key leaves the ready list without taking it), else NULL. */
+static s_job_t *s_keys_leave(oq_engine_t *self, const s_job_t *job, s_state_t to)
+{
+    s_state_t from = (s_state_t)job->state;
+    if (oq_unique_live_count(self->unique) && s_live(from) && !s_live(to))
+        oq_unique_release(self->unique, job->id, oq_clock_wall_ms(self->clock));
+    if (!oq_overlap_jobs(self->overlap))
+        return NULL;
+    oq_link_t *woken = NULL;
+    if (from == S_LEASED)
+        woken = oq_overlap_release(self->overlap, job->id);
+    else if (from == S_READY && to != S_LEASED && to != S_WAITING)
+        woken = oq_overlap_wake(self->overlap, job->id);
+    return woken ? oq_container_of(woken, s_job_t, link) : NULL;
+}
+
+static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_event_t event,
+                         s_enter_t *how);
+
+/* A job whose overlap key came free: ready again, in front of its band
+   (it was at the head when it began to wait). */
+static void s_wake(oq_engine_t *self, s_job_t *woken)
+{
+    if (!woken)
+        return;
+    s_enter_t how = {.in_front = true};
+    s_transition(self, woken, S_READY, OQ_EVENT_WAITING, &how);
+}
+
 /* The one place a job changes state. A job entering S_DONE is freed. The
-   observer hears of every change but a lease (see oq_engine_pump). */
+   observer hears of every change but a lease (see oq_engine_pump) and the
+   waits for an overlap key. */
 static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_event_t event,
                          s_enter_t *how)
 {
     assert(s_legal((s_state_t)job->state, to, event));
+    s_job_t *woken = s_keys_leave(self, job, to);
     s_leave(self, job);
     s_queue_t *q = job->queue;
     job->state = (uint8_t)to;
@@ -747,10 +815,14 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
             s_ready_insert(self, q, job, false);
         }
         break;
+    case S_WAITING:
+        oq_overlap_wait(self->overlap, job->id, &job->link);
+        break;
     case S_LEASED:
         job->u.t.worker = how->worker;
         oq_list_push_back(&how->worker->leases, &job->link);
         how->worker->leased++;
+        oq_overlap_hold(self->overlap, job->id);
         if (oq_heap_push(self->timers, &job->u.t.timer, how->until_ms) < 0)
             oq_error("job %llu: no memory for its lease timer; it ends with its worker",
                      (unsigned long long)job->id);
@@ -778,8 +850,10 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
         if (event != OQ_EVENT_RESTORED)
             s_remember_done(self, job);
         oq_idmap_remove(self->jobs, job->id);
+        oq_overlap_remove(self->overlap, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         s_job_free(job);
+        s_wake(self, woken);
         return;
     case S_NEW:
         assert(!"no way back to new");
@@ -787,6 +861,7 @@ static void s_transition(oq_engine_t *self, s_job_t *job, s_state_t to, oq_job_e
     q->count[job->state]++;
     if (event != OQ_EVENT_LEASED)
         s_notify(self, event, job, how ? how->dispatch : NULL);
+    s_wake(self, woken);
 }
 
 static char *s_format(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -948,6 +1023,25 @@ static int s_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, s_
     return 0;
 }
 
+/* A new job takes its keys (unique: with its window's end, 0 for none).
+   Both are optimisations: a key that cannot be kept is logged and the job
+   runs without it. */
+static void s_keys_take(oq_engine_t *self, const s_job_t *job, oq_str_t unique_key,
+                        int64_t unique_until_ms, oq_str_t overlap_key)
+{
+    if (unique_key.len && oq_unique_take(self->unique, unique_key.ptr, unique_key.len, job->id,
+                                         unique_until_ms, oq_clock_wall_ms(self->clock)) < 0)
+        oq_warn("job %llu: its unique key %.*s is not kept (%zu keys held, the limit is %d, or "
+                "memory ran out): a dispatch with it queues another job",
+                (unsigned long long)job->id, (int)unique_key.len, unique_key.ptr,
+                oq_unique_count(self->unique), OQ_MAX_UNIQUE_KEYS);
+    if (overlap_key.len &&
+        oq_overlap_add(self->overlap, job->id, overlap_key.ptr, overlap_key.len) < 0)
+        oq_warn("job %llu: no memory for its overlap key %.*s: it may run beside another job "
+                "of the key",
+                (unsigned long long)job->id, (int)overlap_key.len, overlap_key.ptr);
+}
+
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len)
 {
@@ -958,6 +1052,18 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         return -1;                                                                                 \
     } while (0)
 
+    /* A key held answers before any limit: the dispatch adds nothing. */
+    uint64_t holder = msg->unique_key.len
+                          ? oq_unique_find(self->unique, msg->unique_key.ptr, msg->unique_key.len,
+                                           oq_clock_wall_ms(self->clock))
+                          : 0;
+    if (holder) {
+        self->unique_hits++;
+        oq_debug("unique key %.*s is held by job %llu", (int)msg->unique_key.len,
+                 msg->unique_key.ptr, (unsigned long long)holder);
+        *id = holder;
+        return 1;
+    }
     if (oq_idmap_size(self->jobs) >= self->config.max_jobs)
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
     /* Refused before the limit, not after: the bytes held never pass it. */
@@ -993,6 +1099,9 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     q->dispatched++;
     job->dispatched_ms = (uint32_t)s_now(self);
     job->timed = 1;
+    int64_t wall_ms = oq_clock_wall_ms(self->clock);
+    s_keys_take(self, job, msg->unique_key, msg->unique_for_ms ? wall_ms + msg->unique_for_ms : 0,
+                msg->overlap_key);
     s_enter_t how = {.dispatch = msg};
     if (msg->has_delay && msg->delay_ms > 0) {
         how.until_ms = s_now(self) + msg->delay_ms;
@@ -1278,7 +1387,11 @@ size_t oq_engine_worker_count(const oq_engine_t *self)
 static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_t *v)
 {
     v->id = job->id;
-    v->state = (oq_job_state_t)job->state;
+    /* Outside the pump a job waiting for its overlap key is ready. */
+    v->state = job->state == S_WAITING ? OQ_STATE_READY : (oq_job_state_t)job->state;
+    v->unique_until_ms = 0;
+    v->unique_key = oq_unique_key_of(self->unique, job->id, &v->unique_until_ms);
+    v->overlap_key = oq_overlap_key_of(self->overlap, job->id);
     v->type = job->type->name;
     v->queue = job->queue->name;
     v->payload = job->payload;
@@ -1382,6 +1495,12 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
         oq_worker_t *w = oq_container_of(self->waiting.next, oq_worker_t, waiting);
         oq_list_remove(&w->waiting);
         s_job_t *job = w->idle_epoch == self->ready_epoch ? NULL : s_pick(self, w);
+        /* A job whose overlap key another holds waits off the ready list,
+           using no try, so the jobs behind it are not held up. */
+        while (job && oq_overlap_blocked(self->overlap, job->id)) {
+            s_transition(self, job, S_WAITING, OQ_EVENT_WAITING, NULL);
+            job = s_pick(self, w);
+        }
         if (!job) {
             w->idle_epoch = self->ready_epoch;
             oq_list_push_back(&idle, &w->waiting);
@@ -1615,6 +1734,7 @@ size_t oq_engine_tick(oq_engine_t *self)
 {
     int64_t now = s_now(self);
     size_t processed = 0;
+    oq_unique_expire(self->unique, oq_clock_wall_ms(self->clock));
     oq_heap_node_t *node;
     while ((node = oq_heap_pop_due(self->timers, now)) != NULL) {
         s_job_t *job = oq_container_of(node, s_job_t, u.t.timer);
@@ -1660,6 +1780,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->leased = q->count[S_LEASED];
     s->failed = q->count[S_FAILED];
     s->review = q->count[S_REVIEW];
+    s->waiting = q->count[S_WAITING];
     s->dispatched = q->dispatched;
     s->done = q->done;
     s->retried = q->retried;
@@ -1914,6 +2035,20 @@ int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view
     return 0;
 }
 
+struct s_each_ctx {
+    oq_engine_t *self;
+    void (*fn)(void *ctx, const oq_job_view_t *job);
+    void *ctx;
+};
+
+static void s_each_waiting(void *ctx, oq_link_t *node)
+{
+    struct s_each_ctx *each = ctx;
+    oq_job_view_t view;
+    s_job_view(each->self, oq_container_of(node, s_job_t, link), &view);
+    each->fn(each->ctx, &view);
+}
+
 void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
                         void *ctx)
 {
@@ -1932,6 +2067,8 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
             fn(ctx, &view);
         }
     }
+    struct s_each_ctx each = {self, fn, ctx};
+    oq_overlap_each_waiting(self->overlap, s_each_waiting, &each);
     for (size_t i = 0; i < oq_heap_size(self->timers); i++) {
         s_job_t *job = oq_container_of(oq_heap_at(self->timers, i), s_job_t, u.t.timer);
         if (job->state != S_DELAYED)
@@ -2067,7 +2204,7 @@ int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *re
                      size_t reason_len)
 {
     s_job_t *job = oq_idmap_get(self->jobs, id);
-    if (!job || (job->state != S_READY && job->state != S_DELAYED))
+    if (!job || (job->state != S_READY && job->state != S_DELAYED && job->state != S_WAITING))
         return s_refuse(job, id, "cancelled", why, reason, reason_len);
     s_transition(self, job, S_DONE, OQ_EVENT_CANCELLED, NULL);
     return 0;
@@ -2268,6 +2405,43 @@ int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
         return -1;
     s_transition(self, job, S_DONE, OQ_EVENT_RESTORED, NULL);
     return 0;
+}
+
+int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
+                           int64_t unique_until_ms, bool window_only, oq_str_t overlap_key)
+{
+    s_job_t *job = oq_idmap_get(self->jobs, id);
+    int64_t now = oq_clock_wall_ms(self->clock);
+    bool live = job && (job->state == S_READY || job->state == S_DELAYED);
+    if (live && overlap_key.len && !oq_overlap_key_of(self->overlap, id) &&
+        oq_overlap_add(self->overlap, id, overlap_key.ptr, overlap_key.len) < 0)
+        return -1;
+    if (!unique_key.len)
+        return 0;
+    if (live && !window_only) {
+        if (oq_unique_find(self->unique, unique_key.ptr, unique_key.len, now) == 0)
+            s_keys_take(self, job, unique_key, unique_until_ms, oq_str(NULL));
+        return 0;
+    }
+    return oq_unique_remember(self->unique, unique_key.ptr, unique_key.len, id, unique_until_ms,
+                              now);
+}
+
+void oq_engine_unique_each_window(const oq_engine_t *self,
+                                  void (*fn)(void *ctx, const char *key, uint64_t id,
+                                             int64_t expires_ms),
+                                  void *ctx)
+{
+    oq_unique_each_window(self->unique, fn, ctx);
+}
+
+void oq_engine_keys_stats(const oq_engine_t *self, oq_keys_stats_t *stats)
+{
+    stats->unique_keys = oq_unique_count(self->unique);
+    stats->unique_hits = self->unique_hits;
+    stats->unique_evicted = oq_unique_evicted(self->unique);
+    stats->overlap_held = oq_overlap_held(self->overlap);
+    stats->overlap_waiting = oq_overlap_waiting(self->overlap);
 }
 
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id)
