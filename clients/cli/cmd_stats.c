@@ -26,6 +26,7 @@ static const s_column_t s_queue_columns[] = {
     {"ready", "READY", "", false},
     {"delayed", "DELAYED", "", false},
     {"leased", "LEASED", "", false},
+    {"waiting", "WAITING", "", false},
     {"done", "DONE", "", false},
     {"failed", "FAILED", "", false},
     {"review", "REVIEW", "", false},
@@ -63,7 +64,8 @@ static void s_help(void)
            "Show the broker's queues and connected workers.\n"
            "\n"
            "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
-           "person: onceq review list) now; DONE, DISPATCHED,\n"
+           "person: onceq review list) now; WAITING: ready, but another job with its\n"
+           "overlap key is running (they wait using no try); DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), RETURNED (handed back unrun, using no try: a worker whose\n"
            "database was down, or one without a handler for the type), LATE_ACKS,\n"
