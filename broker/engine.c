@@ -708,6 +708,8 @@ static bool s_legal(s_state_t from, s_state_t to, oq_job_event_t event)
             return event == OQ_EVENT_RESOLVED || event == OQ_EVENT_DONE;
         return event == OQ_EVENT_RESOLVED && (to == S_READY || to == S_FAILED);
     case S_WAITING:
+        /* By the late ok of an earlier delivery, as from ready. */
+        return to == S_DONE && event == OQ_EVENT_DONE;
     case S_DONE:
         return false;
     }
