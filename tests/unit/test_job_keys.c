@@ -361,6 +361,26 @@ static void test_overlap_unreachable_worker_gives_the_key_back(void **state)
     assert_string_equal(oq_engine_job_state(f->engine, k2), "waiting");
 }
 
+static void test_late_ok_completes_a_waiting_job(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t k1 = s_dispatch(f, NULL, 0, "k");
+    uint64_t k2 = s_dispatch(f, NULL, 0, "k");
+    oq_worker_t *a = s_worker(f, 'a', 2);
+    assert_int_equal(s_pump(f), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, k2), "waiting");
+    f->time.now += S_RETRY_AFTER_MS + 1;
+    oq_engine_tick(f->engine); /* k1's lease ran out; k2 waited longest: it goes first */
+    s_worker(f, 'b', 1);
+    assert_int_equal(s_pump(f), 1);
+    assert_string_equal(oq_engine_job_state(f->engine, k2), "leased");
+    assert_string_equal(oq_engine_job_state(f->engine, k1), "waiting");
+    /* The first run of k1 was only slow: its ok completes the job. */
+    assert_int_equal(s_ack(f, a, k1, 1, OQ_OUTCOME_OK), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, k1));
+    assert_string_equal(oq_engine_job_state(f->engine, k2), "leased");
+}
+
 /* Waiting jobs are live jobs: walked for snapshots (as ready), freed at destroy. */
 static void s_count_job(void *ctx, const oq_job_view_t *job)
 {
@@ -482,6 +502,7 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_overlap_unreachable_worker_gives_the_key_back, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_late_ok_completes_a_waiting_job, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_waiting_jobs_are_walked_and_freed, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_keys, s_setup, s_teardown),
