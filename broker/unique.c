@@ -60,9 +60,10 @@ void oq_unique_destroy(oq_unique_t **self_p)
     oq_unique_t *self = *self_p;
     if (!self)
         return;
+    /* The heap first: it clears its nodes, which live in the entries. */
+    oq_heap_destroy(&self->by_expiry);
     zhashx_destroy(&self->by_key);
     oq_idmap_destroy(&self->by_id);
-    oq_heap_destroy(&self->by_expiry);
     free(self);
     *self_p = NULL;
 }
