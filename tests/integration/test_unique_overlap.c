@@ -173,7 +173,10 @@ static void test_unique_key_holds_across_sigkill_and_compaction(void **state)
 typedef struct {
     uint64_t max_leased;
     uint64_t want_leased, want_waiting, want_done, want_redelivered;
+    uint32_t not_pid; /* if set: the leased job must be on another worker than this one */
 } s_watch_t;
+
+static uint32_t s_leasing_pid(const it_stats_t *s);
 
 static bool s_watch(const it_stats_t *s, const void *arg)
 {
@@ -181,7 +184,8 @@ static bool s_watch(const it_stats_t *s, const void *arg)
     if (s->leased > w->max_leased)
         w->max_leased = s->leased;
     return s->leased == w->want_leased && s->waiting == w->want_waiting &&
-           s->done >= w->want_done && s->redelivered >= w->want_redelivered;
+           s->done >= w->want_done && s->redelivered >= w->want_redelivered &&
+           (!w->not_pid || s_leasing_pid(s) != w->not_pid);
 }
 
 static uint32_t s_leasing_pid(const it_stats_t *s)
@@ -233,26 +237,30 @@ static void test_overlap_waiter_leased_when_the_lease_runs_out(void **state)
     /* The holder stops mid-job: its lease runs out after 2 s, not before. */
     it_signal((pid_t)holder, SIGSTOP);
     int64_t stopped_at = it_now_ms();
-    w.want_waiting = 0;
-    w.want_redelivered = 0;
+    /* Once it has: one job of the key leased on another worker, the other
+       (the holder's, given back) waiting in turn. */
+    w.not_pid = holder;
     assert_true(it_wait_stats(it, s_watch, &w, IT_WAIT_MS, &s) >= 0);
     int64_t next_ms = it_now_ms() - stopped_at;
-    /* The other worker runs the waiter; the holder's job waits in turn. */
-    uint32_t runner = s_leasing_pid(&s);
-    assert_int_not_equal(runner, holder);
     it_signal((pid_t)holder, SIGCONT);
+    w.not_pid = 0;
     w.want_leased = 0;
+    w.want_waiting = 0;
     w.want_done = 2;
     assert_true(it_wait_stats(it, s_watch, &w, IT_WAIT_MS, &s) >= 0);
     print_message("holder stopped: the waiting job was leased %lld ms later (retry_after "
                   "2000 ms); at most %llu of the key leased at once\n",
                   (long long)next_ms, (unsigned long long)w.max_leased);
-    assert_true(next_ms >= 1000); /* not before the lease could have ended */
+    /* Not before the lease could have ended (it began shortly before the
+       stop), and not long after. */
+    assert_true(next_ms >= 1000 && next_ms < 10000);
     assert_int_equal(w.max_leased, 1);
     assert_int_equal(s.failed, 0);
     assert_int_equal(s.done, 2);
-    /* Only the holder's lease ran out: one redelivery; the waiter used no try. */
-    assert_int_equal(s.redelivered, 1);
+    /* Only the holder's lease ran out: its job is redelivered once, or, if
+       the resumed holder's ok comes first, completed by that late ok while
+       it waits (or both); the job that waited is never a redelivery. */
+    assert_true(s.redelivered <= 1 && s.late_acks <= 1 && s.redelivered + s.late_acks >= 1);
 }
 
 static void test_overlap_waiter_leased_when_the_holder_dies(void **state)
