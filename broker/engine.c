@@ -2437,6 +2437,11 @@ void oq_engine_unique_each_window(const oq_engine_t *self,
     oq_unique_each_window(self->unique, fn, ctx);
 }
 
+int64_t oq_engine_unique_longest_window_ms(const oq_engine_t *self)
+{
+    return oq_unique_longest_window_ms(self->unique, oq_clock_wall_ms(self->clock));
+}
+
 void oq_engine_keys_stats(const oq_engine_t *self, oq_keys_stats_t *stats)
 {
     stats->unique_keys = oq_unique_count(self->unique);

@@ -511,6 +511,10 @@ typedef struct {
 
 void oq_engine_keys_stats(const oq_engine_t *self, oq_keys_stats_t *stats);
 
+/* The longest unique_for among the unique keys held now, in ms (0: none):
+   a term of the retention floor (oq_stats_encode_horizon). */
+int64_t oq_engine_unique_longest_window_ms(const oq_engine_t *self);
+
 /* ---- metrics (metrics.c) ------------------------------------------------ */
 
 /* Leases of queue i that ran out, since start. */

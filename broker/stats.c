@@ -294,8 +294,9 @@ void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *eng
     oq_queue_horizon_t defaults;
     oq_engine_default_horizon(engine, &defaults);
     int64_t oldest = oq_engine_oldest_failed_ms(engine);
-    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 4);
+    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 5);
     s_kv_seconds(&pk, "dedupe_window", dedupe_window_ms);
+    s_kv_seconds(&pk, "unique_for", oq_engine_unique_longest_window_ms(engine));
     s_kv_u64(&pk, "oldest_failed_at", oldest > 0 ? (uint64_t)oldest : 0);
     s_key(&pk, "defaults");
     s_pack_horizon(&pk, &defaults);

@@ -19,6 +19,7 @@ typedef struct {
     char key[OQ_MAX_JOB_KEY_LEN + 1];
     uint64_t id;          /* the job holding it */
     int64_t expires_ms;   /* its window's end (wall clock); 0: none */
+    int64_t window_ms;    /* its unique_for when taken; remembered: what was left of it */
     bool live;            /* the job is live: held whatever the window */
     oq_heap_node_t timer; /* not live: in by_expiry until the window ends */
 } s_entry_t;
@@ -117,7 +118,7 @@ static int s_room(oq_unique_t *self)
 }
 
 static s_entry_t *s_insert(oq_unique_t *self, const char *key, size_t len, uint64_t id,
-                           int64_t expires_ms)
+                           int64_t expires_ms, int64_t now_ms)
 {
     if (len == 0 || len > OQ_MAX_JOB_KEY_LEN || s_room(self) < 0)
         return NULL;
@@ -127,6 +128,7 @@ static s_entry_t *s_insert(oq_unique_t *self, const char *key, size_t len, uint6
     memcpy(e->key, key, len);
     e->id = id;
     e->expires_ms = expires_ms;
+    e->window_ms = expires_ms > now_ms ? expires_ms - now_ms : 0;
     if (zhashx_insert(self->by_key, e->key, e) != 0) {
         free(e);
         return NULL;
@@ -144,7 +146,7 @@ int oq_unique_take(oq_unique_t *self, const char *key, size_t len, uint64_t id, 
         s_delete(self, e);
     if (oq_idmap_get(self->by_id, id))
         return -1; /* one key per job */
-    e = s_insert(self, key, len, id, expires_ms);
+    e = s_insert(self, key, len, id, expires_ms, now_ms);
     if (!e)
         return -1;
     if (oq_idmap_put(self->by_id, id, e) < 0) {
@@ -165,7 +167,7 @@ int oq_unique_remember(oq_unique_t *self, const char *key, size_t len, uint64_t 
         return 0;
     if (e)
         s_delete(self, e);
-    e = s_insert(self, key, len, id, expires_ms);
+    e = s_insert(self, key, len, id, expires_ms, now_ms);
     if (!e)
         return -1;
     if (oq_heap_push(self->by_expiry, &e->timer, expires_ms) < 0) {
@@ -214,6 +216,15 @@ void oq_unique_each_window(const oq_unique_t *self,
         const s_entry_t *e = oq_container_of(oq_heap_at(self->by_expiry, i), s_entry_t, timer);
         fn(ctx, e->key, e->id, e->expires_ms);
     }
+}
+
+int64_t oq_unique_longest_window_ms(const oq_unique_t *self, int64_t now_ms)
+{
+    int64_t longest = 0;
+    for (const s_entry_t *e = zhashx_first(self->by_key); e; e = zhashx_next(self->by_key))
+        if ((e->live || e->expires_ms > now_ms) && e->window_ms > longest)
+            longest = e->window_ms;
+    return longest;
 }
 
 size_t oq_unique_count(const oq_unique_t *self)

@@ -58,6 +58,11 @@ void oq_unique_each_window(const oq_unique_t *self,
                            void (*fn)(void *ctx, const char *key, uint64_t id, int64_t expires_ms),
                            void *ctx);
 
+/* The longest unique window among the keys held now, in ms (0: none): for
+   a key taken here, its unique_for; for one remembered (replay), what is
+   left of it. */
+int64_t oq_unique_longest_window_ms(const oq_unique_t *self, int64_t now_ms);
+
 /* Keys held now (live and by window). */
 size_t oq_unique_count(const oq_unique_t *self);
 
