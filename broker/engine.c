@@ -1391,9 +1391,14 @@ static void s_job_view(const oq_engine_t *self, const s_job_t *job, oq_job_view_
     v->id = job->id;
     /* Outside the pump a job waiting for its overlap key is ready. */
     v->state = job->state == S_WAITING ? OQ_STATE_READY : (oq_job_state_t)job->state;
+    /* Looked up only while some job has a key: views are made for every
+       record the journal writes. */
     v->unique_until_ms = 0;
-    v->unique_key = oq_unique_key_of(self->unique, job->id, &v->unique_until_ms);
-    v->overlap_key = oq_overlap_key_of(self->overlap, job->id);
+    v->unique_key = oq_unique_live_count(self->unique)
+                        ? oq_unique_key_of(self->unique, job->id, &v->unique_until_ms)
+                        : NULL;
+    v->overlap_key =
+        oq_overlap_jobs(self->overlap) ? oq_overlap_key_of(self->overlap, job->id) : NULL;
     v->type = job->type->name;
     v->queue = job->queue->name;
     v->payload = job->payload;
@@ -1499,7 +1504,8 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
         s_job_t *job = w->idle_epoch == self->ready_epoch ? NULL : s_pick(self, w);
         /* A job whose overlap key another holds waits off the ready list,
            using no try, so the jobs behind it are not held up. */
-        while (job && oq_overlap_blocked(self->overlap, job->id)) {
+        while (job && oq_overlap_jobs(self->overlap) &&
+               oq_overlap_blocked(self->overlap, job->id)) {
             s_transition(self, job, S_WAITING, OQ_EVENT_WAITING, NULL);
             job = s_pick(self, w);
         }
