@@ -7,7 +7,8 @@
     (ii)  Overlap keys: the job waiting for the key is leased when the
           holder's lease runs out (its worker stopped), and when the
           holder's worker is SIGKILLed; never two jobs of the key at once,
-          and the waiting used no try. */
+          and the waiting used no try. A unique key stays held through both
+          (its job is live all along) and is free once the job is done. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,6 +208,17 @@ static void s_workers(it_t *it, size_t n)
     assert_true(it_wait_stats(it, s_workers_up, &n, IT_WAIT_MS, &s) >= 0);
 }
 
+static uint64_t s_sleep_job_unique(it_t *it, uint64_t ms, const char *overlap_key,
+                                   const char *unique_key, bool *unique)
+{
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    it_payload_uint(&payload, "ms", ms);
+    uint64_t id = s_dispatch(it, "sleep", &payload, unique_key, 0, overlap_key, unique);
+    msgpack_sbuffer_destroy(&payload);
+    return id;
+}
+
 static uint64_t s_sleep_job(it_t *it, uint64_t ms, const char *overlap_key)
 {
     msgpack_sbuffer payload;
@@ -227,7 +239,8 @@ static void test_overlap_waiter_leased_when_the_lease_runs_out(void **state)
                            "--timeout-margin", "0.5", NULL};
     assert_true(it_start_broker(it, flags) > 0);
     s_workers(it, 3);
-    s_sleep_job(it, 600, "customer-7");
+    bool unique;
+    uint64_t first = s_sleep_job_unique(it, 600, "customer-7", "ship:7", &unique);
     s_sleep_job(it, 600, "customer-7");
     s_watch_t w = {.want_leased = 1, .want_waiting = 1};
     it_stats_t s;
@@ -242,6 +255,9 @@ static void test_overlap_waiter_leased_when_the_lease_runs_out(void **state)
     w.not_pid = holder;
     assert_true(it_wait_stats(it, s_watch, &w, IT_WAIT_MS, &s) >= 0);
     int64_t next_ms = it_now_ms() - stopped_at;
+    /* Through the lease's expiry the first job stays live, and keeps its key. */
+    assert_int_equal(s_sleep_job_unique(it, 600, "customer-7", "ship:7", &unique), first);
+    assert_true(unique);
     it_signal((pid_t)holder, SIGCONT);
     w.not_pid = 0;
     w.want_leased = 0;
@@ -270,7 +286,10 @@ static void test_overlap_waiter_leased_when_the_holder_dies(void **state)
                            "--timeout",      "10",  NULL};
     assert_true(it_start_broker(it, flags) > 0);
     s_workers(it, 3);
-    s_sleep_job(it, 1500, "customer-9");
+    /* The first also holds a unique key, through its worker's death. */
+    bool unique;
+    uint64_t first = s_sleep_job_unique(it, 1500, "customer-9", "ship:9", &unique);
+    assert_false(unique);
     s_sleep_job(it, 1500, "customer-9");
     s_sleep_job(it, 1500, "customer-9");
     uint64_t free_job = s_sleep_job(it, 200, NULL); /* not held up by the waiters */
@@ -296,6 +315,9 @@ static void test_overlap_waiter_leased_when_the_holder_dies(void **state)
     }
     int64_t next_ms = it_now_ms() - killed_at;
     assert_int_not_equal(next, holder);
+    /* Still live (ready, waiting or leased again): the key answers with it. */
+    assert_int_equal(s_sleep_job_unique(it, 1500, "customer-9", "ship:9", &unique), first);
+    assert_true(unique);
     w.want_leased = 0;
     w.want_waiting = 0;
     w.want_done = 4;
@@ -307,6 +329,9 @@ static void test_overlap_waiter_leased_when_the_holder_dies(void **state)
     assert_int_equal(w.max_leased, 1);
     assert_int_equal(s.done, 4);
     assert_int_equal(s.failed, 0);
+    /* Done ("until done"): the key is free. */
+    assert_true(s_sleep_job_unique(it, 10, NULL, "ship:9", &unique) > first);
+    assert_false(unique);
 }
 
 int main(void)
