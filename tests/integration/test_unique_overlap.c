@@ -115,6 +115,11 @@ static void test_unique_key_holds_across_sigkill_and_compaction(void **state)
     if (!strstr(out, want))
         fail_msg("onceq dispatch printed: %s", out);
     free(out);
+    /* A resend of a dispatch answered with the holder: the same id. */
+    oq_job_msg_t resend = {.unique_key = oq_str("order-1:ship"), .dispatch_id = oq_str("d-77")};
+    assert_int_equal(it_dispatch(it, "noop", NULL, &resend), queued);
+    resend.unique_key = oq_str(NULL);
+    assert_int_equal(it_dispatch(it, "noop", NULL, &resend), queued);
     /* A windowed key whose job will be done. */
     uint64_t windowed = s_dispatch(it, "noop", NULL, "report:today", 3600 * 1000, NULL, &unique);
     assert_false(unique);
