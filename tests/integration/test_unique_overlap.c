@@ -126,6 +126,16 @@ static void test_unique_key_holds_across_sigkill_and_compaction(void **state)
     uint64_t other = s_dispatch(it, "noop", NULL, "order-2:ship", 0, NULL, &unique);
     assert_false(unique);
 
+    /* onceq stats says how many keys are held and how often one answered. */
+    const char *stats_argv[] = {it_bin("onceq"), "--broker", it->front, "stats", NULL};
+    pid_t pid = it_spawn(it, "stats", stats_argv);
+    int status = it_wait_exit(pid, IT_WAIT_MS);
+    assert_true(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    out = it_read_log(it, "stats");
+    if (!strstr(out, "keys: unique 3 held, 3 dispatches answered by a holder"))
+        fail_msg("onceq stats printed: %s", out);
+    free(out);
+
     /* The broker dies; the keys come back from the journal. */
     s_restart(it, flags);
     assert_int_equal(s_dispatch(it, "noop", NULL, "order-1:ship", 0, NULL, &unique), queued);
