@@ -375,8 +375,6 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
 
 static void s_job_free(s_job_t *job)
 {
-    if (!job)
-        return;
     free(job->backoff_ms);
     if (job->state == S_FAILED || job->state == S_REVIEW)
         free(job->u.f.error);
