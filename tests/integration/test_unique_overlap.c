@@ -179,6 +179,44 @@ static void test_unique_key_holds_across_sigkill_and_compaction(void **state)
     if (!strstr(text, "2592000"))
         fail_msg("error does not name the limit: %s", text);
     oq_proto_msg_release(&reply);
+    /* A key of the wrong type or over its limit: an error naming the field;
+       the broker serves on and nothing was queued. */
+    uint64_t jobs_before = 0;
+    it_stats_t before;
+    assert_int_equal(it_stats(it, &before), 0);
+    jobs_before = before.ready + before.delayed + before.leased;
+    const char *fields[] = {"overlap_key", "unique_key"};
+    for (int f = 0; f < 2; f++) {
+        for (int big = 0; big < 2; big++) {
+            msgpack_sbuffer_clear(&buf);
+            msgpack_packer pk;
+            msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+            req = it_req(it);
+            oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1);
+            oq_proto_pack_cstr(&pk, "job");
+            msgpack_pack_map(&pk, 2);
+            oq_proto_pack_cstr(&pk, "type");
+            oq_proto_pack_cstr(&pk, "noop");
+            oq_proto_pack_cstr(&pk, fields[f]);
+            char key[OQ_MAX_JOB_KEY_LEN + 2];
+            memset(key, 'k', sizeof key - 1);
+            key[sizeof key - 1] = 0;
+            if (big)
+                oq_proto_pack_cstr(&pk, key);
+            else
+                msgpack_pack_int(&pk, 7);
+            it_send(it->client, &buf);
+            assert_int_equal(it_expect(it->client, OQ_CMD_ERROR, &reply, IT_WAIT_MS), 0);
+            assert_int_equal(reply.err_code, big ? OQ_ERR_TOO_LARGE : OQ_ERR_BAD_REQUEST);
+            oq_str_copy(reply.err_text, text, sizeof text);
+            if (!strstr(text, fields[f]))
+                fail_msg("error does not name %s: %s", fields[f], text);
+            oq_proto_msg_release(&reply);
+        }
+    }
+    it_stats_t after;
+    assert_int_equal(it_stats(it, &after), 0);
+    assert_int_equal(after.ready + after.delayed + after.leased, jobs_before);
     msgpack_sbuffer_destroy(&buf);
 }
 
