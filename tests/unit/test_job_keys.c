@@ -402,6 +402,132 @@ static void test_waiting_jobs_are_walked_and_freed(void **state)
     assert_int_equal(n, 4);
 }
 
+/* Random dispatches, acks of every outcome, lease expiries, worker deaths
+   and cancels, with a fixed seed: after every step at most one job per
+   overlap key is leased, and no job waits for a key that no leased or
+   ready job of the key holds or will take (a waiter left behind a free
+   key would wait for ever). In the end every job is done or failed. */
+#define S_FUZZ_JOBS 60 /* under the fixture's max_jobs, and its 64 deliveries per pump */
+#define S_FUZZ_KEYS 5
+
+static uint32_t s_rand(uint32_t *state)
+{
+    *state = *state * 1103515245u + 12345u;
+    return *state >> 8;
+}
+
+static void s_check_keys(s_fixture_t *f, const uint64_t *ids, const int *keys, size_t n)
+{
+    for (int k = 0; k < S_FUZZ_KEYS; k++) {
+        int leased = 0, ready = 0, waiting = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (keys[i] != k)
+                continue;
+            const char *st = oq_engine_job_state(f->engine, ids[i]);
+            if (!st)
+                continue;
+            leased += strcmp(st, "leased") == 0;
+            ready += strcmp(st, "ready") == 0;
+            waiting += strcmp(st, "waiting") == 0;
+        }
+        assert_true(leased <= 1);
+        if (waiting)
+            assert_true(leased + ready >= 1);
+    }
+}
+
+static void test_overlap_invariants_hold_under_random_events(void **state)
+{
+    s_fixture_t *f = *state;
+    static uint64_t ids[S_FUZZ_JOBS];
+    static int keys[S_FUZZ_JOBS];
+    size_t n = 0;
+    uint32_t seed = 20261203;
+    oq_worker_t *workers[4] = {0};
+    char names[4] = {'a', 'b', 'c', 'd'};
+    for (int step = 0; step < 5000; step++) {
+        uint32_t r = s_rand(&seed) % 100;
+        if (r < 20 && n < S_FUZZ_JOBS) {
+            char key[8];
+            keys[n] = (int)(s_rand(&seed) % S_FUZZ_KEYS);
+            snprintf(key, sizeof key, "k%d", keys[n]);
+            ids[n] = s_dispatch(f, NULL, 0, key);
+            n++;
+        } else if (r < 30) {
+            int w = (int)(s_rand(&seed) % 4);
+            if (!workers[w])
+                workers[w] = s_worker(f, names[w], 1 + s_rand(&seed) % 3);
+            else
+                oq_engine_worker_credit(f->engine, workers[w], 1);
+        } else if (r < 33) {
+            int w = (int)(s_rand(&seed) % 4);
+            if (workers[w])
+                oq_engine_worker_remove(f->engine, &workers[w], "test");
+        } else if (r < 60) {
+            f->sent_count = 0;
+            s_pump(f);
+        } else if (r < 85 && n) {
+            /* An outcome for a leased job, from its worker. */
+            size_t i = s_rand(&seed) % n;
+            oq_job_view_t v;
+            const char *st = oq_engine_job_state(f->engine, ids[i]);
+            if (st && strcmp(st, "leased") == 0 && oq_engine_job_view(f->engine, ids[i], &v) == 0) {
+                static const oq_outcome_t outcomes[] = {OQ_OUTCOME_OK, OQ_OUTCOME_OK,
+                                                        OQ_OUTCOME_RETRY, OQ_OUTCOME_FAIL};
+                oq_ack_msg_t ack = {.id = ids[i],
+                                    .attempt = v.attempt,
+                                    .outcome = outcomes[s_rand(&seed) % 4],
+                                    .credit = 1,
+                                    .error = oq_str("x"),
+                                    .lease = v.lease,
+                                    .has_lease = true};
+                oq_engine_ack(f->engine, NULL, &ack);
+            }
+        } else if (r < 92) {
+            f->time.now += 1 + s_rand(&seed) % (S_RETRY_AFTER_MS / 2);
+            oq_engine_tick(f->engine);
+        } else if (n) {
+            size_t i = s_rand(&seed) % n;
+            oq_refusal_t why;
+            char reason[256];
+            oq_engine_cancel(f->engine, ids[i], &why, reason, sizeof reason);
+        }
+        s_check_keys(f, ids, keys, n);
+    }
+    /* Drain: workers take everything left; every job ends. */
+    for (int w = 0; w < 4; w++)
+        if (!workers[w])
+            workers[w] = s_worker(f, names[w], 3);
+    for (int round = 0; round < 10000 && oq_engine_job_count(f->engine) > 0; round++) {
+        f->sent_count = 0;
+        s_pump(f);
+        for (size_t i = 0; i < f->sent_count; i++) {
+            oq_ack_msg_t ack = {.id = f->sent[i].id,
+                                .attempt = f->sent[i].attempt,
+                                .outcome = OQ_OUTCOME_OK,
+                                .credit = 1,
+                                .lease = f->sent[i].lease,
+                                .has_lease = true};
+            oq_engine_ack(f->engine, workers[f->sent[i].worker - 'a'], &ack);
+        }
+        f->time.now += 1000;
+        oq_engine_tick(f->engine);
+        s_check_keys(f, ids, keys, n);
+        /* Failed jobs stay failed: count them as ended. */
+        oq_queue_stats_t qs;
+        oq_engine_queue_stats(f->engine, 0, &qs);
+        if (qs.ready + qs.delayed + qs.leased + qs.waiting == 0)
+            break;
+    }
+    oq_queue_stats_t qs;
+    oq_engine_queue_stats(f->engine, 0, &qs);
+    assert_int_equal(qs.ready + qs.delayed + qs.leased + qs.waiting, 0);
+    oq_keys_stats_t ks;
+    oq_engine_keys_stats(f->engine, &ks);
+    assert_int_equal(ks.overlap_held, 0);
+    assert_int_equal(ks.overlap_waiting, 0);
+}
+
 /* ---- replay ---- */
 
 static void test_restore_keys(void **state)
@@ -504,6 +630,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_late_ok_completes_a_waiting_job, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_waiting_jobs_are_walked_and_freed, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_invariants_hold_under_random_events, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_keys, s_setup, s_teardown),
         cmocka_unit_test(test_keys_record_round_trip),
