@@ -39,6 +39,8 @@ oq_engine_config_t oq_engine_config_default(void)
         .backoff_ms = OQ_DEFAULT_BACKOFF_MS,
         .max_jobs = OQ_DEFAULT_MAX_JOBS,
         .max_bytes = oq_engine_default_max_bytes(),
+        .dedupe_window_ms = OQ_DEFAULT_DEDUPE_WINDOW_MS,
+        .dedupe_max = OQ_MAX_DEDUPE_ENTRIES,
     };
     return c;
 }
@@ -114,9 +116,10 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->recent_index = oq_idmap_new();
     self->lanes = oq_idmap_new();
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
-    if (!self->lanes || !self->reviews || !self->timers || !self->jobs || !self->queues_by_name ||
-        !self->types || !self->workers || !self->queues || !self->type_list || !self->recent ||
-        !self->recent_index) {
+    self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
+    if (!self->lanes || !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
+        !self->queues_by_name || !self->types || !self->workers || !self->queues ||
+        !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -190,6 +193,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     free(self->recent);
     oq_idmap_destroy(&self->recent_index);
     oq_review_log_destroy(&self->reviews);
+    oq_dedupe_destroy(&self->dispatch_ids);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -224,6 +228,7 @@ size_t oq_engine_tick(oq_engine_t *self)
         }
         processed++;
     }
+    oq_dedupe_expire(self->dispatch_ids, oq_clock_wall_ms(self->clock));
     return processed;
 }
 

@@ -14,22 +14,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "onceq/clock.h"
+#include "dedupe.h"
 #include "histogram.h"
+#include "onceq/clock.h"
 #include "onceq/proto.h"
 #include "review_log.h"
+#include "siphash.h"
 
 typedef struct oq_engine oq_engine_t;
 typedef struct oq_worker oq_worker_t;
 
 typedef struct {
-    int64_t retry_after_ms; /* lease length of queues without their own */
-    int64_t timeout_ms;     /* job timeout of queues without their own */
-    int64_t margin_ms;      /* timeout must be shorter than retry_after by this */
-    uint32_t max_tries;     /* default retry budget */
-    int64_t backoff_ms;     /* default backoff (one step, repeating) */
-    size_t max_jobs;        /* live jobs held at most */
-    uint64_t max_bytes;     /* bytes of live jobs held at most (oq_engine_job_cost) */
+    int64_t retry_after_ms;   /* lease length of queues without their own */
+    int64_t timeout_ms;       /* job timeout of queues without their own */
+    int64_t margin_ms;        /* timeout must be shorter than retry_after by this */
+    uint32_t max_tries;       /* default retry budget */
+    int64_t backoff_ms;       /* default backoff (one step, repeating) */
+    size_t max_jobs;          /* live jobs held at most */
+    uint64_t max_bytes;       /* bytes of live jobs held at most (oq_engine_job_cost) */
+    int64_t dedupe_window_ms; /* a repeated dispatch_id maps to its job this long */
+    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two) */
 } oq_engine_config_t;
 
 /* The defaults from onceq/limits.h; max_bytes sized from the machine
@@ -174,9 +178,34 @@ int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_af
    how far to raise retry_after. */
 int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reason_len);
 
-/* Queue a dispatched job. 0 with *id, or -1 with *code and reason. */
+/* ---- dispatch (engine_dispatch.c) ----------------------------------------
+   A dispatch may carry a dispatch_id: a producer that sends it again
+   because its answer never came (the Lazy Pirate pattern) gets the first
+   job's id back instead of a second job, for config.dedupe_window_ms after
+   the first dispatch (wall clock), whatever became of that job. The ids
+   are remembered as keyed digests (dedupe.h), at most config.dedupe_max. */
+
+/* Queue a dispatched job: 0 with *id of the new job; 1 with *id of the
+   job an earlier dispatch with the same dispatch_id created within the
+   window (nothing is queued or reported); or -1 with *code and reason. */
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len);
+
+/* The key dispatch ids are digested with (copied): the journal's, so that
+   the digests a snapshot keeps (OQ_RECORD_DEDUPE) still match after a
+   restart. Set it before the first dispatch; all zeros until then. */
+void oq_engine_set_dispatch_key(oq_engine_t *self, const uint8_t key[OQ_SIPHASH_KEY_BYTES]);
+
+/* Call fn for every dispatch id still inside its window, oldest first (fn
+   must not change the engine): what a snapshot keeps. */
+void oq_engine_dispatch_id_each(const oq_engine_t *self, oq_dedupe_fn fn, void *ctx);
+
+/* Dispatch ids remembered now; dispatches answered with an earlier job
+   (since start); ids forgotten before their window ended because the
+   table was full (since start). */
+size_t oq_engine_dispatch_ids(const oq_engine_t *self);
+uint64_t oq_engine_dedupe_hits(const oq_engine_t *self);
+uint64_t oq_engine_dedupe_evicted(const oq_engine_t *self);
 
 /* ---- workers ------------------------------------------------------------ */
 
@@ -258,7 +287,8 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
 int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch);
 
 /* Process every deadline due by now: delayed jobs become ready, leases that
-   ran out give their jobs back. Returns the number processed. */
+   ran out give their jobs back. Returns the number processed. Dispatch ids
+   whose window ended are forgotten too (not counted). */
 size_t oq_engine_tick(oq_engine_t *self);
 
 /* The earliest pending deadline in monotonic ms, or -1 if none. */
@@ -469,6 +499,20 @@ int oq_engine_restore_done(oq_engine_t *self, uint64_t id);
    cancelled while ready or delayed (it must be ready or delayed). */
 int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id);
 int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id);
+
+/* Remember the dispatch_id of a restored job (a DISPATCHED record:
+   dispatched at dispatched_at_ms, wall clock), if its window has not ended
+   yet; an empty dispatch_id is nothing to remember. 0, or -1 if memory
+   runs out. */
+int oq_engine_restore_dispatch_id(oq_engine_t *self, oq_str_t dispatch_id, uint64_t job_id,
+                                  int64_t dispatched_at_ms);
+
+/* Remember a dispatch id by its digest until expires_ms (wall clock; a
+   snapshot's DEDUPE record), if that is still to come. 0, or -1 if memory
+   runs out. */
+int oq_engine_restore_dispatch_digest(oq_engine_t *self,
+                                      const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
+                                      uint64_t job_id, int64_t expires_ms);
 
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);

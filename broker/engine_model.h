@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dedupe.h"
 #include "engine.h"
 #include "heap.h"
 #include "histogram.h"
@@ -201,6 +202,9 @@ struct oq_engine {
     oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
     oq_review_log_t *reviews;         /* resolutions remembered */
     const oq_resolution_t *resolving; /* the resolution being reported, or NULL */
+    oq_dedupe_t *dispatch_ids;        /* dispatch_id digest -> its job, for the window */
+    uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES]; /* digests dispatch ids */
+    uint64_t dedupe_hits;                       /* dispatches answered with an earlier job */
 };
 
 /* How a job enters its new state (oq_eng_transition). */

@@ -1819,9 +1819,59 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
     assert_int_equal(oq_engine_workers_dead(f->engine), 1);
 }
 
+/* A dispatch_id seen within the window gets the first job's id back, even
+   once that job is done and while the broker is full; after the window it
+   is a new dispatch. Counted in the dispatch stats. */
+static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("grant"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .dispatch_id = oq_str("order-7:grant")};
+    uint64_t first = 0, again = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &first, &code, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 1);
+    assert_int_equal(again, first);
+    assert_int_equal(oq_engine_job_count(f->engine), 1);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 1);
+    assert_int_equal(oq_engine_dedupe_hits(f->engine), 1);
+
+    /* Done: the id still maps to it. */
+    oq_worker_t *w = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, first, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 1);
+    assert_int_equal(again, first);
+
+    /* Full: a resend is still answered, a new dispatch is refused. */
+    while (oq_engine_job_count(f->engine) < 100)
+        s_dispatch(f, "filler");
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 1);
+    assert_int_equal(again, first);
+    oq_job_msg_t other = job;
+    other.dispatch_id = oq_str("order-8:grant");
+    assert_int_equal(oq_engine_dispatch(f->engine, &other, &again, &code, reason, sizeof reason),
+                     -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 1); /* a refused one is not kept */
+
+    /* Past the window: forgotten at the next tick. */
+    f->time.now += OQ_DEFAULT_DEDUPE_WINDOW_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 0);
+    assert_int_equal(oq_engine_dedupe_hits(f->engine), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_dispatch_id_returns_the_first_job_for_its_window,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, s_setup,
                                         s_teardown),
