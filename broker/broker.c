@@ -583,18 +583,11 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
     char reason[512];
     oq_err_t code;
     uint64_t id = 0;
-    uint64_t before = s_appended(self);
-    int rc = oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason);
-    if (rc < 0) {
+    /* Refused with nothing queued if the journal cannot hold the job's
+       record. A resend gets the first dispatch's answer, which waits like
+       it for its record to be durable if it still has to. */
+    if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
         s_reply_error(self, self->front, env, req, code, reason);
-        return;
-    }
-    /* A resend (rc 1) gets the first dispatch's answer, which waits like it
-       for its record to be durable if it still has to. */
-    if (rc == 0 && self->journal && s_appended(self) == before) {
-        s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE,
-                      "the journal could not hold the job's record (out of memory); it "
-                      "may run, but is not kept across a restart");
         return;
     }
     oq_proto_encode_dispatched(&self->out, req, id);
@@ -604,10 +597,13 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
 static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id)
 {
     char reason[256];
+    oq_refusal_t why;
     if (!s_can_promise(self, env, req))
         return;
-    if (oq_engine_requeue(self->engine, id, reason, sizeof reason) < 0) {
-        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, reason);
+    if (oq_engine_requeue(self->engine, id, &why, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req,
+                      why == OQ_REFUSED_UNRECORDED ? OQ_ERR_UNAVAILABLE : OQ_ERR_BAD_REQUEST,
+                      reason);
         return;
     }
     oq_info("job %llu requeued from the failed store", (unsigned long long)id);
@@ -628,6 +624,8 @@ static bool s_store_command(oq_cmd_t cmd)
 
 static oq_err_t s_refusal_code(oq_refusal_t why)
 {
+    if (why == OQ_REFUSED_UNRECORDED)
+        return OQ_ERR_UNAVAILABLE;
     return why == OQ_REFUSED_UNKNOWN ? OQ_ERR_NOT_FOUND : OQ_ERR_WRONG_STATE;
 }
 
@@ -671,10 +669,21 @@ static void s_failed_all(oq_broker_t *self, const s_envelope_t *env, int64_t req
     oq_str_copy(queue_name, name, sizeof name);
     const char *queue = queue_name.ptr ? name : NULL;
     bool flush = cmd == OQ_CMD_FLUSH;
-    uint64_t count = flush ? oq_engine_flush_failed(self->engine, queue)
-                           : oq_engine_requeue_all(self->engine, queue);
+    uint64_t count = 0;
+    int rc = flush ? oq_engine_flush_failed(self->engine, queue, &count)
+                   : oq_engine_requeue_all(self->engine, queue, &count);
     oq_info("%s %llu failed job(s)%s%s", flush ? "flushed" : "requeued", (unsigned long long)count,
             queue ? " of queue " : "", queue ? queue : "");
+    if (rc < 0) {
+        /* Those done are journaled; the rest stay failed. */
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "%s %llu failed job(s), then the journal could not keep the next record (out "
+                 "of memory); the rest stay failed, try again later",
+                 flush ? "flushed" : "requeued", (unsigned long long)count);
+        s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE, reason);
+        return;
+    }
     oq_proto_encode_count(&self->out, flush ? OQ_CMD_FLUSHED : OQ_CMD_REQUEUED_ALL, req, count);
     s_promise(self, env, req, s_appended(self));
 }

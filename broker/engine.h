@@ -99,12 +99,23 @@ typedef enum {
     OQ_EVENT_CANCELLED, /* a ready or delayed job withdrawn; freed right after the call */
 } oq_job_event_t;
 
-/* The observer. changed is called after the change, with the job as it is
-   now; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
-   included) and NULL otherwise. It must not call back into the engine. */
+/* The observer. changed returns 0, or -1 if it could not record the
+   change; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
+   included) and NULL otherwise. It must not call back into the engine.
+
+   The changes a producer or an operator asks for (DISPATCHED, REQUEUED,
+   FORGOTTEN, CANCELLED, RESOLVED) are reported before they are made, with
+   the job as it will be after: -1 refuses the change, and the call that
+   asked for it fails with nothing changed (so a reply never promises what
+   a restart would not keep). Every other event reports what already
+   happened (a worker's outcome, a lease that ran out, a job becoming due)
+   after the change, with the job as it is now: the engine must follow the
+   world, so -1 there changes nothing in the engine, and the observer
+   deals with its own failure (the journal turns unhealthy, which refuses
+   new dispatches until it can write again). */
 typedef struct {
-    void (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
-                    const oq_job_msg_t *dispatch);
+    int (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                   const oq_job_msg_t *dispatch);
     void *ctx;
 } oq_engine_hooks_t;
 
@@ -187,7 +198,9 @@ int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reaso
 
 /* Queue a dispatched job: 0 with *id of the new job; 1 with *id of the
    job an earlier dispatch with the same dispatch_id created within the
-   window (nothing is queued or reported); or -1 with *code and reason. */
+   window (nothing is queued or reported); or -1 with *code and reason
+   (OQ_ERR_UNAVAILABLE: the observer could not record it, nothing was
+   queued). */
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len);
 
@@ -348,6 +361,8 @@ size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, const oq_fail
 typedef enum {
     OQ_REFUSED_UNKNOWN = 1, /* the broker does not hold it: done, or never issued */
     OQ_REFUSED_STATE,       /* held, in a state the command does not apply to */
+    OQ_REFUSED_UNRECORDED,  /* the change could not be recorded (see oq_engine_hooks_t), or
+                               memory ran out: nothing changed, try again later */
 } oq_refusal_t;
 
 /* ---- the review store --------------------------------------------------
@@ -406,8 +421,10 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
 uint64_t oq_engine_next_id(const oq_engine_t *self);
 
 /* Put a failed job back to ready with a fresh retry budget (attempt 0).
-   0, or -1 with reason if the job is not in the failed store. */
-int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len);
+   0, or -1 with *why and reason: the job is not in the failed store, or
+   the requeue could not be recorded. */
+int oq_engine_requeue(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                      size_t reason_len);
 
 /* ---- operator commands on the failed store and waiting jobs ------------
    Each change is reported to the hooks (the journal). A job forgotten or
@@ -419,12 +436,16 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
 int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len);
 
-/* Delete every failed job of queue (NULL: all queues). Returns how many. */
-uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue);
+/* Delete every failed job of queue (NULL: all queues). 0, or -1 if a
+   deletion could not be recorded (the walk stops there); *count gets how
+   many were deleted either way. */
+int oq_engine_flush_failed(oq_engine_t *self, const char *queue, uint64_t *count);
 
 /* Requeue (as oq_engine_requeue) every failed job of queue (NULL: all),
-   oldest failure first within each queue. Returns how many. */
-uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue);
+   oldest failure first within each queue. 0, or -1 if a requeue could not
+   be recorded (the walk stops there); *count gets how many were requeued
+   either way. */
+int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count);
 
 /* Withdraw a ready or delayed job: it is never delivered again. A leased
    job is refused (its effect may be under way), and so are failed ones

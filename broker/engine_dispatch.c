@@ -92,17 +92,22 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     oq_eng_job_t *job;
     if (oq_eng_job_new(self, msg, self->next_id, q, type, timeout_ms, &job) != 0)
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
-    self->next_id++;
-    q->dispatched++;
     job->dispatched_ms = (uint32_t)oq_eng_now(self);
     job->timed = 1;
     oq_eng_enter_t how = {.dispatch = msg};
-    if (msg->has_delay && msg->delay_ms > 0) {
+    bool delayed = msg->has_delay && msg->delay_ms > 0;
+    if (delayed)
         how.until_ms = oq_eng_now(self) + msg->delay_ms;
-        oq_eng_transition(self, job, OQ_ENG_DELAYED, OQ_EVENT_DISPATCHED, &how);
-    } else {
-        oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_DISPATCHED, &how);
+    if (oq_eng_transition(self, job, delayed ? OQ_ENG_DELAYED : OQ_ENG_READY, OQ_EVENT_DISPATCHED,
+                          &how) < 0) {
+        /* Its record could not be kept: the job was never queued. */
+        oq_eng_job_unmake(self, job);
+        S_REFUSE(OQ_ERR_UNAVAILABLE,
+                 "the broker could not keep the job's record for a restart (out of memory); "
+                 "nothing was queued, try again later");
     }
+    self->next_id++;
+    q->dispatched++;
     *id = job->id;
     if (msg->dispatch_id.len &&
         s_remember(self, digest, job->id, wall_ms + self->config.dedupe_window_ms) < 0)

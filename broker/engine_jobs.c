@@ -110,6 +110,14 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
     return 0;
 }
 
+void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job)
+{
+    assert(job->state == OQ_ENG_NEW);
+    oq_idmap_remove(self->jobs, job->id);
+    self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
+    oq_eng_job_free(job);
+}
+
 /* Leave the current state: undo its list, heap and lease memberships. */
 static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
 {
@@ -186,6 +194,14 @@ static bool s_legal(oq_eng_state_t from, oq_eng_state_t to, oq_job_event_t event
     return false;
 }
 
+bool oq_eng_asked(oq_job_event_t event)
+{
+    return event == OQ_EVENT_DISPATCHED || event == OQ_EVENT_REQUEUED ||
+           event == OQ_EVENT_FORGOTTEN || event == OQ_EVENT_CANCELLED || event == OQ_EVENT_RESOLVED;
+}
+
+/* What happened before a change is undone. Hooks report what already
+   happened; a record the observer cannot keep does not change that. */
 void oq_eng_notify(oq_engine_t *self, oq_job_event_t event, const oq_eng_job_t *job,
                    const oq_job_msg_t *dispatch)
 {
@@ -195,15 +211,40 @@ void oq_eng_notify(oq_engine_t *self, oq_job_event_t event, const oq_eng_job_t *
     oq_eng_job_view(self, job, &view);
     if (event == OQ_EVENT_RESOLVED)
         view.resolution = self->resolving;
-    self->hooks.changed(self->hooks.ctx, event, &view, dispatch);
+    /* A failure is the observer's to note (the journal turns unhealthy). */
+    (void)self->hooks.changed(self->hooks.ctx, event, &view, dispatch);
 }
 
-/* The one place a job changes state. A job entering OQ_ENG_DONE is freed. The
-   observer hears of every change but a lease (see oq_engine_pump). */
-void oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to,
-                       oq_job_event_t event, oq_eng_enter_t *how)
+/* Report an asked change before it is made, with the job as it will be
+   after it: 0, or -1 if the observer cannot record it. */
+static int s_report_ahead(oq_engine_t *self, const oq_eng_job_t *job, oq_eng_state_t to,
+                          oq_job_event_t event, const oq_eng_enter_t *how)
+{
+    if (!self->hooks.changed)
+        return 0;
+    oq_job_view_t view;
+    oq_eng_job_view(self, job, &view);
+    view.state = (oq_job_state_t)to;
+    if (to == OQ_ENG_DELAYED) {
+        int64_t left_ms = how->until_ms - oq_eng_now(self);
+        view.not_before_ms = oq_clock_wall_ms(self->clock) + (left_ms > 0 ? left_ms : 0);
+    }
+    if (to == OQ_ENG_FAILED) {
+        view.error = how->error;
+        view.failed_at_ms = how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
+    }
+    if (event == OQ_EVENT_RESOLVED)
+        view.resolution = self->resolving;
+    return self->hooks.changed(self->hooks.ctx, event, &view, how ? how->dispatch : NULL);
+}
+
+int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, oq_job_event_t event,
+                      oq_eng_enter_t *how)
 {
     assert(s_legal((oq_eng_state_t)job->state, to, event));
+    bool asked = oq_eng_asked(event);
+    if (asked && s_report_ahead(self, job, to, event, how) < 0)
+        return -1;
     s_leave(self, job);
     oq_eng_queue_t *q = job->queue;
     job->state = (uint8_t)to;
@@ -247,7 +288,8 @@ void oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to,
         oq_list_push_back(&q->review, &job->link);
         break;
     case OQ_ENG_DONE:
-        oq_eng_notify(self, event, job, NULL);
+        if (!asked)
+            oq_eng_notify(self, event, job, NULL);
         if (event == OQ_EVENT_DONE || event == OQ_EVENT_RESOLVED) /* a review resolved done */
             q->done++;
         if (event == OQ_EVENT_CANCELLED)
@@ -257,13 +299,14 @@ void oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to,
         oq_idmap_remove(self->jobs, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         oq_eng_job_free(job);
-        return;
+        return 0;
     case OQ_ENG_NEW:
         assert(!"no way back to new");
     }
     q->count[job->state]++;
-    if (event != OQ_EVENT_LEASED)
+    if (event != OQ_EVENT_LEASED && !asked)
         oq_eng_notify(self, event, job, how ? how->dispatch : NULL);
+    return 0;
 }
 
 char *oq_eng_format(const char *format, ...)
@@ -293,13 +336,11 @@ void oq_eng_review(oq_engine_t *self, oq_eng_job_t *job, char *reason)
     oq_eng_transition(self, job, OQ_ENG_REVIEW, OQ_EVENT_REVIEW, &how);
 }
 
-/* Take job, which is in review, out of it by a decision, remember the
-   decision and report it (restoring: replay, reported to nobody). 0, or -1
-   if memory runs out (nothing changed). */
 int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t action,
                    const char *note, int64_t resolved_at_ms, bool restoring)
 {
     assert(job->state == OQ_ENG_REVIEW);
+    note = note ? note : "";
     oq_resolution_t r = {
         .id = job->id,
         .action = action,
@@ -311,24 +352,24 @@ int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t acti
         .reason = job->u.f.error,
         .note = note,
     };
-    const oq_resolution_t *kept = oq_review_log_add(self->reviews, &r);
+    /* The job's reason is freed as it leaves review: the log gets a copy. */
+    char *reason = strdup(r.reason ? r.reason : "");
     char *error = NULL;
-    if (kept && action == OQ_REVIEW_FAIL) {
-        error = oq_eng_format("resolved as failed after review%s%s (the handler's reason: %s)",
-                              kept->note[0] ? ": " : "", kept->note, kept->reason);
-        if (!error)
-            return -1; /* the log keeps a decision that was not taken: harmless */
-    }
-    if (!kept)
+    if (reason && action == OQ_REVIEW_FAIL)
+        error = oq_eng_format("resolved as failed after review%s%.*s (the handler's reason: %s)",
+                              note[0] ? ": " : "", OQ_MAX_REVIEW_NOTE_LEN, note, reason);
+    if (!reason || (action == OQ_REVIEW_FAIL && !error)) {
+        free(reason);
         return -1;
-    oq_info("job %llu type=%s resolved after review: %s%s%s", (unsigned long long)job->id,
-            job->type->name, oq_proto_review_action_name(action), kept->note[0] ? ": " : "",
-            kept->note);
+    }
     oq_job_event_t event = restoring ? OQ_EVENT_RESTORED : OQ_EVENT_RESOLVED;
-    self->resolving = kept;
+    uint32_t attempt = job->attempt, gen = job->gen;
+    uint8_t returned = job->returned;
+    self->resolving = &r;
+    int rc = 0;
     switch (action) {
     case OQ_REVIEW_DONE:
-        oq_eng_transition(self, job, OQ_ENG_DONE, event, NULL);
+        rc = oq_eng_transition(self, job, OQ_ENG_DONE, event, NULL);
         break;
     case OQ_REVIEW_RETRY:
         /* As a requeue: a fresh budget, and the tokens of the job's earlier
@@ -336,16 +377,34 @@ int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t acti
         job->attempt = 0;
         job->gen++;
         job->returned = false;
-        oq_eng_transition(self, job, OQ_ENG_READY, event, NULL);
+        rc = oq_eng_transition(self, job, OQ_ENG_READY, event, NULL);
         break;
     case OQ_REVIEW_FAIL: {
         oq_eng_enter_t how = {.error = error, .failed_at_ms = resolved_at_ms};
-        oq_eng_transition(self, job, OQ_ENG_FAILED, event, &how);
+        rc = oq_eng_transition(self, job, OQ_ENG_FAILED, event, &how);
         break;
     }
     }
     self->resolving = NULL;
-    return 0;
+    if (rc < 0) {
+        /* Not recorded, so not taken: the job is in review as it was. */
+        job->attempt = attempt;
+        job->gen = gen;
+        job->returned = returned;
+        free(error);
+        free(reason);
+        return -1;
+    }
+    oq_info("job %llu type=%s resolved after review: %s%s%s", (unsigned long long)r.id, r.type,
+            oq_proto_review_action_name(action), note[0] ? ": " : "", note);
+    r.reason = reason;
+    const oq_resolution_t *kept = oq_review_log_add(self->reviews, &r);
+    free(reason);
+    if (!kept && !restoring)
+        oq_warn("job %llu: out of memory remembering its resolution; it was carried out and "
+                "recorded",
+                (unsigned long long)r.id);
+    return kept || !restoring ? 0 : -1;
 }
 
 /* A lease ended without an ack (ran out, or the worker is gone). */

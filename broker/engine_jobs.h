@@ -32,14 +32,27 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
 /* Free a job that is in no list, heap or map any more. */
 void oq_eng_job_free(oq_eng_job_t *job);
 
+/* Undo oq_eng_job_new of a job still OQ_ENG_NEW: out of the id map and
+   the byte count, freed. */
+void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job);
+
+/* Is event one a producer or an operator asks for (dispatched, requeued,
+   forgotten, cancelled, resolved)? Those are reported to the observer
+   before the change, and refused if it cannot record them; every other
+   event reports what already happened (a worker's outcome, a lease that
+   ran out) after the change, which a failed record cannot undo. */
+bool oq_eng_asked(oq_job_event_t event);
+
 /* The one place a job changes state (how: what the new state needs; NULL
    where it needs nothing). A job entering OQ_ENG_DONE is freed. The
-   observer hears of every change but a lease (see oq_engine_pump). */
-void oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to,
-                       oq_job_event_t event, oq_eng_enter_t *how);
+   observer hears of every change but a lease (see oq_engine_pump). 0, or
+   -1 if the change is an asked one the observer could not record: nothing
+   changed (the caller undoes what it set on the job beforehand). */
+int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, oq_job_event_t event,
+                      oq_eng_enter_t *how);
 
-/* Report event about job to the observer (dispatch: the request, for
-   OQ_EVENT_DISPATCHED). Restores are reported to nobody. */
+/* Report event about job, after the change, to the observer (dispatch: the
+   request, for OQ_EVENT_DISPATCHED). Restores are reported to nobody. */
 void oq_eng_notify(oq_engine_t *self, oq_job_event_t event, const oq_eng_job_t *job,
                    const oq_job_msg_t *dispatch);
 
@@ -50,9 +63,11 @@ void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error);
    its reason (taken over). */
 void oq_eng_review(oq_engine_t *self, oq_eng_job_t *job, char *reason);
 
-/* Take job, which is in review, out of it by a decision, remember the
-   decision and report it (restoring: replay, reported to nobody). 0, or -1
-   if memory runs out (nothing changed). */
+/* Take job, which is in review, out of it by a decision, report it and
+   remember it (restoring: replay, reported to nobody). 0, or -1 if memory
+   runs out or the observer cannot record the decision: nothing changed.
+   (Memory for remembering it running out after it was carried out is
+   only logged, except while restoring.) */
 int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t action,
                    const char *note, int64_t resolved_at_ms, bool restoring);
 

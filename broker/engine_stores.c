@@ -151,8 +151,10 @@ int oq_engine_review_resolve(oq_engine_t *self, uint64_t id, oq_review_action_t 
     if (job && job->state == OQ_ENG_REVIEW) {
         if (oq_eng_resolve(self, job, action, note ? note : "", oq_clock_wall_ms(self->clock),
                            false) < 0) {
-            *why = OQ_REFUSED_STATE;
-            snprintf(reason, reason_len, "out of memory resolving job %llu; nothing changed",
+            *why = OQ_REFUSED_UNRECORDED;
+            snprintf(reason, reason_len,
+                     "the resolution of job %llu could not be recorded (out of memory); nothing "
+                     "changed, try again later",
                      (unsigned long long)id);
             return -1;
         }
@@ -189,26 +191,51 @@ size_t oq_engine_review_resolved_count(const oq_engine_t *self)
     return oq_review_log_count(self->reviews);
 }
 
-/* A failed job back to ready with a fresh budget. A new generation: the
-   tokens of the job's earlier deliveries die. */
-static void s_requeue(oq_engine_t *self, oq_eng_job_t *job)
+/* Why an operator's change was refused although the job was in the right
+   state: its record could not be kept. */
+static int s_unrecorded(uint64_t id, const char *what, oq_refusal_t *why, char *reason,
+                        size_t reason_len)
 {
+    *why = OQ_REFUSED_UNRECORDED;
+    snprintf(reason, reason_len,
+             "job %llu could not be %s: its record could not be kept for a restart (out of "
+             "memory); nothing changed, try again later",
+             (unsigned long long)id, what);
+    return -1;
+}
+
+/* A failed job back to ready with a fresh budget. A new generation: the
+   tokens of the job's earlier deliveries die. 0, or -1 if the requeue
+   could not be recorded (the job stays failed). */
+static int s_requeue(oq_engine_t *self, oq_eng_job_t *job)
+{
+    uint32_t attempt = job->attempt, gen = job->gen;
+    uint8_t returned = job->returned;
     job->attempt = 0;
     job->gen++;
     job->returned = false;
-    oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_REQUEUED, NULL);
+    if (oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_REQUEUED, NULL) < 0) {
+        job->attempt = attempt;
+        job->gen = gen;
+        job->returned = returned;
+        return -1;
+    }
+    return 0;
 }
 
-int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len)
+int oq_engine_requeue(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                      size_t reason_len)
 {
     oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
     if (!job || job->state != OQ_ENG_FAILED) {
+        *why = job ? OQ_REFUSED_STATE : OQ_REFUSED_UNKNOWN;
         snprintf(reason, reason_len, "job %llu is not in the failed store%s",
                  (unsigned long long)id, job ? "" : " (it is done, or the broker never had it)");
         return -1;
     }
     /* A fresh budget: the operator decided the cause is fixed. */
-    s_requeue(self, job);
+    if (s_requeue(self, job) < 0)
+        return s_unrecorded(id, "requeued", why, reason, reason_len);
     return 0;
 }
 
@@ -253,41 +280,44 @@ int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *re
     oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
     if (!job || job->state != OQ_ENG_FAILED)
         return s_refuse(job, id, "forgotten", why, reason, reason_len);
-    oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_FORGOTTEN, NULL);
+    if (oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_FORGOTTEN, NULL) < 0)
+        return s_unrecorded(id, "forgotten", why, reason, reason_len);
     return 0;
 }
 
 /* Apply fn to every failed job of queue (NULL: all), oldest first within
-   each queue; fn takes the job out of the failed list. */
-static uint64_t s_each_failed(oq_engine_t *self, const char *queue,
-                              void (*fn)(oq_engine_t *self, oq_eng_job_t *job))
+   each queue; fn takes the job out of the failed list, or fails (-1) and
+   the walk stops there. 0, or -1; *count gets the jobs done. */
+static int s_each_failed(oq_engine_t *self, const char *queue,
+                         int (*fn)(oq_engine_t *self, oq_eng_job_t *job), uint64_t *count)
 {
-    uint64_t count = 0;
+    *count = 0;
     for (size_t i = 0; i < self->queue_count; i++) {
         oq_eng_queue_t *q = self->queues[i];
         if (queue && strcmp(queue, q->name) != 0)
             continue;
         while (!oq_list_empty(&q->failed)) {
-            fn(self, oq_container_of(q->failed.next, oq_eng_job_t, link));
-            count++;
+            if (fn(self, oq_container_of(q->failed.next, oq_eng_job_t, link)) < 0)
+                return -1;
+            (*count)++;
         }
     }
-    return count;
+    return 0;
 }
 
-static void s_forget_one(oq_engine_t *self, oq_eng_job_t *job)
+static int s_forget_one(oq_engine_t *self, oq_eng_job_t *job)
 {
-    oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_FORGOTTEN, NULL);
+    return oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_FORGOTTEN, NULL);
 }
 
-uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue)
+int oq_engine_flush_failed(oq_engine_t *self, const char *queue, uint64_t *count)
 {
-    return s_each_failed(self, queue, s_forget_one);
+    return s_each_failed(self, queue, s_forget_one, count);
 }
 
-uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue)
+int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count)
 {
-    return s_each_failed(self, queue, s_requeue);
+    return s_each_failed(self, queue, s_requeue, count);
 }
 
 int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
@@ -296,7 +326,8 @@ int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *re
     oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
     if (!job || (job->state != OQ_ENG_READY && job->state != OQ_ENG_DELAYED))
         return s_refuse(job, id, "cancelled", why, reason, reason_len);
-    oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_CANCELLED, NULL);
+    if (oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_CANCELLED, NULL) < 0)
+        return s_unrecorded(id, "cancelled", why, reason, reason_len);
     return 0;
 }
 

@@ -204,7 +204,8 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
         break;
     case OQ_RECORD_REQUEUED: {
         char why[256];
-        rc = oq_engine_requeue(a->engine, rec->id, why, sizeof why);
+        oq_refusal_t refusal;
+        rc = oq_engine_requeue(a->engine, rec->id, &refusal, why, sizeof why);
         break;
     }
     case OQ_RECORD_DEDUPE:

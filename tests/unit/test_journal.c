@@ -549,7 +549,8 @@ static s_ids_t s_build_history(s_fix_t *f)
     s_ack(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
     s_ack(f, w, ids.requeued, 1, OQ_OUTCOME_FAIL);
     char reason[256];
-    assert_int_equal(oq_engine_requeue(f->engine, ids.requeued, reason, sizeof reason), 0);
+    oq_refusal_t why;
+    assert_int_equal(oq_engine_requeue(f->engine, ids.requeued, &why, reason, sizeof reason), 0);
     ids.ready = s_dispatch(f, "noop", 0, NULL);
     ids.delayed = s_dispatch(f, "noop", 60000, NULL);
     ids.keyed = s_dispatch(f, "noop", 0, "order-42");
@@ -1201,7 +1202,7 @@ static s_ops_t s_build_operations(s_fix_t *f)
                      0);
     assert_int_equal(
         oq_engine_cancel(f->engine, ops.cancelled_delayed, &why, reason, sizeof reason), 0);
-    assert_int_equal(oq_engine_requeue(f->engine, ops.requeued, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, ops.requeued, &why, reason, sizeof reason), 0);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
     return ops;
 }
@@ -1249,7 +1250,9 @@ static void test_replay_keeps_operator_changes_and_failure_times(void **state)
     assert_int_equal(r.ignored, 0);
     assert_int_equal(r.failed, 4);
     /* flush after a restart is journaled too. */
-    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 4);
+    uint64_t flushed = 0;
+    assert_int_equal(oq_engine_flush_failed(f->engine, NULL, &flushed), 0);
+    assert_int_equal(flushed, 4);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
     s_open_ok(f, &r);
     assert_int_equal(r.failed, 0);
