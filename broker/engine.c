@@ -80,11 +80,6 @@ uint64_t oq_engine_job_cost(size_t payload_len, size_t backoff_len)
     return (uint64_t)payload_len + backoff_len * sizeof(int64_t) + OQ_JOB_OVERHEAD_BYTES;
 }
 
-int64_t oq_eng_now(const oq_engine_t *self)
-{
-    return oq_clock_now_ms(self->clock);
-}
-
 void oq_engine_set_lease_key(oq_engine_t *self, const uint8_t key[OQ_LEASE_KEY_BYTES])
 {
     memcpy(self->lease_key, key, OQ_LEASE_KEY_BYTES);

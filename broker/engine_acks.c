@@ -116,7 +116,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
            the worker keeps the type. At once and in front: another worker
            that can reach the database takes it. */
         if (ack->outcome == OQ_OUTCOME_RETURN && worker && job->u.t.worker == worker)
-            oq_eng_refuse_type(self, worker, job->type);
+            oq_eng_worker_refuse_type(self, worker, job->type);
         q->returned++;
         job->attempt--;
         job->returned = false;

@@ -36,6 +36,11 @@
 const char *const oq_eng_state_names[] = {"new",    "ready",  "delayed", "leased",
                                           "failed", "review", "done"};
 
+int64_t oq_eng_now(const oq_engine_t *self)
+{
+    return oq_clock_now_ms(self->clock);
+}
+
 /* The lease token of one delivery: unguessable without the broker's key. */
 uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen)
 {

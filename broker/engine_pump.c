@@ -33,7 +33,7 @@ static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq
         for (oq_link_t *n = q->ready.next; n != &q->ready && looked < OQ_MAX_PICK_SKIP;
              n = n->next, looked++) {
             oq_eng_job_t *job = oq_container_of(n, oq_eng_job_t, link);
-            if (oq_eng_handles(w, job->type))
+            if (oq_eng_worker_handles(w, job->type))
                 return job;
         }
         return NULL;
@@ -41,7 +41,7 @@ static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq
     oq_eng_job_t *best = NULL;
     for (oq_link_t *n = q->lanes.next; n != &q->lanes; n = n->next) {
         oq_eng_lane_t *lane = oq_container_of(n, oq_eng_lane_t, active);
-        if (!oq_eng_handles(w, lane->type))
+        if (!oq_eng_worker_handles(w, lane->type))
             continue;
         oq_eng_job_t *head = oq_container_of(lane->ready.next, oq_eng_job_t, lane_link);
         if (!best || s_before(head, best))

@@ -278,7 +278,7 @@ size_t oq_engine_worker_count(const oq_engine_t *self)
     return zhashx_size(self->workers);
 }
 
-bool oq_eng_handles(const oq_worker_t *w, const oq_eng_type_t *t)
+bool oq_eng_worker_handles(const oq_worker_t *w, const oq_eng_type_t *t)
 {
     if (w->types)
         return (w->type_bits[t->index / 64] >> (t->index % 64)) & 1;
@@ -290,7 +290,7 @@ bool oq_eng_handles(const oq_worker_t *w, const oq_eng_type_t *t)
 
 /* A worker handed a job back because it does not handle its type: send it
    no more of that type. */
-void oq_eng_refuse_type(oq_engine_t *self, oq_worker_t *w, oq_eng_type_t *t)
+void oq_eng_worker_refuse_type(oq_engine_t *self, oq_worker_t *w, oq_eng_type_t *t)
 {
     if (w->types) {
         for (uint32_t i = 0; i < w->type_count; i++) {
@@ -301,7 +301,7 @@ void oq_eng_refuse_type(oq_engine_t *self, oq_worker_t *w, oq_eng_type_t *t)
                 break;
             }
         }
-    } else if (oq_eng_handles(w, t) && w->refused_count < OQ_MAX_REFUSED_TYPES) {
+    } else if (oq_eng_worker_handles(w, t) && w->refused_count < OQ_MAX_REFUSED_TYPES) {
         w->refused[w->refused_count++] = t;
     }
     oq_info("worker %s (pid %u) handed back a job of type %s: it is sent no more of them", w->key,
