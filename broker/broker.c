@@ -584,8 +584,8 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
     oq_err_t code;
     uint64_t id = 0;
     /* Refused with nothing queued if the journal cannot hold the job's
-       record. A resend gets the first dispatch's answer, which waits like
-       it for its record to be durable if it still has to. */
+       record. A resend of a dispatch_id gets the first dispatch's answer,
+       which waits like it for its record to be durable if it still has to. */
     if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
         s_reply_error(self, self->front, env, req, code, reason);
         return;

@@ -196,11 +196,11 @@ int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reaso
    the first dispatch (wall clock), whatever became of that job. The ids
    are remembered as keyed digests (dedupe.h), at most config.dedupe_max. */
 
-/* Queue a dispatched job: 0 with *id of the new job; 1 with *id of the
-   job an earlier dispatch with the same dispatch_id created within the
-   window (nothing is queued or reported); or -1 with *code and reason
-   (OQ_ERR_UNAVAILABLE: the observer could not record it, nothing was
-   queued). */
+/* Queue a dispatched job: 0 with *id of the new job, or of the job an
+   earlier dispatch with the same dispatch_id created within the window
+   (then nothing is queued or reported, and oq_engine_dedupe_hits counts
+   it); or -1 with *code and reason (OQ_ERR_UNAVAILABLE: the observer could
+   not record it, nothing was queued). */
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len);
 

@@ -58,7 +58,7 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
             oq_debug("dispatch id %.*s seen before: job %llu", (int)msg->dispatch_id.len,
                      msg->dispatch_id.ptr, (unsigned long long)first);
             *id = first;
-            return 1;
+            return 0;
         }
     }
     if (oq_idmap_size(self->jobs) >= self->config.max_jobs)

@@ -610,8 +610,10 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
         return 0;
     }
     if (rc < 0) {
-        /* A change the journal cannot hold: refuse new work until memory
+        /* A change the journal cannot hold: none of its records stay (the
+           engine may refuse it), and new work is refused until memory
            comes back and the buffer can be written. */
+        self->buf.size = before;
         s_failed(self, "buffer a record for", ENOMEM);
         return -1;
     }
