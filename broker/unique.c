@@ -187,6 +187,13 @@ void oq_unique_release(oq_unique_t *self, uint64_t id, int64_t now_ms)
         zhashx_delete(self->by_key, e->key);
 }
 
+void oq_unique_forget(oq_unique_t *self, uint64_t id)
+{
+    s_entry_t *e = oq_idmap_remove(self->by_id, id);
+    if (e)
+        zhashx_delete(self->by_key, e->key);
+}
+
 const char *oq_unique_key_of(const oq_unique_t *self, uint64_t id, int64_t *expires_ms)
 {
     const s_entry_t *e = oq_idmap_get(self->by_id, id);

@@ -44,6 +44,10 @@ int oq_unique_remember(oq_unique_t *self, const char *key, size_t len, uint64_t 
    stays held only until its window ends. No-op if it holds none. */
 void oq_unique_release(oq_unique_t *self, uint64_t id, int64_t now_ms);
 
+/* Forget the key job id holds while live, window and all (a dispatch
+   that was not queued after all). No-op if it holds none. */
+void oq_unique_forget(oq_unique_t *self, uint64_t id);
+
 /* The key live job id holds (NUL-terminated, borrowed until the next
    change), with its window's end in *expires_ms (0: none); NULL if none. */
 const char *oq_unique_key_of(const oq_unique_t *self, uint64_t id, int64_t *expires_ms);
