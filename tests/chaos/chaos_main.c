@@ -275,6 +275,13 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .kind = OQ_FLAG_BOOL,
          .dest = &no_carrier,
          .help = "grants only: no carrier, no request_shipment jobs"},
+        {.name = "ship-type",
+         .kind = OQ_FLAG_STRING,
+         .arg = "TYPE",
+         .dest = &c->ship_type,
+         .def_text = OQ_CHAOS_DEFAULT_SHIP_TYPE,
+         .help = "request_shipment, or request_shipment_unkeyed (keyed by the job id) to watch "
+                 "the verdict catch two shipments for one order"},
         {.name = "ship-queue",
          .kind = OQ_FLAG_STRING,
          .arg = "NAME",

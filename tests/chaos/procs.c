@@ -634,7 +634,12 @@ int oq_procs_start_workers(oq_procs_t *self)
     for (size_t i = 0; i < c->worker_arg_count && n < S_MAX_ARGS - 1; i++)
         argv[n++] = c->worker_args[i];
     argv[n] = NULL;
-    const char *env[] = {c->hooks ? "ONCEQ_TEST_HOOKS=1" : "ONCEQ_TEST_HOOKS=0", NULL};
+    /* The carrier's URL in the environment too, for the test-only handlers
+       that have no flag of their own (request_shipment_unkeyed). */
+    char carrier_env[S_ENDPOINT_LEN + S_SUFFIX_LEN];
+    snprintf(carrier_env, sizeof carrier_env, "ONCEQ_CARRIER_URL=%s", self->carrier_url);
+    const char *env[] = {c->hooks ? "ONCEQ_TEST_HOOKS=1" : "ONCEQ_TEST_HOOKS=0",
+                         self->carrier_url[0] ? carrier_env : NULL, NULL};
     pid_t pid = s_spawn(self, "workers.log", argv, env, true);
     if (pid < 0)
         return -1;

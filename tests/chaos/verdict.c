@@ -462,7 +462,7 @@ static void s_on_shipment(void *arg, const oq_carrier_shipment_t *sh)
     } else {
         oq_verdict_violation(self,
                              "order %" PRId64 " has %u shipments at the carrier (the latest %s "
-                             "under key %s): two parcels for one order",
+                             "under key %s): more than one parcel for one order",
                              sh->order_id, ctx->shipped[index], sh->reference, sh->key);
     }
 }
@@ -652,8 +652,10 @@ static void s_kill_times(FILE *out, const oq_verdict_report_t *r, oq_fault_kind_
         qsort(times, timed, sizeof *times, s_cmp_i64);
         char extra[S_LINE_LEN] = "";
         if (idle || unfinished)
-            snprintf(extra, sizeof extra, " (%zu held no job we know of, %zu never done)", idle,
-                     unfinished);
+            snprintf(extra, sizeof extra,
+                     " (%zu held no grant we know of: between jobs or on a shipment; %zu never "
+                     "done)",
+                     idle, unfinished);
         if (timed)
             s_row(out, label, "%.2f / %.2f / %.2f s  (n=%zu)%s",
                   (double)s_percentile(times, timed, S_P50) / S_MS_PER_S,
@@ -855,9 +857,10 @@ void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *
         s_kill_times(out, r, OQ_FAULT_SELF_KILL, "  self-SIGKILL after COMMIT");
         s_kill_times(out, r, OQ_FAULT_KIND_COUNT_, "  all kills");
     }
+    uint32_t jobs = lc.confirmed + lc.ship_confirmed;
     if (r->run_s > 0)
         s_row(out, "throughput (confirmed jobs / run time)", "%.1f jobs/s (%u in %.1f s%s)",
-              lc.confirmed / r->run_s, lc.confirmed, r->run_s, r->settled ? "" : ", not settled");
+              jobs / r->run_s, jobs, r->run_s, r->settled ? "" : ", not settled");
     s_row(out, "violations", "%zu", self->count);
 
     for (size_t i = 0; i < self->note_count; i++)
