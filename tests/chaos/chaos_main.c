@@ -213,7 +213,9 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
     bool long_given = false, no_faults = false, help = false, no_carrier = false;
     uint64_t id_base = 0;
     char long_text[S_ERR_LEN], pause_text[S_ERR_LEN];
-    snprintf(long_text, sizeof long_text, "the long run: %d jobs at %d/s, hundreds of faults",
+    snprintf(long_text, sizeof long_text,
+             "the long run: %d dispatches (a grant and a shipment each) at %d/s, hundreds of "
+             "faults",
              OQ_CHAOS_LONG_JOBS, OQ_CHAOS_LONG_RATE);
     snprintf(pause_text, sizeof pause_text, "retry_after + %d", OQ_CHAOS_PAUSE_BEYOND_MS);
     const char *seconds_expected = "seconds from 0 to 86400";
@@ -457,7 +459,7 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .arg = "DIR",
          .dest = &c->bin_dir,
          .def_text = "next to this",
-         .help = "onceq-broker, onceq-test-worker, onceq"},
+         .help = "onceq-broker, onceq-test-worker, onceq, onceq-carrier"},
         {.name = "pg-script",
          .kind = OQ_FLAG_STRING,
          .arg = "PATH",
