@@ -28,6 +28,7 @@
 #define ONCEQ_WORKER_SESSION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "job_thread.h"
@@ -43,7 +44,10 @@ typedef enum {
     OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
     OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
-    OQ_ACTION_START_JOB, /* hand the job just received to the job thread */
+    OQ_ACTION_START_JOB, /* hand a job to the job thread: the one just received,
+                            or (held) the oldest held one */
+    OQ_ACTION_HOLD,      /* keep the job just received, after those held already */
+    OQ_ACTION_DROP_HELD, /* forget the oldest held job (handed back or given up) */
     OQ_ACTION_PROBE,     /* ask the job thread to probe the resource of type */
     OQ_ACTION_RELEASE,   /* ask the job thread to release every resource */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
@@ -60,6 +64,7 @@ typedef struct {
     oq_worker_status_t state;
     int64_t state_ms;
     const char *error;
+    bool held;                      /* START_JOB: the oldest held job, not the one received */
     char type[OQ_MAX_NAME_LEN + 1]; /* PROBE: whose resource */
     int status;                     /* EXIT: the process exit status */
 } oq_action_t;
@@ -69,6 +74,8 @@ typedef struct {
     uint32_t liveness;       /* heartbeats of silence that make the broker dead */
     int64_t idle_release_ms; /* release resources after this long without a job; 0: never */
     uint64_t seed;           /* for the probes' jitter; 0 is taken as 1 */
+    uint32_t prefetch;       /* jobs the worker may hold at once, running one included
+                                (1 ... OQ_WORKER_PREFETCH_MAX); 0 is taken as 1 */
 } oq_session_config_t;
 
 typedef struct oq_session oq_session_t;
@@ -137,6 +144,7 @@ int64_t oq_session_deadline(const oq_session_t *self);
 /* State, for the worker's logs and for tests. */
 oq_link_state_t oq_session_link(const oq_session_t *self);
 bool oq_session_busy(const oq_session_t *self);
+size_t oq_session_held(const oq_session_t *self);
 bool oq_session_unavailable(const oq_session_t *self);
 bool oq_session_exiting(const oq_session_t *self);
 uint32_t oq_session_heartbeat_ms(const oq_session_t *self);

@@ -34,6 +34,11 @@ typedef struct {
     oq_session_t *session; /* decides; this module only carries out */
     int signal_fd;         /* SIGTERM and SIGINT */
     const oq_msg_t *msg;   /* the broker message being handled, for START_JOB */
+    zmq_msg_t *frame;      /* the frame it came in, for HOLD */
+    /* The frames of the jobs the session holds, oldest first (its ring,
+       mirrored: HOLD appends, START_JOB held and DROP_HELD take the oldest). */
+    zmq_msg_t held[OQ_WORKER_PREFETCH_MAX];
+    size_t held_head, held_count;
     /* Announced in ready: the registry's types, the configured queues. */
     const char *types[OQ_MAX_WORKER_TYPES];
     size_t type_count;
@@ -137,17 +142,74 @@ static void s_probe(s_worker_t *self, const char *type)
     oq_session_on_probed(self->session, &probed, s_now(self));
 }
 
+static void s_start_failed(s_worker_t *self, uint64_t id, uint32_t attempt, const char *why)
+{
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = id;
+    done.attempt = attempt;
+    oq_report_retry(&done.report, "%s", why);
+    oq_session_on_done(self->session, &done, s_now(self));
+}
+
 static void s_start_job(s_worker_t *self)
 {
     assert(self->msg && self->msg->cmd == OQ_CMD_JOB);
     if (oq_job_thread_start(self->jobs, &self->msg->job) == 0)
         return;
-    oq_job_done_t done;
-    memset(&done, 0, sizeof done);
-    done.id = self->msg->job.id;
-    done.attempt = self->msg->job.attempt;
-    oq_report_retry(&done.report, "the worker could not hand the job to its job thread");
-    oq_session_on_done(self->session, &done, s_now(self));
+    s_start_failed(self, self->msg->job.id, self->msg->job.attempt,
+                   "the worker could not hand the job to its job thread");
+}
+
+/* Keep the frame of the job just received: the session holds it. */
+static void s_hold(s_worker_t *self)
+{
+    assert(self->frame && self->held_count < OQ_WORKER_PREFETCH_MAX);
+    zmq_msg_t *slot = &self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX];
+    zmq_msg_init(slot);
+    /* Shares the buffer (or copies a frame small enough to live inline). */
+    zmq_msg_copy(slot, self->frame);
+    self->held_count++;
+}
+
+/* Take the oldest held frame out of the ring into *frame. */
+static void s_unhold(s_worker_t *self, zmq_msg_t *frame)
+{
+    assert(self->held_count > 0);
+    zmq_msg_init(frame);
+    zmq_msg_move(frame, &self->held[self->held_head]);
+    zmq_msg_close(&self->held[self->held_head]);
+    self->held_head = (self->held_head + 1) % OQ_WORKER_PREFETCH_MAX;
+    self->held_count--;
+}
+
+/* Start the oldest held job: its frame decoded once already, so it does
+   again. */
+static void s_start_held(s_worker_t *self)
+{
+    zmq_msg_t frame;
+    s_unhold(self, &frame);
+    oq_msg_t msg;
+    oq_err_t code;
+    char reason[256];
+    if (oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, reason,
+                        sizeof reason) == 0 &&
+        msg.cmd == OQ_CMD_JOB) {
+        if (oq_job_thread_start(self->jobs, &msg.job) < 0)
+            s_start_failed(self, msg.job.id, msg.job.attempt,
+                           "the worker could not hand the job to its job thread");
+    } else {
+        oq_error("a held job no longer decodes: %s", reason);
+    }
+    oq_proto_msg_release(&msg);
+    zmq_msg_close(&frame);
+}
+
+static void s_drop_held(s_worker_t *self)
+{
+    zmq_msg_t frame;
+    s_unhold(self, &frame);
+    zmq_msg_close(&frame);
 }
 
 /* Stop talking to the broker: give the last messages up to the linger time
@@ -188,7 +250,16 @@ static void s_act(s_worker_t *self)
             s_send(self, &action);
             break;
         case OQ_ACTION_START_JOB:
-            s_start_job(self);
+            if (action.held)
+                s_start_held(self);
+            else
+                s_start_job(self);
+            break;
+        case OQ_ACTION_HOLD:
+            s_hold(self);
+            break;
+        case OQ_ACTION_DROP_HELD:
+            s_drop_held(self);
             break;
         case OQ_ACTION_PROBE:
             s_probe(self, action.type);
@@ -223,8 +294,10 @@ static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt, bool 
     return 0;
 }
 
-static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
+static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
 {
+    const void *data = zmq_msg_data(frame);
+    size_t size = zmq_msg_size(frame);
     oq_msg_t msg;
     oq_err_t code;
     char reason[256];
@@ -235,9 +308,11 @@ static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
     if (oq_proto_decode(&msg, data, size, &code, reason, sizeof reason) == 0) {
         oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
         self->msg = &msg;
+        self->frame = frame;
         oq_session_on_message(self->session, &msg, now);
         s_act(self);
         self->msg = NULL;
+        self->frame = NULL;
     } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt, &has_lease, &lease) == 0) {
         oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
         s_act(self);
@@ -265,7 +340,7 @@ static void s_read_broker(s_worker_t *self)
                 ;
             oq_session_on_garbage(self->session, s_now(self));
         } else {
-            s_handle_frame(self, zmq_msg_data(&frame), zmq_msg_size(&frame));
+            s_handle_frame(self, &frame);
         }
         zmq_msg_close(&frame);
     }
@@ -434,6 +509,7 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
             .liveness = OQ_DEFAULT_LIVENESS,
             .idle_release_ms = config->idle_release_ms,
             .seed = ((uint64_t)getpid() << 32) ^ (uint64_t)oq_clock_mono_us(),
+            .prefetch = config->prefetch,
         };
         self.session = oq_session_new(&session_config, s_now(&self));
         oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
@@ -442,6 +518,8 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         oq_error("cannot start: %s", self.ctx ? "no job thread" : zmq_strerror(errno));
     }
 
+    while (self.held_count)
+        s_drop_held(&self);
     s_close(&self);
     if (self.ctx)
         zmq_ctx_term(self.ctx);

@@ -1,0 +1,168 @@
+/*  test_prefetch: a worker that holds more than the job it runs
+    (--prefetch N). The jobs it holds run one after another; on SIGTERM it
+    hands them back unrun, using no try, and they run elsewhere; SIGKILLed,
+    the broker gives them back at its death and they run elsewhere within
+    the heartbeat window; a held job that waited half its timeout behind a
+    longer one is handed back for a fresh lease instead of started. Every
+    job is dispatched with max_tries 1 where a try used by mistake would
+    fail it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+#define S_HEARTBEAT_MS "200"
+#define S_HELD_JOBS    4
+
+static int s_setup(void **state)
+{
+    *state = it_new("prefetch");
+    return *state ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+static bool s_workers_up(const it_stats_t *s, const void *arg)
+{
+    return s->workers == *(const size_t *)arg;
+}
+
+static bool s_leased(const it_stats_t *s, const void *arg)
+{
+    return s->leased == *(const uint64_t *)arg;
+}
+
+static bool s_done(const it_stats_t *s, const void *arg)
+{
+    return s->done == *(const uint64_t *)arg;
+}
+
+static void s_start_broker(it_t *it)
+{
+    const char *flags[] = {
+        "--heartbeat-ms", S_HEARTBEAT_MS, "--retry-after", "60", "--timeout", "10", NULL};
+    assert_true(it_start_broker(it, flags) > 0);
+}
+
+static pid_t s_worker(it_t *it, const char *log, const char *prefetch, size_t expect_workers)
+{
+    const char *flags[] = {"--prefetch", prefetch, "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
+    pid_t pid = it_start_worker(it, log, flags);
+    assert_true(pid > 0);
+    it_stats_t s;
+    assert_true(it_wait_stats(it, s_workers_up, &expect_workers, IT_WAIT_MS, &s) >= 0);
+    return pid;
+}
+
+static uint64_t s_sleep_job(it_t *it, uint64_t ms, uint32_t max_tries, int64_t timeout_ms)
+{
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    it_payload_uint(&payload, "ms", ms);
+    oq_job_msg_t options = {.max_tries = max_tries,
+                            .has_max_tries = true,
+                            .timeout_ms = timeout_ms,
+                            .has_timeout = timeout_ms > 0};
+    uint64_t id = it_dispatch(it, "sleep", &payload, &options);
+    msgpack_sbuffer_destroy(&payload);
+    assert_true(id > 0);
+    return id;
+}
+
+static void test_stop_hands_held_jobs_back_unrun(void **state)
+{
+    it_t *it = *state;
+    s_start_broker(it);
+    pid_t holder = s_worker(it, "holder", "4", 1);
+    for (int i = 0; i < S_HELD_JOBS; i++)
+        s_sleep_job(it, 800, 1, 0);
+    /* One runs, three wait in the worker, all leased to it. */
+    it_stats_t s;
+    uint64_t all = S_HELD_JOBS;
+    assert_true(it_wait_stats(it, s_leased, &all, IT_WAIT_MS, &s) >= 0);
+
+    it_signal(holder, SIGTERM);
+    int status = it_wait_exit(holder, IT_WAIT_MS);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(it_stats(it, &s) == 0);
+    assert_int_equal(s.done, 1);
+    assert_int_equal(s.ready, S_HELD_JOBS - 1);
+    assert_int_equal(s.failed, 0);
+
+    /* Handed back without a try: another worker runs each as its first. */
+    s_worker(it, "other", "1", 1);
+    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.retried, 0);
+    char *log = it_read_log(it, "other");
+    assert_null(strstr(log, "attempt=2"));
+    free(log);
+}
+
+static void test_killed_holder_jobs_run_elsewhere(void **state)
+{
+    it_t *it = *state;
+    s_start_broker(it);
+    pid_t holder = s_worker(it, "holder", "4", 1);
+    for (int i = 0; i < S_HELD_JOBS; i++)
+        s_sleep_job(it, 1000, 3, 0);
+    it_stats_t s;
+    uint64_t all = S_HELD_JOBS;
+    assert_true(it_wait_stats(it, s_leased, &all, IT_WAIT_MS, &s) >= 0);
+    s_worker(it, "other", "1", 2);
+
+    int64_t killed_at = it_now_ms();
+    it_signal(holder, SIGKILL);
+    it_wait_exit(holder, IT_WAIT_MS);
+    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    int64_t completed_ms = it_now_ms() - killed_at;
+    print_message("holder killed: its %d jobs done elsewhere after %lld ms\n", S_HELD_JOBS,
+                  (long long)completed_ms);
+    /* Four 1 s jobs one after another, after the death is noticed: far
+       below the 60 s retry_after. */
+    assert_true(completed_ms < 5000 + S_HELD_JOBS * 1000);
+    assert_int_equal(s.failed, 0);
+}
+
+static void test_held_job_that_waited_half_its_timeout_is_handed_back(void **state)
+{
+    it_t *it = *state;
+    s_start_broker(it);
+    s_worker(it, "holder", "2", 1);
+    s_sleep_job(it, 1500, 1, 0);
+    /* Held behind the 1.5 s job, it waits at least half its 2 s timeout. */
+    s_sleep_job(it, 10, 1, 2000);
+    it_stats_t s;
+    uint64_t two = 2;
+    assert_true(it_wait_stats(it, s_done, &two, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    char *log = it_read_log(it, "holder");
+    assert_non_null(strstr(log, "handed back unrun for a fresh lease"));
+    free(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stop_hands_held_jobs_back_unrun, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_holder_jobs_run_elsewhere, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_held_job_that_waited_half_its_timeout_is_handed_back,
+                                        s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
