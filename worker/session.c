@@ -44,8 +44,8 @@ typedef struct {
     char error[OQ_MAX_ERROR_LEN + 1];
 } s_owed_t;
 
-/* A delivery held while another job runs: what it takes to start it, or to
-   hand it back. */
+/* A delivery held while another job runs, or running: what it takes to
+   start it, ack it, or hand it back. */
 typedef struct {
     uint64_t id;
     uint32_t attempt;
@@ -83,16 +83,24 @@ struct oq_session {
     int64_t idle_since_ms;   /* the last job (or probe) ended */
     bool released;           /* nothing was opened since the last release */
 
-    /* The running job, as the watchdog and the log need it. */
-    uint64_t job_id;
-    uint32_t job_attempt;
-    uint64_t job_lease; /* the delivery's token, echoed in its ack and touches */
-    bool job_has_lease;
-    int64_t touched_ms; /* last touch sent for it */
-    char job_type[OQ_MAX_NAME_LEN + 1];
-    int64_t job_timeout_ms;
+    /* The jobs on the job thread, as the watchdog, acks and the log need
+       them: one, or a batch of one type (each with its token, echoed in
+       its ack and touches), until the last of them is reported. */
+    s_held_t run[OQ_WORKER_PREFETCH_MAX];
+    size_t run_count;
+    int64_t touched_ms;     /* last touch sent for them */
+    int64_t job_timeout_ms; /* the smallest timeout among them */
     int64_t job_started_ms;
     int64_t job_deadline_ms; /* moved on by stalls */
+
+    /* Batches: the types with a batch function and the most jobs each
+       takes per call, already capped by --batch. */
+    struct {
+        char type[OQ_MAX_NAME_LEN + 1];
+        size_t max_jobs;
+    } batch[OQ_MAX_WORKER_TYPES];
+    size_t batch_types;
+    uint32_t batch_cap; /* --batch: 1 is off */
 
     /* Held deliveries, oldest first: a ring the worker loop mirrors with
        the jobs' frames (HOLD appends, START_JOB held and DROP_HELD take
@@ -426,6 +434,7 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
     self->random = config->seed ? config->seed : 1;
     self->prefetch = config->prefetch ? config->prefetch : 1;
     assert(self->prefetch <= OQ_WORKER_PREFETCH_MAX);
+    self->batch_cap = config->batch ? config->batch : 1;
     return self;
 }
 
@@ -468,7 +477,7 @@ static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, bool has
         snprintf(why, sizeof why,
                  "worker is busy with job %llu: the broker sent more jobs than "
                  "its credit",
-                 (unsigned long long)self->job_id);
+                 (unsigned long long)self->run[0].id);
     } else if (self->unavailable) {
         /* Paused: handed back like the job that paused it, using no try. */
         outcome = OQ_OUTCOME_UNAVAILABLE;
@@ -489,33 +498,49 @@ static bool s_may_take(const oq_session_t *self)
            s_taken(self) < self->prefetch;
 }
 
-/* IDLE -> RUNNING: the watchdog starts now. */
-static void s_start(oq_session_t *self, const s_held_t *job, bool held, int64_t now_ms)
+/* IDLE -> RUNNING with count jobs (more than one: a batch of one type):
+   the watchdog starts now, at the smallest of their timeouts. */
+static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool held,
+                    int64_t now_ms)
 {
+    assert(count >= 1 && count <= OQ_WORKER_PREFETCH_MAX);
     s_set_job(self, S_JOB_RUNNING);
-    self->job_id = job->id;
-    self->job_attempt = job->attempt;
-    self->job_lease = job->lease;
-    self->job_has_lease = job->has_lease;
+    memcpy(self->run, jobs, count * sizeof *jobs);
+    self->run_count = count;
     self->touched_ms = now_ms;
-    snprintf(self->job_type, sizeof self->job_type, "%s", job->type);
-    self->job_timeout_ms = job->timeout_ms;
+    self->job_timeout_ms = jobs[0].timeout_ms;
+    for (size_t i = 1; i < count; i++)
+        self->job_timeout_ms = s_min(self->job_timeout_ms, jobs[i].timeout_ms);
     self->job_started_ms = now_ms;
     self->job_deadline_ms = now_ms + self->job_timeout_ms;
     self->released = false; /* the handler may open a connection */
-    s_push(self, OQ_ACTION_START_JOB)->held = held;
+    oq_action_t *start = s_push(self, OQ_ACTION_START_JOB);
+    start->held = held;
+    start->count = (uint32_t)count;
 }
 
+/* Touch every job running (one, or each of a batch). */
 static void s_send_touch(oq_session_t *self, int64_t now_ms)
 {
-    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
-    action->cmd = OQ_CMD_TOUCH;
-    action->ack.id = self->job_id;
-    action->ack.attempt = self->job_attempt;
-    action->ack.lease = self->job_lease;
-    action->ack.has_lease = self->job_has_lease;
+    for (size_t i = 0; i < self->run_count; i++) {
+        oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+        action->cmd = OQ_CMD_TOUCH;
+        action->ack.id = self->run[i].id;
+        action->ack.attempt = self->run[i].attempt;
+        action->ack.lease = self->run[i].lease;
+        action->ack.has_lease = self->run[i].has_lease;
+    }
     self->sent_ms = now_ms;
     self->touched_ms = now_ms;
+}
+
+/* The most jobs of type one call may take: 1 without a batch function. */
+static size_t s_batch_max(const oq_session_t *self, const char *type)
+{
+    for (size_t i = 0; i < self->batch_types; i++)
+        if (strcmp(self->batch[i].type, type) == 0)
+            return self->batch[i].max_jobs;
+    return 1;
 }
 
 /* The job thread is free: start the oldest held job. Its lease ran from
@@ -525,24 +550,52 @@ static void s_send_touch(oq_session_t *self, int64_t now_ms)
    does not know retry_after, only that it is longer than the timeout), and
    one that waited less is started with a touch that restarts its lease at
    now + retry_after if it waited long enough for that to matter. */
+/* Whether a held job waited too long to start (see s_start_held). */
+static bool s_stale(const s_held_t *h, int64_t now_ms)
+{
+    return now_ms - h->delivered_ms >= h->timeout_ms / 2;
+}
+
+/* Whether the oldest held job waited too long to start; if so it is
+   handed back. */
+static bool s_hand_back_if_stale(oq_session_t *self, int64_t now_ms)
+{
+    const s_held_t *h = s_held_oldest(self);
+    int64_t waited_ms = now_ms - h->delivered_ms;
+    if (!s_stale(h, now_ms))
+        return false;
+    char why[OQ_MAX_ERROR_LEN + 1];
+    snprintf(why, sizeof why,
+             "held %lld ms behind other jobs, half its timeout or more: handed back "
+             "unrun for a fresh lease",
+             (long long)waited_ms);
+    oq_info("job %llu: %s", (unsigned long long)h->id, why);
+    s_hand_back_oldest(self, why, true, now_ms);
+    return true;
+}
+
+/* The oldest held jobs go to the job thread: the oldest alone, or, if its
+   type has a batch function, with the held jobs of its type right behind
+   it, as one batch (up to its most, capped by --batch). */
 static void s_start_held(oq_session_t *self, int64_t now_ms)
 {
     while (self->held_count && self->job == S_JOB_IDLE) {
-        const s_held_t *h = s_held_oldest(self);
-        int64_t waited_ms = now_ms - h->delivered_ms;
-        if (waited_ms >= h->timeout_ms / 2) {
-            char why[OQ_MAX_ERROR_LEN + 1];
-            snprintf(why, sizeof why,
-                     "held %lld ms behind other jobs, half its timeout or more: handed back "
-                     "unrun for a fresh lease",
-                     (long long)waited_ms);
-            oq_info("job %llu: %s", (unsigned long long)h->id, why);
-            s_hand_back_oldest(self, why, true, now_ms);
+        if (s_hand_back_if_stale(self, now_ms))
             continue;
-        }
-        s_held_t job = *h;
-        s_held_pop(self);
-        s_start(self, &job, true, now_ms);
+        s_held_t jobs[OQ_WORKER_PREFETCH_MAX];
+        size_t count = 0;
+        size_t most = s_batch_max(self, s_held_oldest(self)->type);
+        int64_t waited_ms = now_ms - s_held_oldest(self)->delivered_ms;
+        do {
+            jobs[count++] = *s_held_oldest(self);
+            s_held_pop(self);
+        } while (count < most && self->held_count &&
+                 strcmp(s_held_oldest(self)->type, jobs[0].type) == 0 &&
+                 !s_stale(s_held_oldest(self), now_ms));
+        /* A stale job ends the batch there, and is handed back when the
+           thread is free again: the worker mirrors the ring in the order of
+           the actions, so nothing may be dropped before this start. */
+        s_start(self, jobs, count, true, now_ms);
         if (waited_ms >= OQ_WORKER_TOUCH_MIN_MS && self->link == OQ_LINK_UP)
             s_send_touch(self, now_ms);
     }
@@ -565,7 +618,7 @@ static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms
     oq_str_copy(job->type, taken.type, sizeof taken.type);
     if (self->job == S_JOB_IDLE) {
         assert(self->held_count == 0); /* held jobs start as soon as the thread is free */
-        s_start(self, &taken, false, now_ms);
+        s_start(self, &taken, 1, false, now_ms);
         return;
     }
     self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX] = taken;
@@ -658,23 +711,33 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     assert(done);
     if (self->exiting)
         return;
-    assert(self->job == S_JOB_RUNNING && done->id == self->job_id);
-    s_set_job(self, S_JOB_IDLE);
-    self->idle_since_ms = now_ms;
+    assert(self->job == S_JOB_RUNNING);
+    size_t at = 0;
+    while (at < self->run_count && self->run[at].id != done->id)
+        at++;
+    assert(at < self->run_count); /* the job thread reports only what it was given */
+    s_held_t job = self->run[at];
+    self->run[at] = self->run[--self->run_count];
+    if (self->run_count == 0) {
+        s_set_job(self, S_JOB_IDLE);
+        self->idle_since_ms = now_ms;
+    }
     const oq_report_t *report = &done->report;
     /* The one line per job that operators and tests read. */
     oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
-            self->job_type, done->attempt, oq_proto_outcome_name(report->outcome),
+            job.type, done->attempt, oq_proto_outcome_name(report->outcome),
             (long long)done->elapsed_ms);
     if (report->outcome != OQ_OUTCOME_OK)
         oq_warn("job %llu %s: %s", (unsigned long long)done->id,
                 oq_proto_outcome_name(report->outcome), report->error);
     /* Paused before the ack goes: it then gives no credit back. */
     if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
-        s_pause(self, self->job_type, report->error, now_ms);
-    s_owe_ack(self, done->id, done->attempt, self->job_has_lease, self->job_lease, report->outcome,
+        s_pause(self, job.type, report->error, now_ms);
+    s_owe_ack(self, done->id, done->attempt, job.has_lease, job.lease, report->outcome,
               report->result, report->error, report->has_delay ? report->delay_ms : -1, true,
               now_ms);
+    if (self->job == S_JOB_RUNNING)
+        return; /* the rest of a batch is still to be reported */
     if (self->draining)
         s_exit(self, 0, now_ms);
     else
@@ -728,8 +791,11 @@ void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int
 bool oq_session_on_touch(oq_session_t *self, uint64_t id, int64_t now_ms)
 {
     assert(self);
-    if (self->exiting || self->job != S_JOB_RUNNING || id != self->job_id ||
-        self->link != OQ_LINK_UP || now_ms - self->touched_ms < OQ_WORKER_TOUCH_MIN_MS)
+    bool running = false;
+    for (size_t i = 0; i < self->run_count && self->job == S_JOB_RUNNING; i++)
+        running |= self->run[i].id == id;
+    if (self->exiting || !running || self->link != OQ_LINK_UP ||
+        now_ms - self->touched_ms < OQ_WORKER_TOUCH_MIN_MS)
         return false;
     s_send_touch(self, now_ms);
     self->job_deadline_ms = now_ms + self->job_timeout_ms;
@@ -744,12 +810,12 @@ void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
     if (self->exiting)
         return;
     if (self->draining) {
-        oq_info("already stopping; waiting for job %llu", (unsigned long long)self->job_id);
+        oq_info("already stopping; waiting for job %llu", (unsigned long long)self->run[0].id);
         return;
     }
     self->draining = true;
     if (self->job == S_JOB_RUNNING)
-        oq_info("stopping after job %llu", (unsigned long long)self->job_id);
+        oq_info("stopping after job %llu", (unsigned long long)self->run[0].id);
     else
         oq_info("stopping");
     if (self->link != OQ_LINK_DOWN)
@@ -793,15 +859,19 @@ void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms)
 static void s_watchdog(oq_session_t *self, int64_t now_ms)
 {
     double timeout_s = (double)self->job_timeout_ms / 1000.0;
-    oq_info("job %llu type=%s attempt=%u outcome=timeout ms=%lld", (unsigned long long)self->job_id,
-            self->job_type, self->job_attempt, (long long)(now_ms - self->job_started_ms));
-    oq_error("job %llu: the %s handler ran past its timeout of %g s; exiting with status %d",
-             (unsigned long long)self->job_id, self->job_type, timeout_s, OQ_EXIT_TIMEOUT);
     char error[OQ_MAX_ERROR_LEN + 1];
     snprintf(error, sizeof error, "handler ran past its timeout of %g s", timeout_s);
     self->draining = true;
-    s_owe_ack(self, self->job_id, self->job_attempt, self->job_has_lease, self->job_lease,
-              OQ_OUTCOME_TIMEOUT, OQ_RESULT_NONE, error, -1, false, now_ms);
+    /* A batch's jobs share its watchdog: each is reported timed out. */
+    for (size_t i = 0; i < self->run_count; i++) {
+        const s_held_t *job = &self->run[i];
+        oq_info("job %llu type=%s attempt=%u outcome=timeout ms=%lld", (unsigned long long)job->id,
+                job->type, job->attempt, (long long)(now_ms - self->job_started_ms));
+        oq_error("job %llu: the %s handler ran past its timeout of %g s; exiting with status %d",
+                 (unsigned long long)job->id, job->type, timeout_s, OQ_EXIT_TIMEOUT);
+        s_owe_ack(self, job->id, job->attempt, job->has_lease, job->lease, OQ_OUTCOME_TIMEOUT,
+                  OQ_RESULT_NONE, error, -1, false, now_ms);
+    }
     s_exit(self, OQ_EXIT_TIMEOUT, now_ms);
 }
 
@@ -900,6 +970,18 @@ bool oq_session_busy(const oq_session_t *self)
 {
     assert(self);
     return self->job == S_JOB_RUNNING;
+}
+
+void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs)
+{
+    assert(self && type);
+    if (max_jobs > self->batch_cap)
+        max_jobs = self->batch_cap;
+    if (max_jobs < 2 || self->batch_types == OQ_MAX_WORKER_TYPES)
+        return;
+    snprintf(self->batch[self->batch_types].type, sizeof self->batch[0].type, "%s", type);
+    self->batch[self->batch_types].max_jobs = max_jobs;
+    self->batch_types++;
 }
 
 size_t oq_session_held(const oq_session_t *self)

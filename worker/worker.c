@@ -22,6 +22,7 @@
 #include "onceq/clock.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "registry.h"
 #include "session.h"
 #include "worker_limits.h"
 
@@ -183,26 +184,38 @@ static void s_unhold(s_worker_t *self, zmq_msg_t *frame)
     self->held_count--;
 }
 
-/* Start the oldest held job: its frame decoded once already, so it does
-   again. */
-static void s_start_held(s_worker_t *self)
+/* Start the count oldest held jobs, as one batch if more than one: their
+   frames decoded once already, so they do again. */
+static void s_start_held(s_worker_t *self, size_t count)
 {
-    zmq_msg_t frame;
-    s_unhold(self, &frame);
-    oq_msg_t msg;
-    oq_err_t code;
-    char reason[256];
-    if (oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, reason,
-                        sizeof reason) == 0 &&
-        msg.cmd == OQ_CMD_JOB) {
-        if (oq_job_thread_start(self->jobs, &msg.job) < 0)
-            s_start_failed(self, msg.job.id, msg.job.attempt,
-                           "the worker could not hand the job to its job thread");
-    } else {
-        oq_error("a held job no longer decodes: %s", reason);
+    assert(count >= 1 && count <= self->held_count);
+    zmq_msg_t *frames = calloc(count, sizeof *frames);
+    oq_msg_t *msgs = calloc(count, sizeof *msgs);
+    const oq_job_msg_t **jobs = calloc(count, sizeof *jobs);
+    assert(frames && msgs && jobs);
+    for (size_t i = 0; i < count; i++) {
+        s_unhold(self, &frames[i]);
+        oq_err_t code;
+        char reason[256];
+        int rc = oq_proto_decode(&msgs[i], zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]),
+                                 &code, reason, sizeof reason);
+        /* The same bytes decoded when they came in. */
+        assert(rc == 0 && msgs[i].cmd == OQ_CMD_JOB);
+        (void)rc;
+        jobs[i] = &msgs[i].job;
     }
-    oq_proto_msg_release(&msg);
-    zmq_msg_close(&frame);
+    if (oq_job_thread_start_batch(self->jobs, jobs, count) < 0) {
+        for (size_t i = 0; i < count && !self->finished; i++)
+            s_start_failed(self, jobs[i]->id, jobs[i]->attempt,
+                           "the worker could not hand the job to its job thread");
+    }
+    for (size_t i = 0; i < count; i++) {
+        oq_proto_msg_release(&msgs[i]);
+        zmq_msg_close(&frames[i]);
+    }
+    free(frames);
+    free(msgs);
+    free(jobs);
 }
 
 static void s_drop_held(s_worker_t *self)
@@ -251,7 +264,7 @@ static void s_act(s_worker_t *self)
             break;
         case OQ_ACTION_START_JOB:
             if (action.held)
-                s_start_held(self);
+                s_start_held(self, action.count);
             else
                 s_start_job(self);
             break;
@@ -495,8 +508,16 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         return OQ_EXIT_BROKEN;
     }
-    for (size_t i = 0; i < types; i++)
+    /* Which types take batches, and how many jobs each: the session decides
+       when, without the registry the job thread is about to own. */
+    size_t batch_max[OQ_MAX_WORKER_TYPES];
+    for (size_t i = 0; i < types; i++) {
         self.types[i] = oq_registry_type(*registry_p, i);
+        oq_batch_fn batch;
+        void *state;
+        if (oq_registry_find_batch(*registry_p, self.types[i], &batch, &state, &batch_max[i]) < 0)
+            batch_max[i] = 1;
+    }
     self.type_count = types;
     for (size_t i = 0; i < config->queue_count; i++)
         self.queues[i] = config->queues[i];
@@ -510,8 +531,11 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
             .idle_release_ms = config->idle_release_ms,
             .seed = ((uint64_t)getpid() << 32) ^ (uint64_t)oq_clock_mono_us(),
             .prefetch = config->prefetch,
+            .batch = config->batch,
         };
         self.session = oq_session_new(&session_config, s_now(&self));
+        for (size_t i = 0; i < types; i++)
+            oq_session_set_batch(self.session, self.types[i], batch_max[i]);
         oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
         s_loop(&self);
     } else {

@@ -181,6 +181,8 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
     char idle_def[S_DEFAULT_LEN], prefetch_def[S_DEFAULT_LEN];
     snprintf(prefetch_def, sizeof prefetch_def, "%d", OQ_WORKER_PREFETCH_DEFAULT);
+    char batch_def[S_DEFAULT_LEN];
+    snprintf(batch_def, sizeof batch_def, "%d", OQ_WORKER_MAX_BATCH);
     snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);
     snprintf(heartbeat_def, sizeof heartbeat_def, "%d", OQ_DEFAULT_HEARTBEAT_MS);
     snprintf(stop_def, sizeof stop_def, "%d", OQ_SUPERVISOR_STOP_MS / 1000);
@@ -250,6 +252,19 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
                  "ones wait here leased (handed back unrun if they wait half their timeout) "
                  "so no round trip to the broker comes between two jobs; 1: one job at a "
                  "time"},
+        {.name = "batch",
+         .env = "ONCEQ_BATCH",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_WORKER_MAX_BATCH,
+         .def = batch_def,
+         .def_text = "the type's own most",
+         .dest = &run.worker.batch,
+         .help = "the most held jobs of one type handed to its batch function in one call "
+                 "(a type that declared one, oq_registry_set_batch); each is still acked on "
+                 "its own; 1: no batches. Batches form only from jobs held: --prefetch "
+                 "above 2"},
         {.name = "processes",
          .env = "ONCEQ_WORKER_PROCESSES",
          .kind = OQ_FLAG_U32,

@@ -5,7 +5,8 @@
     the heartbeat window; a held job that waited half its timeout behind a
     longer one is handed back for a fresh lease instead of started. Every
     job is dispatched with max_tries 1 where a try used by mistake would
-    fail it. */
+    fail it. Jobs held of a type with a batch function (onceq-test-worker's
+    tally) run in one call, up to --batch, each acked on its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,6 +157,78 @@ static void test_held_job_that_waited_half_its_timeout_is_handed_back(void **sta
     free(log);
 }
 
+static uint64_t s_tally_job(it_t *it, uint64_t ms, bool fail)
+{
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "ms", 2);
+    msgpack_pack_uint64(&pk, ms);
+    msgpack_pack_str_with_body(&pk, "fail", 4);
+    if (fail)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
+    uint64_t id = it_dispatch(it, "tally", &payload, &options);
+    msgpack_sbuffer_destroy(&payload);
+    assert_true(id > 0);
+    return id;
+}
+
+static bool s_settled(const it_stats_t *s, const void *arg)
+{
+    return s->done + s->failed == *(const uint64_t *)arg;
+}
+
+/* One tally job of 800 ms runs alone; the n behind it arrive while it runs
+   and are held; then they go to the batch function, batch at a time. */
+static char *s_run_tallies(it_t *it, const char *batch, int n)
+{
+    s_start_broker(it);
+    it_use_worker(it, "onceq-test-worker");
+    const char *flags[] = {"--prefetch", "8", "--batch", batch, NULL};
+    assert_true(it_start_worker(it, "batcher", flags) > 0);
+    size_t one = 1;
+    it_stats_t s;
+    assert_true(it_wait_stats(it, s_workers_up, &one, IT_WAIT_MS, &s) >= 0);
+    s_tally_job(it, 800, false);
+    for (int i = 0; i < n; i++)
+        s_tally_job(it, 0, i == 1);
+    uint64_t all = (uint64_t)n + 1;
+    assert_true(it_wait_stats(it, s_settled, &all, IT_WAIT_MS, &s) >= 0);
+    /* Acked one by one: the one told to fail failed alone. */
+    assert_int_equal(s.done, (uint64_t)n);
+    assert_int_equal(s.failed, 1);
+    return it_read_log(it, "batcher");
+}
+
+static void test_held_jobs_of_a_batch_type_run_in_one_call(void **state)
+{
+    char *log = s_run_tallies(*state, "8", 5);
+    assert_non_null(strstr(log, "tally: one call for 5 jobs"));
+    free(log);
+}
+
+static void test_batch_flag_caps_a_call(void **state)
+{
+    char *log = s_run_tallies(*state, "2", 4);
+    char *first = strstr(log, "tally: one call for 2 jobs");
+    assert_non_null(first);
+    assert_non_null(strstr(first + 1, "tally: one call for 2 jobs"));
+    assert_null(strstr(log, "tally: one call for 3"));
+    free(log);
+}
+
+static void test_batch_one_runs_each_alone(void **state)
+{
+    char *log = s_run_tallies(*state, "1", 3);
+    assert_null(strstr(log, "tally: one call"));
+    free(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +236,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_killed_holder_jobs_run_elsewhere, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_held_job_that_waited_half_its_timeout_is_handed_back,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_held_jobs_of_a_batch_type_run_in_one_call, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_flag_caps_a_call, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_one_runs_each_alone, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

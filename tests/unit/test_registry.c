@@ -1732,6 +1732,78 @@ static void test_session_prefetch_pause_hands_held_jobs_back(void **unused)
     oq_session_destroy(&session);
 }
 
+static void test_session_batch_starts_held_jobs_of_a_type_together(void **unused)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 5, .batch = 3};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", 8); /* capped by --batch at 3 */
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 5);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 1);
+    for (uint64_t id = 2; id <= 5; id++) {
+        s_deliver_leased(session, id, 10 + id, id == 3 ? 1000 : 60000, 11);
+        s_next(session, OQ_ACTION_HOLD);
+    }
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    s_next_send(session, OQ_CMD_ACK);
+    oq_action_t start = s_next(session, OQ_ACTION_START_JOB);
+    assert_true(start.held);
+    assert_int_equal(start.count, 3);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 1);
+
+    /* Each job is acked on its own, in any order; the next start waits
+       for the last of the batch. */
+    s_finish(session, 3, OQ_OUTCOME_OK, 30);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 3);
+    assert_true(ack.ack.lease == 13);
+    s_no_action(session);
+    s_finish(session, 2, OQ_OUTCOME_RETRY, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 2);
+    s_no_action(session);
+    assert_true(oq_session_busy(session));
+    s_finish(session, 4, OQ_OUTCOME_OK, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 4);
+    start = s_next(session, OQ_ACTION_START_JOB);
+    assert_int_equal(start.count, 1); /* one left: alone */
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_batch_timeout_reports_every_job(void **unused)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 3, .batch = 8};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", 8);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    s_next_send(session, OQ_CMD_READY);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 500, 10);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 500, 10);
+    s_next(session, OQ_ACTION_HOLD);
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 2);
+    s_receive(session, OQ_CMD_HEARTBEAT, 520);
+    oq_session_on_tick(session, 520);
+    for (uint64_t id = 2; id <= 3; id++) {
+        oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(ack.ack.outcome, OQ_OUTCOME_TIMEOUT);
+        assert_int_equal(ack.ack.credit, 0);
+    }
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, OQ_EXIT_TIMEOUT);
+    oq_session_destroy(&session);
+}
+
 static void test_supervisor_restart_delay(void **unused)
 {
     assert_int_equal(oq_supervisor_restart_delay(0, 10), OQ_SUPERVISOR_RESTART_MS);
@@ -1799,6 +1871,8 @@ int main(void)
         cmocka_unit_test(test_session_prefetch_long_wait_is_touched_or_handed_back),
         cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),
         cmocka_unit_test(test_session_prefetch_pause_hands_held_jobs_back),
+        cmocka_unit_test(test_session_batch_starts_held_jobs_of_a_type_together),
+        cmocka_unit_test(test_session_batch_timeout_reports_every_job),
         cmocka_unit_test(test_supervisor_restart_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
