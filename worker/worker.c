@@ -430,9 +430,15 @@ static void s_loop(s_worker_t *self)
         int64_t polled_ms = s_now(self) - before;
         waited_ms = polled_ms < wait_ms ? polled_ms : wait_ms;
 
-        s_read_broker(self);
-        s_read_done(self);
-        s_read_signals(self);
+        /* Only what poll found ready: each read that finds nothing is a
+           system call (and for a ZeroMQ socket a getpid and a poll of its
+           mailbox) spent on every turn, that is on every job. */
+        if (count == 3 && (items[2].revents & ZMQ_POLLIN))
+            s_read_broker(self);
+        if (items[1].revents & ZMQ_POLLIN)
+            s_read_done(self);
+        if (items[0].revents & ZMQ_POLLIN)
+            s_read_signals(self);
     }
 }
 
