@@ -106,6 +106,9 @@ struct oq_session {
        the jobs' frames (HOLD appends, START_JOB held and DROP_HELD take
        the oldest). */
     uint32_t prefetch; /* running + held never exceeds it */
+    /* Credits of held jobs handed back behind a long job: given to the
+       broker again (ready) once the job thread is free. */
+    uint32_t withheld;
     s_held_t held[OQ_WORKER_PREFETCH_MAX];
     size_t held_head, held_count;
 
@@ -319,6 +322,7 @@ static void s_send_status(oq_session_t *self, int64_t now_ms)
    socket, a broker that forgot us), the status that says so. */
 static void s_register(oq_session_t *self, int64_t now_ms)
 {
+    self->withheld = 0; /* a fresh registration offers what is free */
     s_send_ready(self, now_ms);
     if (self->unavailable)
         s_send_status(self, now_ms);
@@ -375,6 +379,7 @@ static void s_pause(oq_session_t *self, const char *type, const char *error, int
     snprintf(why, sizeof why, "held, and the worker paused: %.*s", OQ_MAX_ERROR_LEN - 40, error);
     while (self->held_count)
         s_hand_back_oldest(self, why, false, now_ms);
+    self->withheld = 0; /* the next ready, after a probe, offers what is free */
 }
 
 static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
@@ -738,10 +743,19 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
               now_ms);
     if (self->job == S_JOB_RUNNING)
         return; /* the rest of a batch is still to be reported */
-    if (self->draining)
+    if (self->draining) {
         s_exit(self, 0, now_ms);
-    else
-        s_start_held(self, now_ms);
+        return;
+    }
+    s_start_held(self, now_ms);
+    /* The credits held back behind the long job that just ended. */
+    if (self->withheld && self->link == OQ_LINK_UP && !self->unavailable) {
+        oq_action_t *ready = s_push(self, OQ_ACTION_SEND);
+        ready->cmd = OQ_CMD_READY;
+        ready->credit = self->withheld;
+        self->sent_ms = now_ms;
+    }
+    self->withheld = 0;
 }
 
 void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms)
@@ -884,6 +898,19 @@ void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
         s_watchdog(self, now_ms);
         return;
     }
+    if (self->job == S_JOB_RUNNING && self->held_count &&
+        now_ms - self->job_started_ms >= OQ_WORKER_HOLD_MAX_MS) {
+        /* A long job: what waits behind it may run on a free worker now.
+           Their credits stay back until it ends, or they would only come
+           back to wait here again. */
+        oq_info("job %llu has run %lld ms: handing back %zu held job(s) for other workers",
+                (unsigned long long)self->run[0].id, (long long)(now_ms - self->job_started_ms),
+                self->held_count);
+        self->withheld += (uint32_t)self->held_count;
+        while (self->held_count)
+            s_hand_back_oldest(self, "held behind a long job: handed back unrun for a free worker",
+                               false, now_ms);
+    }
     if (self->job == S_JOB_IDLE && !self->draining) {
         if (self->unavailable && now_ms >= self->probe_at_ms) {
             s_set_job(self, S_JOB_PROBING);
@@ -938,6 +965,8 @@ int64_t oq_session_deadline(const oq_session_t *self)
         return deadline;
     if (self->job == S_JOB_RUNNING)
         deadline = self->job_deadline_ms;
+    if (self->job == S_JOB_RUNNING && self->held_count)
+        deadline = s_min(deadline, self->job_started_ms + OQ_WORKER_HOLD_MAX_MS);
     if (self->job == S_JOB_IDLE && !self->draining) {
         if (self->unavailable)
             deadline = s_min(deadline, self->probe_at_ms);

@@ -19,8 +19,10 @@
     - a held job is the worker's from its delivery (its lease runs from
       then): it is started, with a touch that restarts its lease if it
       waited OQ_WORKER_TOUCH_MIN_MS or more, unless it waited half its
-      timeout or more, or the worker stops or pauses: then it is handed
-      back unrun (return, held), using no try; on a lost link or a broker
+      timeout or more, the job before it has run OQ_WORKER_HOLD_MAX_MS
+      (then its credit waits for that job's end), or the worker stops or
+      pauses: then it is handed back unrun (return, held), using no try;
+      on a lost link or a broker
       that forgot the worker it is dropped, as the broker gives its lease
       back itself;
     - when the job thread is free, the oldest held jobs of a type with a

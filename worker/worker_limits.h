@@ -29,6 +29,11 @@
 #define OQ_WORKER_PREFETCH_MAX     64
 #define OQ_WORKER_PREFETCH_DEFAULT 1
 
+/* A held job waits at most this long behind a job that runs: past it the
+   worker hands its held jobs back (unrun, no try used) for the workers
+   that are free, and takes no more until the running job ends. */
+#define OQ_WORKER_HOLD_MAX_MS 1000
+
 /* Broker messages read per loop turn, so a flood cannot starve the job
    thread's report or a signal. */
 #define OQ_WORKER_BATCH_MSGS 64

@@ -3,7 +3,9 @@
     hands them back unrun, using no try, and they run elsewhere; SIGKILLed,
     the broker gives them back at its death and they run elsewhere within
     the heartbeat window; a held job that waited half its timeout behind a
-    longer one is handed back for a fresh lease instead of started. Every
+    longer one is handed back for a fresh lease instead of started, and
+    those held behind a job that runs a second go back at once for a free
+    worker. Every
     job is dispatched with max_tries 1 where a try used by mistake would
     fail it. Jobs held of a type with a batch function (onceq-test-worker's
     tally) run in one call, up to --batch, each acked on its own. */
@@ -145,9 +147,10 @@ static void test_held_job_that_waited_half_its_timeout_is_handed_back(void **sta
     it_t *it = *state;
     s_start_broker(it);
     s_worker(it, "holder", "2", 1);
-    s_sleep_job(it, 1500, 1, 0);
-    /* Held behind the 1.5 s job, it waits at least half its 2 s timeout. */
-    s_sleep_job(it, 10, 1, 2000);
+    s_sleep_job(it, 600, 1, 0);
+    /* Held behind the 0.6 s job, it waits at least half its 0.8 s timeout
+       (and the 0.6 s job is not long enough to hand it back for that). */
+    s_sleep_job(it, 10, 1, 800);
     it_stats_t s;
     uint64_t two = 2;
     assert_true(it_wait_stats(it, s_done, &two, IT_WAIT_MS, &s) >= 0);
@@ -155,6 +158,34 @@ static void test_held_job_that_waited_half_its_timeout_is_handed_back(void **sta
     char *log = it_read_log(it, "holder");
     assert_non_null(strstr(log, "handed back unrun for a fresh lease"));
     free(log);
+}
+
+static void test_held_jobs_behind_a_long_one_run_on_a_free_worker(void **state)
+{
+    it_t *it = *state;
+    s_start_broker(it);
+    s_worker(it, "holder", "3", 1);
+    s_sleep_job(it, 4000, 1, 0);
+    s_sleep_job(it, 10, 1, 0);
+    s_sleep_job(it, 10, 1, 0);
+    it_stats_t s;
+    uint64_t three = 3;
+    assert_true(it_wait_stats(it, s_leased, &three, IT_WAIT_MS, &s) >= 0);
+    s_worker(it, "free", "1", 2);
+    assert_true(it_wait_stats(it, s_done, &three, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    char *holder = it_read_log(it, "holder");
+    char *free_log = it_read_log(it, "free");
+    assert_non_null(strstr(holder, "handing back 2 held job(s) for other workers"));
+    /* The free worker ran both, each as its first attempt. */
+    const char *at = free_log;
+    for (int i = 0; i < 2; i++) {
+        at = strstr(at, "type=sleep attempt=1 outcome=ok");
+        assert_non_null(at);
+        at++;
+    }
+    free(holder);
+    free(free_log);
 }
 
 static uint64_t s_tally_job(it_t *it, uint64_t ms, bool fail)
@@ -183,7 +214,7 @@ static bool s_settled(const it_stats_t *s, const void *arg)
     return s->done + s->failed == *(const uint64_t *)arg;
 }
 
-/* One tally job of 800 ms runs alone; the n behind it arrive while it runs
+/* One tally job of 500 ms runs alone; the n behind it arrive while it runs
    and are held; then they go to the batch function, batch at a time. */
 static char *s_run_tallies(it_t *it, const char *batch, int n)
 {
@@ -194,7 +225,7 @@ static char *s_run_tallies(it_t *it, const char *batch, int n)
     size_t one = 1;
     it_stats_t s;
     assert_true(it_wait_stats(it, s_workers_up, &one, IT_WAIT_MS, &s) >= 0);
-    s_tally_job(it, 800, false);
+    s_tally_job(it, 500, false);
     for (int i = 0; i < n; i++)
         s_tally_job(it, 0, i == 1);
     uint64_t all = (uint64_t)n + 1;
@@ -235,6 +266,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_hands_held_jobs_back_unrun, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_killed_holder_jobs_run_elsewhere, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_held_job_that_waited_half_its_timeout_is_handed_back,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_held_jobs_behind_a_long_one_run_on_a_free_worker,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_of_a_batch_type_run_in_one_call, s_setup,
                                         s_teardown),

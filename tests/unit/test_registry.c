@@ -1673,6 +1673,41 @@ static void test_session_prefetch_long_wait_is_touched_or_handed_back(void **unu
     oq_session_destroy(&session);
 }
 
+static void test_session_prefetch_jobs_behind_a_long_one_go_back(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(3);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 60000, 20);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 60000, 20);
+    s_next(session, OQ_ACTION_HOLD);
+    s_no_action(session);
+    /* Job 1 has run OQ_WORKER_HOLD_MAX_MS: what waits behind it goes back
+       unrun for a free worker, and its credit stays back. */
+    int64_t now = 10 + OQ_WORKER_HOLD_MAX_MS;
+    s_receive(session, OQ_CMD_HEARTBEAT, now);
+    oq_session_on_tick(session, now);
+    for (uint64_t id = 2; id <= 3; id++) {
+        oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(back.ack.id, id);
+        assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+        assert_true(back.ack.held);
+        assert_int_equal(back.ack.credit, 0);
+        s_next(session, OQ_ACTION_DROP_HELD);
+    }
+    oq_action_t action;
+    while (oq_session_next(session, &action) == 0)
+        assert_int_equal(action.cmd, OQ_CMD_HEARTBEAT);
+    /* When it ends, its own credit comes back with its ack, the others'
+       with a ready. */
+    s_finish(session, 1, OQ_OUTCOME_OK, now + 500);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 2);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
 static void test_session_prefetch_lost_link_drops_held_jobs(void **unused)
 {
     oq_session_t *session = s_session_prefetch(4);
@@ -1869,6 +1904,7 @@ int main(void)
         cmocka_unit_test(test_session_prefetch_holds_then_starts_in_order),
         cmocka_unit_test(test_session_prefetch_stop_hands_held_jobs_back),
         cmocka_unit_test(test_session_prefetch_long_wait_is_touched_or_handed_back),
+        cmocka_unit_test(test_session_prefetch_jobs_behind_a_long_one_go_back),
         cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),
         cmocka_unit_test(test_session_prefetch_pause_hands_held_jobs_back),
         cmocka_unit_test(test_session_batch_starts_held_jobs_of_a_type_together),
