@@ -22,7 +22,7 @@ ctest --test-dir "$top/build" --output-on-failure --timeout 300
 if [ "${ONCEQ_NO_PREFETCH_PASS:-0}" != 1 ]; then
   # Workers hold jobs and run batches (their defaults are one job at a
   # time): every integration test and the chaos verdict again, the workers
-  # the tests start taking these from the environment. About 3 minutes.
+  # the tests start taking these from the environment. About 4 minutes.
   echo "== integration tests with --prefetch 8 and batches on"
   ONCEQ_PREFETCH=8 ONCEQ_BATCH=8 \
     ctest --test-dir "$top/build" -L "integration|chaos" --output-on-failure --timeout 300
