@@ -13,6 +13,9 @@
                     worker's --database
       request_shipment
                     the production shipment handler, with --carrier-url
+      request_shipment_unkeyed
+                    with ONCEQ_TEST_HOOKS=1: its broken twin that keys the
+                    carrier call by the job id (shipments_hooks.h)
       tally {ms?: uint, fail?: bool}
                     a type with a batch function (up to 8 jobs): alone it
                     sleeps ms, then ok; a batch logs "tally: one call for N
@@ -29,6 +32,7 @@
 #include "onceq/log.h"
 #include "onceq/worker.h"
 #include "points_hooks.h"
+#include "shipments_hooks.h"
 #include "shipments/handler.h"
 
 static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
@@ -96,6 +100,8 @@ int main(int argc, char **argv)
         if (oq_shipments_handler_register(shipments, registry) < 0 ||
             oq_registry_add(registry, "tally", s_tally, NULL) < 0 ||
             oq_registry_set_batch(registry, "tally", s_tally_batch, 8) < 0)
+            return 2;
+        if (oq_points_test_hooks_wanted() && oq_shipments_test_register(registry) < 0)
             return 2;
     }
     int rc = oq_worker_main(argc, argv, registry);
