@@ -242,6 +242,18 @@ static int s_get_uint(s_errctx_t *ctx, const msgpack_object *map, const char *ke
     return 0;
 }
 
+static int s_get_bool(s_errctx_t *ctx, const msgpack_object *map, const char *key, bool *out)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    *out = false;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be true or false", key);
+    *out = o->via.boolean;
+    return 0;
+}
+
 static int s_get_int(s_errctx_t *ctx, const msgpack_object *map, const char *key, int64_t min,
                      int64_t max, int64_t *out, bool *present)
 {
@@ -628,6 +640,11 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             a->outcome != OQ_OUTCOME_UNAVAILABLE)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
                    "field \"delay\" goes only with outcome retry, return or unavailable, not %s",
+                   oq_proto_outcome_name(a->outcome));
+        if (s_get_bool(ctx, root, "held", &a->held) < 0)
+            return -1;
+        if (a->held && a->outcome != OQ_OUTCOME_RETURN)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"held\" goes only with outcome return, not %s",
                    oq_proto_outcome_name(a->outcome));
         return 0;
     }
@@ -1138,7 +1155,9 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     bool has_delay =
         ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN ||
                            ack->outcome == OQ_OUTCOME_UNAVAILABLE);
-    oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error + ack->has_lease + has_delay);
+    bool held = ack->held && ack->outcome == OQ_OUTCOME_RETURN;
+    oq_proto_begin(&pk, OQ_CMD_ACK, -1,
+                   4 + has_result + has_error + ack->has_lease + has_delay + held);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, ack->id);
     oq_proto_pack_cstr(&pk, "attempt");
@@ -1165,6 +1184,10 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     if (has_delay) {
         oq_proto_pack_cstr(&pk, "delay");
         s_pack_seconds(&pk, ack->delay_ms);
+    }
+    if (held) {
+        oq_proto_pack_cstr(&pk, "held");
+        msgpack_pack_true(&pk);
     }
 }
 

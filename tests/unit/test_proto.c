@@ -901,8 +901,17 @@ static void test_lease_touch_delay_and_return(void **state)
     s_decode_ok(&msg, &buf);
     assert_int_equal(msg.ack.outcome, OQ_OUTCOME_RETURN);
     assert_false(msg.ack.has_delay);
+    assert_false(msg.ack.held);
     oq_proto_msg_release(&msg);
     msgpack_sbuffer_clear(&buf);
+    /* A held (prefetched) job handed back says so; only a return may. */
+    ack.held = true;
+    oq_proto_encode_ack(&buf, &ack);
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.ack.held);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    ack.held = false;
 
     oq_ack_msg_t touch = {.id = 9, .attempt = 2, .lease = 77};
     oq_proto_encode_touch(&buf, &touch);
@@ -918,6 +927,10 @@ static void test_lease_touch_delay_and_return(void **state)
                "\"delay\" goes only with outcome retry, return or unavailable, not ok");
     s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:retry, lease:-1}", OQ_ERR_BAD_REQUEST,
                "\"lease\"");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:ok, held:true}", OQ_ERR_BAD_REQUEST,
+               "\"held\" goes only with outcome return, not ok");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:return, held:1}", OQ_ERR_BAD_REQUEST,
+               "\"held\" must be true or false");
     s_text_bad("{v:1, cmd:touch, id:1, attempt:1}", OQ_ERR_BAD_REQUEST, "missing field \"lease\"");
 }
 

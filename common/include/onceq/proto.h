@@ -155,6 +155,9 @@ typedef struct {
     uint64_t lease;     /* the delivery's token, echoed (has_lease) */
     int64_t delay_ms;   /* retry or return: ready after this instead of the backoff */
     bool has_lease, has_delay;
+    /* return only: a job the worker held (prefetched) and hands back unrun;
+       the worker still handles its type */
+    bool held;
 } oq_ack_msg_t;
 
 /* One decoded message. Fields beyond cmd are filled for the commands that
