@@ -2,6 +2,7 @@
 #include "points/ledger.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 struct oq_ledger {
@@ -38,6 +39,31 @@ int oq_ledger_insert_grant(oq_ledger_t *self, const oq_ledger_grant_t *grant,
     assert(self && grant && grant->reason && outcome && error);
     oq_pg_errors_clear(error);
     return self->ops->insert_grant(self->impl, grant, outcome, error);
+}
+
+/* The SQLSTATE of a foreign key violation, as PostgreSQL reports a grant
+   for a customer without a balance row. */
+#define S_SQLSTATE_FOREIGN_KEY "23503"
+
+int oq_ledger_insert_grants(oq_ledger_t *self, const oq_ledger_grant_t *grants, size_t count,
+                            bool *inserted, oq_pg_error_t *error)
+{
+    assert(self && grants && count >= 1 && inserted && error);
+    oq_pg_errors_clear(error);
+    if (self->ops->insert_grants)
+        return self->ops->insert_grants(self->impl, grants, count, inserted, error);
+    for (size_t i = 0; i < count; i++) {
+        oq_ledger_insert_t outcome;
+        if (oq_ledger_insert_grant(self, &grants[i], &outcome, error) < 0)
+            return -1;
+        if (outcome == OQ_LEDGER_NO_CUSTOMER) {
+            oq_pg_errors_set(error, OQ_PG_ERR_FAIL, S_SQLSTATE_FOREIGN_KEY,
+                             "customer %" PRId64 " has no balance row", grants[i].customer_id);
+            return -1;
+        }
+        inserted[i] = outcome == OQ_LEDGER_INSERTED;
+    }
+    return 0;
 }
 
 int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,

@@ -11,6 +11,7 @@
 #define ONCEQ_LEDGER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "onceq/effects.h"
@@ -34,6 +35,15 @@ typedef struct {
     /* INSERT ... ON CONFLICT (order_id, reason) DO NOTHING. */
     int (*insert_grant)(void *impl, const oq_ledger_grant_t *grant, oq_ledger_insert_t *outcome,
                         oq_pg_error_t *error);
+    /* Several grants in one statement, in the order given: INSERT ...
+       SELECT ... ON CONFLICT (order_id, reason) DO NOTHING RETURNING.
+       inserted[i] is true if grants[i]'s row went in; of two grants with
+       one key, only the first can. A grant for a customer without a
+       balance row refuses the whole statement: -1 with the database's
+       error (23503). May be NULL: then oq_ledger_insert_grants inserts
+       the grants one by one through insert_grant. */
+    int (*insert_grants)(void *impl, const oq_ledger_grant_t *grants, size_t count, bool *inserted,
+                         oq_pg_error_t *error);
     /* Add points to a balance; *found false if the customer has no row. */
     int (*add_to_balance)(void *impl, int64_t customer_id, int64_t points, bool *found,
                           oq_pg_error_t *error);
@@ -63,6 +73,12 @@ void oq_ledger_destroy(oq_ledger_t **self_p);
 /* The calls, as in oq_ledger_ops_t. */
 int oq_ledger_insert_grant(oq_ledger_t *self, const oq_ledger_grant_t *grant,
                            oq_ledger_insert_t *outcome, oq_pg_error_t *error);
+/* Several grants at once (count >= 1), as insert_grants says; one by one
+   through insert_grant for an implementation without it (a customer
+   without a balance row then also ends it: -1 with a FAIL error, SQLSTATE
+   23503, as the database's foreign key does). */
+int oq_ledger_insert_grants(oq_ledger_t *self, const oq_ledger_grant_t *grants, size_t count,
+                            bool *inserted, oq_pg_error_t *error);
 int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,
                              oq_pg_error_t *error);
 int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,
