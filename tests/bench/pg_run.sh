@@ -8,6 +8,13 @@
 # JOBS (per run, default 5000), REPEATS (default 3, the median is reported),
 # WORKER_COUNTS (default "1 2 4 8"), CUSTOMERS (default 1000). Everything
 # speaks CURVE with keys made here (INSECURE=1: plaintext).
+#
+# Batched effects, in the same run: grant-batch-bench calls grant_points'
+# batch function directly (no broker), BATCH jobs per transaction (default
+# 32), with one connection per worker, and its jobs/s is set beside the same
+# pgbench tps. When onceq-worker has --batch (the runtime's prefetch), the
+# grant jobs also run end to end with ONCEQ_PREFETCH=PREFETCH (default
+# BATCH) and ONCEQ_BATCH=BATCH. E2E=0 skips both end-to-end onceq runs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-${BUILD:-$top/build}}" && pwd)
@@ -16,6 +23,13 @@ jobs=${JOBS:-5000}
 repeats=${REPEATS:-3}
 worker_counts=${WORKER_COUNTS:-1 2 4 8}
 customers=${CUSTOMERS:-1000}
+batch=${BATCH:-32}
+prefetch=${PREFETCH:-$batch}
+e2e=${E2E:-1}
+batched_e2e=0
+if [ "$e2e" = 1 ] && "$bin/onceq-worker" --help 2>&1 | grep -q -- '--batch'; then
+  batched_e2e=1
+fi
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 
 run=$(mktemp -d /tmp/onceq-pgbench-XXXXXX)
@@ -68,27 +82,58 @@ sleep 0.3
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf "%-8s %14s %14s %8s\n" workers "onceq jobs/s" "pgbench tps" ratio
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a != "-" && b > 0) printf "%.2f", a / b; else print "-"}'; }
+printf "%-8s %14s %14s %8s %14s %8s %14s %8s\n" workers "onceq jobs/s" "pgbench tps" ratio \
+  "batch fn j/s" ratio "onceq+batch" ratio
 for w in $worker_counts; do
-  "$bin/onceq-worker" --broker "$back" --processes "$w" --log-level warn >"$run/workers.log" 2>&1 &
-  wpid=$!
-  onceq_rates=(); pg_rates=()
+  onceq_rates=(); pg_rates=(); fn_rates=(); e2e_rates=()
+  if [ "$e2e" = 1 ]; then
+    "$bin/onceq-worker" --broker "$back" --processes "$w" --log-level warn >"$run/workers.log" 2>&1 &
+    wpid=$!
+  fi
   for r in $(seq "$repeats"); do
-    line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
-             --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
-    onceq_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    if [ "$e2e" = 1 ]; then
+      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+               --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
+      onceq_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    fi
     per_client=$((jobs / w))
     tps=$("$pgbin/pgbench" -n -M prepared -c "$w" -j "$w" -t "$per_client" -D customers="$customers" \
             -f "$run/grant.sql" "$ONCEQ_DATABASE_URL" 2>/dev/null |
           sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
     pg_rates+=("$tps")
+    line=$("$bin/grant-batch-bench" --database "$ONCEQ_DATABASE_URL" --workers "$w" \
+             --jobs "$jobs" --batch "$batch" --customers "$customers")
+    fn_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
   done
-  kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
-  o=$(printf "%s\n" "${onceq_rates[@]}" | median)
+  if [ "$e2e" = 1 ]; then
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+  fi
+  if [ "$batched_e2e" = 1 ]; then
+    ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch "$bin/onceq-worker" --broker "$back" \
+      --processes "$w" --log-level warn >"$run/workers-batch.log" 2>&1 &
+    wpid=$!
+    for r in $(seq "$repeats"); do
+      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+               --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
+      e2e_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    done
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+  fi
   p=$(printf "%s\n" "${pg_rates[@]}" | median)
-  printf "%-8s %14.0f %14.0f %8.2f   (runs: onceq %s; pgbench %s)\n" "$w" "$o" "$p" \
-    "$(awk -v a="$o" -v b="$p" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
-    "${onceq_rates[*]}" "${pg_rates[*]}"
+  f=$(printf "%s\n" "${fn_rates[@]}" | median)
+  o=-; e=-
+  [ "$e2e" = 1 ] && o=$(printf "%s\n" "${onceq_rates[@]}" | median)
+  [ "$batched_e2e" = 1 ] && e=$(printf "%s\n" "${e2e_rates[@]}" | median)
+  printf "%-8s %14s %14.0f %8s %14.0f %8s %14s %8s   (runs: onceq %s; pgbench %s; batch fn %s; onceq+batch %s)\n" \
+    "$w" "$o" "$p" "$(ratio "$o" "$p")" "$f" "$(ratio "$f" "$p")" "$e" "$(ratio "$e" "$p")" \
+    "${onceq_rates[*]:-}" "${pg_rates[*]}" "${fn_rates[*]}" "${e2e_rates[*]:-}"
 done
-echo "ratio = onceq / pgbench, same transaction (INSERT ... ON CONFLICT DO NOTHING, UPDATE balance, COMMIT),"
-echo "same connection count, $jobs transactions per run, median of $repeats runs"
+echo "ratio = each column / pgbench, same transaction (INSERT ... ON CONFLICT DO NOTHING, UPDATE balance, COMMIT),"
+echo "same connection count, $jobs transactions (jobs) per run, median of $repeats runs"
+echo "batch fn: grant_points' batch function called directly, $batch jobs per transaction (grant-batch-bench)"
+if [ "$batched_e2e" = 1 ]; then
+  echo "onceq+batch: end to end with ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch"
+elif [ "$e2e" = 1 ]; then
+  echo "onceq+batch: -, this onceq-worker has no --batch"
+fi
