@@ -177,6 +177,7 @@ typedef struct {
     size_t *by_customer;       /* indexes of items by (customer_id, position) */
     oq_ledger_grant_t *sorted; /* the grants in by_order order, for the INSERT */
     bool *inserted;            /* of sorted[k] */
+    int64_t *customers, *sums; /* the balance updates: customers ascending */
 } s_batch_t;
 
 /* A sort key and the position it belongs to. */
@@ -208,8 +209,8 @@ static void s_sort(const s_ctx_t *items, size_t count, bool by_customer, size_t 
 
 /* The batch's transaction: every grant in one INSERT, in order_id order;
    the ones that did not go in compared with the row that stopped them;
-   then per customer, in customer_id order, one balance update with the
-   points of the grants that went in. */
+   then each customer's balance updated once, with the points of the
+   grants that went in, the rows locked in customer_id order. */
 static int s_batch_body(oq_txn_t *txn, void *arg, size_t count, oq_batch_item_t *items,
                         oq_pg_error_t *error)
 {
@@ -233,6 +234,7 @@ static int s_batch_body(oq_txn_t *txn, void *arg, size_t count, oq_batch_item_t 
             return -1;
         }
     }
+    size_t customers = 0;
     for (size_t k = 0; k < count;) {
         int64_t customer = b->items[b->by_customer[k]].grant.customer_id;
         int64_t sum = 0;
@@ -241,15 +243,20 @@ static int s_batch_body(oq_txn_t *txn, void *arg, size_t count, oq_batch_item_t 
                 sum += b->items[b->by_customer[k]].grant.points;
         if (sum == 0)
             continue; /* none of this customer's grants went in */
-        bool found;
-        if (oq_ledger_add_to_balance(b->ledger, customer, sum, &found, error) < 0)
-            return -1;
-        if (!found) {
-            /* The foreign key makes this rare (a row deleted meanwhile);
-               the fallback finds which grant it concerns. */
-            s_unknown_customer(customer, error);
-            return -1;
-        }
+        b->customers[customers] = customer;
+        b->sums[customers++] = sum;
+    }
+    if (customers == 0)
+        return 0;
+    size_t found;
+    if (oq_ledger_add_to_balances(b->ledger, b->customers, b->sums, customers, &found, error) < 0)
+        return -1;
+    if (found < customers) {
+        /* The foreign key makes this rare (a row deleted meanwhile); the
+           fallback finds which grant it concerns. */
+        oq_pg_errors_set(error, OQ_PG_ERR_FAIL, NULL,
+                         "%zu of the batch's customers have no balance row", customers - found);
+        return -1;
     }
     return 0;
 }
@@ -292,8 +299,11 @@ int oq_grant_order_points_batch(oq_ledger_t *ledger, oq_txn_t *txn, size_t count
         b.by_customer = calloc(b.count, sizeof *b.by_customer);
         b.sorted = calloc(b.count, sizeof *b.sorted);
         b.inserted = calloc(b.count, sizeof *b.inserted);
+        b.customers = calloc(b.count, sizeof *b.customers);
+        b.sums = calloc(b.count, sizeof *b.sums);
         oq_batch_item_t *outcomes = calloc(b.count, sizeof *outcomes);
-        assert(b.by_order && b.by_customer && b.sorted && b.inserted && outcomes);
+        assert(b.by_order && b.by_customer && b.sorted && b.inserted && b.customers && b.sums &&
+               outcomes);
         s_sort(b.items, b.count, false, b.by_order);
         s_sort(b.items, b.count, true, b.by_customer);
         for (size_t k = 0; k < b.count; k++)
@@ -305,6 +315,8 @@ int oq_grant_order_points_batch(oq_ledger_t *ledger, oq_txn_t *txn, size_t count
             s_result(&b.items[k], result);
         }
         free(outcomes);
+        free(b.sums);
+        free(b.customers);
         free(b.inserted);
         free(b.sorted);
         free(b.by_customer);

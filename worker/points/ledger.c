@@ -74,6 +74,25 @@ int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t poi
     return self->ops->add_to_balance(self->impl, customer_id, points, found, error);
 }
 
+int oq_ledger_add_to_balances(oq_ledger_t *self, const int64_t *customers, const int64_t *points,
+                              size_t count, size_t *found, oq_pg_error_t *error)
+{
+    assert(self && customers && points && count >= 1 && found && error);
+    for (size_t i = 1; i < count; i++)
+        assert(customers[i - 1] < customers[i]);
+    oq_pg_errors_clear(error);
+    if (self->ops->add_to_balances)
+        return self->ops->add_to_balances(self->impl, customers, points, count, found, error);
+    *found = 0;
+    for (size_t i = 0; i < count; i++) {
+        bool one;
+        if (oq_ledger_add_to_balance(self, customers[i], points[i], &one, error) < 0)
+            return -1;
+        *found += one;
+    }
+    return 0;
+}
+
 int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,
                          oq_pg_error_t *error)
 {

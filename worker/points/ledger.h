@@ -47,6 +47,14 @@ typedef struct {
     /* Add points to a balance; *found false if the customer has no row. */
     int (*add_to_balance)(void *impl, int64_t customer_id, int64_t points, bool *found,
                           oq_pg_error_t *error);
+    /* Add points[i] to the balance of customers[i], for count customers,
+       distinct and in ascending order, whose rows are locked in that order
+       before any changes (two callers then wait for each other at most,
+       never deadlock); *found is the number of customers that have a row.
+       May be NULL: then oq_ledger_add_to_balances calls add_to_balance for
+       each, in order. */
+    int (*add_to_balances)(void *impl, const int64_t *customers, const int64_t *points,
+                           size_t count, size_t *found, oq_pg_error_t *error);
     /* The grant for (grant->order_id, grant->reason): fills customer_id and
        points; *found false if there is none. */
     int (*find_grant)(void *impl, oq_ledger_grant_t *grant, bool *found, oq_pg_error_t *error);
@@ -81,6 +89,9 @@ int oq_ledger_insert_grants(oq_ledger_t *self, const oq_ledger_grant_t *grants, 
                             bool *inserted, oq_pg_error_t *error);
 int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,
                              oq_pg_error_t *error);
+/* Several balances at once (count >= 1), as add_to_balances says. */
+int oq_ledger_add_to_balances(oq_ledger_t *self, const int64_t *customers, const int64_t *points,
+                              size_t count, size_t *found, oq_pg_error_t *error);
 int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,
                          oq_pg_error_t *error);
 int oq_ledger_get_balance(oq_ledger_t *self, int64_t customer_id, int64_t *balance, bool *found,

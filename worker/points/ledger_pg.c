@@ -142,6 +142,54 @@ static void s_arrays(const oq_ledger_grant_t *grants, size_t count, s_buf_t *ord
         s_buf_add(all[k], "}", 1);
 }
 
+/* An array literal of numbers, "{1,2}". */
+static void s_int_array(const int64_t *values, size_t count, s_buf_t *out)
+{
+    s_buf_add(out, "{", 1);
+    for (size_t i = 0; i < count; i++) {
+        s_int_t v = s_int(values[i]);
+        if (i)
+            s_buf_add(out, ",", 1);
+        s_buf_add(out, v.text, strlen(v.text));
+    }
+    s_buf_add(out, "}", 1);
+}
+
+/* Why two statements: an UPDATE ... FROM a list locks its rows in the
+   order its join happens to visit them, which two batches need not share.
+   SELECT ... ORDER BY ... FOR NO KEY UPDATE locks them in customer order
+   first (the lock is taken on each row as the sort hands it over, the
+   lock an UPDATE of a non-key column takes); the UPDATE then finds them
+   locked by its own transaction. One customer needs no ordering. */
+static int s_add_to_balances(void *impl, const int64_t *customers, const int64_t *points,
+                             size_t count, size_t *found, oq_pg_error_t *error)
+{
+    s_buf_t ids = {0}, amounts = {0};
+    s_int_array(customers, count, &ids);
+    s_int_array(points, count, &amounts);
+    const char *params[] = {ids.text, amounts.text};
+    PGresult *res = NULL;
+    int rc = 0;
+    if (count > 1)
+        rc = oq_pg_exec(impl,
+                        "SELECT 1 FROM point_balances WHERE customer_id = ANY($1::bigint[]) "
+                        "ORDER BY customer_id FOR NO KEY UPDATE",
+                        1, params, NULL, error);
+    if (rc == 0)
+        rc = oq_pg_exec(impl,
+                        "UPDATE point_balances b SET balance = b.balance + d.points "
+                        "FROM unnest($1::bigint[], $2::bigint[]) AS d(customer_id, points) "
+                        "WHERE b.customer_id = d.customer_id",
+                        S_COUNT(params), params, &res, error);
+    free(ids.text);
+    free(amounts.text);
+    if (rc < 0)
+        return -1;
+    *found = (size_t)s_rows(res);
+    PQclear(res);
+    return 0;
+}
+
 /* Why INSERT ... SELECT FROM unnest: one statement of fixed text for any
    number of grants, the values bound as four array parameters, never
    spliced into the SQL. WITH ORDINALITY and ORDER BY keep the rows in the
@@ -270,6 +318,7 @@ oq_ledger_t *oq_ledger_pg_new(oq_pg_t *pg)
         .insert_grant = s_insert_grant,
         .insert_grants = s_insert_grants,
         .add_to_balance = s_add_to_balance,
+        .add_to_balances = s_add_to_balances,
         .find_grant = s_find_grant,
         .get_balance = s_get_balance,
         .add_customer = s_add_customer,
