@@ -2,7 +2,8 @@
     (points/ledger_mem.h): the effects SDK's batch runner
     (oq_txn_run_batch in onceq/effects.h), the batched grant use case
     (oq_grant_order_points_batch) and the grant_points batch function
-    (oq_points_grant_batch) with its per-job reports. A batch commits its
+    (oq_points_grant_batch) with its per-job reports, and the test build's
+    hooked batch function. A batch commits its
     jobs together; on any error it falls back to one transaction per job,
     so that only a bad job fails; a database that is away ends the
     fallback early. Faults are injected through the ledger's seam, the way
@@ -14,9 +15,12 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "onceq/effects.h"
 #include "onceq/effects_worker.h"
@@ -25,6 +29,7 @@
 #include "points/grant.h"
 #include "points/handler.h"
 #include "points/ledger_mem.h"
+#include "points_hooks.h"
 
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define S_I(v)     ((int64_t)(v))
@@ -420,15 +425,20 @@ typedef struct {
     oq_job_t job;
 } s_payload_t;
 
-/* A grant_points job; points < 0 leaves the field out. */
-static const oq_job_t *s_job(s_payload_t *p, uint64_t id, int64_t order, int64_t customer,
-                             int64_t points)
+/* A grant_points job with a test hook (hook NULL: none), attempt 1;
+   points < 0 leaves the field out. */
+static const oq_job_t *s_job_hook(s_payload_t *p, uint64_t id, int64_t order, int64_t customer,
+                                  int64_t points, const char *hook, int64_t hook_value)
 {
     memset(p, 0, sizeof *p);
     msgpack_sbuffer_init(&p->buf);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &p->buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, points < 0 ? 2 : 3);
+    msgpack_pack_map(&pk, (points < 0 ? 2 : 3) + (hook ? 1 : 0));
+    if (hook) {
+        oq_proto_pack_cstr(&pk, hook);
+        msgpack_pack_int64(&pk, hook_value);
+    }
     oq_proto_pack_cstr(&pk, "order_id");
     msgpack_pack_int64(&pk, order);
     oq_proto_pack_cstr(&pk, "customer_id");
@@ -449,6 +459,13 @@ static const oq_job_t *s_job(s_payload_t *p, uint64_t id, int64_t order, int64_t
                         .timeout_ms = 60000,
                         .payload = &p->unpacked.data};
     return &p->job;
+}
+
+/* A grant_points job; points < 0 leaves the field out. */
+static const oq_job_t *s_job(s_payload_t *p, uint64_t id, int64_t order, int64_t customer,
+                             int64_t points)
+{
+    return s_job_hook(p, id, order, customer, points, NULL, 0);
 }
 
 static void s_job_free(s_payload_t *p)
@@ -504,6 +521,61 @@ static void test_batch_function_reports_each_job(void **state)
     oq_points_handler_destroy(&handler);
 }
 
+/* ---- the test build's hooked batch function ----------------------------- */
+
+/* The after-COMMIT hook acts on its own job after the batch's COMMIT; a
+   job that pauses inside its transaction runs alone, hooks and all. */
+static void test_hooked_batch(void **state)
+{
+    s_fx_t *fx = *state;
+    oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, fx->txn);
+    s_payload_t p[3];
+    const oq_job_t *jobs[] = {
+        s_job(&p[0], 1, 40, 42, 1),
+        s_job_hook(&p[1], 2, 41, 42, 2, "test_fail_after_commit_attempt", 1),
+        s_job_hook(&p[2], 3, 42, 43, 3, "test_pause_in_txn_ms", 1),
+    };
+    oq_report_t reports[S_COUNT(jobs)];
+    memset(reports, 0, sizeof reports);
+    oq_points_test_grant_batch(jobs, S_COUNT(jobs), handler, reports);
+    assert_int_equal(reports[0].outcome, OQ_OUTCOME_OK);
+    assert_int_equal(reports[0].result, OQ_RESULT_APPLIED);
+    assert_int_equal(reports[1].outcome, OQ_OUTCOME_RETRY);
+    assert_string_equal(reports[1].error, "test hook: failing after commit");
+    assert_int_equal(reports[2].outcome, OQ_OUTCOME_OK);
+    /* The paused job alone, then the other two in one batch. */
+    assert_int_equal(s_begins(fx), 2);
+    assert_int_equal(s_balance(fx, 42), 3); /* committed all the same */
+    assert_int_equal(s_balance(fx, 43), 1003);
+    for (size_t i = 0; i < S_COUNT(p); i++)
+        s_job_free(&p[i]);
+    oq_points_handler_destroy(&handler);
+}
+
+/* The kill hook of one job ends the process after the batch's COMMIT:
+   every job of the batch is committed and none acked. */
+static void test_hooked_batch_kill_after_commit(void **state)
+{
+    s_fx_t *fx = *state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, fx->txn);
+        s_payload_t p[2];
+        const oq_job_t *jobs[] = {
+            s_job(&p[0], 1, 50, 42, 1),
+            s_job_hook(&p[1], 2, 51, 42, 2, "test_kill_after_commit_attempt", 1),
+        };
+        oq_report_t reports[S_COUNT(jobs)];
+        oq_points_test_grant_batch(jobs, S_COUNT(jobs), handler, reports);
+        _exit(0); /* not reached */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
 #define S_TEST(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
 
 int main(void)
@@ -524,6 +596,8 @@ int main(void)
         S_TEST(test_runner_reruns_start_clean_and_one_runs_alone),
         S_TEST(test_report_item),
         S_TEST(test_batch_function_reports_each_job),
+        S_TEST(test_hooked_batch),
+        S_TEST(test_hooked_batch_kill_after_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
