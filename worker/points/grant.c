@@ -161,7 +161,8 @@ int oq_grant_order_points(oq_ledger_t *ledger, oq_txn_t *txn, int64_t order_id, 
         .grant = {order_id, OQ_GRANT_REASON_ORDER, customer_id, points},
         .hooks = hooks,
     };
-    oq_txn_run(txn, s_grant_once, &ctx, &result->error);
+    if (oq_txn_run(txn, s_grant_once, &ctx, &result->error) == 0)
+        oq_pg_errors_clear(&result->error);
     s_result(&ctx, result);
     return s_done(result);
 }
