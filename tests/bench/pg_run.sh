@@ -27,7 +27,10 @@ batch=${BATCH:-32}
 prefetch=${PREFETCH:-$batch}
 e2e=${E2E:-1}
 batched_e2e=0
-if [ "$e2e" = 1 ] && "$bin/onceq-worker" --help 2>&1 | grep -q -- '--batch'; then
+# The help as a whole first: grep -q would end the pipe early, and with
+# pipefail the worker's SIGPIPE would read as "no --batch".
+worker_help=$("$bin/onceq-worker" --help 2>&1 || true)
+if [ "$e2e" = 1 ] && grep -q -- '--batch' <<<"$worker_help"; then
   batched_e2e=1
 fi
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
