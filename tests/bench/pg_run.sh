@@ -38,13 +38,17 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 run=$(mktemp -d /tmp/onceq-pgbench-XXXXXX)
 chmod 755 "$run"
 pids=()
+wpid=""
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in ${wpid:+"$wpid"} ${pids[@]+"${pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   bash "$top/deploy/pg.sh" stop "$run/pg" >/dev/null 2>&1 || true
   rm -rf "$run"
 }
+# On Ctrl-C or SIGTERM too: exit, which runs the EXIT trap.
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 export ONCEQ_PG_PORT=$((40000 + RANDOM % 20000))
 ONCEQ_BIN=$bin/onceq bash "$top/deploy/pg.sh" start "$run/pg" >/dev/null
@@ -75,13 +79,29 @@ if [ "${INSECURE:-0}" != 1 ]; then
   export ONCEQ_BROKER_KEY=$run/keys/broker.key
   auth=(--keys "$run/keys")
 fi
-port=$((20000 + RANDOM % 20000))
-front=tcp://127.0.0.1:$port
-back=tcp://127.0.0.1:$((port + 1))
-"$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
-  "${auth[@]}" >"$run/broker.log" 2>&1 &
-pids+=("$!")
-sleep 0.3
+# A random port may be taken: try another until the broker answers a ping.
+up=0
+for attempt in 1 2 3 4 5; do
+  port=$((20000 + RANDOM % 20000))
+  front=tcp://127.0.0.1:$port
+  back=tcp://127.0.0.1:$((port + 1))
+  "$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
+    "${auth[@]}" >>"$run/broker.log" 2>&1 &
+  bpid=$!
+  for i in $(seq 50); do
+    kill -0 "$bpid" 2>/dev/null || break
+    if "$bin/onceq" --broker "$front" --timeout-ms 200 ping >/dev/null 2>&1; then up=1; break; fi
+    sleep 0.1
+  done
+  if [ "$up" = 1 ]; then pids+=("$bpid"); break; fi
+  kill -TERM "$bpid" 2>/dev/null || true
+  wait "$bpid" 2>/dev/null || true
+done
+if [ "$up" != 1 ]; then
+  echo "pg_run.sh: onceq-broker did not come up:" >&2
+  tail -5 "$run/broker.log" >&2
+  exit 1
+fi
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -110,7 +130,7 @@ for w in $worker_counts; do
     fn_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
   done
   if [ "$e2e" = 1 ]; then
-    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true; wpid=""
   fi
   if [ "$batched_e2e" = 1 ]; then
     ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch "$bin/onceq-worker" --broker "$back" \
@@ -121,7 +141,7 @@ for w in $worker_counts; do
                --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
       e2e_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
     done
-    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true; wpid=""
   fi
   p=$(printf "%s\n" "${pg_rates[@]}" | median)
   f=$(printf "%s\n" "${fn_rates[@]}" | median)
