@@ -62,7 +62,6 @@
 
 #include "auth.h"
 #include "conns.h"
-#include "dedupe.h"
 #include "keystore.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -91,9 +90,6 @@ struct oq_broker {
     oq_engine_t *engine;
     oq_journal_t *journal; /* NULL with --no-journal */
     oq_compact_t *compact; /* NULL with --no-journal */
-    oq_dedupe_t *dedupe;
-    uint8_t dedupe_key[OQ_SIPHASH_KEY_BYTES]; /* the journal's, or random */
-    uint64_t dedupe_hits;
     oq_outbox_t *outbox;
     oq_conns_t *conns;            /* connections against the open-file limit; NULL if unwatched */
     oq_keystore_t *keys;          /* allowed keys; NULL: plaintext (--insecure) */
@@ -122,8 +118,6 @@ oq_broker_config_t oq_broker_config_default(void)
                     .fsync_interval_ms = OQ_DEFAULT_FSYNC_INTERVAL_MS,
                     .reserve_bytes = OQ_DEFAULT_DISK_RESERVE_BYTES},
         .compact = {.min_bytes = OQ_DEFAULT_COMPACT_MIN_BYTES, .ratio = OQ_DEFAULT_COMPACT_RATIO},
-        .dedupe_window_ms = OQ_DEFAULT_DEDUPE_WINDOW_MS,
-        .dedupe_max = OQ_MAX_DEDUPE_ENTRIES,
     };
     return c;
 }
@@ -221,18 +215,17 @@ fail:
     return -1;
 }
 
-/* Open the journal and read it back into the engine and the dedupe table,
-   then let the journal see every change from now on. */
+/* Open the journal and read it back into the engine, then let the journal
+   see every change from now on. */
 static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
 {
     const oq_broker_config_t *c = &self->config;
     self->journal = oq_journal_new(&c->journal, self->clock, reason, reason_len);
     if (!self->journal)
         return -1;
-    memcpy(self->dedupe_key, oq_journal_header(self->journal)->dedupe_key, sizeof self->dedupe_key);
     oq_replay_report_t r;
-    if (oq_replay_run(self->journal, self->engine, self->dedupe, self->clock, c->dedupe_window_ms,
-                      c->repair, &r, reason, reason_len) < 0)
+    if (oq_replay_run(self->journal, self->engine, self->clock, c->repair, &r, reason, reason_len) <
+        0)
         return -1;
     oq_info("journal %s: replayed %llu records (%llu bytes) in %lld ms: %zu ready, %zu delayed, "
             "%zu failed, %zu in review, %zu dispatch ids; fsync %s",
@@ -256,8 +249,7 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
                 oq_engine_job_count(self->engine), c->engine.max_jobs);
     oq_engine_hooks_t hooks = oq_journal_hooks(self->journal);
     oq_engine_set_hooks(self->engine, &hooks);
-    self->compact =
-        oq_compact_new(&c->compact, self->journal, self->engine, self->dedupe, self->clock);
+    self->compact = oq_compact_new(&c->compact, self->journal, self->engine, self->clock);
     if (!self->compact) {
         snprintf(reason, reason_len, "out of memory");
         return -1;
@@ -346,10 +338,9 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     self->clock = clock;
     msgpack_sbuffer_init(&self->out);
     self->engine = oq_engine_new(&config->engine, clock);
-    self->dedupe = oq_dedupe_new(config->dedupe_max);
     self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES);
     self->ctx = zmq_ctx_new();
-    if (!self->engine || !self->dedupe || !self->outbox || !self->ctx) {
+    if (!self->engine || !self->outbox || !self->ctx) {
         snprintf(reason, reason_len, "out of memory");
         oq_broker_destroy(&self);
         return NULL;
@@ -372,7 +363,10 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
     if (config->no_journal) {
         oq_warn("running without a journal (--no-journal): a restart loses every job");
-        if (getrandom(self->dedupe_key, sizeof self->dedupe_key, 0) < 0)
+        uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES];
+        if (getrandom(dispatch_key, sizeof dispatch_key, 0) == (ssize_t)sizeof dispatch_key)
+            oq_engine_set_dispatch_key(self->engine, dispatch_key);
+        else
             oq_warn("no random bytes for the dispatch id key: %s", strerror(errno));
         if (getrandom(lease_key, sizeof lease_key, 0) != (ssize_t)sizeof lease_key) {
             snprintf(reason, reason_len, "no random bytes for the lease key: %s", strerror(errno));
@@ -453,7 +447,6 @@ void oq_broker_destroy(oq_broker_t **self_p)
         oq_engine_set_hooks(self->engine, NULL);
     oq_journal_destroy(&self->journal);
     oq_engine_destroy(&self->engine);
-    oq_dedupe_destroy(&self->dedupe);
     oq_outbox_destroy(&self->outbox);
     msgpack_sbuffer_destroy(&self->out);
     free(self);
@@ -587,36 +580,15 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
 {
     if (!s_can_promise(self, env, req))
         return;
-    int64_t wall_ms = oq_clock_wall_ms(self->clock);
-    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
+    char reason[512];
+    oq_err_t code;
     uint64_t id = 0;
-    if (job->dispatch_id.len) {
-        oq_siphash128(self->dedupe_key, job->dispatch_id.ptr, job->dispatch_id.len, digest);
-        id = oq_dedupe_find(self->dedupe, digest, wall_ms);
-    }
-    if (id) {
-        /* A resend: the first dispatch's answer, which waits like it for its
-           record to be durable if it still has to. */
-        self->dedupe_hits++;
-        oq_debug("dispatch id %.*s seen before: job %llu", (int)job->dispatch_id.len,
-                 job->dispatch_id.ptr, (unsigned long long)id);
-    } else {
-        char reason[512];
-        oq_err_t code;
-        uint64_t before = s_appended(self);
-        if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
-            s_reply_error(self, self->front, env, req, code, reason);
-            return;
-        }
-        if (self->journal && s_appended(self) == before) {
-            s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE,
-                          "the journal could not hold the job's record (out of memory); it "
-                          "may run, but is not kept across a restart");
-            return;
-        }
-        if (job->dispatch_id.len &&
-            oq_dedupe_add(self->dedupe, digest, id, wall_ms + self->config.dedupe_window_ms) < 0)
-            oq_warn("out of memory remembering dispatch id of job %llu", (unsigned long long)id);
+    /* Refused with nothing queued if the journal cannot hold the job's
+       record. A resend of a dispatch_id gets the first dispatch's answer,
+       which waits like it for its record to be durable if it still has to. */
+    if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req, code, reason);
+        return;
     }
     oq_proto_encode_dispatched(&self->out, req, id);
     s_promise(self, env, req, s_appended(self));
@@ -625,10 +597,13 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
 static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id)
 {
     char reason[256];
+    oq_refusal_t why;
     if (!s_can_promise(self, env, req))
         return;
-    if (oq_engine_requeue(self->engine, id, reason, sizeof reason) < 0) {
-        s_reply_error(self, self->front, env, req, OQ_ERR_BAD_REQUEST, reason);
+    if (oq_engine_requeue(self->engine, id, &why, reason, sizeof reason) < 0) {
+        s_reply_error(self, self->front, env, req,
+                      why == OQ_REFUSED_UNRECORDED ? OQ_ERR_UNAVAILABLE : OQ_ERR_BAD_REQUEST,
+                      reason);
         return;
     }
     oq_info("job %llu requeued from the failed store", (unsigned long long)id);
@@ -649,6 +624,8 @@ static bool s_store_command(oq_cmd_t cmd)
 
 static oq_err_t s_refusal_code(oq_refusal_t why)
 {
+    if (why == OQ_REFUSED_UNRECORDED)
+        return OQ_ERR_UNAVAILABLE;
     return why == OQ_REFUSED_UNKNOWN ? OQ_ERR_NOT_FOUND : OQ_ERR_WRONG_STATE;
 }
 
@@ -692,10 +669,21 @@ static void s_failed_all(oq_broker_t *self, const s_envelope_t *env, int64_t req
     oq_str_copy(queue_name, name, sizeof name);
     const char *queue = queue_name.ptr ? name : NULL;
     bool flush = cmd == OQ_CMD_FLUSH;
-    uint64_t count = flush ? oq_engine_flush_failed(self->engine, queue)
-                           : oq_engine_requeue_all(self->engine, queue);
+    uint64_t count = 0;
+    int rc = flush ? oq_engine_flush_failed(self->engine, queue, &count)
+                   : oq_engine_requeue_all(self->engine, queue, &count);
     oq_info("%s %llu failed job(s)%s%s", flush ? "flushed" : "requeued", (unsigned long long)count,
             queue ? " of queue " : "", queue ? queue : "");
+    if (rc < 0) {
+        /* Those done are journaled; the rest stay failed. */
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "%s %llu failed job(s), then the journal could not keep the next record (out "
+                 "of memory); the rest stay failed, try again later",
+                 flush ? "flushed" : "requeued", (unsigned long long)count);
+        s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE, reason);
+        return;
+    }
     oq_proto_encode_count(&self->out, flush ? OQ_CMD_FLUSHED : OQ_CMD_REQUEUED_ALL, req, count);
     s_promise(self, env, req, s_appended(self));
 }
@@ -749,9 +737,9 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
 {
     oq_stats_journal_t j = {
         .enabled = self->journal != NULL,
-        .dispatch_ids = oq_dedupe_count(self->dedupe),
-        .dedupe_hits = self->dedupe_hits,
-        .dedupe_evicted = oq_dedupe_evicted(self->dedupe),
+        .dispatch_ids = oq_engine_dispatch_ids(self->engine),
+        .dedupe_hits = oq_engine_dedupe_hits(self->engine),
+        .dedupe_evicted = oq_engine_dedupe_evicted(self->engine),
         .error = "",
         .fsync = "none",
     };
@@ -857,7 +845,8 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         s_failed_all(self, env, req, msg->cmd, msg->name);
         return;
     case OQ_CMD_HORIZON:
-        oq_stats_encode_horizon(&self->out, req, self->engine, self->config.dedupe_window_ms);
+        oq_stats_encode_horizon(&self->out, req, self->engine,
+                                self->config.engine.dedupe_window_ms);
         break;
     case OQ_CMD_PING:
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
@@ -1270,7 +1259,6 @@ static void s_before_sleep(oq_broker_t *self)
         oq_warn("answered %zu waiting request(s) \"unavailable\": %s", n,
                 oq_journal_error(self->journal));
     }
-    oq_dedupe_expire(self->dedupe, oq_clock_wall_ms(self->clock));
 }
 
 /* Render the metrics for the HTTP thread, at most every

@@ -32,8 +32,6 @@ typedef struct {
     oq_journal_config_t journal; /* data directory, fsync policy, disk seam */
     bool repair;                 /* keep a damaged journal's good prefix */
     oq_compact_config_t compact;
-    int64_t dedupe_window_ms;        /* a repeated dispatch_id maps to its job this long */
-    size_t dedupe_max;               /* dispatch ids remembered at most (a power of two) */
     const oq_broker_queue_t *queues; /* applied before the journal is replayed */
     size_t queue_count;
     /* Authentication (docs/operations.md). With keys_dir both sockets speak

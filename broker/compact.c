@@ -19,9 +19,10 @@
     LEASED for its attempt count (a leased job comes back ready), RETRY for
     a delayed job with attempts, FAILED for a failed one, REVIEW for one in
     review. The review store's remembered resolutions go first, as RESOLVED
-    records. Dispatch ids go as
-    DEDUPE records (the engine does not know them), the next job id as
-    NEXT_ID so that ids are never handed out twice. */
+    records. The engine's dispatch ids go as DEDUPE records of their
+    digests (a DISPATCHED record in a snapshot carries none, and the id
+    outlives its job), the next job id as NEXT_ID so that ids are never
+    handed out twice. */
 #include "compact.h"
 
 #include <assert.h>
@@ -56,7 +57,6 @@ struct oq_compact {
     oq_compact_config_t config;
     oq_journal_t *journal;
     oq_engine_t *engine;
-    oq_dedupe_t *dedupe;
     const oq_clock_t *clock;
     pid_t child;        /* 0 when none runs */
     int pipe_fd;        /* read end, -1 when none runs */
@@ -68,7 +68,7 @@ struct oq_compact {
 };
 
 oq_compact_t *oq_compact_new(const oq_compact_config_t *config, oq_journal_t *journal,
-                             oq_engine_t *engine, oq_dedupe_t *dedupe, const oq_clock_t *clock)
+                             oq_engine_t *engine, const oq_clock_t *clock)
 {
     oq_compact_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -76,7 +76,6 @@ oq_compact_t *oq_compact_new(const oq_compact_config_t *config, oq_journal_t *jo
     self->config = *config;
     self->journal = journal;
     self->engine = engine;
-    self->dedupe = dedupe;
     self->clock = clock;
     self->pipe_fd = self->tmp_fd = -1;
     return self;
@@ -130,7 +129,7 @@ bool oq_compact_due(const oq_compact_t *self)
         return false;
     uint64_t size = oq_journal_file_bytes(self->journal);
     uint64_t live = oq_journal_live_bytes(self->journal) +
-                    oq_dedupe_count(self->dedupe) * oq_record_dedupe_bytes() +
+                    oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() +
                     OQ_RECORD_HEADER_BYTES;
     return size >= self->config.min_bytes && size > live * self->config.ratio;
 }
@@ -141,7 +140,7 @@ bool oq_compact_reclaim_due(const oq_compact_t *self)
         return false;
     uint64_t size = oq_journal_file_bytes(self->journal);
     uint64_t live = oq_journal_live_bytes(self->journal) +
-                    oq_dedupe_count(self->dedupe) * oq_record_dedupe_bytes() +
+                    oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() +
                     OQ_RECORD_HEADER_BYTES;
     return size >= live * S_RECLAIM_FACTOR;
 }
@@ -222,7 +221,7 @@ static void s_snap_dedupe(void *ctx, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTE
 }
 
 int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header_t *header,
-                        oq_engine_t *engine, oq_dedupe_t *dedupe, int64_t now_ms, uint64_t *bytes)
+                        oq_engine_t *engine, int64_t now_ms, uint64_t *bytes)
 {
     s_snap_t s = {.fd = fd, .ops = ops, .now_ms = now_ms};
     msgpack_sbuffer_init(&s.buf);
@@ -240,7 +239,7 @@ int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header
        to review again after it. */
     oq_engine_review_each_resolved(engine, s_snap_resolved, &s);
     oq_engine_job_each(engine, s_snap_job, &s);
-    oq_dedupe_each(dedupe, s_snap_dedupe, &s);
+    oq_engine_dispatch_id_each(engine, s_snap_dedupe, &s);
     s_drain(&s, true);
     if (!s.err && ops->fsync(ops->ctx, fd) < 0)
         s.err = errno;
@@ -261,7 +260,7 @@ static void s_child(oq_compact_t *self, pid_t parent, int pipe_fd)
     signal(SIGTERM, SIG_IGN);
     s_result_t result = {0, 0, 0};
     if (oq_compact_snapshot(self->tmp_fd, oq_journal_ops(self->journal),
-                            oq_journal_header(self->journal), self->engine, self->dedupe,
+                            oq_journal_header(self->journal), self->engine,
                             oq_clock_wall_ms(self->clock), &result.bytes) < 0)
         result.status = errno ? errno : EIO;
     ssize_t n = write(pipe_fd, &result, sizeof result);

@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dedupe.h"
 #include "engine.h"
 #include "journal.h"
 #include "onceq/clock.h"
@@ -24,10 +23,10 @@ typedef struct {
 
 typedef struct oq_compact oq_compact_t;
 
-/* A compactor for journal, over engine and dedupe (all borrowed, outliving
-   it). NULL if memory runs out. */
+/* A compactor for journal, over engine (both borrowed, outliving it).
+   NULL if memory runs out. */
 oq_compact_t *oq_compact_new(const oq_compact_config_t *config, oq_journal_t *journal,
-                             oq_engine_t *engine, oq_dedupe_t *dedupe, const oq_clock_t *clock);
+                             oq_engine_t *engine, const oq_clock_t *clock);
 
 /* Stop a running compaction (its child is killed, its file removed); free;
    set *self_p to NULL. */
@@ -59,10 +58,11 @@ int oq_compact_poll(oq_compact_t *self);
 uint64_t oq_compact_count(const oq_compact_t *self);
 
 /* Write a snapshot of the live state into fd from offset 0: a header with
-   key, the next job id, every live job, every dispatch id still inside its
-   window at now_ms (wall clock). *bytes gets its size. 0, or -1 with errno.
-   What the child runs; tests call it directly. */
+   key, the next job id, every live job, every dispatch id the engine
+   remembers still inside its window at now_ms (wall clock). *bytes gets
+   its size. 0, or -1 with errno. What the child runs; tests call it
+   directly. */
 int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header_t *header,
-                        oq_engine_t *engine, oq_dedupe_t *dedupe, int64_t now_ms, uint64_t *bytes);
+                        oq_engine_t *engine, int64_t now_ms, uint64_t *bytes);
 
 #endif

@@ -14,22 +14,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "onceq/clock.h"
+#include "dedupe.h"
 #include "histogram.h"
+#include "onceq/clock.h"
 #include "onceq/proto.h"
 #include "review_log.h"
+#include "siphash.h"
 
 typedef struct oq_engine oq_engine_t;
 typedef struct oq_worker oq_worker_t;
 
 typedef struct {
-    int64_t retry_after_ms; /* lease length of queues without their own */
-    int64_t timeout_ms;     /* job timeout of queues without their own */
-    int64_t margin_ms;      /* timeout must be shorter than retry_after by this */
-    uint32_t max_tries;     /* default retry budget */
-    int64_t backoff_ms;     /* default backoff (one step, repeating) */
-    size_t max_jobs;        /* live jobs held at most */
-    uint64_t max_bytes;     /* bytes of live jobs held at most (oq_engine_job_cost) */
+    int64_t retry_after_ms;   /* lease length of queues without their own */
+    int64_t timeout_ms;       /* job timeout of queues without their own */
+    int64_t margin_ms;        /* timeout must be shorter than retry_after by this */
+    uint32_t max_tries;       /* default retry budget */
+    int64_t backoff_ms;       /* default backoff (one step, repeating) */
+    size_t max_jobs;          /* live jobs held at most */
+    uint64_t max_bytes;       /* bytes of live jobs held at most (oq_engine_job_cost) */
+    int64_t dedupe_window_ms; /* a repeated dispatch_id maps to its job this long */
+    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two) */
 } oq_engine_config_t;
 
 /* The defaults from onceq/limits.h; max_bytes sized from the machine
@@ -95,12 +99,23 @@ typedef enum {
     OQ_EVENT_CANCELLED, /* a ready or delayed job withdrawn; freed right after the call */
 } oq_job_event_t;
 
-/* The observer. changed is called after the change, with the job as it is
-   now; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
-   included) and NULL otherwise. It must not call back into the engine. */
+/* The observer. changed returns 0, or -1 if it could not record the
+   change; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
+   included) and NULL otherwise. It must not call back into the engine.
+
+   The changes a producer or an operator asks for (DISPATCHED, REQUEUED,
+   FORGOTTEN, CANCELLED, RESOLVED) are reported before they are made, with
+   the job as it will be after: -1 refuses the change, and the call that
+   asked for it fails with nothing changed (so a reply never promises what
+   a restart would not keep). Every other event reports what already
+   happened (a worker's outcome, a lease that ran out, a job becoming due)
+   after the change, with the job as it is now: the engine must follow the
+   world, so -1 there changes nothing in the engine, and the observer
+   deals with its own failure (the journal turns unhealthy, which refuses
+   new dispatches until it can write again). */
 typedef struct {
-    void (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
-                    const oq_job_msg_t *dispatch);
+    int (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                   const oq_job_msg_t *dispatch);
     void *ctx;
 } oq_engine_hooks_t;
 
@@ -174,9 +189,36 @@ int oq_engine_queue_config(oq_engine_t *self, const char *name, int64_t retry_af
    how far to raise retry_after. */
 int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reason_len);
 
-/* Queue a dispatched job. 0 with *id, or -1 with *code and reason. */
+/* ---- dispatch (engine_dispatch.c) ----------------------------------------
+   A dispatch may carry a dispatch_id: a producer that sends it again
+   because its answer never came (the Lazy Pirate pattern) gets the first
+   job's id back instead of a second job, for config.dedupe_window_ms after
+   the first dispatch (wall clock), whatever became of that job. The ids
+   are remembered as keyed digests (dedupe.h), at most config.dedupe_max. */
+
+/* Queue a dispatched job: 0 with *id of the new job, or of the job an
+   earlier dispatch with the same dispatch_id created within the window
+   (then nothing is queued or reported, and oq_engine_dedupe_hits counts
+   it); or -1 with *code and reason (OQ_ERR_UNAVAILABLE: the observer could
+   not record it, nothing was queued). */
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len);
+
+/* The key dispatch ids are digested with (copied): the journal's, so that
+   the digests a snapshot keeps (OQ_RECORD_DEDUPE) still match after a
+   restart. Set it before the first dispatch; all zeros until then. */
+void oq_engine_set_dispatch_key(oq_engine_t *self, const uint8_t key[OQ_SIPHASH_KEY_BYTES]);
+
+/* Call fn for every dispatch id still inside its window, oldest first (fn
+   must not change the engine): what a snapshot keeps. */
+void oq_engine_dispatch_id_each(const oq_engine_t *self, oq_dedupe_fn fn, void *ctx);
+
+/* Dispatch ids remembered now; dispatches answered with an earlier job
+   (since start); ids forgotten before their window ended because the
+   table was full (since start). */
+size_t oq_engine_dispatch_ids(const oq_engine_t *self);
+uint64_t oq_engine_dedupe_hits(const oq_engine_t *self);
+uint64_t oq_engine_dedupe_evicted(const oq_engine_t *self);
 
 /* ---- workers ------------------------------------------------------------ */
 
@@ -258,7 +300,8 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
 int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch);
 
 /* Process every deadline due by now: delayed jobs become ready, leases that
-   ran out give their jobs back. Returns the number processed. */
+   ran out give their jobs back. Returns the number processed. Dispatch ids
+   whose window ended are forgotten too (not counted). */
 size_t oq_engine_tick(oq_engine_t *self);
 
 /* The earliest pending deadline in monotonic ms, or -1 if none. */
@@ -318,6 +361,8 @@ size_t oq_engine_failed_page(oq_engine_t *self, const char *queue, const oq_fail
 typedef enum {
     OQ_REFUSED_UNKNOWN = 1, /* the broker does not hold it: done, or never issued */
     OQ_REFUSED_STATE,       /* held, in a state the command does not apply to */
+    OQ_REFUSED_UNRECORDED,  /* the change could not be recorded (see oq_engine_hooks_t), or
+                               memory ran out: nothing changed, try again later */
 } oq_refusal_t;
 
 /* ---- the review store --------------------------------------------------
@@ -376,8 +421,10 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
 uint64_t oq_engine_next_id(const oq_engine_t *self);
 
 /* Put a failed job back to ready with a fresh retry budget (attempt 0).
-   0, or -1 with reason if the job is not in the failed store. */
-int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reason_len);
+   0, or -1 with *why and reason: the job is not in the failed store, or
+   the requeue could not be recorded. */
+int oq_engine_requeue(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
+                      size_t reason_len);
 
 /* ---- operator commands on the failed store and waiting jobs ------------
    Each change is reported to the hooks (the journal). A job forgotten or
@@ -389,12 +436,16 @@ int oq_engine_requeue(oq_engine_t *self, uint64_t id, char *reason, size_t reaso
 int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len);
 
-/* Delete every failed job of queue (NULL: all queues). Returns how many. */
-uint64_t oq_engine_flush_failed(oq_engine_t *self, const char *queue);
+/* Delete every failed job of queue (NULL: all queues). 0, or -1 if a
+   deletion could not be recorded (the walk stops there); *count gets how
+   many were deleted either way. */
+int oq_engine_flush_failed(oq_engine_t *self, const char *queue, uint64_t *count);
 
 /* Requeue (as oq_engine_requeue) every failed job of queue (NULL: all),
-   oldest failure first within each queue. Returns how many. */
-uint64_t oq_engine_requeue_all(oq_engine_t *self, const char *queue);
+   oldest failure first within each queue. 0, or -1 if a requeue could not
+   be recorded (the walk stops there); *count gets how many were requeued
+   either way. */
+int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count);
 
 /* Withdraw a ready or delayed job: it is never delivered again. A leased
    job is refused (its effect may be under way), and so are failed ones
@@ -469,6 +520,20 @@ int oq_engine_restore_done(oq_engine_t *self, uint64_t id);
    cancelled while ready or delayed (it must be ready or delayed). */
 int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id);
 int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id);
+
+/* Remember the dispatch_id of a restored job (a DISPATCHED record:
+   dispatched at dispatched_at_ms, wall clock), if its window has not ended
+   yet; an empty dispatch_id is nothing to remember. 0, or -1 if memory
+   runs out. */
+int oq_engine_restore_dispatch_id(oq_engine_t *self, oq_str_t dispatch_id, uint64_t job_id,
+                                  int64_t dispatched_at_ms);
+
+/* Remember a dispatch id by its digest until expires_ms (wall clock; a
+   snapshot's DEDUPE record), if that is still to come. 0, or -1 if memory
+   runs out. */
+int oq_engine_restore_dispatch_digest(oq_engine_t *self,
+                                      const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
+                                      uint64_t job_id, int64_t expires_ms);
 
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);

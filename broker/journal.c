@@ -552,8 +552,12 @@ static void s_tee(oq_journal_t *self, size_t before)
     }
 }
 
-static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
-                      const oq_job_msg_t *dispatch)
+/* The engine's observer: one record per change a restart needs. -1 if the
+   record cannot be buffered (the journal then counts as failing, which
+   refuses new dispatches until memory comes back); the engine refuses the
+   changes a producer or an operator asked for, and keeps the others. */
+static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                     const oq_job_msg_t *dispatch)
 {
     oq_journal_t *self = ctx;
     size_t before = self->buf.size;
@@ -562,7 +566,8 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_DISPATCHED:
         rc = oq_record_dispatched(&self->buf, job, dispatch ? dispatch->dispatch_id : oq_str(NULL),
                                   oq_clock_wall_ms(self->clock));
-        self->live_bytes += oq_record_dispatched_bytes(job);
+        if (rc == 0)
+            self->live_bytes += oq_record_dispatched_bytes(job);
         break;
     case OQ_EVENT_LEASED:
         rc = oq_record_leased(&self->buf, job->id, job->attempt);
@@ -579,7 +584,8 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
         rc = event == OQ_EVENT_DONE        ? oq_record_done(&self->buf, job->id)
              : event == OQ_EVENT_FORGOTTEN ? oq_record_forgotten(&self->buf, job->id)
                                            : oq_record_cancelled(&self->buf, job->id);
-        uint64_t bytes = oq_record_dispatched_bytes(job);
+        /* A forget or cancel refused for want of its record keeps the job. */
+        uint64_t bytes = rc == 0 || event == OQ_EVENT_DONE ? oq_record_dispatched_bytes(job) : 0;
         self->live_bytes -= bytes < self->live_bytes ? bytes : self->live_bytes;
         break;
     }
@@ -593,7 +599,7 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
         /* One record says it all: replay takes the job out of review the
            way the decision did (done, ready again, or failed). */
         rc = oq_record_resolved(&self->buf, job->resolution);
-        if (job->resolution->action == OQ_REVIEW_DONE) {
+        if (rc == 0 && job->resolution->action == OQ_REVIEW_DONE) {
             uint64_t bytes = oq_record_dispatched_bytes(job);
             self->live_bytes -= bytes < self->live_bytes ? bytes : self->live_bytes;
         }
@@ -601,16 +607,19 @@ static void s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_RETURNED: /* replay brings leased jobs back ready by itself */
     case OQ_EVENT_DUE:      /* replay compares not-before times with its clock */
     case OQ_EVENT_RESTORED:
-        return;
+        return 0;
     }
     if (rc < 0) {
-        /* A change the journal cannot hold: refuse new work until memory
+        /* A change the journal cannot hold: none of its records stay (the
+           engine may refuse it), and new work is refused until memory
            comes back and the buffer can be written. */
+        self->buf.size = before;
         s_failed(self, "buffer a record for", ENOMEM);
-        return;
+        return -1;
     }
     self->appended += self->buf.size - before;
     s_tee(self, before);
+    return 0;
 }
 
 oq_engine_hooks_t oq_journal_hooks(oq_journal_t *self)

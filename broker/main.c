@@ -394,7 +394,7 @@ int main(int argc, char **argv)
          .min = 1,
          .max = (uint64_t)OQ_MAX_DEDUPE_WINDOW_MS,
          .def = def_dedupe,
-         .dest = &config.dedupe_window_ms,
+         .dest = &config.engine.dedupe_window_ms,
          .help = "a dispatch_id sent again within S seconds gets the first job's id"},
         {.name = "no-journal",
          .env = "ONCEQ_NO_JOURNAL",

@@ -123,10 +123,7 @@ static uint64_t s_find_record(s_reader_t *r, uint64_t from)
 
 typedef struct {
     oq_engine_t *engine;
-    oq_dedupe_t *dedupe;
-    const uint8_t *key;
     int64_t now_ms; /* wall clock */
-    int64_t window_ms;
     oq_replay_report_t *report;
 } s_apply_t;
 
@@ -169,13 +166,9 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
             rc = -1; /* a job dispatched twice: counted below */
             break;
         }
-        int64_t expires_ms = rec->dispatched_at_ms + a->window_ms;
-        if (rec->job.dispatch_id.len && expires_ms > a->now_ms) {
-            uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
-            oq_siphash128(a->key, rec->job.dispatch_id.ptr, rec->job.dispatch_id.len, digest);
-            if (oq_dedupe_add(a->dedupe, digest, rec->id, expires_ms) < 0)
-                goto oom;
-        }
+        if (oq_engine_restore_dispatch_id(a->engine, rec->job.dispatch_id, rec->id,
+                                          rec->dispatched_at_ms) < 0)
+            goto oom;
         break;
     }
     case OQ_RECORD_LEASED:
@@ -211,12 +204,12 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
         break;
     case OQ_RECORD_REQUEUED: {
         char why[256];
-        rc = oq_engine_requeue(a->engine, rec->id, why, sizeof why);
+        oq_refusal_t refusal;
+        rc = oq_engine_requeue(a->engine, rec->id, &refusal, why, sizeof why);
         break;
     }
     case OQ_RECORD_DEDUPE:
-        if (rec->at_ms > a->now_ms &&
-            oq_dedupe_add(a->dedupe, rec->digest, rec->id, rec->at_ms) < 0)
+        if (oq_engine_restore_dispatch_digest(a->engine, rec->digest, rec->id, rec->at_ms) < 0)
             goto oom;
         break;
     case OQ_RECORD_NEXT_ID:
@@ -282,13 +275,13 @@ static void s_skip(oq_journal_t *journal, s_reader_t *r, uint64_t from, uint64_t
 
 /* Write what was replayed as a snapshot (compact.h) and make it the
    journal: the file then replays to the same state, in the current format. */
-static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
-                     int64_t now_ms, char *reason, size_t reason_len)
+static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, int64_t now_ms, char *reason,
+                     size_t reason_len)
 {
     int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     uint64_t bytes = 0;
     if (fd < 0 || oq_compact_snapshot(fd, oq_journal_ops(journal), oq_journal_header(journal),
-                                      engine, dedupe, now_ms, &bytes) < 0) {
+                                      engine, now_ms, &bytes) < 0) {
         snprintf(reason, reason_len, "cannot write %s: %s", oq_journal_tmp_path(journal),
                  strerror(errno));
         if (fd >= 0) {
@@ -305,8 +298,8 @@ static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *de
    the journal is rewritten from what was replayed (unless the only gap ran
    to the end, which a cut removes). */
 static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *engine,
-                           oq_dedupe_t *dedupe, int64_t now_ms, oq_replay_report_t *report,
-                           char *reason, size_t reason_len)
+                           int64_t now_ms, oq_replay_report_t *report, char *reason,
+                           size_t reason_len)
 {
     oq_engine_restore_next_id(engine, oq_engine_next_id(engine) +
                                           report->dropped_bytes / oq_record_min_dispatched_bytes() +
@@ -314,7 +307,7 @@ static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *en
     if (report->gaps == 1 && report->ranges[0].to == r->size)
         return oq_journal_truncate(journal, report->ranges[0].from, reason, reason_len);
     char why[S_REWRITE_REASON_LEN];
-    if (s_rewrite(journal, engine, dedupe, now_ms, why, sizeof why) < 0) {
+    if (s_rewrite(journal, engine, now_ms, why, sizeof why) < 0) {
         snprintf(reason, reason_len, "repair: %s", why);
         return -1;
     }
@@ -326,14 +319,14 @@ static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *en
    before anything is appended: records of the new version must never land
    in a file whose header promises an older layout, which an older broker
    would then take for damage. */
-static int s_upgrade(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
-                     int64_t now_ms, oq_replay_report_t *report, char *reason, size_t reason_len)
+static int s_upgrade(oq_journal_t *journal, oq_engine_t *engine, int64_t now_ms,
+                     oq_replay_report_t *report, char *reason, size_t reason_len)
 {
     uint32_t version = oq_journal_header(journal)->version;
     if (version >= OQ_JOURNAL_FORMAT_VERSION || report->rewritten)
         return 0;
     char why[S_REWRITE_REASON_LEN];
-    if (s_rewrite(journal, engine, dedupe, now_ms, why, sizeof why) < 0) {
+    if (s_rewrite(journal, engine, now_ms, why, sizeof why) < 0) {
         snprintf(reason, reason_len,
                  "journal %s is format version %u; rewriting it in version %d failed: %s. "
                  "Nothing was lost: the old file is still in place",
@@ -346,8 +339,7 @@ static int s_upgrade(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *de
     return 0;
 }
 
-int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
-                  const oq_clock_t *clock, int64_t dedupe_window_ms, bool repair,
+int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, const oq_clock_t *clock, bool repair,
                   oq_replay_report_t *report, char *reason, size_t reason_len)
 {
     memset(report, 0, sizeof *report);
@@ -362,9 +354,8 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
     }
     r.size = (uint64_t)st.st_size;
     report->has_mark = oq_journal_mark(journal, &report->mark);
-    s_apply_t apply = {
-        engine,           dedupe, oq_journal_header(journal)->dedupe_key, oq_clock_wall_ms(clock),
-        dedupe_window_ms, report};
+    oq_engine_set_dispatch_key(engine, oq_journal_header(journal)->dedupe_key);
+    s_apply_t apply = {engine, oq_clock_wall_ms(clock), report};
     const char *path = oq_journal_path(journal);
     int side_fd = -1;
     int rc = 0;
@@ -468,11 +459,11 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
         close(side_fd);
     }
     if (rc == 0 && report->gaps)
-        rc = s_finish_repair(journal, &r, engine, dedupe, apply.now_ms, report, reason, reason_len);
+        rc = s_finish_repair(journal, &r, engine, apply.now_ms, report, reason, reason_len);
     else if (rc == 0 && report->has_mark && report->mark > r.size)
         rc = oq_journal_truncate(journal, r.size, reason, reason_len); /* the mark: no more */
     if (rc == 0)
-        rc = s_upgrade(journal, engine, dedupe, apply.now_ms, report, reason, reason_len);
+        rc = s_upgrade(journal, engine, apply.now_ms, report, reason, reason_len);
     free(r.buf);
     if (rc < 0)
         return -1;
@@ -488,7 +479,7 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedup
     uint64_t live = 0;
     oq_engine_job_each(engine, s_live, &live);
     oq_journal_set_live_bytes(journal, live);
-    report->dispatch_ids = oq_dedupe_count(dedupe);
+    report->dispatch_ids = oq_engine_dispatch_ids(engine);
     report->elapsed_ms = (oq_clock_mono_us() - start_us) / 1000;
     return 0;
 }

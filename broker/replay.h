@@ -1,7 +1,7 @@
 /*  replay.h: rebuilding the broker's state from its journal before it
     serves. Ready, delayed, failed and review jobs come back with their attempt
-    counts (a job that was leased comes back ready), and so do the dispatch
-    ids still inside their window.
+    counts (a job that was leased comes back ready), and the engine
+    remembers again the dispatch ids still inside their window.
 
     The end of the file may hold a record the broker was writing when it was
     killed: such a torn tail is cut off with a warning, but only when it is
@@ -20,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dedupe.h"
 #include "engine.h"
 #include "journal.h"
 #include "onceq/clock.h"
@@ -50,12 +49,12 @@ typedef struct {
     char saved_to[OQ_REPLAY_PATH_LEN]; /* repair: where the dropped bytes went ("" if nowhere) */
 } oq_replay_report_t;
 
-/* Read the journal into engine (no hooks set, no jobs held) and dedupe,
-   whose windows end dedupe_window_ms after each dispatch. Cuts a torn tail
-   (and, with repair, damage) off the file. 0 with *report filled, or -1
-   with a reason for the operator. All arguments are borrowed. */
-int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, oq_dedupe_t *dedupe,
-                  const oq_clock_t *clock, int64_t dedupe_window_ms, bool repair,
+/* Read the journal into engine (no hooks set, no jobs held), whose
+   dispatch ids are digested with the journal's key from now on. Cuts a
+   torn tail (and, with repair, damage) off the file. 0 with *report
+   filled, or -1 with a reason for the operator. All arguments are
+   borrowed. */
+int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, const oq_clock_t *clock, bool repair,
                   oq_replay_report_t *report, char *reason, size_t reason_len);
 
 #endif

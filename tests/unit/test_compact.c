@@ -73,7 +73,6 @@ typedef struct {
     oq_disk_ops_t ops;
     oq_engine_t *engine;
     oq_journal_t *journal;
-    oq_dedupe_t *dedupe;
     oq_compact_t *compact;
 } s_fix_t;
 
@@ -95,7 +94,6 @@ static void s_close(s_fix_t *f)
         oq_engine_set_hooks(f->engine, NULL);
     oq_journal_destroy(&f->journal);
     oq_engine_destroy(&f->engine);
-    oq_dedupe_destroy(&f->dedupe);
 }
 
 static int s_teardown(void **state)
@@ -124,21 +122,19 @@ static void s_open(s_fix_t *f)
     oq_engine_config_t ec = oq_engine_config_default();
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
-    f->dedupe = oq_dedupe_new(1024);
     oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0};
     char reason[4096];
     f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     if (!f->journal)
         fail_msg("open: %s", reason);
     oq_replay_report_t r;
-    if (oq_replay_run(f->journal, f->engine, f->dedupe, &f->clock, OQ_DEFAULT_DEDUPE_WINDOW_MS,
-                      false, &r, reason, sizeof reason) < 0)
+    if (oq_replay_run(f->journal, f->engine, &f->clock, false, &r, reason, sizeof reason) < 0)
         fail_msg("replay: %s", reason);
     assert_int_equal(r.ignored, 0);
     oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
     oq_engine_set_hooks(f->engine, &hooks);
     oq_compact_config_t cc = {S_MIN_BYTES, S_RATIO};
-    f->compact = oq_compact_new(&cc, f->journal, f->engine, f->dedupe, &f->clock);
+    f->compact = oq_compact_new(&cc, f->journal, f->engine, &f->clock);
 }
 
 static const uint8_t s_payload[] = {0x81, 0xa1, 'n', 0x07};
@@ -155,6 +151,24 @@ static uint64_t s_dispatch(s_fix_t *f, const char *type, int64_t delay_ms)
     oq_err_t code;
     char reason[256];
     assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    return id;
+}
+
+/* A dispatch with dispatch_id: the job's id; new (1) or the job of an
+   earlier dispatch with that id (0), as the job count tells. */
+static uint64_t s_dispatch_id(s_fix_t *f, const char *dispatch_id, size_t expect_new)
+{
+    size_t jobs = oq_engine_job_count(f->engine);
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = s_payload,
+                        .payload_len = sizeof s_payload,
+                        .dispatch_id = oq_str(dispatch_id)};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_job_count(f->engine), jobs + expect_new);
     return id;
 }
 
@@ -263,10 +277,12 @@ static void test_compacted_journal_replays_to_the_same_state(void **state)
 {
     s_fix_t *f = *state;
     s_open(f);
+    /* A job done long ago: only its dispatch id is left, which the snapshot
+       must keep (the job's own records are dropped). */
+    uint64_t gone = s_dispatch_id(f, "order-9", 1);
+    s_ack(f, s_lease_all(f), gone, 1, OQ_OUTCOME_OK);
+    assert_null(oq_engine_job_state(f->engine, gone));
     s_ids_t ids = s_history(f);
-    uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
-    memset(digest, 9, sizeof digest);
-    oq_dedupe_add(f->dedupe, digest, ids.ready, S_WALL_BASE_MS + f->time.now + 60000);
     uint64_t next_id = oq_engine_next_id(f->engine);
     uint64_t before = s_journal_size(f);
     assert_true(oq_compact_due(f->compact));
@@ -279,7 +295,9 @@ static void test_compacted_journal_replays_to_the_same_state(void **state)
     s_expect_history(f, &ids);
     assert_int_equal(oq_engine_job_count(f->engine), 5);
     assert_int_equal(oq_engine_next_id(f->engine), next_id);
-    assert_int_equal(oq_dedupe_find(f->dedupe, digest, S_WALL_BASE_MS + f->time.now), ids.ready);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 1);
+    assert_int_equal(s_dispatch_id(f, "order-9", 0), gone);
+    assert_int_equal(oq_engine_next_id(f->engine), next_id);
 }
 
 /* The review store through a restart and a compaction: jobs in review with

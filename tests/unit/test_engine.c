@@ -100,6 +100,21 @@ static uint64_t s_dispatch(s_fixture_t *f, const char *type)
     return id;
 }
 
+/* flush and requeue_all that the observer never refuses: how many. */
+static uint64_t s_flush(s_fixture_t *f, const char *queue)
+{
+    uint64_t count = 0;
+    assert_int_equal(oq_engine_flush_failed(f->engine, queue, &count), 0);
+    return count;
+}
+
+static uint64_t s_requeue_all(s_fixture_t *f, const char *queue)
+{
+    uint64_t count = 0;
+    assert_int_equal(oq_engine_requeue_all(f->engine, queue, &count), 0);
+    return count;
+}
+
 static oq_worker_t *s_worker(s_fixture_t *f, char name, uint32_t credit)
 {
     oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
@@ -553,12 +568,15 @@ typedef struct {
     uint32_t attempt[32];
     size_t count;
     bool dispatch_seen; /* the request came with the dispatch event */
+    uint32_t refuse;    /* bit 1 << event: the observer cannot record it */
 } s_events_t;
 
-static void s_record(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
-                     const oq_job_msg_t *dispatch)
+static int s_record(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                    const oq_job_msg_t *dispatch)
 {
     s_events_t *e = ctx;
+    if (e->refuse & (1u << event))
+        return -1;
     assert_true(e->count < 32);
     e->event[e->count] = event;
     e->attempt[e->count++] = job->attempt;
@@ -566,6 +584,7 @@ static void s_record(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
         e->dispatch_seen = dispatch && oq_str_eq(dispatch->type, "noop");
     else
         assert_null(dispatch);
+    return 0;
 }
 
 static void test_hooks_hear_every_change_in_order(void **state)
@@ -587,8 +606,8 @@ static void test_hooks_hear_every_change_in_order(void **state)
     oq_engine_pump(f->engine, s_deliver, f);
     s_ack(f, a, id, 3, OQ_OUTCOME_FAIL, "no");
     char reason[128];
-    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), 0);
-    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), -1);
+    assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "not in the failed store"));
     f->unreachable = 'a';
     oq_engine_pump(f->engine, s_deliver, f); /* never sent: no lease reported */
@@ -915,7 +934,7 @@ static void test_failed_pages_by_id_cursor(void **state)
     /* Between pages a listed job is requeued and an unlisted one done:
        the next page neither repeats nor skips a job still failed. */
     char reason[128];
-    assert_int_equal(oq_engine_requeue(f->engine, ids[1], reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, ids[1], &s_why, reason, sizeof reason), 0);
     assert_int_equal(s_ack(f, a, ids[4], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
     s_seen_t next = {0};
     oq_failed_cursor_t cursor;
@@ -1081,7 +1100,7 @@ static void test_requeue_kills_old_tokens(void **state)
     uint64_t old = s_lease(f, id, 1);
     s_ack(f, a, id, 1, OQ_OUTCOME_FAIL, "no");
     char reason[128];
-    assert_int_equal(oq_engine_requeue(f->engine, id, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), 0);
     oq_engine_pump(f->engine, s_deliver, f);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
     /* The first life's token is the same attempt number, but dead. */
@@ -1474,7 +1493,7 @@ static void test_flush_and_requeue_all_by_queue(void **state)
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t old_lease = s_lease(f, ids[1], 1);
 
-    assert_int_equal(oq_engine_requeue_all(f->engine, "beta"), 3);
+    assert_int_equal(s_requeue_all(f, "beta"), 3);
     assert_int_equal(e.count, 3);
     for (size_t i = 0; i < e.count; i++)
         assert_int_equal(e.event[i], OQ_EVENT_REQUEUED);
@@ -1490,14 +1509,14 @@ static void test_flush_and_requeue_all_by_queue(void **state)
                         .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, NULL, &old), OQ_ACK_FENCED);
     assert_string_equal(oq_engine_job_state(f->engine, ids[0]), "failed");
-    assert_int_equal(oq_engine_requeue_all(f->engine, "nowhere"), 0);
+    assert_int_equal(s_requeue_all(f, "nowhere"), 0);
 
-    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 2);
+    assert_int_equal(s_flush(f, NULL), 2);
     assert_int_equal(e.event[e.count - 1], OQ_EVENT_FORGOTTEN);
     assert_null(oq_engine_job_state(f->engine, ids[0]));
     assert_null(oq_engine_job_state(f->engine, ids[2]));
     assert_string_equal(oq_engine_job_state(f->engine, waiting), "delayed");
-    assert_int_equal(oq_engine_flush_failed(f->engine, NULL), 0);
+    assert_int_equal(s_flush(f, NULL), 0);
     /* The requeued ones run again. */
     assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
 }
@@ -1819,9 +1838,160 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
     assert_int_equal(oq_engine_workers_dead(f->engine), 1);
 }
 
+/* A dispatch_id seen within the window gets the first job's id back, even
+   once that job is done and while the broker is full; after the window it
+   is a new dispatch. Counted in the dispatch stats. */
+static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
+{
+    s_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("grant"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .dispatch_id = oq_str("order-7:grant")};
+    uint64_t first = 0, again = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &first, &code, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 0);
+    assert_int_equal(again, first);
+    assert_int_equal(oq_engine_job_count(f->engine), 1);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 1);
+    assert_int_equal(oq_engine_dedupe_hits(f->engine), 1);
+
+    /* Done: the id still maps to it. */
+    oq_worker_t *w = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, first, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 0);
+    assert_int_equal(again, first);
+
+    /* Full: a resend is still answered, a new dispatch is refused. */
+    while (oq_engine_job_count(f->engine) < 100)
+        s_dispatch(f, "filler");
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 0);
+    assert_int_equal(again, first);
+    oq_job_msg_t other = job;
+    other.dispatch_id = oq_str("order-8:grant");
+    assert_int_equal(oq_engine_dispatch(f->engine, &other, &again, &code, reason, sizeof reason),
+                     -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 1); /* a refused one is not kept */
+
+    /* Past the window: forgotten at the next tick. */
+    f->time.now += OQ_DEFAULT_DEDUPE_WINDOW_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 0);
+    assert_int_equal(oq_engine_dedupe_hits(f->engine), 3);
+}
+
+/* The observer cannot record a change (the journal out of memory). What a
+   producer or an operator asked for is refused with nothing changed, so
+   that no reply promises what a restart would lose; what a worker or a
+   deadline reports has happened, and stands. */
+static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
+{
+    s_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_set_hooks(f->engine, &hooks);
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .dispatch_id = oq_str("order-1")};
+    uint64_t id = 0, next = oq_engine_next_id(f->engine);
+    oq_err_t code = OQ_ERR_NONE;
+    char reason[512];
+
+    /* A dispatch: nothing queued, no id used, the dispatch id not kept. */
+    e.refuse = 1u << OQ_EVENT_DISPATCHED;
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), -1);
+    assert_int_equal(code, OQ_ERR_UNAVAILABLE);
+    assert_non_null(strstr(reason, "nothing was queued"));
+    assert_int_equal(oq_engine_job_count(f->engine), 0);
+    assert_int_equal(oq_engine_bytes(f->engine), 0);
+    assert_int_equal(oq_engine_next_id(f->engine), next);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), 0);
+    oq_queue_stats_t qs;
+    oq_engine_queue_stats(f->engine, 0, &qs);
+    assert_int_equal(qs.dispatched + qs.ready, 0);
+    assert_int_equal(e.count, 0);
+    e.refuse = 0;
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    assert_int_equal(id, next);
+    uint64_t waiting = s_dispatch(f, "noop");
+
+    /* A failed job: requeue, requeue all, forget and flush are refused. */
+    oq_worker_t *w = s_worker(f, 'a', 2);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 2);
+    s_fail_now(f, w, id);
+    oq_job_view_t before, after;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &before), 0);
+    e.refuse = 1u << OQ_EVENT_REQUEUED | 1u << OQ_EVENT_FORGOTTEN | 1u << OQ_EVENT_CANCELLED;
+    assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), -1);
+    assert_int_equal(s_why, OQ_REFUSED_UNRECORDED);
+    uint64_t count = 99;
+    assert_int_equal(oq_engine_requeue_all(f->engine, NULL, &count), -1);
+    assert_int_equal(count, 0);
+    assert_int_equal(oq_engine_forget(f->engine, id, &s_why, reason, sizeof reason), -1);
+    assert_int_equal(s_why, OQ_REFUSED_UNRECORDED);
+    assert_int_equal(oq_engine_flush_failed(f->engine, NULL, &count), -1);
+    assert_int_equal(count, 0);
+    assert_int_equal(oq_engine_job_view(f->engine, id, &after), 0);
+    assert_int_equal(after.state, OQ_STATE_FAILED);
+    assert_int_equal(after.attempt, before.attempt);
+    assert_int_equal(after.lease, before.lease); /* same generation: its tokens live */
+    assert_string_equal(after.error, "bad");
+    assert_int_equal(after.failed_at_ms, before.failed_at_ms);
+
+    /* A job in review: the resolution is neither taken nor remembered. */
+    assert_int_equal(s_ack(f, w, waiting, 1, OQ_OUTCOME_REVIEW, "unknown"), OQ_ACK_APPLIED);
+    e.refuse = 1u << OQ_EVENT_RESOLVED;
+    for (int action = OQ_REVIEW_DONE; action <= OQ_REVIEW_FAIL; action++) {
+        assert_int_equal(oq_engine_review_resolve(f->engine, waiting, (oq_review_action_t)action,
+                                                  "checked", &s_why, reason, sizeof reason),
+                         -1);
+        assert_int_equal(s_why, OQ_REFUSED_UNRECORDED);
+        assert_string_equal(oq_engine_job_state(f->engine, waiting), "review");
+        assert_null(oq_engine_review_resolution(f->engine, waiting));
+    }
+    assert_int_equal(oq_engine_job_view(f->engine, waiting, &after), 0);
+    assert_int_equal(after.attempt, 1);
+    assert_string_equal(after.error, "unknown");
+
+    /* A cancel of a ready job. */
+    uint64_t ready = s_dispatch(f, "noop");
+    e.refuse = 1u << OQ_EVENT_CANCELLED;
+    assert_int_equal(oq_engine_cancel(f->engine, ready, &s_why, reason, sizeof reason), -1);
+    assert_int_equal(s_why, OQ_REFUSED_UNRECORDED);
+    assert_string_equal(oq_engine_job_state(f->engine, ready), "ready");
+    oq_engine_queue_stats(f->engine, 0, &qs);
+    assert_int_equal(qs.cancelled, 0);
+
+    /* Once the observer records again, each goes through. */
+    e.refuse = 0;
+    assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_review_resolve(f->engine, waiting, OQ_REVIEW_FAIL, "checked", &s_why,
+                                              reason, sizeof reason),
+                     0);
+    assert_non_null(oq_engine_review_resolution(f->engine, waiting));
+    assert_int_equal(oq_engine_cancel(f->engine, ready, &s_why, reason, sizeof reason), 0);
+
+    /* A worker's ok is a fact: the job is done whether or not it is recorded. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    e.refuse = 1u << OQ_EVENT_DONE;
+    assert_int_equal(s_ack(f, w, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, id));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_dispatch_id_returns_the_first_job_for_its_window,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, s_setup,
                                         s_teardown),
@@ -1838,6 +2008,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_unrecorded_changes_are_refused_and_change_nothing,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_job_each_goes_leased_ready_delayed_failed, s_setup,

@@ -1,0 +1,187 @@
+/*  engine_acks.c: workers' outcomes and lease touches.
+
+    Fenced acks. Every delivery carries a lease token (engine_jobs.h). An
+    ack or a touch counts only if it echoes the token of a delivery that
+    really happened to this job (attempt 1 .. the job's attempt, this
+    generation); anything else changes nothing and is counted in
+    fenced_acks. A requeue starts a new generation, so the tokens of the
+    job's earlier life die.
+
+    Late acks. A job recently done is remembered (engine_stores.h), so
+    that an ack arriving after it (the slower of two overlapping
+    deliveries) is still attributed: it is counted as ignored, and its
+    result as what it was: "applied" (the slower run may be the one that
+    wrote the effect) or "already_applied" (a duplicate the unique guard
+    absorbed). Each delivery's result is counted once: an ack a worker
+    sends again after a reconnect is only ignored. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "engine_jobs.h"
+#include "engine_stores.h"
+#include "engine_workers.h"
+#include "onceq/log.h"
+
+static int64_t s_backoff_ms(const oq_engine_t *self, const oq_eng_job_t *job)
+{
+    if (!job->backoff_ms)
+        return self->config.backoff_ms;
+    uint32_t step = job->attempt - 1;
+    if (step >= job->backoff_len)
+        step = job->backoff_len - 1;
+    return job->backoff_ms[step];
+}
+
+oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)
+{
+    if (worker) {
+        oq_engine_worker_seen(self, worker);
+        oq_engine_worker_credit(self, worker, ack->credit);
+    }
+    oq_eng_job_t *job = oq_idmap_get(self->jobs, ack->id);
+    if (!job) {
+        oq_eng_recent_t *done = oq_eng_done_find(self, ack->id);
+        if (!done) {
+            self->unknown_acks++;
+            return OQ_ACK_IGNORED;
+        }
+        if (!oq_eng_fenced_ok(self, done->id, done->attempt, done->gen, ack->attempt,
+                              ack->has_lease, ack->lease)) {
+            self->fenced_acks++;
+            return OQ_ACK_FENCED;
+        }
+        done->queue->ignored_acks++;
+        uint32_t bit = ack->attempt <= OQ_ENG_COUNTED_ATTEMPTS ? 1u << (ack->attempt - 1) : 0;
+        if (ack->outcome != OQ_OUTCOME_OK || (done->counted & bit))
+            return OQ_ACK_IGNORED;
+        done->counted |= bit;
+        if (ack->result == OQ_RESULT_APPLIED)
+            done->type->applied++;
+        if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
+            done->queue->duplicates++;
+            done->type->duplicates++;
+        }
+        return OQ_ACK_IGNORED;
+    }
+    /* Only a delivery that happened, proven by its token, may change the job. */
+    if (!oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, ack->attempt, ack->has_lease,
+                          ack->lease)) {
+        self->fenced_acks++;
+        return OQ_ACK_FENCED;
+    }
+    oq_eng_queue_t *q = job->queue;
+    bool current = job->state == OQ_ENG_LEASED && job->attempt == ack->attempt;
+
+    if (ack->outcome == OQ_OUTCOME_OK) {
+        /* Whoever finishes first completes the job: the effect is guarded
+           by the database, so an earlier delivery's ok is as good as the
+           current one's, and the current holder's later ack is ignored. */
+        job->type->done++;
+        if (job->timed)
+            oq_histogram_observe(
+                &q->latency,
+                (int64_t)(uint32_t)((uint32_t)oq_eng_now(self) - job->dispatched_ms) * 1000);
+        if (ack->result == OQ_RESULT_APPLIED)
+            job->type->applied++;
+        if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
+            q->duplicates++;
+            job->type->duplicates++;
+        }
+        if (!current)
+            q->late_acks++;
+        uint64_t id = job->id;
+        char note[96];
+        snprintf(note, sizeof note, "completed by the ok of an earlier delivery (attempt %u)",
+                 ack->attempt);
+        /* A job in review leaves it by a decision; an ok that proves the
+           effect is one, and is remembered as such. */
+        if (job->state != OQ_ENG_REVIEW || oq_eng_resolve(self, job, OQ_REVIEW_DONE, note,
+                                                          oq_clock_wall_ms(self->clock), false) < 0)
+            oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_DONE, NULL);
+        oq_eng_recent_t *recent = oq_eng_done_find(self, id);
+        if (recent && ack->attempt <= OQ_ENG_COUNTED_ATTEMPTS)
+            recent->counted |= 1u << (ack->attempt - 1);
+        return current ? OQ_ACK_APPLIED : OQ_ACK_LATE;
+    }
+    if (!current) {
+        q->ignored_acks++;
+        return OQ_ACK_IGNORED;
+    }
+    if (ack->outcome == OQ_OUTCOME_RETURN || ack->outcome == OQ_OUTCOME_UNAVAILABLE) {
+        /* Given back unrun: the delivery used no try. A return says the
+           worker cannot handle the type at all; unavailable only that
+           something the job needs is down for now (the worker pauses), so
+           the worker keeps the type. At once and in front: another worker
+           that can reach the database takes it. */
+        if (ack->outcome == OQ_OUTCOME_RETURN && worker && job->u.t.worker == worker)
+            oq_eng_worker_refuse_type(self, worker, job->type);
+        q->returned++;
+        job->attempt--;
+        job->returned = false;
+        if (ack->has_delay && ack->delay_ms > 0) {
+            oq_eng_enter_t how = {.until_ms = oq_eng_now(self) + ack->delay_ms};
+            oq_eng_transition(self, job, OQ_ENG_DELAYED, OQ_EVENT_RETRY, &how);
+        } else {
+            oq_eng_enter_t how = {.in_front = true};
+            oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_RETRY, &how);
+        }
+        return OQ_ACK_APPLIED;
+    }
+    char error[OQ_MAX_ERROR_LEN + 1];
+    if (ack->outcome == OQ_OUTCOME_TIMEOUT && ack->error.len == 0)
+        snprintf(error, sizeof error, "timed out after %.3g s", job->timeout_ms / 1000.0);
+    else
+        oq_str_copy(ack->error, error, sizeof error);
+
+    if (ack->outcome == OQ_OUTCOME_FAIL) {
+        oq_eng_fail(self, job, strdup(error));
+        return OQ_ACK_APPLIED;
+    }
+    if (ack->outcome == OQ_OUTCOME_REVIEW) {
+        oq_eng_review(self, job, strdup(error));
+        return OQ_ACK_APPLIED;
+    }
+    q->retried++;
+    if (job->attempt >= job->max_tries) {
+        oq_eng_fail(self, job,
+                    oq_eng_format("%s (attempt %u of %u, no tries left)", error, job->attempt,
+                                  job->max_tries));
+        return OQ_ACK_APPLIED;
+    }
+    /* A release: the handler chose the delay; it still used a try. */
+    int64_t wait_ms = ack->outcome == OQ_OUTCOME_RETRY && ack->has_delay ? ack->delay_ms
+                                                                         : s_backoff_ms(self, job);
+    if (wait_ms == 0) {
+        oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_RETRY, NULL);
+    } else {
+        oq_eng_enter_t how = {.until_ms = oq_eng_now(self) + wait_ms};
+        oq_eng_transition(self, job, OQ_ENG_DELAYED, OQ_EVENT_RETRY, &how);
+    }
+    return OQ_ACK_APPLIED;
+}
+
+int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch)
+{
+    if (worker)
+        oq_engine_worker_seen(self, worker);
+    oq_eng_job_t *job = oq_idmap_get(self->jobs, touch->id);
+    if (!job || job->state != OQ_ENG_LEASED || job->attempt != touch->attempt || !worker ||
+        job->u.t.worker != worker ||
+        !oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, touch->attempt, touch->has_lease,
+                          touch->lease)) {
+        self->stale_touches++;
+        return -1;
+    }
+    /* A fresh lease of retry_after from now. The worker restarts its
+       watchdog at now + timeout as it sends this, and timeout is shorter
+       than retry_after by the margin, so the lease still outlasts the
+       handler's time limit. */
+    oq_heap_remove(self->timers, &job->u.t.timer);
+    if (oq_heap_push(self->timers, &job->u.t.timer, oq_eng_now(self) + job->queue->retry_after_ms) <
+        0)
+        oq_error("job %llu: no memory for its lease timer; it ends with its worker",
+                 (unsigned long long)job->id);
+    return 0;
+}

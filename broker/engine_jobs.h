@@ -1,0 +1,85 @@
+/*  engine_jobs.h: the job table and the job state machine, inside the
+    engine (engine_model.h). Jobs are allocated into the id map, change
+    state only through oq_eng_transition, which asserts that the change is
+    legal, keeps the per-queue counts and list memberships right and reports
+    it to the observer, and are freed on entering done. Also the lease
+    tokens that fence acks, and the view of a job that the API hands out. */
+#ifndef ONCEQ_ENGINE_JOBS_H
+#define ONCEQ_ENGINE_JOBS_H
+
+#include "engine_model.h"
+
+/* The state names, by oq_eng_state_t ("new", "ready", ...). */
+extern const char *const oq_eng_state_names[];
+
+/* The engine's clock, monotonic ms. */
+int64_t oq_eng_now(const oq_engine_t *self);
+
+/* The lease token of one delivery: unguessable without the broker's key. */
+uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen);
+
+/* Does lease prove a delivery of this job (at job_attempt, generation gen)
+   on this attempt? */
+bool oq_eng_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt, uint32_t gen,
+                      uint32_t attempt, bool has_lease, uint64_t lease);
+
+/* Allocate a job for msg with the given id in queue q, held in the id map
+   and still OQ_ENG_NEW, into *job_p. 0; 1 if the id is held already; -1 if
+   memory runs out. Nothing is left behind unless it returns 0. */
+int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_eng_queue_t *q,
+                   oq_eng_type_t *type, int64_t timeout_ms, oq_eng_job_t **job_p);
+
+/* Free a job that is in no list, heap or map any more. */
+void oq_eng_job_free(oq_eng_job_t *job);
+
+/* Undo oq_eng_job_new of a job still OQ_ENG_NEW: out of the id map and
+   the byte count, freed. */
+void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job);
+
+/* Is event one a producer or an operator asks for (dispatched, requeued,
+   forgotten, cancelled, resolved)? Those are reported to the observer
+   before the change, and refused if it cannot record them; every other
+   event reports what already happened (a worker's outcome, a lease that
+   ran out) after the change, which a failed record cannot undo. */
+bool oq_eng_asked(oq_job_event_t event);
+
+/* The one place a job changes state (how: what the new state needs; NULL
+   where it needs nothing). A job entering OQ_ENG_DONE is freed. The
+   observer hears of every change but a lease (see oq_engine_pump). 0, or
+   -1 if the change is an asked one the observer could not record: nothing
+   changed (the caller undoes what it set on the job beforehand). */
+int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, oq_job_event_t event,
+                      oq_eng_enter_t *how);
+
+/* Report event about job, after the change, to the observer (dispatch: the
+   request, for OQ_EVENT_DISPATCHED). Restores are reported to nobody. */
+void oq_eng_notify(oq_engine_t *self, oq_job_event_t event, const oq_eng_job_t *job,
+                   const oq_job_msg_t *dispatch);
+
+/* To the failed store with error (taken over; NULL: none). */
+void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error);
+
+/* The handler could not know the outcome: hold the job for a person, with
+   its reason (taken over). */
+void oq_eng_review(oq_engine_t *self, oq_eng_job_t *job, char *reason);
+
+/* Take job, which is in review, out of it by a decision, report it and
+   remember it (restoring: replay, reported to nobody). 0, or -1 if memory
+   runs out or the observer cannot record the decision: nothing changed.
+   (Memory for remembering it running out after it was carried out is
+   only logged, except while restoring.) */
+int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t action,
+                   const char *note, int64_t resolved_at_ms, bool restoring);
+
+/* A lease ended without an ack (ran out, or the worker is gone): ready
+   again in front of its band, or failed on its last attempt, with why. */
+void oq_eng_lease_end(oq_engine_t *self, oq_eng_job_t *job, const char *why);
+
+/* Fill v with job as it is now (pointers borrowed from the job). */
+void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_view_t *v);
+
+/* A formatted error of at most OQ_MAX_ERROR_LEN bytes; the caller frees.
+   NULL if memory runs out. */
+char *oq_eng_format(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

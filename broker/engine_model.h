@@ -1,0 +1,220 @@
+/*  engine_model.h: the engine's data, shared by the files that make up the
+    engine (engine.c and engine_*.c) and by nothing else: the rest of the
+    broker sees only engine.h. A job, its queue, its type and its routing
+    lane; a worker; the engine itself. Names with the oq_eng_ prefix are the
+    engine's internals, shared between its parts; oq_engine_ names are its
+    API.
+
+    Every job is in exactly one state (oq_eng_state_t), changed only by
+    oq_eng_transition (engine_jobs.h). A job holds one timer node in the
+    deadline heap: its delay or backoff end while delayed, its lease end
+    while leased, nothing otherwise. */
+#ifndef ONCEQ_ENGINE_MODEL_H
+#define ONCEQ_ENGINE_MODEL_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dedupe.h"
+#include "engine.h"
+#include "heap.h"
+#include "histogram.h"
+#include "idmap.h"
+#include "list.h"
+#include "onceq/limits.h"
+#include "review_log.h"
+
+#define OQ_ENG_TYPE_WORDS ((OQ_MAX_TYPES + 63) / 64) /* a worker's type bitmap */
+
+typedef enum {
+    OQ_ENG_NEW = 0, /* allocated, not yet placed */
+    OQ_ENG_READY,
+    OQ_ENG_DELAYED,
+    OQ_ENG_LEASED,
+    OQ_ENG_FAILED,
+    OQ_ENG_REVIEW, /* outcome unknown: held for a person */
+    OQ_ENG_DONE,   /* terminal: freed right after */
+} oq_eng_state_t;
+
+_Static_assert(OQ_ENG_READY == (int)OQ_STATE_READY && OQ_ENG_DELAYED == (int)OQ_STATE_DELAYED &&
+                   OQ_ENG_LEASED == (int)OQ_STATE_LEASED && OQ_ENG_FAILED == (int)OQ_STATE_FAILED &&
+                   OQ_ENG_REVIEW == (int)OQ_STATE_REVIEW,
+               "the public states mirror the private ones");
+_Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
+_Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
+
+typedef struct oq_eng_queue {
+    char *name;
+    uint32_t index;              /* in engine->queues */
+    oq_link_t lanes;             /* oq_eng_lane_t.active: its lanes with ready jobs */
+    int64_t retry_after_ms;      /* lease length */
+    int64_t timeout_ms;          /* default job timeout */
+    oq_link_t ready;             /* ready jobs, priority high to low, FIFO within */
+    oq_link_t failed;            /* failed jobs, oldest first */
+    oq_link_t review;            /* jobs in review, oldest first */
+    oq_link_t active;            /* in engine->active while ready is not empty */
+    uint64_t count[OQ_ENG_DONE]; /* jobs per state now (index by oq_eng_state_t) */
+    uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
+    uint64_t cancelled;     /* ready or delayed jobs withdrawn by an operator */
+    uint64_t returned;      /* deliveries handed back unrun (return, unavailable): no try used */
+    uint64_t expired;       /* leases that ran out */
+    oq_histogram_t latency; /* dispatch to done, of jobs dispatched in this run */
+    uint64_t clamped;       /* restored jobs whose timeout broke the rule */
+    int64_t clamped_longest_ms; /* the longest timeout among them */
+} oq_eng_queue_t;
+
+/* A job type, with the outcomes counted per type: how many duplicates the
+   effect's unique guard absorbed is a question about a handler, not a queue. */
+typedef struct {
+    char *name;
+    uint32_t index;   /* in engine->type_list */
+    uint32_t workers; /* connected workers that named this type */
+    uint64_t ready;   /* jobs of this type ready now */
+    uint64_t done, applied, duplicates, failed;
+} oq_eng_type_t;
+
+/* The ready jobs of one type in one queue, in the queue's order. */
+typedef struct {
+    oq_eng_queue_t *queue;
+    oq_eng_type_t *type;
+    oq_link_t ready;  /* oq_eng_job_t.lane_link */
+    oq_link_t active; /* in queue->lanes while ready is not empty */
+    oq_link_t all;    /* in engine->lanes_all, for destroy */
+} oq_eng_lane_t;
+
+/* A job is one allocation: this header and its payload. The header is kept
+   small because a broker holds up to a million of them: fields used only in
+   some states share storage (the union), and one link serves whichever list
+   the state puts the job on. */
+typedef struct oq_eng_job {
+    uint64_t id;
+    oq_eng_queue_t *queue;
+    oq_eng_type_t *type; /* owned by engine->types */
+    int64_t *backoff_ms; /* NULL: the engine default */
+    oq_link_t link;      /* queue->ready, ->failed, ->review, or worker->leases while leased */
+    oq_link_t lane_link; /* ready only: its (queue, type) lane */
+    int64_t ready_seq;   /* ready only: its place in the queue's order within a priority */
+    union {
+        struct {
+            oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
+            oq_worker_t *worker;  /* leased only */
+        } t;
+        struct {
+            char *error; /* failed: the error that ended it; review: the handler's reason */
+            int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
+        } f;
+    } u;
+    int32_t priority;
+    uint32_t attempt;
+    uint32_t max_tries;
+    uint32_t payload_len;
+    uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint32_t gen;        /* requeues so far: part of the lease token */
+
+    /* For the dispatch-to-done histogram; they fill what was padding. */
+    uint32_t dispatched_ms; /* engine clock at dispatch, truncated (differences wrap
+                               right below 49 days); valid if timed */
+    uint8_t timed;          /* dispatched in this run (not restored): dispatched_ms holds */
+
+    uint8_t state;       /* oq_eng_state_t */
+    uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
+    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t payload[];   /* encoded msgpack map */
+} oq_eng_job_t;
+
+/* A job recently done, remembered so that an ack arriving after it (the
+   slower of two overlapping deliveries) is still attributed: it is counted
+   as ignored, and its result as what it was: "applied" (the slower run may
+   be the one that wrote the effect) or "already_applied" (a duplicate the
+   unique guard absorbed). Each delivery's result is counted once: an ack a
+   worker sends again after a reconnect is only ignored. A ring of
+   OQ_RECENT_DONE_JOBS; the oldest is forgotten. */
+typedef struct {
+    uint64_t id; /* 0: empty slot */
+    oq_eng_type_t *type;
+    oq_eng_queue_t *queue;
+    uint32_t attempt, gen; /* to check the token of a later ack */
+    uint32_t counted;      /* bit a-1: the result of attempt a (<= 32) is counted */
+} oq_eng_recent_t;
+
+#define OQ_ENG_COUNTED_ATTEMPTS 32 /* bits of oq_eng_recent_t.counted */
+
+struct oq_worker {
+    uint8_t identity[256];
+    size_t identity_len;
+    char key[513]; /* identity in hex, the workers table key */
+    char name[OQ_MAX_NAME_LEN + 1];
+    uint32_t pid;
+    uint32_t credit; /* jobs it may still be sent */
+    bool draining;   /* credit stays 0 */
+    int64_t last_seen_ms;
+    oq_link_t leases; /* oq_eng_job_t.lease */
+    uint32_t leased;
+    oq_link_t waiting;     /* in engine->waiting while credit > 0 */
+    oq_link_t all;         /* in engine->workers_all */
+    bool routed;           /* the first ready's types and queues are taken */
+    oq_eng_type_t **types; /* the types it named; NULL: every type */
+    uint32_t type_count;
+    uint64_t *type_bits;     /* the same as a bitmap by oq_eng_type_t.index */
+    oq_eng_queue_t **queues; /* the queues it serves, in priority order; NULL: every queue */
+    uint32_t queue_count;
+    oq_eng_type_t *refused[OQ_MAX_REFUSED_TYPES]; /* handed back by a worker that named no types */
+    uint32_t refused_count;
+    uint64_t idle_epoch; /* ready_epoch when its last pick found nothing */
+    /* What its last status said: ready, or paused while what its jobs need
+       is down (then with the error that paused it); since when. */
+    oq_worker_status_t status;
+    int64_t status_since_ms;
+    char *status_error; /* NULL while ready */
+};
+
+struct oq_engine {
+    oq_engine_config_t config;
+    const oq_clock_t *clock;
+    oq_heap_t *timers;
+    oq_idmap_t *jobs; /* id -> oq_eng_job_t, every live job */
+    zhashx_t *queues_by_name;
+    oq_eng_queue_t **queues; /* in creation order, for stats */
+    size_t queue_count;
+    zhashx_t *types;           /* name -> oq_eng_type_t */
+    oq_eng_type_t **type_list; /* in creation order, for stats */
+    size_t type_count;
+    zhashx_t *workers; /* hex identity -> oq_worker_t */
+    oq_link_t workers_all;
+    oq_link_t waiting; /* workers with credit, served round-robin */
+    oq_link_t active;  /* queues with ready jobs, served round-robin */
+    uint64_t next_id;
+    uint64_t unknown_acks;
+    uint64_t bytes;         /* sum of the live jobs' costs, against config.max_bytes */
+    uint64_t fenced_acks;   /* acks without a valid token: changed nothing */
+    uint64_t stale_touches; /* touches of a lease not current or not the sender's */
+    uint64_t workers_dead;  /* workers removed for their silence */
+    uint8_t lease_key[OQ_LEASE_KEY_BYTES];
+    oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> oq_eng_lane_t */
+    oq_link_t lanes_all;              /* every lane, for destroy */
+    int64_t seq_front, seq_back;      /* ready_seq of the next front / back insertion */
+    uint64_t ready_epoch;             /* counts entries to ready */
+    uint32_t any_type_workers;        /* connected workers that named no types */
+    oq_eng_recent_t *recent;          /* ring of recently done jobs */
+    size_t recent_next;               /* slot the next done job takes */
+    oq_idmap_t *recent_index;         /* id -> oq_eng_recent_t */
+    oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
+    oq_review_log_t *reviews;         /* resolutions remembered */
+    const oq_resolution_t *resolving; /* the resolution being reported, or NULL */
+    oq_dedupe_t *dispatch_ids;        /* dispatch_id digest -> its job, for the window */
+    uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES]; /* digests dispatch ids */
+    uint64_t dedupe_hits;                       /* dispatches answered with an earlier job */
+};
+
+/* How a job enters its new state (oq_eng_transition). */
+typedef struct {
+    int64_t until_ms;             /* OQ_ENG_DELAYED, OQ_ENG_LEASED: deadline */
+    oq_worker_t *worker;          /* OQ_ENG_LEASED */
+    bool in_front;                /* OQ_ENG_READY: given back after a lease ended */
+    char *error;                  /* OQ_ENG_FAILED, OQ_ENG_REVIEW: taken over */
+    int64_t failed_at_ms;         /* OQ_ENG_FAILED, OQ_ENG_REVIEW: 0 for now */
+    const oq_job_msg_t *dispatch; /* OQ_EVENT_DISPATCHED: the request */
+} oq_eng_enter_t;
+
+#endif

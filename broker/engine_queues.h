@@ -1,0 +1,33 @@
+/*  engine_queues.h: queues, job types and the ready lists, inside the
+    engine (engine_model.h). A queue has its lease length and default
+    timeout (checked against the timeout rule), its ready list in priority
+    order, its failed and review lists and its counters. A ready job also
+    sits on the list of its (queue, type) lane, in the same order, so that
+    a worker taking only some types finds its next job without a scan
+    (engine_pump.c). */
+#ifndef ONCEQ_ENGINE_QUEUES_H
+#define ONCEQ_ENGINE_QUEUES_H
+
+#include "engine_model.h"
+
+/* The timeout rule: timeout_ms must be shorter than retry_after_ms by the
+   margin. 0, or -1 with reason naming queue and the numbers. */
+int oq_eng_check_rule(const oq_engine_t *self, const char *queue, int64_t timeout_ms,
+                      int64_t retry_after_ms, char *reason, size_t reason_len);
+
+/* The queue named name; created (with the engine defaults) if create and
+   the engine holds fewer than OQ_MAX_QUEUES. NULL if none. */
+oq_eng_queue_t *oq_eng_queue_get(oq_engine_t *self, const char *name, bool create);
+
+/* The job type named name, created if new and the engine knows fewer than
+   OQ_MAX_TYPES. NULL if none. */
+oq_eng_type_t *oq_eng_type_get(oq_engine_t *self, oq_str_t name);
+
+/* Put job on q's ready list and its lane: behind its priority band, or in
+   front of it (a job given back after its lease ended). */
+void oq_eng_ready_insert(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_job_t *job, bool in_front);
+
+/* Take job off its queue's ready list and its lane. */
+void oq_eng_ready_remove(oq_engine_t *self, oq_eng_job_t *job);
+
+#endif

@@ -1,0 +1,198 @@
+/*  engine_views.c: what the engine shows: queue and type counters, job
+    views and the restart order of every live job, the retention horizons
+    and the numbers the metrics read. */
+#include "engine.h"
+
+#include <assert.h>
+
+#include "engine_jobs.h"
+
+size_t oq_engine_queue_count(const oq_engine_t *self)
+{
+    return self->queue_count;
+}
+
+void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *s)
+{
+    assert(i < self->queue_count);
+    const oq_eng_queue_t *q = self->queues[i];
+    s->name = q->name;
+    s->retry_after_ms = q->retry_after_ms;
+    s->timeout_ms = q->timeout_ms;
+    s->ready = q->count[OQ_ENG_READY];
+    s->delayed = q->count[OQ_ENG_DELAYED];
+    s->leased = q->count[OQ_ENG_LEASED];
+    s->failed = q->count[OQ_ENG_FAILED];
+    s->review = q->count[OQ_ENG_REVIEW];
+    s->dispatched = q->dispatched;
+    s->done = q->done;
+    s->retried = q->retried;
+    s->redelivered = q->redelivered;
+    s->late_acks = q->late_acks;
+    s->ignored_acks = q->ignored_acks;
+    s->duplicates = q->duplicates;
+    s->cancelled = q->cancelled;
+    s->returned = q->returned;
+}
+
+size_t oq_engine_type_count(const oq_engine_t *self)
+{
+    return self->type_count;
+}
+
+void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *stats)
+{
+    assert(i < self->type_count);
+    const oq_eng_type_t *t = self->type_list[i];
+    stats->name = t->name;
+    stats->done = t->done;
+    stats->applied = t->applied;
+    stats->duplicates = t->duplicates;
+    stats->failed = t->failed;
+    stats->ready = t->ready;
+    stats->workers = t->workers + self->any_type_workers;
+    stats->unhandled = stats->workers == 0 ? t->ready : 0;
+}
+
+uint64_t oq_engine_unknown_acks(const oq_engine_t *self)
+{
+    return self->unknown_acks;
+}
+
+uint64_t oq_engine_fenced_acks(const oq_engine_t *self)
+{
+    return self->fenced_acks;
+}
+
+uint64_t oq_engine_stale_touches(const oq_engine_t *self)
+{
+    return self->stale_touches;
+}
+
+size_t oq_engine_job_count(const oq_engine_t *self)
+{
+    return oq_idmap_size(self->jobs);
+}
+
+uint64_t oq_engine_bytes(const oq_engine_t *self)
+{
+    return self->bytes;
+}
+
+uint64_t oq_engine_max_bytes(const oq_engine_t *self)
+{
+    return self->config.max_bytes;
+}
+
+const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id)
+{
+    const oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    return job ? oq_eng_state_names[job->state] : NULL;
+}
+
+int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view)
+{
+    const oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    if (!job)
+        return -1;
+    oq_eng_job_view(self, job, view);
+    return 0;
+}
+
+void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
+                        void *ctx)
+{
+    oq_job_view_t view;
+    for (oq_link_t *n = self->workers_all.next; n != &self->workers_all; n = n->next) {
+        oq_worker_t *w = oq_container_of(n, oq_worker_t, all);
+        for (oq_link_t *l = w->leases.next; l != &w->leases; l = l->next) {
+            oq_eng_job_view(self, oq_container_of(l, oq_eng_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        oq_eng_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->ready.next; l != &q->ready; l = l->next) {
+            oq_eng_job_view(self, oq_container_of(l, oq_eng_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+    for (size_t i = 0; i < oq_heap_size(self->timers); i++) {
+        oq_eng_job_t *job = oq_container_of(oq_heap_at(self->timers, i), oq_eng_job_t, u.t.timer);
+        if (job->state != OQ_ENG_DELAYED)
+            continue;
+        oq_eng_job_view(self, job, &view);
+        fn(ctx, &view);
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        oq_eng_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->failed.next; l != &q->failed; l = l->next) {
+            oq_eng_job_view(self, oq_container_of(l, oq_eng_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+    for (size_t i = 0; i < self->queue_count; i++) {
+        oq_eng_queue_t *q = self->queues[i];
+        for (oq_link_t *l = q->review.next; l != &q->review; l = l->next) {
+            oq_eng_job_view(self, oq_container_of(l, oq_eng_job_t, link), &view);
+            fn(ctx, &view);
+        }
+    }
+}
+
+uint64_t oq_engine_next_id(const oq_engine_t *self)
+{
+    return self->next_id;
+}
+
+static void s_horizon_default(const oq_engine_t *self, const char *name, int64_t retry_after_ms,
+                              oq_queue_horizon_t *h)
+{
+    h->name = name;
+    h->retry_after_ms = retry_after_ms;
+    h->max_tries = self->config.max_tries;
+    h->backoff_ms = self->config.backoff_ms;
+}
+
+void oq_engine_default_horizon(const oq_engine_t *self, oq_queue_horizon_t *horizon)
+{
+    s_horizon_default(self, "*", self->config.retry_after_ms, horizon);
+}
+
+static void s_horizon_job(void *ctx, const oq_job_view_t *job)
+{
+    oq_engine_t *self = ((void **)ctx)[0];
+    oq_queue_horizon_t *out = ((void **)ctx)[1];
+    const oq_eng_queue_t *q = zhashx_lookup(self->queues_by_name, job->queue);
+    oq_queue_horizon_t *h = &out[q->index];
+    if (job->max_tries > h->max_tries)
+        h->max_tries = job->max_tries;
+    for (uint32_t k = 0; job->backoff_ms && k < job->backoff_len; k++)
+        if (job->backoff_ms[k] > h->backoff_ms)
+            h->backoff_ms = job->backoff_ms[k];
+}
+
+void oq_engine_horizons(oq_engine_t *self, oq_queue_horizon_t *out)
+{
+    for (size_t i = 0; i < self->queue_count; i++)
+        s_horizon_default(self, self->queues[i]->name, self->queues[i]->retry_after_ms, &out[i]);
+    void *ctx[2] = {self, out};
+    oq_engine_job_each(self, s_horizon_job, ctx);
+}
+
+uint64_t oq_engine_queue_expired(const oq_engine_t *self, size_t i)
+{
+    assert(i < self->queue_count);
+    return self->queues[i]->expired;
+}
+
+const oq_histogram_t *oq_engine_queue_latency(const oq_engine_t *self, size_t i)
+{
+    assert(i < self->queue_count);
+    return &self->queues[i]->latency;
+}
+
+uint64_t oq_engine_workers_dead(const oq_engine_t *self)
+{
+    return self->workers_dead;
+}
