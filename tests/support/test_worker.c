@@ -13,6 +13,9 @@
                     worker's --database
       request_shipment
                     the production shipment handler, with --carrier-url
+      request_shipment_unkeyed
+                    with ONCEQ_TEST_HOOKS=1: its broken twin that keys the
+                    carrier call by the job id (shipments_hooks.h)
 
     ONCEQ_TEST_WORKER_EMPTY=1 registers nothing, to show that a worker
     without handlers is refused. */
@@ -22,6 +25,7 @@
 #include "onceq/log.h"
 #include "onceq/worker.h"
 #include "points_hooks.h"
+#include "shipments_hooks.h"
 #include "shipments/handler.h"
 
 static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
@@ -54,6 +58,8 @@ int main(int argc, char **argv)
             return 2;
         shipments = oq_shipments_handler_new(NULL);
         if (oq_shipments_handler_register(shipments, registry) < 0)
+            return 2;
+        if (oq_points_test_hooks_wanted() && oq_shipments_test_register(registry) < 0)
             return 2;
     }
     int rc = oq_worker_main(argc, argv, registry);
