@@ -40,7 +40,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         oq_engine_worker_seen(self, worker);
         oq_engine_worker_credit(self, worker, ack->credit);
     }
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, ack->id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, ack->id);
     if (!job) {
         oq_eng_recent_t *done = oq_eng_done_find(self, ack->id);
         if (!done) {
@@ -166,7 +166,7 @@ int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *
 {
     if (worker)
         oq_engine_worker_seen(self, worker);
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, touch->id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, touch->id);
     if (!job || job->state != OQ_ENG_LEASED || job->attempt != touch->attempt || !worker ||
         job->u.t.worker != worker ||
         !oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, touch->attempt, touch->has_lease,

@@ -105,7 +105,7 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
         memcpy(job->payload, msg->payload, msg->payload_len);
     oq_link_clear(&job->link);
     oq_link_clear(&job->lane_link);
-    int rc = oq_idmap_insert(self->jobs, job->id, job);
+    int rc = oq_idset_insert(self->jobs, job);
     if (rc != 0) {
         oq_eng_job_free(job);
         return rc;
@@ -118,7 +118,7 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
 void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job)
 {
     assert(job->state == OQ_ENG_NEW);
-    oq_idmap_remove(self->jobs, job->id);
+    oq_idset_remove(self->jobs, job->id);
     self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
     oq_eng_job_free(job);
 }
@@ -301,7 +301,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
             q->cancelled++;
         if (event != OQ_EVENT_RESTORED)
             oq_eng_done_remember(self, job);
-        oq_idmap_remove(self->jobs, job->id);
+        oq_idset_remove(self->jobs, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         oq_eng_job_free(job);
         return 0;

@@ -21,6 +21,7 @@
 #include "heap.h"
 #include "histogram.h"
 #include "idmap.h"
+#include "idset.h"
 #include "list.h"
 #include "onceq/limits.h"
 #include "review_log.h"
@@ -173,7 +174,7 @@ struct oq_engine {
     oq_engine_config_t config;
     const oq_clock_t *clock;
     oq_heap_t *timers;
-    oq_idmap_t *jobs; /* id -> oq_eng_job_t, every live job */
+    oq_idset_t *jobs; /* every live job (oq_eng_job_t), by id */
     zhashx_t *queues_by_name;
     oq_eng_queue_t **queues; /* in creation order, for stats */
     size_t queue_count;
