@@ -26,12 +26,13 @@
 
 static int64_t s_backoff_ms(const oq_engine_t *self, const oq_eng_job_t *job)
 {
-    if (!job->backoff_ms)
+    const int64_t *backoff_ms = oq_eng_job_backoff(job);
+    if (!backoff_ms)
         return self->config.backoff_ms;
     uint32_t step = job->attempt - 1;
     if (step >= job->backoff_len)
         step = job->backoff_len - 1;
-    return job->backoff_ms[step];
+    return backoff_ms[step];
 }
 
 oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)

@@ -68,7 +68,6 @@ bool oq_eng_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt
 
 void oq_eng_job_free(oq_eng_job_t *job)
 {
-    free(job->backoff_ms);
     if (job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
         free(job->u.f.error);
     free(job);
@@ -80,31 +79,22 @@ void oq_eng_job_free(oq_eng_job_t *job)
 int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_eng_queue_t *q,
                    oq_eng_type_t *type, int64_t timeout_ms, oq_eng_job_t **job_p)
 {
-    oq_eng_job_t *job = calloc(1, sizeof *job + msg->payload_len);
-    int64_t *backoff = NULL;
-    if (msg->backoff_len) {
-        backoff = malloc(msg->backoff_len * sizeof *backoff);
-        if (backoff)
-            memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
-    }
-    if (!job || (msg->backoff_len && !backoff)) {
-        free(job);
-        free(backoff);
+    oq_eng_job_t *job = calloc(1, oq_eng_job_bytes(msg->payload_len, msg->backoff_len));
+    if (!job)
         return -1;
-    }
     job->id = id;
     job->queue = q;
     job->type = type;
     job->priority = msg->priority;
     job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
     job->timeout_ms = (uint32_t)timeout_ms;
-    job->backoff_ms = backoff;
     job->backoff_len = (uint8_t)msg->backoff_len;
     job->payload_len = (uint32_t)msg->payload_len;
     if (msg->payload_len)
         memcpy(job->payload, msg->payload, msg->payload_len);
+    if (msg->backoff_len)
+        memcpy(oq_eng_job_backoff(job), msg->backoff_ms, msg->backoff_len * sizeof(int64_t));
     oq_link_clear(&job->link);
-    oq_link_clear(&job->lane_link);
     int rc = oq_idset_insert(self->jobs, job);
     if (rc != 0) {
         oq_eng_job_free(job);
@@ -132,6 +122,8 @@ static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
         oq_eng_ready_remove(self, job);
         if (oq_list_empty(&q->ready))
             oq_list_remove(&q->active);
+        /* The timer shares this storage and must read as "not in the heap". */
+        memset(&job->u, 0, sizeof job->u);
         break;
     case OQ_ENG_DELAYED:
         oq_heap_remove(self->timers, &job->u.t.timer);
@@ -436,7 +428,7 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     v->attempt = job->attempt;
     v->max_tries = job->max_tries;
     v->timeout_ms = job->timeout_ms;
-    v->backoff_ms = job->backoff_ms;
+    v->backoff_ms = oq_eng_job_backoff(job);
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
     v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen) : 0;

@@ -79,33 +79,36 @@ typedef struct {
 typedef struct {
     oq_eng_queue_t *queue;
     oq_eng_type_t *type;
-    oq_link_t ready;  /* oq_eng_job_t.lane_link */
+    oq_link_t ready;  /* oq_eng_job_t.u.r.lane_link */
     oq_link_t active; /* in queue->lanes while ready is not empty */
     oq_link_t all;    /* in engine->lanes_all, for destroy */
 } oq_eng_lane_t;
 
-/* A job is one allocation: this header and its payload. The header is kept
-   small because a broker holds up to a million of them: fields used only in
-   some states share storage (the union), and one link serves whichever list
+/* A job is one allocation: this header, its payload, and its own backoff
+   steps if it has any (8-aligned behind the payload; oq_eng_job_backoff).
+   The header is kept small because a broker holds up to a million of them
+   and every byte of it is paid a million times: fields used only in some
+   states share storage (the union), and one link serves whichever list
    the state puts the job on. */
 typedef struct oq_eng_job {
     uint64_t id;
     oq_eng_queue_t *queue;
     oq_eng_type_t *type; /* owned by engine->types */
-    int64_t *backoff_ms; /* NULL: the engine default */
     oq_link_t link;      /* queue->ready, ->failed, ->review, or worker->leases while leased */
-    oq_link_t lane_link; /* ready only: its (queue, type) lane */
-    int64_t ready_seq;   /* ready only: its place in the queue's order within a priority */
     union {
+        struct {
+            oq_link_t lane_link; /* its (queue, type) lane */
+            int64_t seq;         /* its place in the queue's order within a priority */
+        } r;                     /* ready */
         struct {
             oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
             oq_worker_t *worker;  /* leased only */
-        } t;
+        } t;                      /* delayed, leased */
         struct {
             char *error; /* failed: the error that ended it; review: the handler's reason */
             int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
-        } f;
-    } u;
+        } f;                      /* failed, review */
+    } u;                          /* all zero while new and whenever a state is left */
     int32_t priority;
     uint32_t attempt;
     uint32_t max_tries;
@@ -120,9 +123,32 @@ typedef struct oq_eng_job {
 
     uint8_t state;       /* oq_eng_state_t */
     uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
-    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t backoff_len; /* own backoff steps, at most OQ_MAX_BACKOFF_STEPS; 0: the default */
     uint8_t payload[];   /* encoded msgpack map */
 } oq_eng_job_t;
+
+/* Where a job's own backoff steps start: the first 8-aligned offset past
+   its payload. */
+static inline size_t oq_eng_job_backoff_at(size_t payload_len)
+{
+    return (offsetof(oq_eng_job_t, payload) + payload_len + 7) & ~(size_t)7;
+}
+
+/* The bytes of one job's allocation: header, payload, own backoff steps. */
+static inline size_t oq_eng_job_bytes(size_t payload_len, size_t backoff_len)
+{
+    if (backoff_len == 0)
+        return offsetof(oq_eng_job_t, payload) + payload_len;
+    return oq_eng_job_backoff_at(payload_len) + backoff_len * sizeof(int64_t);
+}
+
+/* The job's own backoff steps (backoff_len of them), or NULL: the default. */
+static inline int64_t *oq_eng_job_backoff(const oq_eng_job_t *job)
+{
+    if (job->backoff_len == 0)
+        return NULL;
+    return (int64_t *)((char *)job + oq_eng_job_backoff_at(job->payload_len));
+}
 
 /* A job recently done, remembered so that an ack arriving after it (the
    slower of two overlapping deliveries) is still attributed: it is counted
@@ -194,7 +220,7 @@ struct oq_engine {
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
     oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> oq_eng_lane_t */
     oq_link_t lanes_all;              /* every lane, for destroy */
-    int64_t seq_front, seq_back;      /* ready_seq of the next front / back insertion */
+    int64_t seq_front, seq_back;      /* u.r.seq of the next front / back insertion */
     uint64_t ready_epoch;             /* counts entries to ready */
     uint32_t any_type_workers;        /* connected workers that named no types */
     oq_eng_recent_t *recent;          /* ring of recently done jobs */
