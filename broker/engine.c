@@ -221,10 +221,10 @@ size_t oq_engine_tick(oq_engine_t *self)
             assert(job->state == OQ_ENG_LEASED);
             char why[96];
             snprintf(why, sizeof why, "lease expired after %.3g s",
-                     job->queue->retry_after_ms / 1000.0);
+                     oq_eng_job_queue(self, job)->retry_after_ms / 1000.0);
             oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id,
-                    job->type->name, why, job->attempt);
-            job->queue->expired++;
+                    oq_eng_job_type(self, job)->name, why, job->attempt);
+            oq_eng_job_queue(self, job)->expired++;
             oq_eng_lease_end(self, job, why);
         }
         processed++;

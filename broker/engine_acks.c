@@ -72,23 +72,23 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         self->fenced_acks++;
         return OQ_ACK_FENCED;
     }
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     bool current = job->state == OQ_ENG_LEASED && job->attempt == ack->attempt;
 
     if (ack->outcome == OQ_OUTCOME_OK) {
         /* Whoever finishes first completes the job: the effect is guarded
            by the database, so an earlier delivery's ok is as good as the
            current one's, and the current holder's later ack is ignored. */
-        job->type->done++;
+        oq_eng_job_type(self, job)->done++;
         if (job->timed)
             oq_histogram_observe(
                 &q->latency,
                 (int64_t)(uint32_t)((uint32_t)oq_eng_now(self) - job->dispatched_ms) * 1000);
         if (ack->result == OQ_RESULT_APPLIED)
-            job->type->applied++;
+            oq_eng_job_type(self, job)->applied++;
         if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
             q->duplicates++;
-            job->type->duplicates++;
+            oq_eng_job_type(self, job)->duplicates++;
         }
         if (!current)
             q->late_acks++;
@@ -117,7 +117,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
            the worker keeps the type. At once and in front: another worker
            that can reach the database takes it. */
         if (ack->outcome == OQ_OUTCOME_RETURN && worker && job->u.t.worker == worker)
-            oq_eng_worker_refuse_type(self, worker, job->type);
+            oq_eng_worker_refuse_type(self, worker, oq_eng_job_type(self, job));
         q->returned++;
         job->attempt--;
         job->returned = false;
@@ -180,8 +180,8 @@ int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *
        than retry_after by the margin, so the lease still outlasts the
        handler's time limit. */
     oq_heap_remove(self->timers, &job->u.t.timer);
-    if (oq_heap_push(self->timers, &job->u.t.timer, oq_eng_now(self) + job->queue->retry_after_ms) <
-        0)
+    if (oq_heap_push(self->timers, &job->u.t.timer,
+                     oq_eng_now(self) + oq_eng_job_queue(self, job)->retry_after_ms) < 0)
         oq_error("job %llu: no memory for its lease timer; it ends with its worker",
                  (unsigned long long)job->id);
     return 0;

@@ -83,8 +83,8 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
     if (!job)
         return -1;
     job->id = id;
-    job->queue = q;
-    job->type = type;
+    job->queue_index = (uint16_t)q->index;
+    job->type_index = (uint16_t)type->index;
     job->priority = msg->priority;
     job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
     job->timeout_ms = (uint32_t)timeout_ms;
@@ -116,7 +116,7 @@ void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job)
 /* Leave the current state: undo its list, heap and lease memberships. */
 static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
 {
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     switch ((oq_eng_state_t)job->state) {
     case OQ_ENG_READY:
         oq_eng_ready_remove(self, job);
@@ -243,7 +243,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     if (asked && s_report_ahead(self, job, to, event, how) < 0)
         return -1;
     s_leave(self, job);
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     job->state = (uint8_t)to;
     switch (to) {
     case OQ_ENG_READY:
@@ -272,7 +272,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         break;
     case OQ_ENG_FAILED:
         if (event != OQ_EVENT_RESTORED)
-            job->type->failed++;
+            oq_eng_job_type(self, job)->failed++;
         job->u.f.error = how->error;
         job->u.f.failed_at_ms =
             how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
@@ -319,7 +319,7 @@ char *oq_eng_format(const char *format, ...)
 void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error)
 {
     oq_info("job %llu type=%s failed on attempt %u of %u: %s", (unsigned long long)job->id,
-            job->type->name, job->attempt, job->max_tries, error ? error : "");
+            oq_eng_job_type(self, job)->name, job->attempt, job->max_tries, error ? error : "");
     oq_eng_enter_t how = {.error = error};
     oq_eng_transition(self, job, OQ_ENG_FAILED, OQ_EVENT_FAILED, &how);
 }
@@ -328,7 +328,7 @@ void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error)
 void oq_eng_review(oq_engine_t *self, oq_eng_job_t *job, char *reason)
 {
     oq_info("job %llu type=%s needs review (attempt %u of %u): %s", (unsigned long long)job->id,
-            job->type->name, job->attempt, job->max_tries, reason ? reason : "");
+            oq_eng_job_type(self, job)->name, job->attempt, job->max_tries, reason ? reason : "");
     oq_eng_enter_t how = {.error = reason};
     oq_eng_transition(self, job, OQ_ENG_REVIEW, OQ_EVENT_REVIEW, &how);
 }
@@ -344,8 +344,8 @@ int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t acti
         .attempt = job->attempt,
         .reviewed_at_ms = job->u.f.failed_at_ms,
         .resolved_at_ms = resolved_at_ms,
-        .type = job->type->name,
-        .queue = job->queue->name,
+        .type = oq_eng_job_type(self, job)->name,
+        .queue = oq_eng_job_queue(self, job)->name,
         .reason = job->u.f.error,
         .note = note,
     };
@@ -421,8 +421,8 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
 {
     v->id = job->id;
     v->state = (oq_job_state_t)job->state;
-    v->type = job->type->name;
-    v->queue = job->queue->name;
+    v->type = oq_eng_job_type(self, job)->name;
+    v->queue = oq_eng_job_queue(self, job)->name;
     v->payload = job->payload;
     v->payload_len = job->payload_len;
     v->attempt = job->attempt;

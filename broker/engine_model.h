@@ -44,6 +44,8 @@ _Static_assert(OQ_ENG_READY == (int)OQ_STATE_READY && OQ_ENG_DELAYED == (int)OQ_
                "the public states mirror the private ones");
 _Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
 _Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
+_Static_assert(OQ_MAX_QUEUES <= UINT16_MAX + 1 && OQ_MAX_TYPES <= UINT16_MAX + 1,
+               "a job names its queue and its type by a 16-bit index");
 
 typedef struct oq_eng_queue {
     char *name;
@@ -92,9 +94,7 @@ typedef struct {
    the state puts the job on. */
 typedef struct oq_eng_job {
     uint64_t id;
-    oq_eng_queue_t *queue;
-    oq_eng_type_t *type; /* owned by engine->types */
-    oq_link_t link;      /* queue->ready, ->failed, ->review, or worker->leases while leased */
+    oq_link_t link; /* queue->ready, ->failed, ->review, or worker->leases while leased */
     union {
         struct {
             oq_link_t lane_link; /* its (queue, type) lane */
@@ -109,6 +109,8 @@ typedef struct oq_eng_job {
             int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
         } f;                      /* failed, review */
     } u;                          /* all zero while new and whenever a state is left */
+    uint16_t queue_index;         /* in engine->queues (oq_eng_job_queue) */
+    uint16_t type_index;          /* in engine->type_list (oq_eng_job_type) */
     int32_t priority;
     uint32_t attempt;
     uint32_t max_tries;
@@ -233,6 +235,18 @@ struct oq_engine {
     uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES]; /* digests dispatch ids */
     uint64_t dedupe_hits;                       /* dispatches answered with an earlier job */
 };
+
+/* A job's queue and type: queues and types are never removed, so their
+   index, 2 bytes in the job where a pointer took 8, names them for good. */
+static inline oq_eng_queue_t *oq_eng_job_queue(const oq_engine_t *self, const oq_eng_job_t *job)
+{
+    return self->queues[job->queue_index];
+}
+
+static inline oq_eng_type_t *oq_eng_job_type(const oq_engine_t *self, const oq_eng_job_t *job)
+{
+    return self->type_list[job->type_index];
+}
 
 /* How a job enters its new state (oq_eng_transition). */
 typedef struct {

@@ -33,7 +33,7 @@ static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq
         for (oq_link_t *n = q->ready.next; n != &q->ready && looked < OQ_MAX_PICK_SKIP;
              n = n->next, looked++) {
             oq_eng_job_t *job = oq_container_of(n, oq_eng_job_t, link);
-            if (oq_eng_worker_handles(w, job->type))
+            if (oq_eng_worker_handles(w, oq_eng_job_type(self, job)))
                 return job;
         }
         return NULL;
@@ -90,7 +90,7 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
             oq_list_push_back(&idle, &w->waiting);
             continue;
         }
-        oq_eng_queue_t *q = job->queue;
+        oq_eng_queue_t *q = oq_eng_job_queue(self, job);
         if (--w->credit > 0)
             oq_list_push_back(&self->waiting, &w->waiting);
 

@@ -150,9 +150,9 @@ void oq_eng_ready_insert(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_job_t *job
 {
     s_band_insert(&q->ready, &job->link, offsetof(oq_eng_job_t, link), job->priority, in_front);
     job->u.r.seq = in_front ? --self->seq_front : ++self->seq_back;
-    job->type->ready++;
+    oq_eng_job_type(self, job)->ready++;
     self->ready_epoch++;
-    oq_eng_lane_t *lane = s_lane_get(self, q, job->type);
+    oq_eng_lane_t *lane = s_lane_get(self, q, oq_eng_job_type(self, job));
     if (!lane) {
         /* Only workers that take every type will see it. */
         oq_error("job %llu: no memory for its routing lane", (unsigned long long)job->id);
@@ -167,11 +167,11 @@ void oq_eng_ready_insert(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_job_t *job
 
 void oq_eng_ready_remove(oq_engine_t *self, oq_eng_job_t *job)
 {
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     oq_list_remove(&job->link);
-    job->type->ready--;
+    oq_eng_job_type(self, job)->ready--;
     if (oq_list_linked(&job->u.r.lane_link)) {
-        oq_eng_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, job->type));
+        oq_eng_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, oq_eng_job_type(self, job)));
         oq_list_remove(&job->u.r.lane_link);
         if (lane && oq_list_empty(&lane->ready))
             oq_list_remove(&lane->active);

@@ -350,7 +350,9 @@ void oq_eng_done_remember(oq_engine_t *self, const oq_eng_job_t *job)
     oq_eng_recent_t *slot = &self->recent[self->recent_next];
     if (slot->id)
         oq_idmap_remove(self->recent_index, slot->id);
-    *slot = (oq_eng_recent_t){job->id, job->type, job->queue, job->attempt, job->gen, 0};
+    *slot = (oq_eng_recent_t){
+        job->id, oq_eng_job_type(self, job), oq_eng_job_queue(self, job), job->attempt, job->gen,
+        0};
     if (oq_idmap_put(self->recent_index, job->id, slot) < 0)
         slot->id = 0; /* out of memory: simply not remembered */
     self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;
