@@ -129,6 +129,13 @@ typedef struct oq_eng_job {
     uint8_t payload[];   /* encoded msgpack map */
 } oq_eng_job_t;
 
+/* The header's budget: with a 100-byte payload a job is one 192-byte
+   malloc chunk (glibc: the request plus 8, rounded up to 16). A field
+   more costs every queued job 16 bytes. */
+#define OQ_ENG_JOB_HEADER_BYTES 84
+_Static_assert(offsetof(oq_eng_job_t, payload) <= OQ_ENG_JOB_HEADER_BYTES,
+               "the job header grew past its budget");
+
 /* Where a job's own backoff steps start: the first 8-aligned offset past
    its payload. */
 static inline size_t oq_eng_job_backoff_at(size_t payload_len)
