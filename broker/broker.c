@@ -585,12 +585,18 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
     uint64_t id = 0;
     /* Refused with nothing queued if the journal cannot hold the job's
        record. A resend of a dispatch_id gets the first dispatch's answer,
-       which waits like it for its record to be durable if it still has to. */
-    if (oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason) < 0) {
+       which waits like it for its record to be durable if it still has to;
+       so does the answer naming a unique key's holder (rc 1). */
+    int rc = oq_engine_dispatch(self->engine, job, &id, &code, reason, sizeof reason);
+    if (rc < 0) {
         s_reply_error(self, self->front, env, req, code, reason);
         return;
     }
-    oq_proto_encode_dispatched(&self->out, req, id);
+    bool unique = rc == 1;
+    if (unique)
+        oq_proto_encode_dispatched_unique(&self->out, req, id);
+    else
+        oq_proto_encode_dispatched(&self->out, req, id);
     s_promise(self, env, req, s_appended(self));
 }
 

@@ -195,6 +195,11 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
     if (job->state != OQ_STATE_DELAYED || delayed_retry)
         fresh.not_before_ms = 0;
     s_check(s, oq_record_dispatched(&s->buf, &fresh, oq_str(NULL), 0));
+    /* Its keys while it is still ready: a failed job keeps its overlap key
+       for a requeue, and holds no unique key (its view has none). */
+    if (job->unique_key || job->overlap_key)
+        s_check(s, oq_record_keys(&s->buf, job->id, job->unique_key, job->unique_until_ms, false,
+                                  job->overlap_key));
     if (job->state == OQ_STATE_FAILED)
         s_check(s, oq_record_failed(&s->buf, job->id, job->attempt, job->failed_at_ms, job->error));
     else if (job->state == OQ_STATE_REVIEW)
@@ -203,6 +208,13 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
         s_check(s, oq_record_retry(&s->buf, job->id, job->attempt, job->not_before_ms));
     else if (job->attempt > 0)
         s_check(s, oq_record_leased(&s->buf, job->id, job->attempt));
+}
+
+static void s_snap_window(void *ctx, const char *key, uint64_t id, int64_t expires_ms)
+{
+    s_snap_t *s = ctx;
+    if (!s->err && expires_ms > s->now_ms)
+        s_check(s, oq_record_keys(&s->buf, id, key, expires_ms, true, NULL));
 }
 
 static void s_snap_resolved(void *ctx, const oq_resolution_t *r)
@@ -239,6 +251,9 @@ int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header
        to review again after it. */
     oq_engine_review_each_resolved(engine, s_snap_resolved, &s);
     oq_engine_job_each(engine, s_snap_job, &s);
+    /* After the jobs: a window whose job is still held (failed, say) is
+       only remembered, never taken as the job's live key. */
+    oq_engine_unique_each_window(engine, s_snap_window, &s);
     oq_engine_dispatch_id_each(engine, s_snap_dedupe, &s);
     s_drain(&s, true);
     if (!s.err && ops->fsync(ops->ctx, fd) < 0)

@@ -118,9 +118,11 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->lanes = oq_idmap_new();
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
-    if (!self->lanes || !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
-        !self->queues_by_name || !self->types || !self->workers || !self->queues ||
-        !self->type_list || !self->recent || !self->recent_index) {
+    self->unique = oq_unique_new(OQ_MAX_UNIQUE_KEYS);
+    self->overlap = oq_overlap_new();
+    if (!self->unique || !self->overlap || !self->lanes || !self->reviews || !self->dispatch_ids ||
+        !self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
+        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -132,6 +134,12 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->ready_epoch = 1;
     self->next_id = 1;
     return self;
+}
+
+static void s_free_waiting(void *ctx, oq_link_t *node)
+{
+    (void)ctx;
+    oq_eng_job_free(oq_container_of(node, oq_eng_job_t, link));
 }
 
 void oq_engine_destroy(oq_engine_t **self_p)
@@ -150,6 +158,9 @@ void oq_engine_destroy(oq_engine_t **self_p)
                 oq_eng_job_free(job);
         }
     }
+    /* Jobs waiting for an overlap key are on that key's list only. */
+    if (self->overlap)
+        oq_overlap_each_waiting(self->overlap, s_free_waiting, NULL);
     /* The rest are reachable from the queues' lists and the workers' leases. */
     for (size_t i = 0; i < self->queue_count; i++) {
         oq_eng_queue_t *q = self->queues[i];
@@ -195,6 +206,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_idmap_destroy(&self->recent_index);
     oq_review_log_destroy(&self->reviews);
     oq_dedupe_destroy(&self->dispatch_ids);
+    oq_unique_destroy(&self->unique);
+    oq_overlap_destroy(&self->overlap);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -230,6 +243,7 @@ size_t oq_engine_tick(oq_engine_t *self)
         processed++;
     }
     oq_dedupe_expire(self->dispatch_ids, oq_clock_wall_ms(self->clock));
+    oq_unique_expire(self->unique, oq_clock_wall_ms(self->clock));
     return processed;
 }
 

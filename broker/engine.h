@@ -78,6 +78,9 @@ typedef struct {
     int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
     uint64_t lease;        /* the token of its latest delivery (0 if never delivered) */
     const oq_resolution_t *resolution; /* OQ_EVENT_RESOLVED only: the decision; else NULL */
+    const char *unique_key;            /* the unique key it holds while live (unique.h), or NULL */
+    int64_t unique_until_ms;           /* wall clock: the end of its unique window; 0: none */
+    const char *overlap_key;           /* its overlap key (overlap.h), or NULL */
 } oq_job_view_t;
 
 /* What happened to a job, as reported to the observer. */
@@ -97,6 +100,8 @@ typedef enum {
     /* operator commands on the failed store and on waiting jobs */
     OQ_EVENT_FORGOTTEN, /* deleted from the failed store; freed right after the call */
     OQ_EVENT_CANCELLED, /* a ready or delayed job withdrawn; freed right after the call */
+    OQ_EVENT_WAITING,   /* off the ready list while another job holds its overlap key, and
+                           back; never reported (to the outside it stays ready) */
 } oq_job_event_t;
 
 /* The observer. changed returns 0, or -1 if it could not record the
@@ -123,6 +128,7 @@ typedef struct {
     const char *name;
     int64_t retry_after_ms, timeout_ms;
     uint64_t ready, delayed, leased, failed, review; /* now */
+    uint64_t waiting; /* now: ready, but another job holds its overlap key */
     uint64_t dispatched, done, retried, redelivered; /* since start */
     uint64_t late_acks, ignored_acks, duplicates;    /* since start */
     uint64_t cancelled;                              /* since start (oq_engine_cancel) */
@@ -199,8 +205,10 @@ int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reaso
 /* Queue a dispatched job: 0 with *id of the new job, or of the job an
    earlier dispatch with the same dispatch_id created within the window
    (then nothing is queued or reported, and oq_engine_dedupe_hits counts
-   it); or -1 with *code and reason (OQ_ERR_UNAVAILABLE: the observer could
-   not record it, nothing was queued). */
+   it); 1 with *id of the live job holding the dispatch's unique_key (or
+   whose unique window is open: nothing is queued, oq_engine_keys_stats
+   counts it); or -1 with *code and reason (OQ_ERR_UNAVAILABLE: the observer
+   could not record it, nothing was queued). */
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *job, uint64_t *id, oq_err_t *code,
                        char *reason, size_t reason_len);
 
@@ -535,12 +543,43 @@ int oq_engine_restore_dispatch_digest(oq_engine_t *self,
                                       const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
                                       uint64_t job_id, int64_t expires_ms);
 
+/* The keys of job id (KEYS record): a ready or delayed job takes its
+   overlap key and, unless window_only, its unique key with its window's end
+   (0: none); otherwise (the job is gone or no longer live, or window_only)
+   the unique key is remembered until unique_until_ms. 0, or -1 if memory
+   runs out. */
+int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
+                           int64_t unique_until_ms, bool window_only, oq_str_t overlap_key);
+
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);
 
 /* After replay: log one line per queue whose restored jobs had their
    timeout clamped, with the numbers. Returns how many jobs were clamped. */
 uint64_t oq_engine_restore_report(oq_engine_t *self);
+
+/* ---- unique and overlap keys --------------------------------------------- */
+
+/* Call fn for every unique key held only by its window (its job is done or
+   no longer live), for snapshots. */
+void oq_engine_unique_each_window(const oq_engine_t *self,
+                                  void (*fn)(void *ctx, const char *key, uint64_t id,
+                                             int64_t expires_ms),
+                                  void *ctx);
+
+typedef struct {
+    uint64_t unique_keys;     /* unique keys held now (by live jobs and by windows) */
+    uint64_t unique_hits;     /* since start: dispatches answered with a key's holder */
+    uint64_t unique_evicted;  /* since start: windows forgotten early (table full) */
+    uint64_t overlap_held;    /* overlap keys held by a leased job now */
+    uint64_t overlap_waiting; /* jobs waiting for their overlap key now */
+} oq_keys_stats_t;
+
+void oq_engine_keys_stats(const oq_engine_t *self, oq_keys_stats_t *stats);
+
+/* The longest unique_for among the unique keys held now, in ms (0: none):
+   a term of the retention floor (oq_stats_encode_horizon). */
+int64_t oq_engine_unique_longest_window_ms(const oq_engine_t *self);
 
 /* ---- metrics (metrics.c) ------------------------------------------------ */
 

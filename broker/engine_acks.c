@@ -114,9 +114,10 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         /* Given back unrun: the delivery used no try. A return says the
            worker cannot handle the type at all; unavailable only that
            something the job needs is down for now (the worker pauses), so
-           the worker keeps the type. At once and in front: another worker
+           the worker keeps the type, as it does after a return of a job it
+           only held (prefetched). At once and in front: another worker
            that can reach the database takes it. */
-        if (ack->outcome == OQ_OUTCOME_RETURN && worker && job->u.t.worker == worker)
+        if (ack->outcome == OQ_OUTCOME_RETURN && !ack->held && worker && job->u.t.worker == worker)
             oq_eng_worker_refuse_type(self, worker, oq_eng_job_type(self, job));
         q->returned++;
         job->attempt--;

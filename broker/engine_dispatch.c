@@ -61,6 +61,23 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
             return 0;
         }
     }
+    /* A unique key held answers before any limit too: the dispatch adds
+       nothing. Its dispatch_id then names the holder, so that a resend
+       after the key is let go still queues nothing. */
+    uint64_t holder = msg->unique_key.len ? oq_unique_find(self->unique, msg->unique_key.ptr,
+                                                           msg->unique_key.len, wall_ms)
+                                          : 0;
+    if (holder) {
+        self->unique_hits++;
+        oq_debug("unique key %.*s is held by job %llu", (int)msg->unique_key.len,
+                 msg->unique_key.ptr, (unsigned long long)holder);
+        if (msg->dispatch_id.len &&
+            s_remember(self, digest, holder, wall_ms + self->config.dedupe_window_ms) < 0)
+            oq_warn("out of memory remembering dispatch id of job %llu",
+                    (unsigned long long)holder);
+        *id = holder;
+        return 1;
+    }
     if (oq_idset_size(self->jobs) >= self->config.max_jobs)
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
     /* Refused before the limit, not after: the bytes held never pass it. */
@@ -94,6 +111,9 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");
     job->dispatched_ms = (uint32_t)oq_eng_now(self);
     job->timed = 1;
+    /* Before the record: it carries them (a KEYS record after DISPATCHED). */
+    oq_eng_keys_take(self, job, msg->unique_key,
+                     msg->unique_for_ms ? wall_ms + msg->unique_for_ms : 0, msg->overlap_key);
     oq_eng_enter_t how = {.dispatch = msg};
     bool delayed = msg->has_delay && msg->delay_ms > 0;
     if (delayed)
@@ -101,6 +121,7 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     if (oq_eng_transition(self, job, delayed ? OQ_ENG_DELAYED : OQ_ENG_READY, OQ_EVENT_DISPATCHED,
                           &how) < 0) {
         /* Its record could not be kept: the job was never queued. */
+        oq_eng_keys_drop(self, job);
         oq_eng_job_unmake(self, job);
         S_REFUSE(OQ_ERR_UNAVAILABLE,
                  "the broker could not keep the job's record for a restart (out of memory); "

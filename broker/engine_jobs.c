@@ -34,7 +34,7 @@
 #include "siphash.h"
 
 const char *const oq_eng_state_names[] = {"new",    "ready",  "delayed", "leased",
-                                          "failed", "review", "done"};
+                                          "failed", "review", "waiting", "done"};
 
 int64_t oq_eng_now(const oq_engine_t *self)
 {
@@ -134,6 +134,9 @@ static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
         job->u.t.worker->leased--;
         job->u.t.worker = NULL;
         break;
+    case OQ_ENG_WAITING:
+        oq_overlap_unwait(self->overlap, job->id, &job->link);
+        break;
     case OQ_ENG_FAILED:
     case OQ_ENG_REVIEW:
         oq_list_remove(&job->link);
@@ -154,7 +157,11 @@ static bool s_legal(oq_eng_state_t from, oq_eng_state_t to, oq_job_event_t event
     if (event == OQ_EVENT_FORGOTTEN)
         return from == OQ_ENG_FAILED && to == OQ_ENG_DONE;
     if (event == OQ_EVENT_CANCELLED)
-        return (from == OQ_ENG_READY || from == OQ_ENG_DELAYED) && to == OQ_ENG_DONE;
+        return (from == OQ_ENG_READY || from == OQ_ENG_DELAYED || from == OQ_ENG_WAITING) &&
+               to == OQ_ENG_DONE;
+    if (event == OQ_EVENT_WAITING) /* for its overlap key, and back when it comes free */
+        return (from == OQ_ENG_READY && to == OQ_ENG_WAITING) ||
+               (from == OQ_ENG_WAITING && to == OQ_ENG_READY);
     if (event == OQ_EVENT_RESTORED && from != OQ_ENG_NEW) {
         /* Replay sees no leases: a job handed out before the stop is ready,
            and its retry, failure or review is replayed from there. */
@@ -185,6 +192,9 @@ static bool s_legal(oq_eng_state_t from, oq_eng_state_t to, oq_job_event_t event
         if (to == OQ_ENG_DONE)
             return event == OQ_EVENT_RESOLVED || event == OQ_EVENT_DONE;
         return event == OQ_EVENT_RESOLVED && (to == OQ_ENG_READY || to == OQ_ENG_FAILED);
+    case OQ_ENG_WAITING:
+        /* By the late ok of an earlier delivery, as from ready. */
+        return to == OQ_ENG_DONE && event == OQ_EVENT_DONE;
     case OQ_ENG_DONE:
         return false;
     }
@@ -202,7 +212,7 @@ bool oq_eng_asked(oq_job_event_t event)
 void oq_eng_notify(oq_engine_t *self, oq_job_event_t event, const oq_eng_job_t *job,
                    const oq_job_msg_t *dispatch)
 {
-    if (!self->hooks.changed || event == OQ_EVENT_RESTORED)
+    if (!self->hooks.changed || event == OQ_EVENT_RESTORED || event == OQ_EVENT_WAITING)
         return;
     oq_job_view_t view;
     oq_eng_job_view(self, job, &view);
@@ -235,6 +245,44 @@ static int s_report_ahead(oq_engine_t *self, const oq_eng_job_t *job, oq_eng_sta
     return self->hooks.changed(self->hooks.ctx, event, &view, how ? how->dispatch : NULL);
 }
 
+/* Live: the job may still run, and so holds its unique key. */
+static bool s_live(oq_eng_state_t state)
+{
+    return state == OQ_ENG_READY || state == OQ_ENG_DELAYED || state == OQ_ENG_LEASED ||
+           state == OQ_ENG_WAITING;
+}
+
+/* The keys' side of job's change to `to`, once it is sure to happen: the
+   unique key is let go when the job stops being live (its window may hold
+   it on); the overlap key when its lease ends. Returns the job to wake:
+   the one that waited longest for the overlap key, if the key is free now
+   (also when a job of the key leaves the ready list without taking it),
+   else NULL. */
+static oq_eng_job_t *s_keys_leave(oq_engine_t *self, const oq_eng_job_t *job, oq_eng_state_t to)
+{
+    oq_eng_state_t from = (oq_eng_state_t)job->state;
+    if (oq_unique_live_count(self->unique) && s_live(from) && !s_live(to))
+        oq_unique_release(self->unique, job->id, oq_clock_wall_ms(self->clock));
+    if (!oq_overlap_jobs(self->overlap))
+        return NULL;
+    oq_link_t *woken = NULL;
+    if (from == OQ_ENG_LEASED)
+        woken = oq_overlap_release(self->overlap, job->id);
+    else if (from == OQ_ENG_READY && to != OQ_ENG_LEASED && to != OQ_ENG_WAITING)
+        woken = oq_overlap_wake(self->overlap, job->id);
+    return woken ? oq_container_of(woken, oq_eng_job_t, link) : NULL;
+}
+
+/* A job whose overlap key came free: ready again, in front of its band
+   (it was at the head when it began to wait). */
+static void s_wake(oq_engine_t *self, oq_eng_job_t *woken)
+{
+    if (!woken)
+        return;
+    oq_eng_enter_t how = {.in_front = true};
+    oq_eng_transition(self, woken, OQ_ENG_READY, OQ_EVENT_WAITING, &how);
+}
+
 int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, oq_job_event_t event,
                       oq_eng_enter_t *how)
 {
@@ -242,6 +290,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     bool asked = oq_eng_asked(event);
     if (asked && s_report_ahead(self, job, to, event, how) < 0)
         return -1;
+    oq_eng_job_t *woken = s_keys_leave(self, job, to);
     s_leave(self, job);
     oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     job->state = (uint8_t)to;
@@ -262,10 +311,14 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
             oq_eng_ready_insert(self, q, job, false);
         }
         break;
+    case OQ_ENG_WAITING:
+        oq_overlap_wait(self->overlap, job->id, &job->link);
+        break;
     case OQ_ENG_LEASED:
         job->u.t.worker = how->worker;
         oq_list_push_back(&how->worker->leases, &job->link);
         how->worker->leased++;
+        oq_overlap_hold(self->overlap, job->id);
         if (oq_heap_push(self->timers, &job->u.t.timer, how->until_ms) < 0)
             oq_error("job %llu: no memory for its lease timer; it ends with its worker",
                      (unsigned long long)job->id);
@@ -294,8 +347,10 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         if (event != OQ_EVENT_RESTORED)
             oq_eng_done_remember(self, job);
         oq_idset_remove(self->jobs, job->id);
+        oq_overlap_remove(self->overlap, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         oq_eng_job_free(job);
+        s_wake(self, woken);
         return 0;
     case OQ_ENG_NEW:
         assert(!"no way back to new");
@@ -303,6 +358,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     q->count[job->state]++;
     if (event != OQ_EVENT_LEASED && !asked)
         oq_eng_notify(self, event, job, how ? how->dispatch : NULL);
+    s_wake(self, woken);
     return 0;
 }
 
@@ -417,10 +473,41 @@ void oq_eng_lease_end(oq_engine_t *self, oq_eng_job_t *job, const char *why)
     oq_eng_transition(self, job, OQ_ENG_READY, OQ_EVENT_RETURNED, &how);
 }
 
+void oq_eng_keys_take(oq_engine_t *self, const oq_eng_job_t *job, oq_str_t unique_key,
+                      int64_t unique_until_ms, oq_str_t overlap_key)
+{
+    if (unique_key.len && oq_unique_take(self->unique, unique_key.ptr, unique_key.len, job->id,
+                                         unique_until_ms, oq_clock_wall_ms(self->clock)) < 0)
+        oq_warn("job %llu: its unique key %.*s is not kept (%zu keys held, the limit is %d, or "
+                "memory ran out): a dispatch with it queues another job",
+                (unsigned long long)job->id, (int)unique_key.len, unique_key.ptr,
+                oq_unique_count(self->unique), OQ_MAX_UNIQUE_KEYS);
+    if (overlap_key.len &&
+        oq_overlap_add(self->overlap, job->id, overlap_key.ptr, overlap_key.len) < 0)
+        oq_warn("job %llu: no memory for its overlap key %.*s: it may run beside another job "
+                "of the key",
+                (unsigned long long)job->id, (int)overlap_key.len, overlap_key.ptr);
+}
+
+void oq_eng_keys_drop(oq_engine_t *self, const oq_eng_job_t *job)
+{
+    oq_unique_forget(self->unique, job->id);
+    oq_overlap_remove(self->overlap, job->id);
+}
+
 void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_view_t *v)
 {
     v->id = job->id;
-    v->state = (oq_job_state_t)job->state;
+    /* Outside the pump a job waiting for its overlap key is ready. */
+    v->state = job->state == OQ_ENG_WAITING ? OQ_STATE_READY : (oq_job_state_t)job->state;
+    /* Looked up only while some job has a key: views are made for every
+       record the journal writes. */
+    v->unique_until_ms = 0;
+    v->unique_key = oq_unique_live_count(self->unique)
+                        ? oq_unique_key_of(self->unique, job->id, &v->unique_until_ms)
+                        : NULL;
+    v->overlap_key =
+        oq_overlap_jobs(self->overlap) ? oq_overlap_key_of(self->overlap, job->id) : NULL;
     v->type = oq_eng_job_type(self, job)->name;
     v->queue = oq_eng_job_queue(self, job)->name;
     v->payload = job->payload;

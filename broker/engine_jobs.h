@@ -75,6 +75,15 @@ int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t acti
    again in front of its band, or failed on its last attempt, with why. */
 void oq_eng_lease_end(oq_engine_t *self, oq_eng_job_t *job, const char *why);
 
+/* A new job takes its keys (unique: with its window's end, 0 for none).
+   Both are optimisations: a key that cannot be kept is logged and the job
+   runs without it. */
+void oq_eng_keys_take(oq_engine_t *self, const oq_eng_job_t *job, oq_str_t unique_key,
+                      int64_t unique_until_ms, oq_str_t overlap_key);
+
+/* Undo oq_eng_keys_take of a job that was not queued after all. */
+void oq_eng_keys_drop(oq_engine_t *self, const oq_eng_job_t *job);
+
 /* Fill v with job as it is now (pointers borrowed from the job). */
 void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_view_t *v);
 

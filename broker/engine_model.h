@@ -24,7 +24,9 @@
 #include "idset.h"
 #include "list.h"
 #include "onceq/limits.h"
+#include "overlap.h"
 #include "review_log.h"
+#include "unique.h"
 
 #define OQ_ENG_TYPE_WORDS ((OQ_MAX_TYPES + 63) / 64) /* a worker's type bitmap */
 
@@ -34,8 +36,9 @@ typedef enum {
     OQ_ENG_DELAYED,
     OQ_ENG_LEASED,
     OQ_ENG_FAILED,
-    OQ_ENG_REVIEW, /* outcome unknown: held for a person */
-    OQ_ENG_DONE,   /* terminal: freed right after */
+    OQ_ENG_REVIEW,  /* outcome unknown: held for a person */
+    OQ_ENG_WAITING, /* ready, but another job holds its overlap key (overlap.h) */
+    OQ_ENG_DONE,    /* terminal: freed right after */
 } oq_eng_state_t;
 
 _Static_assert(OQ_ENG_READY == (int)OQ_STATE_READY && OQ_ENG_DELAYED == (int)OQ_STATE_DELAYED &&
@@ -241,6 +244,9 @@ struct oq_engine {
     oq_dedupe_t *dispatch_ids;        /* dispatch_id digest -> its job, for the window */
     uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES]; /* digests dispatch ids */
     uint64_t dedupe_hits;                       /* dispatches answered with an earlier job */
+    oq_unique_t *unique;                        /* unique keys (unique.h) */
+    oq_overlap_t *overlap;                      /* overlap keys (overlap.h) */
+    uint64_t unique_hits;                       /* dispatches answered with a unique key's holder */
 };
 
 /* A job's queue and type: queues and types are never removed, so their

@@ -85,6 +85,13 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
         oq_worker_t *w = oq_container_of(self->waiting.next, oq_worker_t, waiting);
         oq_list_remove(&w->waiting);
         oq_eng_job_t *job = w->idle_epoch == self->ready_epoch ? NULL : s_pick(self, w);
+        /* A job whose overlap key another holds waits off the ready list,
+           using no try, so the jobs behind it are not held up. */
+        while (job && oq_overlap_jobs(self->overlap) &&
+               oq_overlap_blocked(self->overlap, job->id)) {
+            oq_eng_transition(self, job, OQ_ENG_WAITING, OQ_EVENT_WAITING, NULL);
+            job = s_pick(self, w);
+        }
         if (!job) {
             w->idle_epoch = self->ready_epoch;
             oq_list_push_back(&idle, &w->waiting);

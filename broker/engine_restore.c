@@ -158,6 +158,26 @@ int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
     return 0;
 }
 
+int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
+                           int64_t unique_until_ms, bool window_only, oq_str_t overlap_key)
+{
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
+    int64_t now = oq_clock_wall_ms(self->clock);
+    bool live = job && (job->state == OQ_ENG_READY || job->state == OQ_ENG_DELAYED);
+    if (live && overlap_key.len && !oq_overlap_key_of(self->overlap, id) &&
+        oq_overlap_add(self->overlap, id, overlap_key.ptr, overlap_key.len) < 0)
+        return -1;
+    if (!unique_key.len)
+        return 0;
+    if (live && !window_only) {
+        if (oq_unique_find(self->unique, unique_key.ptr, unique_key.len, now) == 0)
+            oq_eng_keys_take(self, job, unique_key, unique_until_ms, oq_str(NULL));
+        return 0;
+    }
+    return oq_unique_remember(self->unique, unique_key.ptr, unique_key.len, id, unique_until_ms,
+                              now);
+}
+
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id)
 {
     if (next_id > self->next_id)

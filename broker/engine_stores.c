@@ -324,7 +324,8 @@ int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *re
                      size_t reason_len)
 {
     oq_eng_job_t *job = oq_idset_get(self->jobs, id);
-    if (!job || (job->state != OQ_ENG_READY && job->state != OQ_ENG_DELAYED))
+    if (!job || (job->state != OQ_ENG_READY && job->state != OQ_ENG_DELAYED &&
+                 job->state != OQ_ENG_WAITING))
         return s_refuse(job, id, "cancelled", why, reason, reason_len);
     if (oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_CANCELLED, NULL) < 0)
         return s_unrecorded(id, "cancelled", why, reason, reason_len);

@@ -24,6 +24,7 @@ void oq_engine_queue_stats(const oq_engine_t *self, size_t i, oq_queue_stats_t *
     s->leased = q->count[OQ_ENG_LEASED];
     s->failed = q->count[OQ_ENG_FAILED];
     s->review = q->count[OQ_ENG_REVIEW];
+    s->waiting = q->count[OQ_ENG_WAITING];
     s->dispatched = q->dispatched;
     s->done = q->done;
     s->retried = q->retried;
@@ -99,6 +100,20 @@ int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view
     return 0;
 }
 
+struct s_each_ctx {
+    oq_engine_t *self;
+    void (*fn)(void *ctx, const oq_job_view_t *job);
+    void *ctx;
+};
+
+static void s_each_waiting(void *ctx, oq_link_t *node)
+{
+    struct s_each_ctx *each = ctx;
+    oq_job_view_t view;
+    oq_eng_job_view(each->self, oq_container_of(node, oq_eng_job_t, link), &view);
+    each->fn(each->ctx, &view);
+}
+
 void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
                         void *ctx)
 {
@@ -117,6 +132,8 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
             fn(ctx, &view);
         }
     }
+    struct s_each_ctx each = {self, fn, ctx};
+    oq_overlap_each_waiting(self->overlap, s_each_waiting, &each);
     for (size_t i = 0; i < oq_heap_size(self->timers); i++) {
         oq_eng_job_t *job = oq_container_of(oq_heap_at(self->timers, i), oq_eng_job_t, u.t.timer);
         if (job->state != OQ_ENG_DELAYED)
@@ -195,4 +212,28 @@ const oq_histogram_t *oq_engine_queue_latency(const oq_engine_t *self, size_t i)
 uint64_t oq_engine_workers_dead(const oq_engine_t *self)
 {
     return self->workers_dead;
+}
+
+/* ---- unique and overlap keys ---- */
+
+void oq_engine_unique_each_window(const oq_engine_t *self,
+                                  void (*fn)(void *ctx, const char *key, uint64_t id,
+                                             int64_t expires_ms),
+                                  void *ctx)
+{
+    oq_unique_each_window(self->unique, fn, ctx);
+}
+
+int64_t oq_engine_unique_longest_window_ms(const oq_engine_t *self)
+{
+    return oq_unique_longest_window_ms(self->unique, oq_clock_wall_ms(self->clock));
+}
+
+void oq_engine_keys_stats(const oq_engine_t *self, oq_keys_stats_t *stats)
+{
+    stats->unique_keys = oq_unique_count(self->unique);
+    stats->unique_hits = self->unique_hits;
+    stats->unique_evicted = oq_unique_evicted(self->unique);
+    stats->overlap_held = oq_overlap_held(self->overlap);
+    stats->overlap_waiting = oq_overlap_waiting(self->overlap);
 }

@@ -566,6 +566,9 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_DISPATCHED:
         rc = oq_record_dispatched(&self->buf, job, dispatch ? dispatch->dispatch_id : oq_str(NULL),
                                   oq_clock_wall_ms(self->clock));
+        if (rc == 0 && (job->unique_key || job->overlap_key))
+            rc = oq_record_keys(&self->buf, job->id, job->unique_key, job->unique_until_ms, false,
+                                job->overlap_key);
         if (rc == 0)
             self->live_bytes += oq_record_dispatched_bytes(job);
         break;
@@ -607,6 +610,7 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_RETURNED: /* replay brings leased jobs back ready by itself */
     case OQ_EVENT_DUE:      /* replay compares not-before times with its clock */
     case OQ_EVENT_RESTORED:
+    case OQ_EVENT_WAITING: /* to the outside it stays ready */
         return 0;
     }
     if (rc < 0) {

@@ -65,6 +65,7 @@ S_QUEUE_FIELD(delayed)
 S_QUEUE_FIELD(leased)
 S_QUEUE_FIELD(failed)
 S_QUEUE_FIELD(review)
+S_QUEUE_FIELD(waiting)
 S_QUEUE_FIELD(dispatched)
 S_QUEUE_FIELD(done)
 S_QUEUE_FIELD(retried)
@@ -94,6 +95,8 @@ static const s_queue_metric_t s_queue_metrics[] = {
     {"onceq_queue_failed_jobs", "gauge", "Jobs in the failed store now.", s_q_failed},
     {"onceq_queue_review_jobs", "gauge", "Jobs in review (outcome unknown, waiting for a person).",
      s_q_review},
+    {"onceq_queue_waiting_jobs", "gauge",
+     "Ready jobs waiting because another job holds their overlap key.", s_q_waiting},
     {"onceq_queue_dispatched_total", "counter", "Jobs dispatched.", s_q_dispatched},
     {"onceq_queue_done_total", "counter", "Jobs completed.", s_q_done},
     {"onceq_queue_retries_total", "counter", "Retry outcomes.", s_q_retried},

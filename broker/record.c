@@ -46,6 +46,7 @@ static const char *s_type_names[] = {
     [OQ_RECORD_CANCELLED] = "cancelled",
     [OQ_RECORD_REVIEW] = "review",
     [OQ_RECORD_RESOLVED] = "resolved",
+    [OQ_RECORD_KEYS] = "keys",
 };
 
 #define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
@@ -200,7 +201,7 @@ bool oq_record_verify(const uint8_t *data, size_t avail, size_t *frame_bytes)
     if (!oq_record_type_known(type) || len < S_TYPE_BYTES + S_ID_BYTES)
         return false;
     bool texts = type == OQ_RECORD_DISPATCHED || type == OQ_RECORD_FAILED ||
-                 type == OQ_RECORD_REVIEW || type == OQ_RECORD_RESOLVED;
+                 type == OQ_RECORD_REVIEW || type == OQ_RECORD_RESOLVED || type == OQ_RECORD_KEYS;
     if (!texts && len > S_SMALL_RECORD_MAX_BYTES)
         return false;
     if (oq_record_frame(data, avail, frame_bytes) != OQ_FRAME_OK)
@@ -327,6 +328,30 @@ static int s_decode_resolved(s_reader_t *r, oq_record_t *rec, char *why, size_t 
     return 0;
 }
 
+#define S_KEYS_WINDOW_ONLY 1 /* KEYS flags: the job holds its unique key by its window only */
+
+static int s_decode_keys(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    rec->id = s_get(r, 8);
+    uint32_t flags = (uint32_t)s_get(r, 1);
+    rec->unique_until_ms = (int64_t)s_get(r, 8);
+    rec->unique_key = s_get_str(r, 1);
+    rec->overlap_key = s_get_str(r, 1);
+    if (r->short_)
+        S_BAD("keys: body too short");
+    if (flags & ~(uint32_t)S_KEYS_WINDOW_ONLY)
+        S_BAD("keys: unknown flags 0x%x", flags);
+    rec->window_only = flags & S_KEYS_WINDOW_ONLY;
+    if ((rec->unique_key.len &&
+         !oq_proto_job_key_valid(rec->unique_key.ptr, rec->unique_key.len)) ||
+        (rec->overlap_key.len &&
+         !oq_proto_job_key_valid(rec->overlap_key.ptr, rec->overlap_key.len)))
+        S_BAD("keys: an invalid unique or overlap key");
+    if (rec->unique_until_ms < 0 || (rec->window_only && !rec->unique_key.len))
+        S_BAD("keys: a field is out of range");
+    return 0;
+}
+
 int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
                      size_t why_len)
 {
@@ -368,6 +393,10 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
         break;
     case OQ_RECORD_RESOLVED:
         if (s_decode_resolved(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_KEYS:
+        if (s_decode_keys(&r, rec, why, why_len) < 0)
             return -1;
         break;
     case OQ_RECORD_DONE:
@@ -597,4 +626,17 @@ int oq_record_dedupe(msgpack_sbuffer *buf, const uint8_t digest[OQ_SIPHASH_DIGES
 size_t oq_record_dedupe_bytes(void)
 {
     return OQ_RECORD_FRAME_BYTES + S_TYPE_BYTES + S_DEDUPE_BODY_BYTES;
+}
+
+int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
+                   int64_t unique_until_ms, bool window_only, const char *overlap_key)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_KEYS);
+    s_put(&w, id, 8);
+    s_put(&w, window_only ? S_KEYS_WINDOW_ONLY : 0, 1);
+    s_put(&w, (uint64_t)unique_until_ms, 8);
+    s_put_str(&w, unique_key, s_cut(unique_key, OQ_MAX_JOB_KEY_LEN), 1);
+    s_put_str(&w, overlap_key, s_cut(overlap_key, OQ_MAX_JOB_KEY_LEN), 1);
+    return s_end(&w);
 }

@@ -33,8 +33,10 @@ typedef enum {
     OQ_RECORD_DEDUPE = 7,     /* a remembered dispatch id (snapshots) */
     OQ_RECORD_NEXT_ID = 8,    /* the next job id (snapshots) */
     /* Format version 2. */
-    OQ_RECORD_REVIEW = 9,     /* to the review store, with the handler's reason */
-    OQ_RECORD_RESOLVED = 10,  /* a resolution of a job in review (snapshots: one remembered) */
+    OQ_RECORD_REVIEW = 9,    /* to the review store, with the handler's reason */
+    OQ_RECORD_RESOLVED = 10, /* a resolution of a job in review (snapshots: one remembered) */
+    /* Format version 3. */
+    OQ_RECORD_KEYS = 11,      /* a job's unique and overlap keys (snapshots: a unique window too) */
     OQ_RECORD_FORGOTTEN = 16, /* deleted from the failed store */
     OQ_RECORD_CANCELLED = 17, /* a ready or delayed job withdrawn */
 } oq_record_type_t;
@@ -65,6 +67,9 @@ typedef struct {
     oq_str_t note;             /* RESOLVED: the person's note */
     int64_t dispatched_at_ms;  /* DISPATCHED (0: unknown, in snapshots) */
     uint8_t digest[OQ_SIPHASH_DIGEST_BYTES]; /* DEDUPE; id is the job it maps to */
+    oq_str_t unique_key, overlap_key;        /* KEYS (empty: none) */
+    int64_t unique_until_ms;                 /* KEYS: the unique window's end (0: none) */
+    bool window_only;                        /* KEYS: the job no longer holds the key while live */
 } oq_record_t;
 
 /* What oq_record_frame found at the start of the bytes given. */
@@ -150,6 +155,10 @@ int oq_record_next_id(msgpack_sbuffer *buf, uint64_t next_id);
 int oq_record_review(msgpack_sbuffer *buf, uint64_t id, uint32_t attempt, int64_t reviewed_at_ms,
                      const char *reason);
 int oq_record_resolved(msgpack_sbuffer *buf, const oq_resolution_t *resolution);
+/* KEYS of job id: unique_key (NULL: none) with its window's end (0: none),
+   held only by its window if window_only; overlap_key (NULL: none). */
+int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
+                   int64_t unique_until_ms, bool window_only, const char *overlap_key);
 
 /* The bytes oq_record_dispatched writes for job without a dispatch id: what
    a job costs in a snapshot, for the compaction trigger. */

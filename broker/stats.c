@@ -7,7 +7,7 @@
 
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS   17
+#define S_QUEUE_FIELDS   18
 #define S_WORKER_FIELDS  11
 #define S_JOB_FIELDS     8
 #define S_TYPE_FIELDS    8
@@ -104,7 +104,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 6);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 7);
     s_pack_auth(&pk, auth);
 
     s_key(&pk, "journal");
@@ -128,6 +128,17 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "dedupe_hits", journal->dedupe_hits);
     s_kv_u64(&pk, "dedupe_evicted", journal->dedupe_evicted);
 
+    /* Unique and overlap keys (docs/protocol.md, "unique_key"). */
+    oq_keys_stats_t keys;
+    oq_engine_keys_stats(engine, &keys);
+    s_key(&pk, "keys");
+    msgpack_pack_map(&pk, 5);
+    s_kv_u64(&pk, "unique_keys", keys.unique_keys);
+    s_kv_u64(&pk, "unique_hits", keys.unique_hits);
+    s_kv_u64(&pk, "unique_evicted", keys.unique_evicted);
+    s_kv_u64(&pk, "overlap_held", keys.overlap_held);
+    s_kv_u64(&pk, "overlap_waiting", keys.overlap_waiting);
+
     size_t queues = oq_engine_queue_count(engine);
     s_key(&pk, "queues");
     msgpack_pack_array(&pk, queues);
@@ -142,6 +153,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
         s_kv_u64(&pk, "leased", s.leased);
         s_kv_u64(&pk, "failed", s.failed);
         s_kv_u64(&pk, "review", s.review);
+        s_kv_u64(&pk, "waiting", s.waiting);
         s_kv_u64(&pk, "dispatched", s.dispatched);
         s_kv_u64(&pk, "done", s.done);
         s_kv_u64(&pk, "retried", s.retried);
@@ -282,8 +294,9 @@ void oq_stats_encode_horizon(msgpack_sbuffer *buf, int64_t req, oq_engine_t *eng
     oq_queue_horizon_t defaults;
     oq_engine_default_horizon(engine, &defaults);
     int64_t oldest = oq_engine_oldest_failed_ms(engine);
-    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 4);
+    oq_proto_begin(&pk, OQ_CMD_HORIZON, req, 5);
     s_kv_seconds(&pk, "dedupe_window", dedupe_window_ms);
+    s_kv_seconds(&pk, "unique_for", oq_engine_unique_longest_window_ms(engine));
     s_kv_u64(&pk, "oldest_failed_at", oldest > 0 ? (uint64_t)oldest : 0);
     s_key(&pk, "defaults");
     s_pack_horizon(&pk, &defaults);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, checks the C sources'
 # formatting, builds, and runs every unit and integration test under ctest;
+# runs the integration tests and the chaos verdict once more with workers
+# that prefetch and batch (skip with ONCEQ_NO_PREFETCH_PASS=1);
 # runs each fuzz target briefly from its seed corpus (skip with
 # ONCEQ_NO_FUZZ=1); then the same suite once more in a build with
 # AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with
@@ -17,6 +19,14 @@ echo "== build"
 BUILD_DIR=$top/build bash deploy/build.sh
 echo "== tests"
 ctest --test-dir "$top/build" --output-on-failure --timeout 300
+if [ "${ONCEQ_NO_PREFETCH_PASS:-0}" != 1 ]; then
+  # Workers hold jobs and run batches (their defaults are one job at a
+  # time): every integration test and the chaos verdict again, the workers
+  # the tests start taking these from the environment. About 4 minutes.
+  echo "== integration tests with --prefetch 8 and batches on"
+  ONCEQ_PREFETCH=8 ONCEQ_BATCH=8 \
+    ctest --test-dir "$top/build" -L "integration|chaos" --output-on-failure --timeout 300
+fi
 
 if [ "${ONCEQ_NO_FUZZ:-0}" != 1 ]; then
   echo "== fuzz (clang, libFuzzer, a bounded number of runs per target)"

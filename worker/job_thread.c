@@ -3,7 +3,9 @@
     the encoded payload map, empty otherwise); one fixed-size oq_job_event_t
     comes back for a job or a probe (a release has no answer); an empty
     frame tells it to stop. For a job the thread decodes the payload, finds
-    the handler, runs it and times it. */
+    the handler, runs it and times it. A batch is as many job requests in a
+    row, each header saying how many there are: the thread reads them all,
+    calls the type's batch function once, and answers one event per job. */
 #include "job_thread.h"
 
 #include <assert.h>
@@ -35,6 +37,7 @@ typedef struct {
     uint32_t attempt;
     uint32_t max_tries;
     int64_t timeout_ms;
+    uint32_t batch; /* a job: how many jobs its batch has (1: none) */
     char type[OQ_MAX_NAME_LEN + 1];
     char queue[OQ_MAX_NAME_LEN + 1];
 } s_request_t;
@@ -108,12 +111,142 @@ static void s_execute(const oq_registry_t *registry, void *pipe, const s_request
     msgpack_unpacked_destroy(&unpacked);
 }
 
+/* The jobs of one batch, as the thread received them. */
+typedef struct {
+    s_request_t request;
+    zmq_msg_t payload;
+    msgpack_unpacked unpacked;
+    oq_job_t job;
+} s_batch_job_t;
+
+/* Run a batch of count jobs of one type: the ones whose payload decodes go
+   to the type's batch function in one call (the handler if it is only
+   one, or if the type has no batch function), in order; each gets its
+   own report in done. */
+static void s_execute_batch(const oq_registry_t *registry, void *pipe, s_batch_job_t *jobs,
+                            size_t count, oq_job_done_t *done)
+{
+    const char *type = jobs[0].request.type;
+    const oq_job_t *calls[OQ_WORKER_MAX_BATCH];
+    size_t index[OQ_WORKER_MAX_BATCH];
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        memset(&done[i], 0, sizeof done[i]);
+        done[i].id = jobs[i].request.id;
+        done[i].attempt = jobs[i].request.attempt;
+        msgpack_unpacked_init(&jobs[i].unpacked);
+        size_t offset = 0;
+        if (msgpack_unpack_next(&jobs[i].unpacked, zmq_msg_data(&jobs[i].payload),
+                                zmq_msg_size(&jobs[i].payload),
+                                &offset) != MSGPACK_UNPACK_SUCCESS ||
+            jobs[i].unpacked.data.type != MSGPACK_OBJECT_MAP) {
+            oq_report_fail(&done[i].report, "the job's payload is not a msgpack map");
+            continue;
+        }
+        const s_request_t *r = &jobs[i].request;
+        jobs[i].job = (oq_job_t){
+            .id = r->id,
+            .type = r->type,
+            .queue = r->queue,
+            .attempt = r->attempt,
+            .max_tries = r->max_tries,
+            .timeout_ms = r->timeout_ms,
+            .payload = &jobs[i].unpacked.data,
+            .runtime_ = pipe,
+        };
+        calls[n] = &jobs[i].job;
+        index[n++] = i;
+    }
+    oq_batch_fn batch;
+    oq_handler_fn fn;
+    void *state;
+    size_t most;
+    if (n >= 2 && oq_registry_find_batch(registry, type, &batch, &state, &most) == 0) {
+        oq_report_t *reports = calloc(n, sizeof *reports);
+        assert(reports);
+        int64_t started_us = oq_clock_mono_us();
+        batch(calls, n, state, reports);
+        int64_t elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+        for (size_t k = 0; k < n; k++) {
+            oq_job_done_t *d = &done[index[k]];
+            d->report = reports[k];
+            d->elapsed_ms = elapsed_ms;
+            if (d->report.outcome == 0)
+                oq_report_retry(&d->report, "the batch left no report for this job");
+            s_check_report(&d->report, type);
+        }
+        free(reports);
+    } else if (n > 0 && oq_registry_find(registry, type, &fn, &state) == 0) {
+        for (size_t k = 0; k < n; k++) {
+            oq_job_done_t *d = &done[index[k]];
+            int64_t started_us = oq_clock_mono_us();
+            fn(calls[k], state, &d->report);
+            d->elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+            s_check_report(&d->report, type);
+        }
+    } else {
+        for (size_t k = 0; k < n; k++)
+            oq_report_return(&done[index[k]].report, 0, "no handler for job type %s", type);
+    }
+    for (size_t i = 0; i < count; i++)
+        msgpack_unpacked_destroy(&jobs[i].unpacked);
+}
+
 static int s_recv(void *socket, zmq_msg_t *msg)
 {
     while (zmq_msg_recv(msg, socket, 0) < 0)
         if (errno != EINTR)
             return -1;
     return 0;
+}
+
+/* The first job of a batch is in (request, payload): read the others,
+   run them all, answer each. -1 if the pipe closed. */
+static int s_run_batch(oq_job_thread_t *self, void *pipe, const s_request_t *request,
+                       zmq_msg_t *payload)
+{
+    size_t count = request->batch;
+    assert(count <= OQ_WORKER_MAX_BATCH);
+    s_batch_job_t *jobs = calloc(count, sizeof *jobs);
+    oq_job_done_t *done = calloc(count, sizeof *done);
+    assert(jobs && done);
+    jobs[0].request = *request;
+    zmq_msg_init(&jobs[0].payload);
+    zmq_msg_move(&jobs[0].payload, payload);
+    zmq_msg_close(payload);
+    size_t got = 1;
+    int rc = 0;
+    for (; got < count; got++) {
+        zmq_msg_t header;
+        zmq_msg_init(&header);
+        zmq_msg_init(&jobs[got].payload);
+        if (s_recv(pipe, &header) < 0 || s_recv(pipe, &jobs[got].payload) < 0) {
+            zmq_msg_close(&header);
+            zmq_msg_close(&jobs[got].payload);
+            rc = -1;
+            break;
+        }
+        /* All from oq_job_thread_start_batch in this process. */
+        assert(zmq_msg_size(&header) == sizeof(s_request_t));
+        memcpy(&jobs[got].request, zmq_msg_data(&header), sizeof jobs[got].request);
+        zmq_msg_close(&header);
+    }
+    if (rc == 0) {
+        s_execute_batch(self->registry, pipe, jobs, count, done);
+        for (size_t i = 0; i < count; i++) {
+            oq_job_event_t event;
+            memset(&event, 0, sizeof event);
+            event.kind = OQ_JOB_EVENT_DONE;
+            event.done = done[i];
+            while (zmq_send(pipe, &event, sizeof event, 0) < 0 && errno == EINTR)
+                ;
+        }
+    }
+    for (size_t i = 0; i < got; i++)
+        zmq_msg_close(&jobs[i].payload);
+    free(jobs);
+    free(done);
+    return rc;
 }
 
 static void *s_run(void *arg)
@@ -144,6 +277,11 @@ static void *s_run(void *arg)
         if (request.kind == S_RUN_RELEASE) {
             zmq_msg_close(&payload);
             oq_registry_release_all(self->registry);
+            continue;
+        }
+        if (request.kind == S_RUN_JOB && request.batch > 1) {
+            if (s_run_batch(self, pipe, &request, &payload) < 0)
+                break;
             continue;
         }
         oq_job_event_t event;
@@ -227,10 +365,8 @@ void *oq_job_thread_socket(oq_job_thread_t *self)
     return self->pipe;
 }
 
-int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
+static int s_send_job(oq_job_thread_t *self, const oq_job_msg_t *job, uint32_t batch)
 {
-    assert(self);
-    assert(job);
     s_request_t request;
     memset(&request, 0, sizeof request);
     request.kind = S_RUN_JOB;
@@ -238,6 +374,7 @@ int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
     request.attempt = job->attempt;
     request.max_tries = job->has_max_tries ? job->max_tries : OQ_DEFAULT_MAX_TRIES;
     request.timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
+    request.batch = batch;
     oq_str_copy(job->type, request.type, sizeof request.type);
     oq_str_copy(job->queue.ptr ? job->queue : oq_str(OQ_DEFAULT_QUEUE), request.queue,
                 sizeof request.queue);
@@ -252,6 +389,23 @@ int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
                  zmq_strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job)
+{
+    assert(self);
+    assert(job);
+    return s_send_job(self, job, 1);
+}
+
+int oq_job_thread_start_batch(oq_job_thread_t *self, const oq_job_msg_t *const *jobs, size_t count)
+{
+    assert(self && jobs);
+    assert(count >= 1 && count <= OQ_WORKER_MAX_BATCH);
+    for (size_t i = 0; i < count; i++)
+        if (s_send_job(self, jobs[i], (uint32_t)count) < 0)
+            return -1;
     return 0;
 }
 

@@ -64,6 +64,13 @@ void *oq_job_thread_socket(oq_job_thread_t *self);
    it could not be sent. */
 int oq_job_thread_start(oq_job_thread_t *self, const oq_job_msg_t *job);
 
+/* Hand count jobs of one type to the thread as one batch (payloads
+   copied): it calls the type's batch function once with those whose payload
+   decodes (oq_registry_set_batch; the handler if only one does), and
+   answers one OQ_JOB_EVENT_DONE per job. 0, or -1 if they could not be
+   sent. */
+int oq_job_thread_start_batch(oq_job_thread_t *self, const oq_job_msg_t *const *jobs, size_t count);
+
 /* Probe the resource the handler of type declared (oq_registry_set_resource);
    the answer comes as an OQ_JOB_EVENT_PROBED. Only while no job runs. 0, or
    -1 if it could not be sent. */

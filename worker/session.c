@@ -13,10 +13,15 @@
 #include "onceq/log.h"
 #include "worker_limits.h"
 
-/* Actions one event can queue: connect, ready, ack, disconnect and exit are
-   the most (a job that finishes while stopping and disconnected); the rest
-   is headroom. */
-#define S_ACTIONS_MAX 16
+/* Acks one session may owe at once: one per job it held or ran, and as
+   many again for deliveries refused (a broker that sent more than the
+   credit) before the broker was heard from. */
+#define S_ACKS_MAX (2 * OQ_WORKER_PREFETCH_MAX + 2)
+
+/* Actions one event can queue: a connect that resends every ack owed, or a
+   job that ends and hands back each held job (an ack and a drop each),
+   plus the few sends around them; the rest is headroom. */
+#define S_ACTIONS_MAX (16 + 2 * S_ACKS_MAX)
 
 typedef enum {
     S_JOB_IDLE,    /* no job: credit 1 is out (unless stopping or paused) */
@@ -29,6 +34,27 @@ typedef enum {
     S_ACK_OWED, /* made but not sent on the current link */
     S_ACK_SENT, /* sent, but the broker has not been heard from since */
 } s_ack_t;
+
+/* One ack owed to the broker. */
+typedef struct {
+    s_ack_t state;
+    bool returns_credit; /* false for a delivery refused, or a held job handed back
+                            while stopping or paused */
+    oq_ack_msg_t ack;    /* credit is filled in when it is sent */
+    char error[OQ_MAX_ERROR_LEN + 1];
+} s_owed_t;
+
+/* A delivery held while another job runs, or running: what it takes to
+   start it, ack it, or hand it back. */
+typedef struct {
+    uint64_t id;
+    uint32_t attempt;
+    uint64_t lease;
+    bool has_lease;
+    char type[OQ_MAX_NAME_LEN + 1];
+    int64_t timeout_ms;
+    int64_t delivered_ms; /* its lease runs from here */
+} s_held_t;
 
 struct oq_session {
     oq_link_state_t link;
@@ -57,22 +83,37 @@ struct oq_session {
     int64_t idle_since_ms;   /* the last job (or probe) ended */
     bool released;           /* nothing was opened since the last release */
 
-    /* The running job, as the watchdog and the log need it. */
-    uint64_t job_id;
-    uint32_t job_attempt;
-    uint64_t job_lease; /* the delivery's token, echoed in its ack and touches */
-    bool job_has_lease;
-    int64_t touched_ms; /* last touch sent for it */
-    char job_type[OQ_MAX_NAME_LEN + 1];
-    int64_t job_timeout_ms;
+    /* The jobs on the job thread, as the watchdog, acks and the log need
+       them: one, or a batch of one type (each with its token, echoed in
+       its ack and touches), until the last of them is reported. */
+    s_held_t run[OQ_WORKER_PREFETCH_MAX];
+    size_t run_count;
+    int64_t touched_ms;     /* last touch sent for them */
+    int64_t job_timeout_ms; /* the smallest timeout among them */
     int64_t job_started_ms;
     int64_t job_deadline_ms; /* moved on by stalls */
 
-    /* The ack owed; at most one, since there is one job at a time. */
-    s_ack_t ack_state;
-    bool ack_returns_credit; /* false for a delivery refused while busy */
-    oq_ack_msg_t ack;        /* credit is filled in when it is sent */
-    char ack_error[OQ_MAX_ERROR_LEN + 1];
+    /* Batches: the types with a batch function and the most jobs each
+       takes per call, already capped by --batch. */
+    struct {
+        char type[OQ_MAX_NAME_LEN + 1];
+        size_t max_jobs;
+    } batch[OQ_MAX_WORKER_TYPES];
+    size_t batch_types;
+    uint32_t batch_cap; /* --batch: 1 is off */
+
+    /* Held deliveries, oldest first: a ring the worker loop mirrors with
+       the jobs' frames (HOLD appends, START_JOB held and DROP_HELD take
+       the oldest). */
+    uint32_t prefetch; /* running + held never exceeds it */
+    /* Credits of held jobs handed back behind a long job: given to the
+       broker again (ready) once the job thread is free. */
+    uint32_t withheld;
+    s_held_t held[OQ_WORKER_PREFETCH_MAX];
+    size_t held_head, held_count;
+
+    /* The acks owed, in no order (acks are matched by id and lease). */
+    s_owed_t acks[S_ACKS_MAX];
 
     oq_action_t actions[S_ACTIONS_MAX]; /* ring of queued actions */
     size_t action_head, action_count;
@@ -139,13 +180,17 @@ static void s_send(oq_session_t *self, oq_cmd_t cmd, int64_t now_ms)
     self->sent_ms = now_ms;
 }
 
-/* The credit a ready offers: one job, if the worker has none, owes no ack
-   that will give the credit back itself, is not stopping and not paused. */
+/* The credit a ready offers: the jobs of prefetch the worker neither runs
+   nor holds, nor will get back from an ack still to be sent; none while
+   stopping or paused (or probing, which only a paused worker does). */
 static uint32_t s_free_credit(const oq_session_t *self)
 {
-    bool ack_will_return = self->ack_state == S_ACK_OWED && self->ack_returns_credit;
-    return self->job == S_JOB_IDLE && !self->draining && !self->unavailable && !ack_will_return ? 1
-                                                                                                : 0;
+    if (self->draining || self->unavailable || self->job == S_JOB_PROBING)
+        return 0;
+    size_t used = (self->job == S_JOB_RUNNING ? 1 : 0) + self->held_count;
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        used += self->acks[i].state == S_ACK_OWED && self->acks[i].returns_credit;
+    return used < self->prefetch ? (uint32_t)(self->prefetch - used) : 0;
 }
 
 static void s_send_ready(oq_session_t *self, int64_t now_ms)
@@ -156,41 +201,110 @@ static void s_send_ready(oq_session_t *self, int64_t now_ms)
     self->sent_ms = now_ms;
 }
 
-static void s_send_ack(oq_session_t *self, int64_t now_ms)
+static void s_send_ack(oq_session_t *self, s_owed_t *owed, int64_t now_ms)
 {
-    assert(self->ack_state != S_ACK_NONE);
+    assert(owed->state != S_ACK_NONE);
     oq_action_t *action = s_push(self, OQ_ACTION_SEND);
     action->cmd = OQ_CMD_ACK;
-    action->ack = self->ack;
-    action->ack.credit = self->ack_returns_credit && !self->draining && !self->unavailable ? 1 : 0;
-    action->ack.error = oq_str(self->ack_error);
-    self->ack_state = S_ACK_SENT;
+    action->ack = owed->ack;
+    action->ack.credit = owed->returns_credit && !self->draining && !self->unavailable ? 1 : 0;
+    action->ack.error = oq_str(owed->error);
+    owed->state = S_ACK_SENT;
     self->sent_ms = now_ms;
+}
+
+/* Send every ack still owed (on a link that just opened). */
+static void s_send_owed(oq_session_t *self, int64_t now_ms)
+{
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        if (self->acks[i].state == S_ACK_OWED)
+            s_send_ack(self, &self->acks[i], now_ms);
 }
 
 /* Record the ack of one delivery and send it if there is a link; if there is
    none it goes out on the next one. */
+static void s_owe_ack_held(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
+                           uint64_t lease, oq_outcome_t outcome, oq_result_t result,
+                           const char *error, int64_t delay_ms, bool returns_credit, bool held,
+                           int64_t now_ms)
+{
+    s_owed_t *owed = NULL;
+    for (size_t i = 0; i < S_ACKS_MAX && !owed; i++)
+        if (self->acks[i].state == S_ACK_NONE)
+            owed = &self->acks[i];
+    if (!owed) {
+        /* More unsettled acks than deliveries can explain: the broker sent
+           far beyond the credit and has been silent since. The job's lease
+           runs out and it runs again, as at-least-once allows. */
+        oq_warn("job %llu: %d acks wait for the broker already; this one is not kept",
+                (unsigned long long)id, S_ACKS_MAX);
+        return;
+    }
+    memset(owed, 0, sizeof *owed);
+    owed->ack.id = id;
+    owed->ack.attempt = attempt;
+    owed->ack.lease = lease;
+    owed->ack.has_lease = has_lease;
+    /* retry with a delay is a release; return with one, a hand-back for later */
+    owed->ack.has_delay =
+        delay_ms >= 0 && (outcome == OQ_OUTCOME_RETRY || outcome == OQ_OUTCOME_RETURN ||
+                          outcome == OQ_OUTCOME_UNAVAILABLE);
+    owed->ack.delay_ms = owed->ack.has_delay ? delay_ms : 0;
+    owed->ack.outcome = outcome;
+    owed->ack.result = result;
+    snprintf(owed->error, sizeof owed->error, "%s", error ? error : "");
+    owed->ack.held = held;
+    owed->returns_credit = returns_credit;
+    owed->state = S_ACK_OWED;
+    if (self->link != OQ_LINK_DOWN)
+        s_send_ack(self, owed, now_ms);
+}
+
 static void s_owe_ack(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
                       uint64_t lease, oq_outcome_t outcome, oq_result_t result, const char *error,
                       int64_t delay_ms, bool returns_credit, int64_t now_ms)
 {
-    memset(&self->ack, 0, sizeof self->ack);
-    self->ack.id = id;
-    self->ack.attempt = attempt;
-    self->ack.lease = lease;
-    self->ack.has_lease = has_lease;
-    /* retry with a delay is a release; return with one, a hand-back for later */
-    self->ack.has_delay =
-        delay_ms >= 0 && (outcome == OQ_OUTCOME_RETRY || outcome == OQ_OUTCOME_RETURN ||
-                          outcome == OQ_OUTCOME_UNAVAILABLE);
-    self->ack.delay_ms = self->ack.has_delay ? delay_ms : 0;
-    self->ack.outcome = outcome;
-    self->ack.result = result;
-    snprintf(self->ack_error, sizeof self->ack_error, "%s", error ? error : "");
-    self->ack_returns_credit = returns_credit;
-    self->ack_state = S_ACK_OWED;
-    if (self->link != OQ_LINK_DOWN)
-        s_send_ack(self, now_ms);
+    s_owe_ack_held(self, id, attempt, has_lease, lease, outcome, result, error, delay_ms,
+                   returns_credit, false, now_ms);
+}
+
+/* ---- held jobs ------------------------------------------------------------ */
+
+static s_held_t *s_held_oldest(oq_session_t *self)
+{
+    assert(self->held_count > 0);
+    return &self->held[self->held_head];
+}
+
+static void s_held_pop(oq_session_t *self)
+{
+    assert(self->held_count > 0);
+    self->held_head = (self->held_head + 1) % OQ_WORKER_PREFETCH_MAX;
+    self->held_count--;
+}
+
+/* Hand the oldest held job back unrun: a return marked held uses no try,
+   and the broker keeps sending this worker its type. */
+static void s_hand_back_oldest(oq_session_t *self, const char *why, bool returns_credit,
+                               int64_t now_ms)
+{
+    const s_held_t *h = s_held_oldest(self);
+    s_owe_ack_held(self, h->id, h->attempt, h->has_lease, h->lease, OQ_OUTCOME_RETURN,
+                   OQ_RESULT_NONE, why, -1, returns_credit, true, now_ms);
+    s_push(self, OQ_ACTION_DROP_HELD);
+    s_held_pop(self);
+}
+
+/* Forget every held job without a word: the link is gone, or the broker
+   forgot this worker; either way it has given their leases back. */
+static void s_drop_held(oq_session_t *self)
+{
+    if (self->held_count)
+        oq_info("dropping %zu held job(s): the broker gives their leases back", self->held_count);
+    while (self->held_count) {
+        s_push(self, OQ_ACTION_DROP_HELD);
+        s_held_pop(self);
+    }
 }
 
 /* Tell the broker whether the worker takes jobs, and if not why. */
@@ -208,6 +322,7 @@ static void s_send_status(oq_session_t *self, int64_t now_ms)
    socket, a broker that forgot us), the status that says so. */
 static void s_register(oq_session_t *self, int64_t now_ms)
 {
+    self->withheld = 0; /* a fresh registration offers what is free */
     s_send_ready(self, now_ms);
     if (self->unavailable)
         s_send_status(self, now_ms);
@@ -221,8 +336,7 @@ static void s_connect(oq_session_t *self, int64_t now_ms)
     s_set_link(self, OQ_LINK_REGISTERING);
     self->heard_ms = now_ms; /* the broker gets a full liveness period to answer */
     s_register(self, now_ms);
-    if (self->ack_state == S_ACK_OWED)
-        s_send_ack(self, now_ms);
+    s_send_owed(self, now_ms);
 }
 
 static uint64_t s_random(oq_session_t *self)
@@ -260,6 +374,12 @@ static void s_pause(oq_session_t *self, const char *type, const char *error, int
     s_schedule_probe(self, now_ms);
     if (self->link != OQ_LINK_DOWN)
         s_send_status(self, now_ms);
+    /* The jobs held would meet the same outage: others may run them now. */
+    char why[OQ_MAX_ERROR_LEN + 1];
+    snprintf(why, sizeof why, "held, and the worker paused: %.*s", OQ_MAX_ERROR_LEN - 40, error);
+    while (self->held_count)
+        s_hand_back_oldest(self, why, false, now_ms);
+    self->withheld = 0; /* the next ready, after a probe, offers what is free */
 }
 
 static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
@@ -268,8 +388,12 @@ static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
     s_set_link(self, OQ_LINK_DOWN);
     /* The close drops what the socket still held: an ack not yet confirmed
        may be among it. */
-    if (self->ack_state == S_ACK_SENT)
-        self->ack_state = S_ACK_OWED;
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        if (self->acks[i].state == S_ACK_SENT)
+            self->acks[i].state = S_ACK_OWED;
+    /* The broker gives a vanished worker's leases back: held jobs go to
+       others, and this worker's new socket is a stranger to them. */
+    s_drop_held(self);
     self->reconnect_ms = now_ms + self->backoff_ms;
     oq_warn("%s; reconnecting in %lld ms", why, (long long)self->backoff_ms);
     self->backoff_ms *= 2;
@@ -281,7 +405,12 @@ static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
    linger, tell the broker, and queue the exit. */
 static void s_exit(oq_session_t *self, int status, int64_t now_ms)
 {
-    if (self->link == OQ_LINK_DOWN && self->ack_state == S_ACK_OWED)
+    while (self->held_count)
+        s_hand_back_oldest(self, "held, and the worker is stopping", false, now_ms);
+    bool owed = false;
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        owed |= self->acks[i].state == S_ACK_OWED;
+    if (self->link == OQ_LINK_DOWN && owed)
         s_connect(self, now_ms);
     if (self->link != OQ_LINK_DOWN)
         s_send(self, OQ_CMD_DISCONNECT, now_ms);
@@ -308,6 +437,9 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
     self->idle_since_ms = now_ms;
     self->released = true; /* nothing is opened before the first job */
     self->random = config->seed ? config->seed : 1;
+    self->prefetch = config->prefetch ? config->prefetch : 1;
+    assert(self->prefetch <= OQ_WORKER_PREFETCH_MAX);
+    self->batch_cap = config->batch ? config->batch : 1;
     return self;
 }
 
@@ -326,25 +458,31 @@ void oq_session_destroy(oq_session_t **self_p)
 static void s_heard(oq_session_t *self, int64_t now_ms)
 {
     self->heard_ms = now_ms;
-    if (self->ack_state == S_ACK_SENT)
-        self->ack_state = S_ACK_NONE;
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        if (self->acks[i].state == S_ACK_SENT)
+            self->acks[i].state = S_ACK_NONE;
 }
 
-/* A delivery the worker will not run: it has a job already or is stopping.
-   The broker never sends more than the credit, so this is its bug or a
-   doubled credit; a retry ack hands the job back without keeping the
-   credit. */
+/* Jobs running or held: what a delivery counts against prefetch. */
+static size_t s_taken(const oq_session_t *self)
+{
+    return (self->job == S_JOB_RUNNING ? 1 : 0) + self->held_count;
+}
+
+/* A delivery the worker will not take: it holds as many jobs as it may
+   already, or is stopping or paused. The broker never sends more than the
+   credit, so the first is its bug or a doubled credit; a retry ack hands
+   the job back without keeping the credit. */
 static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
                      uint64_t lease, int64_t now_ms)
 {
-    assert(self->ack_state == S_ACK_NONE); /* s_heard settled a sent one */
     char why[OQ_MAX_ERROR_LEN + 1];
     oq_outcome_t outcome = OQ_OUTCOME_RETRY;
     if (self->job == S_JOB_RUNNING) {
         snprintf(why, sizeof why,
                  "worker is busy with job %llu: the broker sent more jobs than "
                  "its credit",
-                 (unsigned long long)self->job_id);
+                 (unsigned long long)self->run[0].id);
     } else if (self->unavailable) {
         /* Paused: handed back like the job that paused it, using no try. */
         outcome = OQ_OUTCOME_UNAVAILABLE;
@@ -357,24 +495,140 @@ static void s_refuse(oq_session_t *self, uint64_t id, uint32_t attempt, bool has
     s_owe_ack(self, id, attempt, has_lease, lease, outcome, OQ_RESULT_NONE, why, -1, false, now_ms);
 }
 
-static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
+/* Whether a delivery may be taken now: with room in prefetch, not while
+   stopping or paused, nor while probing. */
+static bool s_may_take(const oq_session_t *self)
 {
-    if (self->job != S_JOB_IDLE || self->draining || self->unavailable) {
-        s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
-        return;
-    }
+    return self->job != S_JOB_PROBING && !self->draining && !self->unavailable &&
+           s_taken(self) < self->prefetch;
+}
+
+/* IDLE -> RUNNING with count jobs (more than one: a batch of one type):
+   the watchdog starts now, at the smallest of their timeouts. */
+static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool held,
+                    int64_t now_ms)
+{
+    assert(count >= 1 && count <= OQ_WORKER_PREFETCH_MAX);
     s_set_job(self, S_JOB_RUNNING);
-    self->job_id = job->id;
-    self->job_attempt = job->attempt;
-    self->job_lease = job->lease;
-    self->job_has_lease = job->has_lease;
+    memcpy(self->run, jobs, count * sizeof *jobs);
+    self->run_count = count;
     self->touched_ms = now_ms;
-    oq_str_copy(job->type, self->job_type, sizeof self->job_type);
-    self->job_timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS;
+    self->job_timeout_ms = jobs[0].timeout_ms;
+    for (size_t i = 1; i < count; i++)
+        self->job_timeout_ms = s_min(self->job_timeout_ms, jobs[i].timeout_ms);
     self->job_started_ms = now_ms;
     self->job_deadline_ms = now_ms + self->job_timeout_ms;
     self->released = false; /* the handler may open a connection */
-    s_push(self, OQ_ACTION_START_JOB);
+    oq_action_t *start = s_push(self, OQ_ACTION_START_JOB);
+    start->held = held;
+    start->count = (uint32_t)count;
+}
+
+/* Touch every job running (one, or each of a batch). */
+static void s_send_touch(oq_session_t *self, int64_t now_ms)
+{
+    for (size_t i = 0; i < self->run_count; i++) {
+        oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+        action->cmd = OQ_CMD_TOUCH;
+        action->ack.id = self->run[i].id;
+        action->ack.attempt = self->run[i].attempt;
+        action->ack.lease = self->run[i].lease;
+        action->ack.has_lease = self->run[i].has_lease;
+    }
+    self->sent_ms = now_ms;
+    self->touched_ms = now_ms;
+}
+
+/* The most jobs of type one call may take: 1 without a batch function. */
+static size_t s_batch_max(const oq_session_t *self, const char *type)
+{
+    for (size_t i = 0; i < self->batch_types; i++)
+        if (strcmp(self->batch[i].type, type) == 0)
+            return self->batch[i].max_jobs;
+    return 1;
+}
+
+/* The job thread is free: start the oldest held job. Its lease ran from
+   its delivery, and the broker's timeout rule makes a lease at least the
+   job's timeout plus the margin long; so one that waited half its timeout
+   or more is handed back for a fresh lease rather than started (the worker
+   does not know retry_after, only that it is longer than the timeout), and
+   one that waited less is started with a touch that restarts its lease at
+   now + retry_after if it waited long enough for that to matter. */
+/* Whether a held job waited too long to start (see s_start_held). */
+static bool s_stale(const s_held_t *h, int64_t now_ms)
+{
+    return now_ms - h->delivered_ms >= h->timeout_ms / 2;
+}
+
+/* Whether the oldest held job waited too long to start; if so it is
+   handed back. */
+static bool s_hand_back_if_stale(oq_session_t *self, int64_t now_ms)
+{
+    const s_held_t *h = s_held_oldest(self);
+    int64_t waited_ms = now_ms - h->delivered_ms;
+    if (!s_stale(h, now_ms))
+        return false;
+    char why[OQ_MAX_ERROR_LEN + 1];
+    snprintf(why, sizeof why,
+             "held %lld ms behind other jobs, half its timeout or more: handed back "
+             "unrun for a fresh lease",
+             (long long)waited_ms);
+    oq_info("job %llu: %s", (unsigned long long)h->id, why);
+    s_hand_back_oldest(self, why, true, now_ms);
+    return true;
+}
+
+/* The oldest held jobs go to the job thread: the oldest alone, or, if its
+   type has a batch function, with the held jobs of its type right behind
+   it, as one batch (up to its most, capped by --batch). */
+static void s_start_held(oq_session_t *self, int64_t now_ms)
+{
+    while (self->held_count && self->job == S_JOB_IDLE) {
+        if (s_hand_back_if_stale(self, now_ms))
+            continue;
+        s_held_t jobs[OQ_WORKER_PREFETCH_MAX];
+        size_t count = 0;
+        size_t most = s_batch_max(self, s_held_oldest(self)->type);
+        int64_t waited_ms = now_ms - s_held_oldest(self)->delivered_ms;
+        do {
+            jobs[count++] = *s_held_oldest(self);
+            s_held_pop(self);
+        } while (count < most && self->held_count &&
+                 strcmp(s_held_oldest(self)->type, jobs[0].type) == 0 &&
+                 !s_stale(s_held_oldest(self), now_ms));
+        /* A stale job ends the batch there, and is handed back when the
+           thread is free again: the worker mirrors the ring in the order of
+           the actions, so nothing may be dropped before this start. */
+        s_start(self, jobs, count, true, now_ms);
+        if (waited_ms >= OQ_WORKER_TOUCH_MIN_MS && self->link == OQ_LINK_UP)
+            s_send_touch(self, now_ms);
+    }
+}
+
+static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
+{
+    if (!s_may_take(self)) {
+        s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
+        return;
+    }
+    s_held_t taken = {
+        .id = job->id,
+        .attempt = job->attempt,
+        .lease = job->lease,
+        .has_lease = job->has_lease,
+        .timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS,
+        .delivered_ms = now_ms,
+    };
+    oq_str_copy(job->type, taken.type, sizeof taken.type);
+    if (self->job == S_JOB_IDLE) {
+        assert(self->held_count == 0); /* held jobs start as soon as the thread is free */
+        s_start(self, &taken, 1, false, now_ms);
+        return;
+    }
+    self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX] = taken;
+    self->held_count++;
+    s_push(self, OQ_ACTION_HOLD);
 }
 
 void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms)
@@ -410,6 +664,8 @@ void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_
         }
         oq_info("the broker asked us to register again (%.*s)", (int)msg->err_text.len,
                 msg->err_text.ptr ? msg->err_text.ptr : "");
+        /* It forgot us, and with us the leases of the jobs held. */
+        s_drop_held(self);
         s_set_link(self, OQ_LINK_REGISTERING);
         s_register(self, now_ms);
         break;
@@ -443,7 +699,7 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
     if (self->exiting || self->link == OQ_LINK_DOWN)
         return;
     s_heard(self, now_ms);
-    if (self->job != S_JOB_IDLE || self->draining || self->unavailable) {
+    if (!s_may_take(self)) {
         s_refuse(self, id, attempt, has_lease, lease, now_ms);
         return;
     }
@@ -460,25 +716,46 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     assert(done);
     if (self->exiting)
         return;
-    assert(self->job == S_JOB_RUNNING && done->id == self->job_id);
-    s_set_job(self, S_JOB_IDLE);
-    self->idle_since_ms = now_ms;
+    assert(self->job == S_JOB_RUNNING);
+    size_t at = 0;
+    while (at < self->run_count && self->run[at].id != done->id)
+        at++;
+    assert(at < self->run_count); /* the job thread reports only what it was given */
+    s_held_t job = self->run[at];
+    self->run[at] = self->run[--self->run_count];
+    if (self->run_count == 0) {
+        s_set_job(self, S_JOB_IDLE);
+        self->idle_since_ms = now_ms;
+    }
     const oq_report_t *report = &done->report;
     /* The one line per job that operators and tests read. */
     oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
-            self->job_type, done->attempt, oq_proto_outcome_name(report->outcome),
+            job.type, done->attempt, oq_proto_outcome_name(report->outcome),
             (long long)done->elapsed_ms);
     if (report->outcome != OQ_OUTCOME_OK)
         oq_warn("job %llu %s: %s", (unsigned long long)done->id,
                 oq_proto_outcome_name(report->outcome), report->error);
     /* Paused before the ack goes: it then gives no credit back. */
     if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
-        s_pause(self, self->job_type, report->error, now_ms);
-    s_owe_ack(self, done->id, done->attempt, self->job_has_lease, self->job_lease, report->outcome,
+        s_pause(self, job.type, report->error, now_ms);
+    s_owe_ack(self, done->id, done->attempt, job.has_lease, job.lease, report->outcome,
               report->result, report->error, report->has_delay ? report->delay_ms : -1, true,
               now_ms);
-    if (self->draining)
+    if (self->job == S_JOB_RUNNING)
+        return; /* the rest of a batch is still to be reported */
+    if (self->draining) {
         s_exit(self, 0, now_ms);
+        return;
+    }
+    s_start_held(self, now_ms);
+    /* The credits held back behind the long job that just ended. */
+    if (self->withheld && self->link == OQ_LINK_UP && !self->unavailable) {
+        oq_action_t *ready = s_push(self, OQ_ACTION_SEND);
+        ready->cmd = OQ_CMD_READY;
+        ready->credit = self->withheld;
+        self->sent_ms = now_ms;
+    }
+    self->withheld = 0;
 }
 
 void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms)
@@ -528,17 +805,13 @@ void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int
 bool oq_session_on_touch(oq_session_t *self, uint64_t id, int64_t now_ms)
 {
     assert(self);
-    if (self->exiting || self->job != S_JOB_RUNNING || id != self->job_id ||
-        self->link != OQ_LINK_UP || now_ms - self->touched_ms < OQ_WORKER_TOUCH_MIN_MS)
+    bool running = false;
+    for (size_t i = 0; i < self->run_count && self->job == S_JOB_RUNNING; i++)
+        running |= self->run[i].id == id;
+    if (self->exiting || !running || self->link != OQ_LINK_UP ||
+        now_ms - self->touched_ms < OQ_WORKER_TOUCH_MIN_MS)
         return false;
-    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
-    action->cmd = OQ_CMD_TOUCH;
-    action->ack.id = self->job_id;
-    action->ack.attempt = self->job_attempt;
-    action->ack.lease = self->job_lease;
-    action->ack.has_lease = self->job_has_lease;
-    self->sent_ms = now_ms;
-    self->touched_ms = now_ms;
+    s_send_touch(self, now_ms);
     self->job_deadline_ms = now_ms + self->job_timeout_ms;
     oq_debug("job %llu: touched; the watchdog restarts at %lld ms", (unsigned long long)id,
              (long long)self->job_timeout_ms);
@@ -551,16 +824,19 @@ void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
     if (self->exiting)
         return;
     if (self->draining) {
-        oq_info("already stopping; waiting for job %llu", (unsigned long long)self->job_id);
+        oq_info("already stopping; waiting for job %llu", (unsigned long long)self->run[0].id);
         return;
     }
     self->draining = true;
     if (self->job == S_JOB_RUNNING)
-        oq_info("stopping after job %llu", (unsigned long long)self->job_id);
+        oq_info("stopping after job %llu", (unsigned long long)self->run[0].id);
     else
         oq_info("stopping");
     if (self->link != OQ_LINK_DOWN)
         s_send(self, OQ_CMD_DRAIN, now_ms);
+    /* The jobs held go back now, to run elsewhere while this one ends. */
+    while (self->held_count)
+        s_hand_back_oldest(self, "held, and the worker is stopping", false, now_ms);
     /* A probe running finishes first (it is bounded), like a job. */
     if (self->job == S_JOB_IDLE)
         s_exit(self, 0, now_ms);
@@ -597,15 +873,19 @@ void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms)
 static void s_watchdog(oq_session_t *self, int64_t now_ms)
 {
     double timeout_s = (double)self->job_timeout_ms / 1000.0;
-    oq_info("job %llu type=%s attempt=%u outcome=timeout ms=%lld", (unsigned long long)self->job_id,
-            self->job_type, self->job_attempt, (long long)(now_ms - self->job_started_ms));
-    oq_error("job %llu: the %s handler ran past its timeout of %g s; exiting with status %d",
-             (unsigned long long)self->job_id, self->job_type, timeout_s, OQ_EXIT_TIMEOUT);
     char error[OQ_MAX_ERROR_LEN + 1];
     snprintf(error, sizeof error, "handler ran past its timeout of %g s", timeout_s);
     self->draining = true;
-    s_owe_ack(self, self->job_id, self->job_attempt, self->job_has_lease, self->job_lease,
-              OQ_OUTCOME_TIMEOUT, OQ_RESULT_NONE, error, -1, false, now_ms);
+    /* A batch's jobs share its watchdog: each is reported timed out. */
+    for (size_t i = 0; i < self->run_count; i++) {
+        const s_held_t *job = &self->run[i];
+        oq_info("job %llu type=%s attempt=%u outcome=timeout ms=%lld", (unsigned long long)job->id,
+                job->type, job->attempt, (long long)(now_ms - self->job_started_ms));
+        oq_error("job %llu: the %s handler ran past its timeout of %g s; exiting with status %d",
+                 (unsigned long long)job->id, job->type, timeout_s, OQ_EXIT_TIMEOUT);
+        s_owe_ack(self, job->id, job->attempt, job->has_lease, job->lease, OQ_OUTCOME_TIMEOUT,
+                  OQ_RESULT_NONE, error, -1, false, now_ms);
+    }
     s_exit(self, OQ_EXIT_TIMEOUT, now_ms);
 }
 
@@ -617,6 +897,19 @@ void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
     if (self->job == S_JOB_RUNNING && now_ms >= self->job_deadline_ms) {
         s_watchdog(self, now_ms);
         return;
+    }
+    if (self->job == S_JOB_RUNNING && self->held_count &&
+        now_ms - self->job_started_ms >= OQ_WORKER_HOLD_MAX_MS) {
+        /* A long job: what waits behind it may run on a free worker now.
+           Their credits stay back until it ends, or they would only come
+           back to wait here again. */
+        oq_info("job %llu has run %lld ms: handing back %zu held job(s) for other workers",
+                (unsigned long long)self->run[0].id, (long long)(now_ms - self->job_started_ms),
+                self->held_count);
+        self->withheld += (uint32_t)self->held_count;
+        while (self->held_count)
+            s_hand_back_oldest(self, "held behind a long job: handed back unrun for a free worker",
+                               false, now_ms);
     }
     if (self->job == S_JOB_IDLE && !self->draining) {
         if (self->unavailable && now_ms >= self->probe_at_ms) {
@@ -672,6 +965,8 @@ int64_t oq_session_deadline(const oq_session_t *self)
         return deadline;
     if (self->job == S_JOB_RUNNING)
         deadline = self->job_deadline_ms;
+    if (self->job == S_JOB_RUNNING && self->held_count)
+        deadline = s_min(deadline, self->job_started_ms + OQ_WORKER_HOLD_MAX_MS);
     if (self->job == S_JOB_IDLE && !self->draining) {
         if (self->unavailable)
             deadline = s_min(deadline, self->probe_at_ms);
@@ -704,6 +999,24 @@ bool oq_session_busy(const oq_session_t *self)
 {
     assert(self);
     return self->job == S_JOB_RUNNING;
+}
+
+void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs)
+{
+    assert(self && type);
+    if (max_jobs > self->batch_cap)
+        max_jobs = self->batch_cap;
+    if (max_jobs < 2 || self->batch_types == OQ_MAX_WORKER_TYPES)
+        return;
+    snprintf(self->batch[self->batch_types].type, sizeof self->batch[0].type, "%s", type);
+    self->batch[self->batch_types].max_jobs = max_jobs;
+    self->batch_types++;
+}
+
+size_t oq_session_held(const oq_session_t *self)
+{
+    assert(self);
+    return self->held_count;
 }
 
 bool oq_session_unavailable(const oq_session_t *self)

@@ -10,9 +10,25 @@
     (idle, running a job, or probing), and whether the worker is available
     or paused because a handler reported what it needs (its database) as
     unavailable. The rules they keep:
-    - exactly one credit out: ready offers 1 only when idle, available and
-      with no ack owed, and the ack of each job gives the credit back
-      (unless the worker has paused meanwhile);
+    - at most `prefetch` jobs are the worker's at once (running, or held in
+      delivery order for when the job thread is free): ready offers what is
+      free of them (none while stopping or paused, none for an ack owed
+      that will give it back), and the ack of each job run gives its credit
+      back (unless the worker has paused or is stopping meanwhile); with
+      prefetch 1 that is one credit out, offered only when idle;
+    - a held job is the worker's from its delivery (its lease runs from
+      then): it is started, with a touch that restarts its lease if it
+      waited OQ_WORKER_TOUCH_MIN_MS or more, unless it waited half its
+      timeout or more, the job before it has run OQ_WORKER_HOLD_MAX_MS
+      (then its credit waits for that job's end), or the worker stops or
+      pauses: then it is handed back unrun (return, held), using no try;
+      on a lost link or a broker
+      that forgot the worker it is dropped, as the broker gives its lease
+      back itself;
+    - when the job thread is free, the oldest held jobs of a type with a
+      batch function go together in one call (as many as follow each other
+      in the ring, up to the type's most and --batch); each is acked on
+      its own, and the watchdog runs at the smallest of their timeouts;
     - a paused worker takes no job: it tells the broker (status), probes
       what its handler declared after a pause that doubles from
       OQ_WORKER_PROBE_MIN_MS to OQ_WORKER_PROBE_MAX_MS with jitter, and when
@@ -28,6 +44,7 @@
 #define ONCEQ_WORKER_SESSION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "job_thread.h"
@@ -43,7 +60,10 @@ typedef enum {
     OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
     OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
-    OQ_ACTION_START_JOB, /* hand the job just received to the job thread */
+    OQ_ACTION_START_JOB, /* hand the job thread the job just received, or (held)
+                            the count oldest held ones, as one batch if more */
+    OQ_ACTION_HOLD,      /* keep the job just received, after those held already */
+    OQ_ACTION_DROP_HELD, /* forget the oldest held job (handed back or given up) */
     OQ_ACTION_PROBE,     /* ask the job thread to probe the resource of type */
     OQ_ACTION_RELEASE,   /* ask the job thread to release every resource */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
@@ -60,6 +80,8 @@ typedef struct {
     oq_worker_status_t state;
     int64_t state_ms;
     const char *error;
+    bool held;                      /* START_JOB: the oldest held jobs, not the one received */
+    uint32_t count;                 /* START_JOB: how many (a batch of one type if more than 1) */
     char type[OQ_MAX_NAME_LEN + 1]; /* PROBE: whose resource */
     int status;                     /* EXIT: the process exit status */
 } oq_action_t;
@@ -69,6 +91,10 @@ typedef struct {
     uint32_t liveness;       /* heartbeats of silence that make the broker dead */
     int64_t idle_release_ms; /* release resources after this long without a job; 0: never */
     uint64_t seed;           /* for the probes' jitter; 0 is taken as 1 */
+    uint32_t prefetch;       /* jobs the worker may hold at once, running one included
+                                (1 ... OQ_WORKER_PREFETCH_MAX); 0 is taken as 1 */
+    uint32_t batch;          /* --batch: the most jobs of a batch, whatever the type's
+                                own most; 0 or 1: no batches */
 } oq_session_config_t;
 
 typedef struct oq_session oq_session_t;
@@ -79,6 +105,11 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms);
 
 /* Free the session and set *self_p to NULL. */
 void oq_session_destroy(oq_session_t **self_p);
+
+/* Type has a batch function for up to max_jobs jobs a call (capped by the
+   config's batch): when the job thread is free and the oldest held jobs
+   are two or more of that type, they start together. */
+void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs);
 
 /* A decoded message from the broker. A job in it may be started. */
 void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms);
@@ -95,7 +126,8 @@ void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, co
 void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
                                   uint64_t lease, const char *reason, int64_t now_ms);
 
-/* The job thread's report on the running job. */
+/* The job thread's report on a running job (each job of a batch has its
+   own; the next jobs start after the last). */
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms);
 
 /* The job thread's answer to a probe: the worker takes jobs again if it
@@ -137,6 +169,7 @@ int64_t oq_session_deadline(const oq_session_t *self);
 /* State, for the worker's logs and for tests. */
 oq_link_state_t oq_session_link(const oq_session_t *self);
 bool oq_session_busy(const oq_session_t *self);
+size_t oq_session_held(const oq_session_t *self);
 bool oq_session_unavailable(const oq_session_t *self);
 bool oq_session_exiting(const oq_session_t *self);
 uint32_t oq_session_heartbeat_ms(const oq_session_t *self);

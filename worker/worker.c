@@ -22,6 +22,7 @@
 #include "onceq/clock.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "registry.h"
 #include "session.h"
 #include "worker_limits.h"
 
@@ -34,6 +35,11 @@ typedef struct {
     oq_session_t *session; /* decides; this module only carries out */
     int signal_fd;         /* SIGTERM and SIGINT */
     const oq_msg_t *msg;   /* the broker message being handled, for START_JOB */
+    zmq_msg_t *frame;      /* the frame it came in, for HOLD */
+    /* The frames of the jobs the session holds, oldest first (its ring,
+       mirrored: HOLD appends, START_JOB held and DROP_HELD take the oldest). */
+    zmq_msg_t held[OQ_WORKER_PREFETCH_MAX];
+    size_t held_head, held_count;
     /* Announced in ready: the registry's types, the configured queues. */
     const char *types[OQ_MAX_WORKER_TYPES];
     size_t type_count;
@@ -137,17 +143,86 @@ static void s_probe(s_worker_t *self, const char *type)
     oq_session_on_probed(self->session, &probed, s_now(self));
 }
 
+static void s_start_failed(s_worker_t *self, uint64_t id, uint32_t attempt, const char *why)
+{
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = id;
+    done.attempt = attempt;
+    oq_report_retry(&done.report, "%s", why);
+    oq_session_on_done(self->session, &done, s_now(self));
+}
+
 static void s_start_job(s_worker_t *self)
 {
     assert(self->msg && self->msg->cmd == OQ_CMD_JOB);
     if (oq_job_thread_start(self->jobs, &self->msg->job) == 0)
         return;
-    oq_job_done_t done;
-    memset(&done, 0, sizeof done);
-    done.id = self->msg->job.id;
-    done.attempt = self->msg->job.attempt;
-    oq_report_retry(&done.report, "the worker could not hand the job to its job thread");
-    oq_session_on_done(self->session, &done, s_now(self));
+    s_start_failed(self, self->msg->job.id, self->msg->job.attempt,
+                   "the worker could not hand the job to its job thread");
+}
+
+/* Keep the frame of the job just received: the session holds it. */
+static void s_hold(s_worker_t *self)
+{
+    assert(self->frame && self->held_count < OQ_WORKER_PREFETCH_MAX);
+    zmq_msg_t *slot = &self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX];
+    zmq_msg_init(slot);
+    /* Shares the buffer (or copies a frame small enough to live inline). */
+    zmq_msg_copy(slot, self->frame);
+    self->held_count++;
+}
+
+/* Take the oldest held frame out of the ring into *frame. */
+static void s_unhold(s_worker_t *self, zmq_msg_t *frame)
+{
+    assert(self->held_count > 0);
+    zmq_msg_init(frame);
+    zmq_msg_move(frame, &self->held[self->held_head]);
+    zmq_msg_close(&self->held[self->held_head]);
+    self->held_head = (self->held_head + 1) % OQ_WORKER_PREFETCH_MAX;
+    self->held_count--;
+}
+
+/* Start the count oldest held jobs, as one batch if more than one: their
+   frames decoded once already, so they do again. */
+static void s_start_held(s_worker_t *self, size_t count)
+{
+    assert(count >= 1 && count <= self->held_count);
+    zmq_msg_t *frames = calloc(count, sizeof *frames);
+    oq_msg_t *msgs = calloc(count, sizeof *msgs);
+    const oq_job_msg_t **jobs = calloc(count, sizeof *jobs);
+    assert(frames && msgs && jobs);
+    for (size_t i = 0; i < count; i++) {
+        s_unhold(self, &frames[i]);
+        oq_err_t code;
+        char reason[256];
+        int rc = oq_proto_decode(&msgs[i], zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]),
+                                 &code, reason, sizeof reason);
+        /* The same bytes decoded when they came in. */
+        assert(rc == 0 && msgs[i].cmd == OQ_CMD_JOB);
+        (void)rc;
+        jobs[i] = &msgs[i].job;
+    }
+    if (oq_job_thread_start_batch(self->jobs, jobs, count) < 0) {
+        for (size_t i = 0; i < count && !self->finished; i++)
+            s_start_failed(self, jobs[i]->id, jobs[i]->attempt,
+                           "the worker could not hand the job to its job thread");
+    }
+    for (size_t i = 0; i < count; i++) {
+        oq_proto_msg_release(&msgs[i]);
+        zmq_msg_close(&frames[i]);
+    }
+    free(frames);
+    free(msgs);
+    free(jobs);
+}
+
+static void s_drop_held(s_worker_t *self)
+{
+    zmq_msg_t frame;
+    s_unhold(self, &frame);
+    zmq_msg_close(&frame);
 }
 
 /* Stop talking to the broker: give the last messages up to the linger time
@@ -188,7 +263,16 @@ static void s_act(s_worker_t *self)
             s_send(self, &action);
             break;
         case OQ_ACTION_START_JOB:
-            s_start_job(self);
+            if (action.held)
+                s_start_held(self, action.count);
+            else
+                s_start_job(self);
+            break;
+        case OQ_ACTION_HOLD:
+            s_hold(self);
+            break;
+        case OQ_ACTION_DROP_HELD:
+            s_drop_held(self);
             break;
         case OQ_ACTION_PROBE:
             s_probe(self, action.type);
@@ -223,8 +307,10 @@ static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt, bool 
     return 0;
 }
 
-static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
+static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
 {
+    const void *data = zmq_msg_data(frame);
+    size_t size = zmq_msg_size(frame);
     oq_msg_t msg;
     oq_err_t code;
     char reason[256];
@@ -235,9 +321,11 @@ static void s_handle_frame(s_worker_t *self, const void *data, size_t size)
     if (oq_proto_decode(&msg, data, size, &code, reason, sizeof reason) == 0) {
         oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
         self->msg = &msg;
+        self->frame = frame;
         oq_session_on_message(self->session, &msg, now);
         s_act(self);
         self->msg = NULL;
+        self->frame = NULL;
     } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt, &has_lease, &lease) == 0) {
         oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
         s_act(self);
@@ -265,7 +353,7 @@ static void s_read_broker(s_worker_t *self)
                 ;
             oq_session_on_garbage(self->session, s_now(self));
         } else {
-            s_handle_frame(self, zmq_msg_data(&frame), zmq_msg_size(&frame));
+            s_handle_frame(self, &frame);
         }
         zmq_msg_close(&frame);
     }
@@ -342,9 +430,15 @@ static void s_loop(s_worker_t *self)
         int64_t polled_ms = s_now(self) - before;
         waited_ms = polled_ms < wait_ms ? polled_ms : wait_ms;
 
-        s_read_broker(self);
-        s_read_done(self);
-        s_read_signals(self);
+        /* Only what poll found ready: each read that finds nothing is a
+           system call (and for a ZeroMQ socket a getpid and a poll of its
+           mailbox) spent on every turn, that is on every job. */
+        if (count == 3 && (items[2].revents & ZMQ_POLLIN))
+            s_read_broker(self);
+        if (items[1].revents & ZMQ_POLLIN)
+            s_read_done(self);
+        if (items[0].revents & ZMQ_POLLIN)
+            s_read_signals(self);
     }
 }
 
@@ -420,8 +514,16 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         return OQ_EXIT_BROKEN;
     }
-    for (size_t i = 0; i < types; i++)
+    /* Which types take batches, and how many jobs each: the session decides
+       when, without the registry the job thread is about to own. */
+    size_t batch_max[OQ_MAX_WORKER_TYPES];
+    for (size_t i = 0; i < types; i++) {
         self.types[i] = oq_registry_type(*registry_p, i);
+        oq_batch_fn batch;
+        void *state;
+        if (oq_registry_find_batch(*registry_p, self.types[i], &batch, &state, &batch_max[i]) < 0)
+            batch_max[i] = 1;
+    }
     self.type_count = types;
     for (size_t i = 0; i < config->queue_count; i++)
         self.queues[i] = config->queues[i];
@@ -434,14 +536,20 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
             .liveness = OQ_DEFAULT_LIVENESS,
             .idle_release_ms = config->idle_release_ms,
             .seed = ((uint64_t)getpid() << 32) ^ (uint64_t)oq_clock_mono_us(),
+            .prefetch = config->prefetch,
+            .batch = config->batch,
         };
         self.session = oq_session_new(&session_config, s_now(&self));
+        for (size_t i = 0; i < types; i++)
+            oq_session_set_batch(self.session, self.types[i], batch_max[i]);
         oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
         s_loop(&self);
     } else {
         oq_error("cannot start: %s", self.ctx ? "no job thread" : zmq_strerror(errno));
     }
 
+    while (self.held_count)
+        s_drop_held(&self);
     s_close(&self);
     if (self.ctx)
         zmq_ctx_term(self.ctx);

@@ -20,6 +20,12 @@ typedef struct {
     /* Handlers release their connections after this long without a job
        (oq_registry_set_resource); 0: never. */
     int64_t idle_release_ms;
+    /* Jobs it may hold at once, the running one included (--prefetch;
+       1 ... OQ_WORKER_PREFETCH_MAX; 0 is taken as 1). */
+    uint32_t prefetch;
+    /* The most jobs of one type handed to its batch function at once
+       (--batch; 0 or 1: none), within the type's own most. */
+    uint32_t batch;
     /* The queues it serves, highest priority first; none: every queue. */
     char queues[OQ_MAX_WORKER_QUEUES][OQ_MAX_NAME_LEN + 1];
     size_t queue_count;

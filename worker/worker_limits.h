@@ -23,6 +23,17 @@
    between changes nothing, so a handler may call it in a tight loop. */
 #define OQ_WORKER_TOUCH_MIN_MS 250
 
+/* --prefetch: the most jobs one worker may hold at once, the running one
+   included. Each held job waits behind the ones before it, so a handful
+   is all a fleet of workers can use without starving its neighbours. */
+#define OQ_WORKER_PREFETCH_MAX     64
+#define OQ_WORKER_PREFETCH_DEFAULT 1
+
+/* A held job waits at most this long behind a job that runs: past it the
+   worker hands its held jobs back (unrun, no try used) for the workers
+   that are free, and takes no more until the running job ends. */
+#define OQ_WORKER_HOLD_MAX_MS 1000
+
 /* Broker messages read per loop turn, so a flood cannot starve the job
    thread's report or a signal. */
 #define OQ_WORKER_BATCH_MSGS 64

@@ -88,8 +88,8 @@ static void s_usage(const oq_flag_t *flags, size_t count, const oq_registry_t *r
 {
     printf("usage: %s [options]\n"
            "\n"
-           "An onceq worker: takes jobs from the broker one at a time, runs the handler\n"
-           "registered for each job's type, and acks the outcome.\n"
+           "An onceq worker: takes jobs from the broker, runs them one at a time with the\n"
+           "handler registered for each job's type, and acks each outcome.\n"
            "\n"
            "options (environment variable in brackets):\n",
            s_program);
@@ -179,7 +179,10 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
-    char idle_def[S_DEFAULT_LEN];
+    char idle_def[S_DEFAULT_LEN], prefetch_def[S_DEFAULT_LEN];
+    snprintf(prefetch_def, sizeof prefetch_def, "%d", OQ_WORKER_PREFETCH_DEFAULT);
+    char batch_def[S_DEFAULT_LEN];
+    snprintf(batch_def, sizeof batch_def, "%d", OQ_WORKER_MAX_BATCH);
     snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);
     snprintf(heartbeat_def, sizeof heartbeat_def, "%d", OQ_DEFAULT_HEARTBEAT_MS);
     snprintf(stop_def, sizeof stop_def, "%d", OQ_SUPERVISOR_STOP_MS / 1000);
@@ -237,6 +240,31 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .def = heartbeat_def,
          .dest = &run.worker.heartbeat_ms,
          .help = "heartbeat interval until the broker's welcome sets its own"},
+        {.name = "prefetch",
+         .env = "ONCEQ_PREFETCH",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_WORKER_PREFETCH_MAX,
+         .def = prefetch_def,
+         .dest = &run.worker.prefetch,
+         .help = "jobs the worker may hold at once, the running one included: the next "
+                 "ones wait here leased (handed back unrun if they wait half their timeout) "
+                 "so no round trip to the broker comes between two jobs; 1: one job at a "
+                 "time"},
+        {.name = "batch",
+         .env = "ONCEQ_BATCH",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_WORKER_MAX_BATCH,
+         .def = batch_def,
+         .def_text = "the type's own most",
+         .dest = &run.worker.batch,
+         .help = "the most held jobs of one type handed to its batch function in one call "
+                 "(a type that declared one, oq_registry_set_batch); each is still acked on "
+                 "its own; 1: no batches. Batches form only from jobs held: --prefetch "
+                 "above 2"},
         {.name = "processes",
          .env = "ONCEQ_WORKER_PROCESSES",
          .kind = OQ_FLAG_U32,

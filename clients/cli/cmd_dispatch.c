@@ -35,6 +35,14 @@ static void s_help(void)
            "  --dispatch-id ID   this dispatch's id, 1 to %d printable characters without\n"
            "                     spaces (default: a new random one); the broker answers an\n"
            "                     id it has seen within its dedupe window with the same job\n"
+           "  --unique-key K     queue nothing while a job with this key is queued, delayed\n"
+           "                     or running (or within --unique-for of its dispatch): the\n"
+           "                     answer is that job's id; 1 to %d printable characters\n"
+           "                     without spaces\n"
+           "  --unique-for S|done  keep the key S seconds from dispatch (%lld to %lld), even\n"
+           "                     after the job is done; done (the default): until it is\n"
+           "  --overlap-key K    never run two jobs with this key at once; the others wait\n"
+           "                     without using tries\n"
            "  --retries N        send again, with the same dispatch id, up to N times when\n"
            "                     the broker does not answer in time, 0 to %d (default %d)\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
@@ -45,9 +53,12 @@ static void s_help(void)
            "A job id is new on every dispatch and is not an idempotency key: running\n"
            "the same command twice queues two jobs, unless both pass the same\n"
            "--dispatch-id. If the broker does not answer at all, the job may still\n"
-           "have been queued: run the command again with the dispatch id it prints.\n",
+           "have been queued: run the command again with the dispatch id it prints.\n"
+           "Unique and overlap keys save work; they are not what keeps effects right\n"
+           "(the handler's guard row is).\n",
            OQ_DEFAULT_QUEUE, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES, OQ_DEFAULT_TIMEOUT_MS / 1000,
-           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN, OQ_MAX_CLIENT_RETRIES,
+           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN, OQ_MAX_JOB_KEY_LEN,
+           OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000, OQ_MAX_CLIENT_RETRIES,
            OQ_DEFAULT_CLIENT_RETRIES, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
            OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
@@ -62,6 +73,9 @@ enum {
     S_OPT_PRIORITY,
     S_OPT_DISPATCH_ID,
     S_OPT_RETRIES,
+    S_OPT_UNIQUE_KEY,
+    S_OPT_UNIQUE_FOR,
+    S_OPT_OVERLAP_KEY,
 };
 
 /* Parse --payload into buf as a msgpack map. Returns an exit code. */
@@ -154,6 +168,32 @@ static int s_option(oq_cli_t *cli, int opt, const char *arg, oq_job_msg_t *job,
                                       arg, OQ_MAX_TIMEOUT_MS / 1000);
         job->has_timeout = true;
         return OQ_CLI_EXIT_OK;
+    case S_OPT_UNIQUE_KEY:
+    case S_OPT_OVERLAP_KEY:
+        if (!oq_proto_job_key_valid(arg, strlen(arg)))
+            return oq_cli_usage_error(cli,
+                                      "%s '%s' must be 1 to %d printable characters without "
+                                      "spaces",
+                                      opt == S_OPT_UNIQUE_KEY ? "--unique-key" : "--overlap-key",
+                                      arg, OQ_MAX_JOB_KEY_LEN);
+        if (opt == S_OPT_UNIQUE_KEY)
+            job->unique_key = oq_str(arg);
+        else
+            job->overlap_key = oq_str(arg);
+        return OQ_CLI_EXIT_OK;
+    case S_OPT_UNIQUE_FOR:
+        if (strcmp(arg, "done") == 0) {
+            job->unique_for_ms = 0;
+            return OQ_CLI_EXIT_OK;
+        }
+        if (oq_config_seconds(arg, OQ_MAX_UNIQUE_FOR_MS, &job->unique_for_ms) < 0 ||
+            job->unique_for_ms < OQ_MIN_UNIQUE_FOR_MS)
+            return oq_cli_usage_error(cli,
+                                      "--unique-for '%s' must be seconds from %lld to %lld, or "
+                                      "done",
+                                      arg, OQ_MIN_UNIQUE_FOR_MS / 1000,
+                                      OQ_MAX_UNIQUE_FOR_MS / 1000);
+        return OQ_CLI_EXIT_OK;
     case S_OPT_PRIORITY:
         if (oq_cli_parse_int(arg, -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, &i) < 0)
             return oq_cli_usage_error(cli, "--priority '%s' must be a whole number from %d to %d",
@@ -179,6 +219,9 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         {"priority", required_argument, NULL, S_OPT_PRIORITY},
         {"dispatch-id", required_argument, NULL, S_OPT_DISPATCH_ID},
         {"retries", required_argument, NULL, S_OPT_RETRIES},
+        {"unique-key", required_argument, NULL, S_OPT_UNIQUE_KEY},
+        {"unique-for", required_argument, NULL, S_OPT_UNIQUE_FOR},
+        {"overlap-key", required_argument, NULL, S_OPT_OVERLAP_KEY},
         {NULL, 0, NULL, 0},
     };
     oq_job_msg_t job;
@@ -220,6 +263,8 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     if (optind + 1 < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s' after the job type",
                                   argv[optind + 1]);
+    if (job.unique_for_ms && !job.unique_key.len)
+        return oq_cli_usage_error(cli, "--unique-for needs --unique-key");
     const char *type = argv[optind];
     if (!oq_proto_name_valid(type, strlen(type)))
         return oq_cli_usage_error(cli,
@@ -250,10 +295,15 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         rc = oq_cli_connect(cli, &client);
     if (rc == OQ_CLI_EXIT_OK) {
         uint64_t id;
+        bool unique = false;
         oq_client_set_retries(client, (uint32_t)retries);
-        if (oq_client_dispatch(client, &job, cli->timeout, &id) == 0)
+        if (oq_client_dispatch_reply(client, &job, cli->timeout, &id, &unique) == 0) {
             printf("%" PRIu64 "\n", id);
-        else {
+            if (unique)
+                fprintf(stderr,
+                        "onceq: job %" PRIu64 " holds unique key %.*s: nothing new was queued\n",
+                        id, (int)job.unique_key.len, job.unique_key.ptr);
+        } else {
             rc = oq_cli_report(cli, client);
             if (rc == OQ_CLI_EXIT_NO_REPLY)
                 fprintf(stderr,

@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     double dedupe_s;    /* the dispatch-id window */
+    double unique_s;    /* the longest unique_for of a unique key the broker holds */
     s_term_t longest;   /* the queue whose runs span longest */
     int64_t floor_s;    /* the larger of the two, rounded up */
     int64_t oldest_ms;  /* oldest failure in the failed store (0: none, or unknown) */
@@ -68,6 +69,8 @@ static void s_consider(s_floor_t *f, const s_term_t *t)
 static void s_finish(s_floor_t *f)
 {
     double floor_s = f->dedupe_s > s_term_s(&f->longest) ? f->dedupe_s : s_term_s(&f->longest);
+    if (f->unique_s > floor_s)
+        floor_s = f->unique_s;
     f->floor_s = floor_s > (double)(INT64_MAX / 4) ? INT64_MAX / 4 : s_ceil(floor_s);
 }
 
@@ -108,6 +111,7 @@ static void s_from_reply(s_floor_t *f, const msgpack_object *reply)
 {
     memset(f, 0, sizeof *f);
     f->dedupe_s = s_seconds(reply, "dedupe_window");
+    f->unique_s = s_seconds(reply, "unique_for");
     s_term_t t;
     s_read_term(oq_proto_map_get(reply, "defaults"), &t);
     s_consider(f, &t);
@@ -138,10 +142,16 @@ static void s_print_floor(const s_floor_t *f)
         snprintf(who, sizeof who, "the defaults");
     else
         snprintf(who, sizeof who, "queue \"%s\"", f->longest.name);
-    printf("retention floor: %s (%s: dispatch-id window %s; longest runs, %s: %" PRIu64
+    char unique[OQ_CLI_DURATION_TEXT_LEN + 32] = "";
+    if (f->unique_s > 0) {
+        char window[OQ_CLI_DURATION_TEXT_LEN];
+        oq_cli_duration_format(s_ceil(f->unique_s), window, sizeof window);
+        snprintf(unique, sizeof unique, "; unique window %s", window);
+    }
+    printf("retention floor: %s (%s: dispatch-id window %s%s; longest runs, %s: %" PRIu64
            " tries x (%s retry_after + %s backoff) = %s)\n",
-           total, f->from_defaults ? "from the built-in defaults" : "from the broker", dedupe, who,
-           f->longest.max_tries, retry, backoff, span);
+           total, f->from_defaults ? "from the built-in defaults" : "from the broker", dedupe,
+           unique, who, f->longest.max_tries, retry, backoff, span);
 }
 
 /* Learn the floor from the broker, or from the defaults if allowed. An

@@ -26,6 +26,7 @@ static const s_column_t s_queue_columns[] = {
     {"ready", "READY", "", false},
     {"delayed", "DELAYED", "", false},
     {"leased", "LEASED", "", false},
+    {"waiting", "WAITING", "", false},
     {"done", "DONE", "", false},
     {"failed", "FAILED", "", false},
     {"review", "REVIEW", "", false},
@@ -63,7 +64,8 @@ static void s_help(void)
            "Show the broker's queues and connected workers.\n"
            "\n"
            "Per queue: jobs READY, DELAYED, LEASED, FAILED and in REVIEW (waiting for a\n"
-           "person: onceq review list) now; DONE, DISPATCHED,\n"
+           "person: onceq review list) now; WAITING: ready, but another job with its\n"
+           "overlap key is running (they wait using no try); DONE, DISPATCHED,\n"
            "RETRIED (retry and timeout outcomes), REDELIVERED (after a lease ran out or\n"
            "a worker died), RETURNED (handed back unrun, using no try: a worker whose\n"
            "database was down, or one without a handler for the type), LATE_ACKS,\n"
@@ -81,6 +83,10 @@ static void s_help(void)
            "The journal line: the fsync policy, the journal's size next to what its live\n"
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
            "the broker cannot write it (dispatches are refused until it can).\n"
+           "\n"
+           "The keys line, once a unique or overlap key was used: unique keys held\n"
+           "now and dispatches answered with a key's holder since start; overlap keys\n"
+           "held by a running job and jobs waiting for theirs.\n"
            "\n"
            "The auth line: CURVE or plaintext; the keys allowed, the connections now and\n"
            "their limits per role; handshakes refused (unknown key, over a role's limit)\n"
@@ -186,6 +192,24 @@ static void s_print_journal(const msgpack_object *reply)
         printf("journal CANNOT WRITE: %s\n", error);
 }
 
+/* The "keys" map in one line, once a key was ever used; nothing otherwise
+   (or from a broker that sends none). */
+static void s_print_keys(const msgpack_object *reply)
+{
+    const msgpack_object *k = oq_proto_map_get(reply, "keys");
+    uint64_t unique = 0, hits = 0, held = 0, waiting = 0;
+    if (!k || oq_cli_get_uint(k, "unique_keys", &unique) < 0)
+        return;
+    oq_cli_get_uint(k, "unique_hits", &hits);
+    oq_cli_get_uint(k, "overlap_held", &held);
+    oq_cli_get_uint(k, "overlap_waiting", &waiting);
+    if (unique + hits + held + waiting == 0)
+        return;
+    printf("keys: unique %" PRIu64 " held, %" PRIu64
+           " dispatches answered by a holder  overlap %" PRIu64 " held, %" PRIu64 " jobs waiting\n",
+           unique, hits, held, waiting);
+}
+
 /* One line per paused worker: who, for how long, and the error that paused it. */
 static void s_print_paused(const msgpack_object *workers)
 {
@@ -261,6 +285,7 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
         printf("  live jobs %" PRIu64, n);
     printf("\n");
     s_print_journal(reply);
+    s_print_keys(reply);
     s_print_auth(reply);
     printf("\n");
 

@@ -423,7 +423,14 @@ int oq_client_new_dispatch_id(char *out, size_t out_len)
 
 int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id)
 {
-    assert(self && job && id);
+    bool unique;
+    return oq_client_dispatch_reply(self, job, timeout_ms, id, &unique);
+}
+
+int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms,
+                             uint64_t *id, bool *unique)
+{
+    assert(self && job && id && unique);
     uint64_t req = s_next_req(self);
     if (job->payload_len > OQ_MAX_PAYLOAD_BYTES) {
         s_fail(self, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", job->payload_len,
@@ -460,6 +467,7 @@ int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_m
         return -1;
     }
     *id = reply.id;
+    *unique = reply.unique;
     oq_proto_msg_release(&reply);
     return 0;
 }

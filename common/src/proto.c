@@ -149,6 +149,16 @@ bool oq_proto_dispatch_id_valid(const char *id, size_t len)
     return true;
 }
 
+bool oq_proto_job_key_valid(const char *key, size_t len)
+{
+    if (len == 0 || len > OQ_MAX_JOB_KEY_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (key[i] < 0x21 || key[i] > 0x7e)
+            return false;
+    return true;
+}
+
 oq_str_t oq_proto_list_at(const msgpack_object *list, uint32_t i)
 {
     const msgpack_object *o = &list->via.array.ptr[i];
@@ -229,6 +239,18 @@ static int s_get_uint(s_errctx_t *ctx, const msgpack_object *map, const char *ke
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is %llu, must be between %llu and %llu", key,
                (unsigned long long)o->via.u64, (unsigned long long)min, (unsigned long long)max);
     *out = o->via.u64;
+    return 0;
+}
+
+static int s_get_bool(s_errctx_t *ctx, const msgpack_object *map, const char *key, bool *out)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    *out = false;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be true or false", key);
+    *out = o->via.boolean;
     return 0;
 }
 
@@ -353,6 +375,52 @@ static int s_get_names(s_errctx_t *ctx, const msgpack_object *map, const char *k
     return 0;
 }
 
+static int s_get_job_key(s_errctx_t *ctx, const msgpack_object *map, const char *key, oq_str_t *out)
+{
+    if (s_get_str(ctx, map, key, false, OQ_MAX_JOB_KEY_LEN, out) < 0)
+        return -1;
+    if (out->ptr && !oq_proto_job_key_valid(out->ptr, out->len))
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+               "field \"%s\" must be 1 to %d printable ASCII characters without spaces", key,
+               OQ_MAX_JOB_KEY_LEN);
+    return 0;
+}
+
+/* A dispatch's unique_key, unique_for (seconds, or "done") and overlap_key. */
+static int s_decode_job_keys(s_errctx_t *ctx, oq_job_msg_t *j, const msgpack_object *job)
+{
+    if (s_get_job_key(ctx, job, "unique_key", &j->unique_key) < 0 ||
+        s_get_job_key(ctx, job, "overlap_key", &j->overlap_key) < 0)
+        return -1;
+    const msgpack_object *o = oq_proto_map_get(job, "unique_for");
+    j->unique_for_ms = 0;
+    if (!o)
+        return 0;
+    if (!j->unique_key.ptr)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"unique_for\" needs a \"unique_key\"");
+    if (o->type == MSGPACK_OBJECT_STR) {
+        if (o->via.str.size == 4 && memcmp(o->via.str.ptr, "done", 4) == 0)
+            return 0;
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+               "field \"unique_for\" must be seconds (%lld to %lld) or \"done\"",
+               OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
+    }
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER && o->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
+        o->type != MSGPACK_OBJECT_FLOAT32 && o->type != MSGPACK_OBJECT_FLOAT64)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+               "field \"unique_for\" must be seconds (%lld to %lld) or \"done\"",
+               OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
+    int64_t ms;
+    if (s_seconds_to_ms(ctx, o, "field \"unique_for\"", OQ_MAX_UNIQUE_FOR_MS, &ms) < 0)
+        return -1;
+    if (ms < OQ_MIN_UNIQUE_FOR_MS)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+               "field \"unique_for\" must be between %lld and %lld seconds, or \"done\"",
+               OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
+    j->unique_for_ms = ms;
+    return 0;
+}
+
 static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
 {
     oq_job_msg_t *j = &msg->job;
@@ -424,7 +492,7 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
         }
         j->backoff_len = backoff->via.array.size;
     }
-    return 0;
+    return delivery ? 0 : s_decode_job_keys(ctx, j, job);
 }
 
 static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *root)
@@ -459,8 +527,13 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
-    case OQ_CMD_DISPATCHED:
+    case OQ_CMD_DISPATCHED: {
+        const msgpack_object *unique = oq_proto_map_get(root, "unique");
+        if (unique && unique->type != MSGPACK_OBJECT_BOOLEAN)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"unique\" must be a boolean");
+        msg->unique = unique && unique->via.boolean;
         return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    }
     case OQ_CMD_REVIEW_SHOW:
         /* A request carries "id"; a reply carries "job". */
         if (oq_proto_map_get(root, "job"))
@@ -567,6 +640,11 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             a->outcome != OQ_OUTCOME_UNAVAILABLE)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
                    "field \"delay\" goes only with outcome retry, return or unavailable, not %s",
+                   oq_proto_outcome_name(a->outcome));
+        if (s_get_bool(ctx, root, "held", &a->held) < 0)
+            return -1;
+        if (a->held && a->outcome != OQ_OUTCOME_RETURN)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"held\" goes only with outcome return, not %s",
                    oq_proto_outcome_name(a->outcome));
         return 0;
     }
@@ -784,6 +862,8 @@ static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
                  (j->has_max_tries && !delivery) + (j->has_timeout || delivery) +
                  (j->has_delay && !delivery) + (j->has_priority && !delivery) +
                  (j->backoff_len > 0);
+    bool unique = !delivery && j->unique_key.len > 0, overlap = !delivery && j->overlap_key.len > 0;
+    n += unique * 2 + overlap;
     msgpack_pack_map(pk, n);
     if (delivery) {
         oq_proto_pack_cstr(pk, "id");
@@ -828,6 +908,19 @@ static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
         for (uint32_t k = 0; k < j->backoff_len; k++)
             s_pack_seconds(pk, j->backoff_ms[k]);
     }
+    if (unique) {
+        oq_proto_pack_cstr(pk, "unique_key");
+        oq_proto_pack_str(pk, j->unique_key);
+        oq_proto_pack_cstr(pk, "unique_for");
+        if (j->unique_for_ms > 0)
+            s_pack_seconds(pk, j->unique_for_ms);
+        else
+            oq_proto_pack_cstr(pk, "done");
+    }
+    if (overlap) {
+        oq_proto_pack_cstr(pk, "overlap_key");
+        oq_proto_pack_str(pk, j->overlap_key);
+    }
 }
 
 void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job)
@@ -860,6 +953,17 @@ void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id)
     oq_proto_begin(&pk, OQ_CMD_DISPATCHED, req, 1);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, id);
+}
+
+void oq_proto_encode_dispatched_unique(msgpack_sbuffer *buf, int64_t req, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_DISPATCHED, req, 2);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+    oq_proto_pack_cstr(&pk, "unique");
+    msgpack_pack_true(&pk);
 }
 
 void oq_proto_encode_requeue(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)
@@ -1051,7 +1155,9 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     bool has_delay =
         ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN ||
                            ack->outcome == OQ_OUTCOME_UNAVAILABLE);
-    oq_proto_begin(&pk, OQ_CMD_ACK, -1, 4 + has_result + has_error + ack->has_lease + has_delay);
+    bool held = ack->held && ack->outcome == OQ_OUTCOME_RETURN;
+    oq_proto_begin(&pk, OQ_CMD_ACK, -1,
+                   4 + has_result + has_error + ack->has_lease + has_delay + held);
     oq_proto_pack_cstr(&pk, "id");
     msgpack_pack_uint64(&pk, ack->id);
     oq_proto_pack_cstr(&pk, "attempt");
@@ -1078,6 +1184,10 @@ void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
     if (has_delay) {
         oq_proto_pack_cstr(&pk, "delay");
         s_pack_seconds(&pk, ack->delay_ms);
+    }
+    if (held) {
+        oq_proto_pack_cstr(&pk, "held");
+        msgpack_pack_true(&pk);
     }
 }
 

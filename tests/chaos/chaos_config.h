@@ -38,15 +38,28 @@ typedef struct {
     double retry_after_s; /* the broker's lease length (own broker) */
     double job_timeout_s; /* each job's timeout; 0: the queue's default */
     uint32_t max_tries, backoff_s;
-    uint32_t hold_ms;         /* test_pause_in_txn_ms on every job; 0: none */
-    uint32_t commit_pause_ms; /* test_pause_after_commit_ms of commit-window orders */
-    bool hooks;               /* send test_* keys (own workers run with ONCEQ_TEST_HOOKS=1) */
+    uint32_t hold_ms;               /* test_pause_in_txn_ms on every job; 0: none */
+    uint32_t commit_pause_ms;       /* test_pause_after_commit_ms of commit-window orders */
+    bool hooks;                     /* send test_* keys (own workers run with ONCEQ_TEST_HOOKS=1) */
+    const char *const *worker_args; /* extra arguments for our workers (--worker-arg), borrowed */
+    size_t worker_arg_count;
+
+    /* the shipments: each dispatch of an order also requests its shipment */
+    bool carrier;              /* dispatch request_shipment jobs and judge the carrier */
+    const char *carrier_url;   /* attach: their carrier's base URL; own: NULL (ours) */
+    const char *ship_type;     /* request_shipment */
+    const char *ship_queue;    /* the shipments' queue */
+    uint32_t ship_tries;       /* each shipment job's retry budget */
+    double carrier_error_rate; /* the carrier's 503s all through the run */
+    double carrier_drop_rate;  /* the carrier's replies dropped after processing, all through */
 
     /* the faults */
     uint32_t kills, commit_kills, self_kills, pauses, broker_kills, db_restarts, bursts;
     uint32_t burst_frames;
     uint32_t pause_ms;       /* how long a worker stays stopped */
     uint32_t broker_down_ms; /* how long a killed broker stays down */
+    uint32_t carrier_stalls, carrier_error_bursts, carrier_delay_bursts;
+    uint32_t carrier_fault_ms; /* how long a carrier stall or burst lasts */
 
     uint32_t settle_s; /* wait this long at most for the jobs to settle */
     bool verbose;      /* every fault as it happens */

@@ -62,16 +62,37 @@
    or a database restart (schedule.c says why). */
 #define OQ_CHAOS_HOOK_SHADOW_MS 8000
 
+/* ---- the shipments (the carrier, onceq-carrier) ---- */
+#define OQ_CHAOS_DEFAULT_SHIP_TYPE  "request_shipment"
+#define OQ_CHAOS_DEFAULT_SHIP_QUEUE "chaos-shipments"
+/* The carrier's faults all through the run, as in the demo: this share of
+   POST /shipments answered 503, and this share processed with the reply
+   dropped (outcome unknown to the handler). */
+#define OQ_CHAOS_DEFAULT_CARRIER_ERROR_RATE 0.05
+#define OQ_CHAOS_DEFAULT_CARRIER_DROP_RATE  0.05
+#define OQ_CHAOS_DEFAULT_CARRIER_STALLS     1    /* SIGSTOP the carrier, then SIGCONT */
+#define OQ_CHAOS_DEFAULT_CARRIER_ERRORS     1    /* every POST answered 503 for a while */
+#define OQ_CHAOS_DEFAULT_CARRIER_DELAYS     1    /* every reply later than the handler waits */
+#define OQ_CHAOS_DEFAULT_CARRIER_FAULT_MS   3000 /* how long a stall or burst lasts */
+/* A delay burst holds every reply this much longer than the job's timeout,
+   so that each call of the burst ends in "no answer in time" after the
+   request went out: the outcome-unknown case, retried under the same key. */
+#define OQ_CHAOS_CARRIER_DELAY_BEYOND_MS 500
+#define OQ_CHAOS_CARRIER_UP_MS           10000    /* the carrier must print its port by then */
+#define OQ_CHAOS_CARRIER_CALL_MS         5000     /* one request to the carrier's API */
+#define OQ_CHAOS_MAX_SHIPMENTS           10000000 /* the carrier's own bound */
+
 /* ---- the long run (--long) ---- */
-#define OQ_CHAOS_LONG_JOBS         100000
-#define OQ_CHAOS_LONG_RATE         200
-#define OQ_CHAOS_LONG_KILLS        200
-#define OQ_CHAOS_LONG_COMMIT_KILLS 60
-#define OQ_CHAOS_LONG_SELF_KILLS   40
-#define OQ_CHAOS_LONG_PAUSES       20
-#define OQ_CHAOS_LONG_BROKER_KILLS 10
-#define OQ_CHAOS_LONG_DB_RESTARTS  10
-#define OQ_CHAOS_LONG_BURSTS       50
+#define OQ_CHAOS_LONG_JOBS           100000
+#define OQ_CHAOS_LONG_RATE           200
+#define OQ_CHAOS_LONG_KILLS          200
+#define OQ_CHAOS_LONG_COMMIT_KILLS   60
+#define OQ_CHAOS_LONG_SELF_KILLS     40
+#define OQ_CHAOS_LONG_PAUSES         20
+#define OQ_CHAOS_LONG_BROKER_KILLS   10
+#define OQ_CHAOS_LONG_DB_RESTARTS    10
+#define OQ_CHAOS_LONG_BURSTS         50
+#define OQ_CHAOS_LONG_CARRIER_FAULTS 10 /* of each carrier kind */
 
 /* ---- the dispatcher ---- */
 #define OQ_CHAOS_WINDOW          64    /* dispatches awaiting their answer at most */
@@ -96,6 +117,7 @@
 
 /* ---- bounds of what the harness keeps ---- */
 #define OQ_CHAOS_MAX_WORKERS     1024               /* workers read from one stats reply */
+#define OQ_CHAOS_MAX_WORKER_ARGS 32                 /* --worker-arg given at most */
 #define OQ_CHAOS_MAX_VIOLATIONS  20                 /* violations printed; all are counted */
 #define OQ_CHAOS_MAX_LOG_LINE    4096               /* longer worker log lines are skipped */
 #define OQ_CHAOS_LOG_CHUNK_BYTES (1024 * 1024)      /* read per poll of the worker log */

@@ -25,6 +25,7 @@
 
 #include <libpq-fe.h>
 
+#include "carrier_client.h"
 #include "chaos_config.h"
 #include "chaos_limits.h"
 #include "curve.h"
@@ -88,6 +89,17 @@ static void s_defaults(oq_chaos_config_t *c, bool is_long)
         .bursts = is_long ? OQ_CHAOS_LONG_BURSTS : OQ_CHAOS_DEFAULT_BURSTS,
         .burst_frames = OQ_CHAOS_DEFAULT_BURST_FRAMES,
         .broker_down_ms = OQ_CHAOS_BROKER_DOWN_MS,
+        .ship_type = OQ_CHAOS_DEFAULT_SHIP_TYPE,
+        .ship_queue = OQ_CHAOS_DEFAULT_SHIP_QUEUE,
+        .ship_tries = OQ_CHAOS_DEFAULT_MAX_TRIES,
+        .carrier_error_rate = OQ_CHAOS_DEFAULT_CARRIER_ERROR_RATE,
+        .carrier_drop_rate = OQ_CHAOS_DEFAULT_CARRIER_DROP_RATE,
+        .carrier_stalls = is_long ? OQ_CHAOS_LONG_CARRIER_FAULTS : OQ_CHAOS_DEFAULT_CARRIER_STALLS,
+        .carrier_error_bursts =
+            is_long ? OQ_CHAOS_LONG_CARRIER_FAULTS : OQ_CHAOS_DEFAULT_CARRIER_ERRORS,
+        .carrier_delay_bursts =
+            is_long ? OQ_CHAOS_LONG_CARRIER_FAULTS : OQ_CHAOS_DEFAULT_CARRIER_DELAYS,
+        .carrier_fault_ms = OQ_CHAOS_DEFAULT_CARRIER_FAULT_MS,
         .settle_s = OQ_CHAOS_DEFAULT_SETTLE_S,
     };
 }
@@ -129,6 +141,18 @@ static int s_check(const oq_chaos_config_t *c)
                         "ONCEQ_DATABASE_URL\n");
         return -1;
     }
+    if (!c->attach && c->carrier_url) {
+        fprintf(stderr, "onceq-chaos: --carrier-url names the carrier of a deployment (with "
+                        "--broker); our own run starts its own carrier\n");
+        return -1;
+    }
+    if (c->carrier && strcmp(c->ship_queue, c->queue) == 0) {
+        fprintf(stderr,
+                "onceq-chaos: --ship-queue must differ from --queue (%s): the verdict "
+                "reads each queue's stores apart\n",
+                c->queue);
+        return -1;
+    }
     if (c->jobs > OQ_CHAOS_MAX_JOBS || c->customers > OQ_CHAOS_MAX_CUSTOMERS) {
         fprintf(stderr, "onceq-chaos: at most %d jobs and %d customers\n", OQ_CHAOS_MAX_JOBS,
                 OQ_CHAOS_MAX_CUSTOMERS);
@@ -145,16 +169,32 @@ static int s_check(const oq_chaos_config_t *c)
         .dest = &c->field, .def_text = S_STR(def), .help = text                                    \
     }
 
+/* --worker-arg, in the order given. */
+static const char *s_worker_args[OQ_CHAOS_MAX_WORKER_ARGS];
+static size_t s_worker_arg_count;
+
+static int s_parse_worker_arg(const char *value, void *dest, char *why, size_t why_len)
+{
+    if (s_worker_arg_count == OQ_CHAOS_MAX_WORKER_ARGS) {
+        snprintf(why, why_len, "at most %d of them", OQ_CHAOS_MAX_WORKER_ARGS);
+        return -1;
+    }
+    ((const char **)dest)[s_worker_arg_count++] = value;
+    return 0;
+}
+
 static void s_usage(const oq_flag_t *flags, size_t count)
 {
     printf("usage: onceq-chaos [options]\n"
            "\n"
            "Proves exactly-once effects while it breaks things: starts a broker, a worker\n"
-           "pool and PostgreSQL on loopback in a temp dir (or attaches to a deployment),\n"
-           "dispatches order-point grants, kills and stops workers, kills the broker,\n"
-           "restarts the database and sends malformed frames on a seeded schedule, then\n"
-           "checks from the database and the broker that every order was granted exactly\n"
-           "once and every balance is exact. See docs/chaos.md.\n"
+           "pool, PostgreSQL and a mock carrier on loopback in a temp dir (or attaches to a\n"
+           "deployment), confirms orders (each dispatches grant_points and\n"
+           "request_shipment), kills and stops workers, kills the broker, restarts the\n"
+           "database, sends malformed frames and stalls the carrier on a seeded schedule,\n"
+           "then checks from the database, the broker and the carrier that every order\n"
+           "was granted exactly once, every balance is exact and every order has exactly\n"
+           "one shipment (or waits in review). See docs/chaos.md.\n"
            "\n");
     oq_flags_help(flags, count, stdout);
     printf("\n"
@@ -170,10 +210,12 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
         is_long |= strcmp(argv[i], "--long") == 0;
     s_defaults(c, is_long);
     oq_flag_src_t seed_src, pause_src, broker_src, id_base_src;
-    bool long_given = false, no_faults = false, help = false;
+    bool long_given = false, no_faults = false, help = false, no_carrier = false;
     uint64_t id_base = 0;
     char long_text[S_ERR_LEN], pause_text[S_ERR_LEN];
-    snprintf(long_text, sizeof long_text, "the long run: %d jobs at %d/s, hundreds of faults",
+    snprintf(long_text, sizeof long_text,
+             "the long run: %d dispatches (a grant and a shipment each) at %d/s, hundreds of "
+             "faults",
              OQ_CHAOS_LONG_JOBS, OQ_CHAOS_LONG_RATE);
     snprintf(pause_text, sizeof pause_text, "retry_after + %d", OQ_CHAOS_PAUSE_BEYOND_MS);
     const char *seconds_expected = "seconds from 0 to 86400";
@@ -231,6 +273,32 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .dest = &c->queue,
          .def_text = OQ_CHAOS_DEFAULT_QUEUE,
          .help = "the run's queue"},
+        {.name = "no-carrier",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &no_carrier,
+         .help = "grants only: no carrier, no request_shipment jobs"},
+        {.name = "ship-type",
+         .kind = OQ_FLAG_STRING,
+         .arg = "TYPE",
+         .dest = &c->ship_type,
+         .def_text = OQ_CHAOS_DEFAULT_SHIP_TYPE,
+         .help = "request_shipment, or request_shipment_unkeyed (keyed by the job id) to watch "
+                 "the verdict catch two shipments for one order"},
+        {.name = "ship-queue",
+         .kind = OQ_FLAG_STRING,
+         .arg = "NAME",
+         .dest = &c->ship_queue,
+         .def_text = OQ_CHAOS_DEFAULT_SHIP_QUEUE,
+         .help = "the shipments' queue"},
+        {.name = "ship-tries",
+         .kind = OQ_FLAG_U32,
+         .arg = "N",
+         .min = 1,
+         .max = OQ_MAX_TRIES_LIMIT,
+         .dest = &c->ship_tries,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_MAX_TRIES),
+         .help = "each shipment job's retry budget (a call whose outcome is still unknown "
+                 "on the last try goes to review)"},
         {.name = "settle",
          .kind = OQ_FLAG_U32,
          .arg = "S",
@@ -259,6 +327,34 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .dest = &c->burst_frames,
          .def_text = S_STR(OQ_CHAOS_DEFAULT_BURST_FRAMES),
          .help = "frames per socket in a burst"},
+        S_FAULTS("carrier-stalls", carrier_stalls, "SIGSTOP the carrier, then SIGCONT",
+                 OQ_CHAOS_DEFAULT_CARRIER_STALLS),
+        S_FAULTS("carrier-errors", carrier_error_bursts, "bursts of 503s from the carrier",
+                 OQ_CHAOS_DEFAULT_CARRIER_ERRORS),
+        S_FAULTS("carrier-delays", carrier_delay_bursts,
+                 "bursts of carrier replies later than the job's timeout",
+                 OQ_CHAOS_DEFAULT_CARRIER_DELAYS),
+        {.name = "carrier-fault-ms",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .dest = &c->carrier_fault_ms,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_CARRIER_FAULT_MS),
+         .help = "how long a carrier stall or burst lasts"},
+        {.name = "carrier-error-rate",
+         .kind = OQ_FLAG_DOUBLE,
+         .arg = "R",
+         .dmax = 1,
+         .dest = &c->carrier_error_rate,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_CARRIER_ERROR_RATE),
+         .help = "share of the carrier's POSTs answered 503, all through the run"},
+        {.name = "carrier-drop-rate",
+         .kind = OQ_FLAG_DOUBLE,
+         .arg = "R",
+         .dmax = 1,
+         .dest = &c->carrier_drop_rate,
+         .def_text = S_STR(OQ_CHAOS_DEFAULT_CARRIER_DROP_RATE),
+         .help = "share of the carrier's POSTs processed with the reply dropped, all through"},
         {.name = "no-faults",
          .kind = OQ_FLAG_BOOL,
          .dest = &no_faults,
@@ -348,12 +444,22 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .dest = &c->commit_pause_ms,
          .def_text = S_STR(OQ_CHAOS_DEFAULT_COMMIT_PAUSE_MS),
          .help = "the COMMIT-to-ack window of commit-kill orders"},
+        {.name = "worker-arg",
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "ARG",
+         .parse = s_parse_worker_arg,
+         .dest = s_worker_args,
+         .repeat = true,
+         .expected = "one argument for the workers",
+         .def_text = "none",
+         .help = "one more argument for every worker, after ours (repeat it: --worker-arg "
+                 "--prefetch --worker-arg 4); the environment is passed on too"},
         {.name = "bin-dir",
          .kind = OQ_FLAG_STRING,
          .arg = "DIR",
          .dest = &c->bin_dir,
          .def_text = "next to this",
-         .help = "onceq-broker, onceq-test-worker, onceq"},
+         .help = "onceq-broker, onceq-test-worker, onceq, onceq-carrier"},
         {.name = "pg-script",
          .kind = OQ_FLAG_STRING,
          .arg = "PATH",
@@ -410,6 +516,13 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
          .dest = &c->broker_key,
          .def_text = "none",
          .help = "its public key file, with --key"},
+        {.name = "carrier-url",
+         .kind = OQ_FLAG_STRING,
+         .arg = "URL",
+         .dest = &c->carrier_url,
+         .def_text = "none: no shipments",
+         .help = "its carrier's base URL (an onceq-carrier: the verdict reads its GET "
+                 "/shipments, the bursts use its PUT /faults)"},
         {.name = "database",
          .env = "ONCEQ_DATABASE_URL",
          .kind = OQ_FLAG_STRING,
@@ -436,8 +549,13 @@ static int s_parse(int argc, char **argv, oq_chaos_config_t *c)
     if (no_faults) {
         c->kills = c->commit_kills = c->self_kills = c->pauses = 0;
         c->broker_kills = c->db_restarts = c->bursts = 0;
+        c->carrier_stalls = c->carrier_error_bursts = c->carrier_delay_bursts = 0;
+        c->carrier_error_rate = c->carrier_drop_rate = 0;
     }
     c->attach = broker_src != OQ_FLAG_SRC_NONE;
+    c->carrier = !no_carrier && (!c->attach || c->carrier_url);
+    c->worker_args = s_worker_args;
+    c->worker_arg_count = s_worker_arg_count;
     c->id_base_set = id_base_src != OQ_FLAG_SRC_NONE;
     c->id_base = (int64_t)id_base;
     c->hooks = !c->attach;
@@ -468,8 +586,9 @@ typedef struct {
     oq_load_t *load;
     oq_faults_t *faults;
     oq_verdict_t *verdict;
-    bool settled;       /* nothing ready, delayed or leased before the deadline */
-    int64_t settled_ms; /* when (or when the deadline passed) */
+    oq_carrier_client_t *carrier; /* NULL without shipments */
+    bool settled;                 /* nothing ready, delayed or leased before the deadline */
+    int64_t settled_ms;           /* when (or when the deadline passed) */
 } s_run_t;
 
 static int s_make_dir(s_run_t *run)
@@ -491,6 +610,13 @@ static int s_make_dir(s_run_t *run)
 
 /* Ping the broker until it answers; -1 if it does not within the bound or
    the process we started exits. */
+static oq_observe_t *s_observe_new(const s_run_t *run)
+{
+    const oq_chaos_config_t *c = run->config;
+    return oq_observe_new(run->front, &run->curve, c->queue, c->job_type,
+                          c->carrier ? c->ship_queue : NULL, c->carrier ? c->ship_type : NULL);
+}
+
 static int s_wait_broker(s_run_t *run)
 {
     int64_t end = oq_support_now_ms() + OQ_CHAOS_BROKER_UP_MS;
@@ -557,9 +683,19 @@ static int s_setup_own(s_run_t *run)
                    : ": no journal support (no --data-dir in its --help), broker kills skipped",
            run->curve.on ? "CURVE, keys in keys/" : "plaintext (--insecure)");
     fflush(stdout);
-    run->observe = oq_observe_new(run->front, &run->curve, c->queue, c->job_type);
+    run->observe = s_observe_new(run);
     if (!run->observe || oq_procs_start_broker(run->procs) < 0 || s_wait_broker(run) < 0)
         return -1;
+    if (c->carrier) {
+        if (oq_procs_start_carrier(run->procs) < 0)
+            return -1;
+        const char *url = oq_procs_carrier_url(run->procs);
+        run->carrier = oq_carrier_client_new(url);
+        printf("== carrier on %s (%g of POSTs answered 503, %g with the reply dropped; log in "
+               "carrier.log)\n",
+               url, c->carrier_error_rate, c->carrier_drop_rate);
+        fflush(stdout);
+    }
     if (oq_procs_start_workers(run->procs) < 0 || s_wait_workers(run) < 0)
         return -1;
     printf("== %u workers registered (ONCEQ_TEST_HOOKS=1; log in workers.log)\n", c->workers);
@@ -575,10 +711,22 @@ static int s_setup_attached(s_run_t *run)
     run->db_url = c->database;
     if (c->key && oq_curve_load(&run->curve, c->key, c->worker_key, c->broker_key) < 0)
         return -1;
-    run->observe = oq_observe_new(run->front, &run->curve, c->queue, c->job_type);
+    run->observe = s_observe_new(run);
     if (!run->observe || s_wait_broker(run) < 0)
         return -1;
     printf("== attached to the broker at %s; process faults are skipped\n", run->front);
+    if (c->carrier) {
+        /* Their carrier gets the run's faults, as ours would at start. */
+        run->carrier = oq_carrier_client_new(c->carrier_url);
+        if (oq_carrier_client_set_faults(run->carrier, c->carrier_error_rate, c->carrier_drop_rate,
+                                         0) < 0) {
+            fprintf(stderr, "onceq-chaos: the carrier at %s: %s\n", c->carrier_url,
+                    oq_carrier_client_error(run->carrier));
+            return -1;
+        }
+        printf("== the carrier at %s: %g of POSTs answered 503, %g with the reply dropped\n",
+               c->carrier_url, c->carrier_error_rate, c->carrier_drop_rate);
+    }
     return 0;
 }
 
@@ -650,7 +798,9 @@ static int s_loop(s_run_t *run)
                    lc.sent, lc.confirmed, run->config->settle_s);
             fflush(stdout);
         }
-        if (fresh && stats->ready + stats->delayed + stats->leased == 0) {
+        uint64_t waiting = stats->ready + stats->delayed + stats->leased + stats->ship_ready +
+                           stats->ship_delayed + stats->ship_leased;
+        if (fresh && waiting == 0) {
             run->settled = true;
             run->settled_ms = now;
             break;
@@ -659,9 +809,10 @@ static int s_loop(s_run_t *run)
             run->settled_ms = now;
             oq_verdict_violation(run->verdict,
                                  "the jobs did not settle within %u s: %" PRIu64 " ready, %" PRIu64
-                                 " delayed, %" PRIu64 " leased",
-                                 run->config->settle_s, stats->ready, stats->delayed,
-                                 stats->leased);
+                                 " delayed, %" PRIu64 " leased (shipments: %" PRIu64
+                                 " ready, %" PRIu64 " delayed, %" PRIu64 " leased)",
+                                 run->config->settle_s, stats->ready, stats->delayed, stats->leased,
+                                 stats->ship_ready, stats->ship_delayed, stats->ship_leased);
             break;
         }
     }
@@ -679,7 +830,9 @@ static void s_verdict(s_run_t *run)
             ;
         oq_worklog_finish(run->worklog);
     }
-    oq_verdict_check_broker(run->verdict, run->observe, run->load, run->settled);
+    const oq_chaos_config_t *c = run->config;
+    oq_verdict_check_broker(run->verdict, run->observe, run->load, run->settled, c->queue,
+                            c->carrier ? c->ship_queue : NULL);
     oq_observe_totals_t totals;
     oq_observe_totals(run->observe, &totals);
     PGconn *db = PQconnectdb(run->db_url);
@@ -689,6 +842,9 @@ static void s_verdict(s_run_t *run)
     else
         oq_verdict_check_db(run->verdict, db, run->load,
                             run->config->attach ? UINT64_MAX : totals.type_applied);
+    if (run->carrier)
+        oq_verdict_check_carrier(run->verdict, run->carrier,
+                                 PQstatus(db) == CONNECTION_OK ? db : NULL, run->load);
     PQfinish(db);
     oq_load_counts_t lc;
     oq_load_counts(run->load, &lc);
@@ -718,6 +874,13 @@ static void s_print_plan(const s_run_t *run)
     printf("  run directory %s (kept if anything fails)\n", run->dir);
     printf("  %u dispatches at %g/s, %u customers, %u%% re-dispatches, job type %s, queue %s\n",
            c->jobs, c->rate, c->customers, c->redispatch_pct, c->job_type, c->queue);
+    if (c->carrier)
+        printf("  each dispatch also requests its shipment: %s on queue %s, %u tries\n",
+               c->ship_type, c->ship_queue, c->ship_tries);
+    for (size_t i = 0; i < c->worker_arg_count; i++)
+        printf("%s%s%s", i == 0 ? "  workers also get:" : "", " ", c->worker_args[i]);
+    if (c->worker_arg_count)
+        printf("\n");
     if (!c->attach)
         printf("  %u workers; heartbeat %u ms x %u; retry_after %g s; job timeout %g s; "
                "hold %u ms\n",
@@ -738,6 +901,7 @@ static void s_teardown(s_run_t *run, bool remove_dir)
     oq_load_destroy(&run->load);
     oq_worklog_destroy(&run->worklog);
     oq_observe_destroy(&run->observe);
+    oq_carrier_client_destroy(&run->carrier);
     oq_procs_destroy(&run->procs); /* stops the pool, the broker, the cluster */
     oq_verdict_destroy(&run->verdict);
     oq_schedule_destroy(&run->schedule);
@@ -775,7 +939,7 @@ int main(int argc, char **argv)
     if (s_prepare_db(&run) < 0 || oq_load_connect(run.load, run.front, &run.curve) < 0)
         goto done;
     run.faults = oq_faults_new(&config, run.schedule, run.procs, run.observe, run.load, run.verdict,
-                               run.front, run.back, &run.curve);
+                               run.front, run.back, &run.curve, run.carrier);
     printf("== dispatching\n");
     fflush(stdout);
     int rc = s_loop(&run);

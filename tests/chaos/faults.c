@@ -43,11 +43,14 @@ struct oq_faults {
     oq_observe_t *observe;
     const oq_load_t *load;
     oq_verdict_t *verdict;
-    const char *front, *back; /* broker endpoints for the bursts; back may be NULL */
-    const oq_curve_t *curve;  /* the keys the bursts speak with */
-    oq_rng_t victims, frames; /* the seed's streams for victims and malformed frames */
-    size_t next;              /* the next fault of the schedule to fall due */
-    s_waiting_t *waiting;     /* due and not done yet, in order of falling due */
+    const char *front, *back;      /* broker endpoints for the bursts; back may be NULL */
+    const oq_curve_t *curve;       /* the keys the bursts speak with */
+    oq_carrier_client_t *carrier;  /* NULL: no shipments in this run */
+    oq_fault_kind_t carrier_fault; /* the carrier fault on now, or KIND_COUNT_ */
+    int64_t carrier_until_ms;      /* when it ends (monotonic) */
+    oq_rng_t victims, frames;      /* the seed's streams for victims and malformed frames */
+    size_t next;                   /* the next fault of the schedule to fall due */
+    s_waiting_t *waiting;          /* due and not done yet, in order of falling due */
     size_t waiting_count;
     s_paused_t *paused; /* stopped workers and when to resume them */
     size_t paused_count;
@@ -67,7 +70,7 @@ struct oq_faults {
 oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t *schedule,
                            oq_procs_t *procs, oq_observe_t *observe, const oq_load_t *load,
                            oq_verdict_t *verdict, const char *front, const char *back,
-                           const oq_curve_t *curve)
+                           const oq_curve_t *curve, oq_carrier_client_t *carrier)
 {
     assert(config && schedule && observe && load && verdict && front);
     oq_faults_t *self = calloc(1, sizeof *self);
@@ -81,6 +84,8 @@ oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t 
     self->front = front;
     self->back = back;
     self->curve = curve;
+    self->carrier = carrier;
+    self->carrier_fault = OQ_FAULT_KIND_COUNT_;
     size_t n = oq_schedule_count(schedule);
     self->waiting = calloc(n ? n : 1, sizeof *self->waiting);
     self->paused = calloc(n ? n : 1, sizeof *self->paused);
@@ -408,9 +413,80 @@ static int s_burst(oq_faults_t *self)
     return 0;
 }
 
+/* The carrier's fault settings all through the run, with a burst's
+   changes. 0 or -1 (with a note). */
+static int s_carrier_settings(oq_faults_t *self, double error_rate, uint32_t delay_ms)
+{
+    if (oq_carrier_client_set_faults(self->carrier, error_rate, self->config->carrier_drop_rate,
+                                     delay_ms) == 0)
+        return 0;
+    oq_verdict_note(self->verdict, "the carrier's faults could not be set: %s",
+                    oq_carrier_client_error(self->carrier));
+    return -1;
+}
+
+static int s_carrier_fault(oq_faults_t *self, oq_fault_kind_t kind, int64_t now_ms)
+{
+    const oq_chaos_config_t *c = self->config;
+    if (!self->carrier) {
+        s_skip(self, kind,
+               "no carrier in this run (--no-carrier, or attached without "
+               "--carrier-url)");
+        return 0;
+    }
+    if (kind == OQ_FAULT_CARRIER_DELAY && c->job_timeout_s <= 0) {
+        s_skip(self, kind, "the jobs' timeout is their queue's default: give --job-timeout");
+        return 0;
+    }
+    if (self->carrier_fault != OQ_FAULT_KIND_COUNT_ || self->broker != S_BROKER_UP)
+        return 1;
+    char what[128];
+    if (kind == OQ_FAULT_CARRIER_STALL) {
+        if (oq_procs_signal_carrier(self->procs, SIGSTOP) < 0)
+            return 1;
+        snprintf(what, sizeof what, "SIGSTOP the carrier for %.1f s",
+                 c->carrier_fault_ms / S_MS_PER_S);
+    } else if (kind == OQ_FAULT_CARRIER_ERRORS) {
+        if (s_carrier_settings(self, 1.0, 0) < 0)
+            return 1;
+        snprintf(what, sizeof what, "the carrier answers every POST 503 for %.1f s",
+                 c->carrier_fault_ms / S_MS_PER_S);
+    } else {
+        uint32_t delay_ms =
+            (uint32_t)(c->job_timeout_s * S_MS_PER_S) + OQ_CHAOS_CARRIER_DELAY_BEYOND_MS;
+        if (s_carrier_settings(self, c->carrier_error_rate, delay_ms) < 0)
+            return 1;
+        snprintf(what, sizeof what, "the carrier delays every reply %u ms, for %.1f s", delay_ms,
+                 c->carrier_fault_ms / S_MS_PER_S);
+    }
+    self->carrier_fault = kind;
+    self->carrier_until_ms = now_ms + c->carrier_fault_ms;
+    self->counts.injected[kind]++;
+    s_say(self, what, 0);
+    return 0;
+}
+
+/* End the carrier fault that is on, when its time has come (or now). */
+static void s_carrier_background(oq_faults_t *self, int64_t now_ms, bool now)
+{
+    if (self->procs && self->carrier && oq_procs_carrier_died(self->procs))
+        oq_verdict_violation(self->verdict, "the carrier exited on its own (see carrier.log)");
+    if (self->carrier_fault == OQ_FAULT_KIND_COUNT_ || (!now && now_ms < self->carrier_until_ms))
+        return;
+    if (self->carrier_fault == OQ_FAULT_CARRIER_STALL) {
+        oq_procs_signal_carrier(self->procs, SIGCONT);
+        s_say(self, "SIGCONT the carrier", 0);
+    } else {
+        s_carrier_settings(self, self->config->carrier_error_rate, 0);
+        s_say(self, "the carrier's burst is over", 0);
+    }
+    self->carrier_fault = OQ_FAULT_KIND_COUNT_;
+}
+
 static int s_try(oq_faults_t *self, const oq_fault_t *fault, int64_t now_ms)
 {
-    bool process_fault = fault->kind != OQ_FAULT_BURST;
+    bool process_fault = fault->kind != OQ_FAULT_BURST && fault->kind != OQ_FAULT_CARRIER_ERRORS &&
+                         fault->kind != OQ_FAULT_CARRIER_DELAY;
     if (process_fault && !self->procs) {
         s_skip(self, fault->kind, "attach mode: the processes are not ours to kill or stop");
         return 0;
@@ -427,6 +503,10 @@ static int s_try(oq_faults_t *self, const oq_fault_t *fault, int64_t now_ms)
         return s_db_restart(self, fault->kind);
     case OQ_FAULT_BURST:
         return s_burst(self);
+    case OQ_FAULT_CARRIER_STALL:
+    case OQ_FAULT_CARRIER_ERRORS:
+    case OQ_FAULT_CARRIER_DELAY:
+        return s_carrier_fault(self, fault->kind, now_ms);
     case OQ_FAULT_COMMIT_KILL:
     case OQ_FAULT_SELF_KILL:
         return 0; /* carried by their orders; see oq_faults_on_log */
@@ -505,6 +585,7 @@ int oq_faults_tick(oq_faults_t *self, int64_t now_ms, uint32_t sent)
             return -1;
         s_db_background(self);
     }
+    s_carrier_background(self, now_ms, false);
     size_t total = oq_schedule_count(self->schedule);
     while (self->next < total && oq_schedule_get(self->schedule, self->next)->at < sent) {
         self->waiting[self->waiting_count++] =
@@ -555,7 +636,8 @@ void oq_faults_on_log(void *ctx, const oq_worklog_event_t *event)
 bool oq_faults_busy(const oq_faults_t *self)
 {
     return self->next < oq_schedule_count(self->schedule) || self->waiting_count > 0 ||
-           self->paused_count > 0 || self->broker != S_BROKER_UP || self->db_restarting;
+           self->paused_count > 0 || self->broker != S_BROKER_UP || self->db_restarting ||
+           self->carrier_fault != OQ_FAULT_KIND_COUNT_;
 }
 
 bool oq_faults_broker_up(const oq_faults_t *self)
@@ -568,6 +650,7 @@ int oq_faults_close(oq_faults_t *self)
     int rc = 0;
     if (self->procs)
         s_resume(self, s_mono_ms(), true);
+    s_carrier_background(self, s_mono_ms(), true);
     for (size_t i = 0; i < self->waiting_count; i++)
         s_skip(self, self->waiting[i].fault->kind, "the run ended before it could be done");
     self->waiting_count = 0;

@@ -12,7 +12,13 @@
     restart would lose its jobs by design, and the verdict must still hold
     without them). Order-hook kills (COMMIT window, self-kill) are done when
     the worker log shows the order's worker at that point; one that never
-    comes is counted as missed. */
+    comes is counted as missed.
+
+    The carrier's faults: a stall (SIGSTOP, then SIGCONT: connections wait
+    in its backlog, calls time out after the request went out) and bursts
+    of 503s or of replies later than the job's timeout, switched on and off
+    through its PUT /faults so that it keeps its shipments. One carrier
+    fault at a time, each for config->carrier_fault_ms. */
 #ifndef ONCEQ_CHAOS_FAULTS_H
 #define ONCEQ_CHAOS_FAULTS_H
 
@@ -21,6 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "carrier_client.h"
 #include "chaos_config.h"
 #include "load.h"
 #include "observe.h"
@@ -49,14 +56,15 @@ typedef struct {
 
 typedef struct oq_faults oq_faults_t;
 
-/* Injectors for schedule. procs is NULL in attach mode. Violations seen
+/* Injectors for schedule. procs is NULL in attach mode, carrier NULL in a
+   run without shipments. Violations seen
    while injecting (the broker stopped answering after a burst, exited on
    its own, did not come back) and notes on skipped faults go to verdict.
    Everything is borrowed and must outlive this. */
 oq_faults_t *oq_faults_new(const oq_chaos_config_t *config, const oq_schedule_t *schedule,
                            oq_procs_t *procs, oq_observe_t *observe, const oq_load_t *load,
                            oq_verdict_t *verdict, const char *front, const char *back,
-                           const oq_curve_t *curve);
+                           const oq_curve_t *curve, oq_carrier_client_t *carrier);
 
 /* Free and set *self_p to NULL (resuming no process: oq_faults_close). */
 void oq_faults_destroy(oq_faults_t **self_p);

@@ -4,7 +4,11 @@
     dispatch directly, also a late one to a request that was sent again or
     given up on. The request, payload included, is encoded again from the
     order for every send, byte for byte the same (same dispatch_id, same
-    request id), as the Lazy Pirate pattern wants. */
+    request id), as the Lazy Pirate pattern wants.
+
+    With shipments on, each dispatch position has two slots, the grant and
+    then the shipment (slot = position x 2 + leg); both fall due together
+    and a request id is the slot plus one. */
 #include "load.h"
 
 #include <assert.h>
@@ -25,12 +29,15 @@
 #define S_TAG_BYTES   8
 #define S_NUM_LEN     32
 #define S_MAX_PAYLOAD 8 /* keys in a payload at most */
+enum { S_LEG_GRANT = 0, S_LEG_SHIP = 1 };
+#define S_ADDRESS_LEN 64
 
 typedef enum { S_PENDING = 0, S_IN_FLIGHT, S_CONFIRMED, S_UNCONFIRMED, S_REFUSED } s_state_t;
 
 typedef struct {
     uint32_t order;   /* index into orders */
     uint8_t state;    /* s_state_t */
+    uint8_t leg;      /* S_LEG_GRANT or S_LEG_SHIP */
     bool first;       /* the first dispatch of its order (carries its hook) */
     int64_t first_ms; /* first send */
     int64_t next_ms;  /* in flight: when to send again */
@@ -41,10 +48,12 @@ struct oq_load {
     int64_t id_base;                 /* ids start above it */
     oq_order_t *orders;              /* drawn up front, config->jobs at most */
     size_t order_count;
-    s_dispatch_t *dispatches;         /* config->jobs, in dispatch order */
-    uint32_t flight[OQ_CHAOS_WINDOW]; /* dispatch positions in flight */
+    s_dispatch_t *dispatches;         /* config->jobs x legs slots, in dispatch order */
+    uint32_t legs;                    /* slots per position: 2 with shipments, else 1 */
+    uint32_t slots;                   /* config->jobs x legs */
+    uint32_t flight[OQ_CHAOS_WINDOW]; /* slots in flight */
     size_t in_flight;
-    uint32_t next;                 /* the next position to send */
+    uint32_t next;                 /* the next slot to send */
     int64_t start_ms;              /* the first pump: position 0 is due then */
     char tag[2 * S_TAG_BYTES + 1]; /* this run's part of every dispatch_id */
     void *ctx;                     /* ZeroMQ context of our own */
@@ -84,7 +93,7 @@ static void s_draw(oq_load_t *self, const oq_schedule_t *schedule)
     oq_rng_t rng;
     oq_rng_seed(&rng, self->config->seed, OQ_RNG_ORDERS);
     for (uint32_t i = 0; i < self->config->jobs; i++) {
-        s_dispatch_t *d = &self->dispatches[i];
+        s_dispatch_t *d = &self->dispatches[i * self->legs];
         oq_fault_kind_t hook = oq_schedule_hook_at(schedule, i);
         /* The draw for "re-dispatch?" is made at every position, so that a
            hook does not shift the orders that follow it. */
@@ -95,6 +104,9 @@ static void s_draw(oq_load_t *self, const oq_schedule_t *schedule)
             d->order = s_new_order(self, &rng, hook);
             d->first = true;
         }
+        if (self->legs > 1)
+            self->dispatches[i * self->legs + S_LEG_SHIP] =
+                (s_dispatch_t){.order = d->order, .leg = S_LEG_SHIP, .first = d->first};
     }
 }
 
@@ -106,8 +118,10 @@ oq_load_t *oq_load_new(const oq_chaos_config_t *config, const oq_schedule_t *sch
     assert(self);
     self->config = config;
     self->id_base = id_base;
+    self->legs = config->carrier ? 2 : 1;
+    self->slots = config->jobs * self->legs;
     self->orders = calloc(config->jobs, sizeof *self->orders);
-    self->dispatches = calloc(config->jobs, sizeof *self->dispatches);
+    self->dispatches = calloc(self->slots, sizeof *self->dispatches);
     assert(self->orders && self->dispatches);
     msgpack_sbuffer_init(&self->buf);
     msgpack_sbuffer_init(&self->payload);
@@ -173,10 +187,33 @@ static int s_query_count(PGconn *db, const char *sql, int64_t lo, int64_t hi, in
     return rc;
 }
 
+bool oq_load_ships(const oq_load_t *self)
+{
+    return self->legs > 1;
+}
+
+void oq_load_ship_address(int64_t order_id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%" PRId64 " Chaos Street", order_id);
+}
+
 int oq_load_prepare_db(oq_load_t *self, PGconn *db, char *err, size_t err_len)
 {
     int64_t c_lo, c_hi, o_lo, o_hi, n;
     oq_load_ranges(self, &c_lo, &c_hi, &o_lo, &o_hi);
+    if (self->legs > 1) {
+        if (s_query_count(db,
+                          "SELECT count(*) FROM shipment_requests WHERE order_id BETWEEN $1 AND $2",
+                          o_lo, o_hi, &n, err, err_len) < 0)
+            return -1;
+        if (n > 0) {
+            snprintf(err, err_len,
+                     "%" PRId64 " shipment requests for order ids %" PRId64 "..%" PRId64
+                     " exist already; choose another --id-base",
+                     n, o_lo, o_hi);
+            return -1;
+        }
+    }
     if (s_query_count(db, "SELECT count(*) FROM point_balances WHERE customer_id BETWEEN $1 AND $2",
                       c_lo, c_hi, &n, err, err_len) < 0)
         return -1;
@@ -266,19 +303,43 @@ static void s_payload(oq_load_t *self, const s_dispatch_t *d)
         s_kv(&pk, "test_kill_after_commit_attempt", 1);
 }
 
-static void s_send(oq_load_t *self, uint32_t pos, int64_t now_ms)
+/* The shipment payload of dispatch d: the order and its address, the same
+   on every dispatch of the order. No test keys: the handler sends what it
+   does not know on to the carrier, which refuses unknown fields. */
+static void s_ship_payload(oq_load_t *self, const s_dispatch_t *d)
+{
+    const oq_order_t *o = &self->orders[d->order];
+    char address[S_ADDRESS_LEN];
+    oq_load_ship_address(o->order_id, address, sizeof address);
+    msgpack_sbuffer_clear(&self->payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &self->payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    s_kv(&pk, "order_id", (uint64_t)o->order_id);
+    oq_proto_pack_cstr(&pk, "address");
+    oq_proto_pack_cstr(&pk, address);
+}
+
+static void s_send(oq_load_t *self, uint32_t slot, int64_t now_ms)
 {
     const oq_chaos_config_t *c = self->config;
-    s_dispatch_t *d = &self->dispatches[pos];
-    s_payload(self, d);
+    s_dispatch_t *d = &self->dispatches[slot];
+    bool ship = d->leg == S_LEG_SHIP;
+    uint32_t pos = slot / self->legs;
     char dispatch_id[OQ_CHAOS_DISPATCH_ID_LEN];
-    snprintf(dispatch_id, sizeof dispatch_id, "chaos-%s-%" PRIu32, self->tag, pos);
+    if (ship) {
+        s_ship_payload(self, d);
+        snprintf(dispatch_id, sizeof dispatch_id, "chaos-%s-%" PRIu32 "-ship", self->tag, pos);
+    } else {
+        s_payload(self, d);
+        snprintf(dispatch_id, sizeof dispatch_id, "chaos-%s-%" PRIu32, self->tag, pos);
+    }
     oq_job_msg_t job = {
-        .type = oq_str(c->job_type),
-        .queue = oq_str(c->queue),
+        .type = oq_str(ship ? c->ship_type : c->job_type),
+        .queue = oq_str(ship ? c->ship_queue : c->queue),
         .payload = (const uint8_t *)self->payload.data,
         .payload_len = self->payload.size,
-        .max_tries = c->max_tries,
+        .max_tries = ship ? c->ship_tries : c->max_tries,
         .has_max_tries = true,
         .backoff_ms = {(int64_t)c->backoff_s * S_MS_PER_S},
         .backoff_len = 1,
@@ -287,7 +348,7 @@ static void s_send(oq_load_t *self, uint32_t pos, int64_t now_ms)
         .dispatch_id = oq_str(dispatch_id),
     };
     msgpack_sbuffer_clear(&self->buf);
-    oq_proto_encode_dispatch(&self->buf, (int64_t)pos + 1, &job);
+    oq_proto_encode_dispatch(&self->buf, (int64_t)slot + 1, &job);
     /* A full pipe (the broker is away and libzmq's queue is full) is the
        same as no answer: the request goes again later. */
     if (zmq_send(self->sock, self->buf.data, self->buf.size, ZMQ_DONTWAIT) < 0) {
@@ -307,11 +368,38 @@ static void s_unfly(oq_load_t *self, uint32_t pos)
     }
 }
 
+/* The same transition for a shipment dispatch, on its own counts. */
+static void s_resolve_ship(oq_load_t *self, s_dispatch_t *d, s_state_t state)
+{
+    oq_order_t *o = &self->orders[d->order];
+    if (d->state == S_UNCONFIRMED) { /* a late answer */
+        o->ship_unconfirmed--;
+        self->counts.ship_unconfirmed--;
+        self->counts.ship_late++;
+    }
+    d->state = (uint8_t)state;
+    if (state == S_CONFIRMED) {
+        o->ship_confirmed++;
+        self->counts.ship_confirmed++;
+    } else if (state == S_UNCONFIRMED) {
+        o->ship_unconfirmed++;
+        self->counts.ship_unconfirmed++;
+    } else {
+        o->ship_refused++;
+        self->counts.ship_refused++;
+    }
+}
+
 static void s_resolve(oq_load_t *self, uint32_t pos, s_state_t state, int64_t now_ms)
 {
     s_dispatch_t *d = &self->dispatches[pos];
     oq_order_t *o = &self->orders[d->order];
     s_unfly(self, pos);
+    if (d->leg == S_LEG_SHIP) {
+        s_resolve_ship(self, d, state);
+        self->counts.last_answer_ms = now_ms;
+        return;
+    }
     if (d->state == S_UNCONFIRMED) { /* a late answer */
         o->unconfirmed--;
         self->counts.unconfirmed--;
@@ -337,10 +425,11 @@ static void s_resolve(oq_load_t *self, uint32_t pos, s_state_t state, int64_t no
     self->counts.last_answer_ms = now_ms;
 }
 
-static int64_t s_due_ms(const oq_load_t *self, uint32_t pos)
+static int64_t s_due_ms(const oq_load_t *self, uint32_t slot)
 {
     if (self->config->rate <= 0)
         return self->start_ms;
+    uint32_t pos = slot / self->legs;
     return self->start_ms + (int64_t)((double)pos * S_MS_PER_S / self->config->rate);
 }
 
@@ -362,18 +451,23 @@ void oq_load_pump(oq_load_t *self, int64_t now_ms)
         }
         i++;
     }
-    while (self->next < self->config->jobs && self->in_flight < OQ_CHAOS_WINDOW &&
+    while (self->next < self->slots && self->in_flight < OQ_CHAOS_WINDOW &&
            now_ms >= s_due_ms(self, self->next)) {
-        uint32_t pos = self->next++;
-        s_dispatch_t *d = &self->dispatches[pos];
+        uint32_t slot = self->next++;
+        s_dispatch_t *d = &self->dispatches[slot];
         d->state = S_IN_FLIGHT;
         d->first_ms = now_ms;
-        self->orders[d->order].dispatches++;
-        self->counts.redispatches += !d->first;
-        self->flight[self->in_flight++] = pos;
-        if (self->counts.sent++ == 0)
-            self->counts.first_sent_ms = now_ms;
-        s_send(self, pos, now_ms);
+        self->flight[self->in_flight++] = slot;
+        if (d->leg == S_LEG_SHIP) {
+            self->orders[d->order].ship_dispatches++;
+            self->counts.ship_sent++;
+        } else {
+            self->orders[d->order].dispatches++;
+            self->counts.redispatches += !d->first;
+            if (self->counts.sent++ == 0)
+                self->counts.first_sent_ms = now_ms;
+        }
+        s_send(self, slot, now_ms);
     }
 }
 
@@ -387,8 +481,9 @@ static void s_answer(oq_load_t *self, const oq_msg_t *msg, int64_t now_ms)
         return; /* an answer to a resend of one already answered */
     if (msg->cmd == OQ_CMD_DISPATCHED) {
         oq_order_t *o = &self->orders[d->order];
-        if (!o->job_id)
-            o->job_id = msg->id;
+        uint64_t *job_id = d->leg == S_LEG_SHIP ? &o->ship_job_id : &o->job_id;
+        if (!*job_id)
+            *job_id = msg->id;
         s_resolve(self, pos, S_CONFIRMED, now_ms);
         return;
     }
@@ -433,7 +528,7 @@ void oq_load_receive(oq_load_t *self, int64_t now_ms)
 int64_t oq_load_next_ms(const oq_load_t *self, int64_t now_ms)
 {
     int64_t next = now_ms + OQ_CHAOS_LOOP_MS;
-    if (self->next < self->config->jobs && self->in_flight < OQ_CHAOS_WINDOW) {
+    if (self->next < self->slots && self->in_flight < OQ_CHAOS_WINDOW) {
         int64_t due = s_due_ms(self, self->next);
         if (due < next)
             next = due;
@@ -448,7 +543,7 @@ int64_t oq_load_next_ms(const oq_load_t *self, int64_t now_ms)
 
 bool oq_load_done(const oq_load_t *self)
 {
-    return self->next == self->config->jobs && self->in_flight == 0;
+    return self->next == self->slots && self->in_flight == 0;
 }
 
 void oq_load_counts(const oq_load_t *self, oq_load_counts_t *counts)

@@ -11,7 +11,14 @@
     OQ_CHAOS_GIVE_UP_MS without one it is recorded as unconfirmed: it may or
     may not be queued, so its order's grant is optional for the verdict,
     unless another dispatch of the order was confirmed. A late answer still
-    confirms it. Ids: customers id_base+1 .. id_base+C, orders above. */
+    confirms it. Ids: customers id_base+1 .. id_base+C, orders above.
+
+    With shipments on, every dispatch of an order (re-dispatches too, as a
+    confirmation sends both) is followed by a request_shipment dispatch of
+    the same order, {order_id, address}, the address made from the order id
+    so that every dispatch of one order is the same request to the carrier.
+    Both go out at the same moment, each with its own dispatch_id, and are
+    resolved independently. */
 #ifndef ONCEQ_CHAOS_LOAD_H
 #define ONCEQ_CHAOS_LOAD_H
 
@@ -37,6 +44,9 @@ typedef struct {
     uint32_t unconfirmed; /* given up without an answer */
     uint32_t refused;     /* answered with an error */
     uint64_t job_id;      /* of its first confirmed dispatch, for the messages; 0: none */
+    /* its request_shipment dispatches, counted as above */
+    uint32_t ship_dispatches, ship_confirmed, ship_unconfirmed, ship_refused;
+    uint64_t ship_job_id;
 } oq_order_t;
 
 typedef struct {
@@ -48,6 +58,8 @@ typedef struct {
     int64_t first_sent_ms;              /* monotonic */
     int64_t last_answer_ms;             /* monotonic: when the last dispatch was resolved */
     char refusal[OQ_MAX_ERROR_LEN + 1]; /* the first refusal, for the report */
+    /* the request_shipment dispatches (none without shipments) */
+    uint32_t ship_sent, ship_confirmed, ship_unconfirmed, ship_refused, ship_late;
 } oq_load_counts_t;
 
 typedef struct oq_load oq_load_t;
@@ -64,6 +76,9 @@ void oq_load_destroy(oq_load_t **self_p);
    --id-base against the same database would mix two runs). 0, or -1 with
    the reason in err. */
 int oq_load_prepare_db(oq_load_t *self, PGconn *db, char *err, size_t err_len);
+
+/* True if the run dispatches shipments. */
+bool oq_load_ships(const oq_load_t *self);
 
 /* Connect the DEALER to the broker's front endpoint, with curve's front
    key. 0 or -1. */
@@ -85,7 +100,8 @@ int64_t oq_load_next_ms(const oq_load_t *self, int64_t now_ms);
 /* True once every dispatch has been sent and resolved. */
 bool oq_load_done(const oq_load_t *self);
 
-/* The counts so far. */
+/* The counts so far (sent: dispatch positions started, the grants; the
+   shipments counted apart). */
 void oq_load_counts(const oq_load_t *self, oq_load_counts_t *counts);
 
 /* The orders: how many, each by index, and one by its id (NULL if the id is
@@ -93,6 +109,9 @@ void oq_load_counts(const oq_load_t *self, oq_load_counts_t *counts);
 size_t oq_load_order_count(const oq_load_t *self);
 const oq_order_t *oq_load_order(const oq_load_t *self, size_t index);
 const oq_order_t *oq_load_find(const oq_load_t *self, int64_t order_id);
+
+/* The address in order_id's shipment payload (into buf). */
+void oq_load_ship_address(int64_t order_id, char *buf, size_t len);
 
 /* The id ranges of the run: customers [*c_lo, *c_hi], orders [*o_lo, *o_hi]. */
 void oq_load_ranges(const oq_load_t *self, int64_t *c_lo, int64_t *c_hi, int64_t *o_lo,

@@ -18,6 +18,8 @@ struct oq_observe {
     oq_client_t *client;      /* to the broker's front socket */
     char *queue;              /* the run's queue, owned */
     char *job_type;           /* the run's job type, owned */
+    char *ship_queue;         /* the shipments' queue, owned; NULL: none */
+    char *ship_type;          /* the shipments' job type, owned; NULL: none */
     uint64_t last_uptime_ms;  /* of the last reading: a smaller one is a restart */
     oq_observe_totals_t base; /* sums of the lifetimes before the current one */
     oq_observe_totals_t last; /* the current lifetime's last reading */
@@ -26,7 +28,7 @@ struct oq_observe {
 };
 
 oq_observe_t *oq_observe_new(const char *front, const oq_curve_t *curve, const char *queue,
-                             const char *job_type)
+                             const char *job_type, const char *ship_queue, const char *ship_type)
 {
     assert(front && curve && queue && job_type);
     oq_observe_t *self = calloc(1, sizeof *self);
@@ -34,6 +36,8 @@ oq_observe_t *oq_observe_new(const char *front, const oq_curve_t *curve, const c
     self->client = oq_client_new(front);
     self->queue = strdup(queue);
     self->job_type = strdup(job_type);
+    self->ship_queue = ship_queue ? strdup(ship_queue) : NULL;
+    self->ship_type = ship_type ? strdup(ship_type) : NULL;
     if (!self->client || !self->queue || !self->job_type ||
         oq_curve_client(curve, self->client) < 0) {
         oq_observe_destroy(&self);
@@ -51,6 +55,8 @@ void oq_observe_destroy(oq_observe_t **self_p)
     oq_client_destroy(&self->client);
     free(self->queue);
     free(self->job_type);
+    free(self->ship_queue);
+    free(self->ship_type);
     free(self);
     *self_p = NULL;
 }
@@ -101,6 +107,14 @@ static void s_read_queues(const oq_observe_t *self, const msgpack_object *root,
     for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
         const msgpack_object *q = &queues->via.array.ptr[i];
         s->leased_all += s_u64(q, "leased");
+        if (self->ship_queue && s_name_is(q, self->ship_queue)) {
+            s->ship_ready = s_u64(q, "ready");
+            s->ship_delayed = s_u64(q, "delayed");
+            s->ship_leased = s_u64(q, "leased");
+            s->ship_failed = s_u64(q, "failed");
+            s->ship_review = s_u64(q, "review");
+            s->ship_done = s_u64(q, "done");
+        }
         if (!s_name_is(q, self->queue))
             continue;
         s->ready = s_u64(q, "ready");
@@ -124,6 +138,10 @@ static void s_read_rest(const oq_observe_t *self, const msgpack_object *root, oq
     const msgpack_object *types = s_array(root, "types");
     for (uint32_t i = 0; types && i < types->via.array.size; i++) {
         const msgpack_object *t = &types->via.array.ptr[i];
+        if (self->ship_type && s_name_is(t, self->ship_type)) {
+            s->ship_applied = s_u64(t, "applied");
+            s->ship_duplicates = s_u64(t, "duplicates");
+        }
         if (!s_name_is(t, self->job_type))
             continue;
         s->type_done = s_u64(t, "done");
@@ -154,6 +172,8 @@ static void s_add(oq_observe_totals_t *into, const oq_observe_totals_t *from)
     into->type_applied += from->type_applied;
     into->type_duplicates += from->type_duplicates;
     into->type_failed += from->type_failed;
+    into->ship_applied += from->ship_applied;
+    into->ship_duplicates += from->ship_duplicates;
 }
 
 /* A smaller uptime than the last reading's is a new broker lifetime: the
@@ -179,6 +199,8 @@ static void s_fold(oq_observe_t *self, const oq_observe_stats_t *s)
         .type_applied = s->type_applied,
         .type_duplicates = s->type_duplicates,
         .type_failed = s->type_failed,
+        .ship_applied = s->ship_applied,
+        .ship_duplicates = s->ship_duplicates,
     };
 }
 
@@ -213,12 +235,17 @@ static void s_copy_str(const msgpack_object *map, const char *key, char *out, si
         out[0] = 0;
 }
 
-int oq_observe_failed(oq_observe_t *self, oq_observe_failed_fn fn, void *ctx, uint64_t *total,
-                      uint64_t *listed)
+static int64_t s_order_of(const msgpack_object *job)
+{
+    const msgpack_object *order = oq_proto_map_get(oq_proto_map_get(job, "payload"), "order_id");
+    return order && order->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)order->via.u64 : 0;
+}
+
+int oq_observe_failed(oq_observe_t *self, const char *queue, oq_observe_failed_fn fn, void *ctx,
+                      uint64_t *total, uint64_t *listed)
 {
     oq_msg_t reply;
-    if (oq_client_failed(self->client, self->queue, OQ_MAX_FAILED_LIST, OQ_CHAOS_CALL_MS, &reply) <
-        0) {
+    if (oq_client_failed(self->client, queue, OQ_MAX_FAILED_LIST, OQ_CHAOS_CALL_MS, &reply) < 0) {
         snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
         return -1;
     }
@@ -230,13 +257,48 @@ int oq_observe_failed(oq_observe_t *self, oq_observe_failed_fn fn, void *ctx, ui
         char type[OQ_MAX_NAME_LEN + 1], error[S_ERROR_LEN];
         s_copy_str(job, "type", type, sizeof type);
         s_copy_str(job, "error", error, sizeof error);
-        const msgpack_object *order =
-            oq_proto_map_get(oq_proto_map_get(job, "payload"), "order_id");
-        int64_t order_id =
-            order && order->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)order->via.u64 : 0;
-        fn(ctx, s_u64(job, "id"), order_id, type, error);
+        fn(ctx, s_u64(job, "id"), s_order_of(job), type, error);
         (*listed)++;
     }
     oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_observe_review(oq_observe_t *self, const char *queue, oq_observe_review_fn fn, void *ctx,
+                      uint64_t *total, uint64_t *listed)
+{
+    *total = 0;
+    *listed = 0;
+    int64_t after_at = 0;
+    uint64_t after = 0;
+    /* Page by page along the cursor, at most as many pages as the first
+       reply's total needs, so that a store that grows meanwhile ends it. */
+    uint64_t pages = 1;
+    for (uint64_t page = 0; page < pages; page++) {
+        oq_msg_t reply;
+        if (oq_client_review_page(self->client, queue, after_at, after, OQ_MAX_FAILED_LIST,
+                                  OQ_CHAOS_CALL_MS, &reply) < 0) {
+            snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
+            return -1;
+        }
+        if (page == 0) {
+            *total = s_u64(&reply.root, "total");
+            pages = *total / OQ_MAX_FAILED_LIST + 1;
+        }
+        const msgpack_object *jobs = s_array(&reply.root, "jobs");
+        for (uint32_t i = 0; jobs && i < jobs->via.array.size; i++) {
+            const msgpack_object *job = &jobs->via.array.ptr[i];
+            char reason[S_ERROR_LEN];
+            s_copy_str(job, "reason", reason, sizeof reason);
+            fn(ctx, s_u64(job, "id"), s_order_of(job), reason);
+            (*listed)++;
+        }
+        bool more = oq_proto_map_get(&reply.root, "next") != NULL;
+        after = s_u64(&reply.root, "next");
+        after_at = (int64_t)s_u64(&reply.root, "next_at");
+        oq_proto_msg_release(&reply);
+        if (!more)
+            break;
+    }
     return 0;
 }

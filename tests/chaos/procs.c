@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,7 +35,7 @@
 #define S_CMD_LEN       (S_PATH_LEN + 4 * S_SUFFIX_LEN) /* a path in a command or NAME=path */
 #define S_ENDPOINT_LEN  64
 #define S_URL_LEN       (PATH_MAX + 128)
-#define S_MAX_ARGS      48
+#define S_MAX_ARGS      64
 #define S_MAX_ENV       8
 #define S_WAIT_SLICE_MS 20
 #define S_HELP_BYTES    16384
@@ -47,7 +48,7 @@ struct oq_procs {
     char bin_dir[S_PATH_LEN];        /* where the three binaries are */
     char pg_script[S_PATH_LEN];      /* deploy/pg.sh */
     char broker_bin[S_PATH_LEN + S_SUFFIX_LEN], worker_bin[S_PATH_LEN + S_SUFFIX_LEN],
-        onceq_bin[S_PATH_LEN + S_SUFFIX_LEN];
+        onceq_bin[S_PATH_LEN + S_SUFFIX_LEN], carrier_bin[S_PATH_LEN + S_SUFFIX_LEN];
     char front[S_ENDPOINT_LEN], back[S_ENDPOINT_LEN]; /* the broker's, on free ports */
     char worker_log[S_PATH_LEN + S_SUFFIX_LEN];       /* every worker appends to it */
     bool durable;                                     /* the broker has a journal */
@@ -61,6 +62,9 @@ struct oq_procs {
     pid_t guardian;                         /* stops the cluster if we die, or 0 */
     int guardian_fd;                        /* our end of its pipe, or -1 */
 
+    pid_t carrier;                       /* 0 when not running */
+    bool carrier_stopped;                /* we sent it SIGSTOP and no SIGCONT */
+    char carrier_url[S_ENDPOINT_LEN];    /* "http://127.0.0.1:PORT", once it listens */
     pid_t broker;                        /* 0 when not running */
     pid_t supervisor;                    /* 0 when not running */
     pid_t stopped[OQ_CHAOS_MAX_WORKERS]; /* workers we sent SIGSTOP and no SIGCONT */
@@ -264,8 +268,10 @@ static int s_find_bins(oq_procs_t *self)
     snprintf(self->broker_bin, sizeof self->broker_bin, "%s/onceq-broker", self->bin_dir);
     snprintf(self->worker_bin, sizeof self->worker_bin, "%s/onceq-test-worker", self->bin_dir);
     snprintf(self->onceq_bin, sizeof self->onceq_bin, "%s/onceq", self->bin_dir);
-    const char *bins[] = {self->broker_bin, self->worker_bin, self->onceq_bin};
-    for (size_t i = 0; i < sizeof bins / sizeof bins[0]; i++) {
+    snprintf(self->carrier_bin, sizeof self->carrier_bin, "%s/onceq-carrier", self->bin_dir);
+    const char *bins[] = {self->broker_bin, self->worker_bin, self->onceq_bin, self->carrier_bin};
+    size_t needed = sizeof bins / sizeof bins[0] - !self->config->carrier;
+    for (size_t i = 0; i < needed; i++) {
         if (!s_executable(bins[i])) {
             fprintf(stderr, "onceq-chaos: %s not found or not executable (use --bin-dir)\n",
                     bins[i]);
@@ -329,6 +335,12 @@ void oq_procs_destroy(oq_procs_t **self_p)
         return;
     if (self->supervisor)
         oq_procs_stop_workers(self);
+    if (self->carrier) {
+        if (self->carrier_stopped)
+            kill(self->carrier, SIGCONT);
+        s_stop(self->carrier, SIGTERM, OQ_CHAOS_STOP_MS);
+        self->carrier = 0;
+    }
     if (self->broker) {
         s_stop(self->broker, SIGTERM, OQ_CHAOS_STOP_MS);
         self->broker = 0;
@@ -488,6 +500,98 @@ bool oq_procs_broker_died(oq_procs_t *self, int *status)
     return true;
 }
 
+/* ---- the carrier ------------------------------------------------------ */
+
+/* The port in the carrier's "listening on 127.0.0.1:PORT" line of
+   RUN/carrier.log; 0 while there is none. */
+static int s_carrier_port(const oq_procs_t *self)
+{
+    char path[S_PATH_LEN + S_SUFFIX_LEN], line[S_CMD_LEN];
+    snprintf(path, sizeof path, "%s/carrier.log", self->run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "listening on 127.0.0.1:");
+        if (at)
+            port = atoi(at + strlen("listening on 127.0.0.1:"));
+    }
+    fclose(f);
+    return port;
+}
+
+int oq_procs_start_carrier(oq_procs_t *self)
+{
+    if (self->carrier)
+        return -1;
+    const oq_chaos_config_t *c = self->config;
+    char seed[S_NUM_LEN], errors[S_NUM_LEN], drops[S_NUM_LEN], most[S_NUM_LEN];
+    snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+    snprintf(errors, sizeof errors, "%g", c->carrier_error_rate);
+    snprintf(drops, sizeof drops, "%g", c->carrier_drop_rate);
+    /* One shipment per order at most: never the carrier's 507. */
+    uint64_t orders = c->jobs < OQ_CHAOS_MAX_SHIPMENTS ? c->jobs : OQ_CHAOS_MAX_SHIPMENTS;
+    snprintf(most, sizeof most, "%" PRIu64, orders);
+    const char *argv[] = {self->carrier_bin,
+                          "--bind",
+                          "127.0.0.1",
+                          "--port",
+                          "0",
+                          "--seed",
+                          seed,
+                          "--error-rate",
+                          errors,
+                          "--drop-reply-rate",
+                          drops,
+                          "--max-shipments",
+                          most,
+                          "--log-level",
+                          "info",
+                          NULL};
+    pid_t pid = s_spawn(self, "carrier.log", argv, NULL, true);
+    if (pid < 0)
+        return -1;
+    self->carrier = pid;
+    int64_t end = oq_support_now_ms() + OQ_CHAOS_CARRIER_UP_MS;
+    while (oq_support_now_ms() < end) {
+        int port = s_carrier_port(self);
+        if (port > 0) {
+            snprintf(self->carrier_url, sizeof self->carrier_url, "http://127.0.0.1:%d", port);
+            return 0;
+        }
+        if (oq_procs_carrier_died(self))
+            break;
+        oq_support_sleep_ms(S_WAIT_SLICE_MS);
+    }
+    fprintf(stderr, "onceq-chaos: the carrier did not start within %d ms (see %s/carrier.log)\n",
+            OQ_CHAOS_CARRIER_UP_MS, self->run_dir);
+    return -1;
+}
+
+const char *oq_procs_carrier_url(const oq_procs_t *self)
+{
+    return self->carrier_url[0] ? self->carrier_url : NULL;
+}
+
+int oq_procs_signal_carrier(oq_procs_t *self, int sig)
+{
+    if (!self->carrier || kill(self->carrier, sig) < 0)
+        return -1;
+    if (sig == SIGSTOP || sig == SIGCONT)
+        self->carrier_stopped = sig == SIGSTOP;
+    return 0;
+}
+
+bool oq_procs_carrier_died(oq_procs_t *self)
+{
+    if (!self->carrier || waitpid(self->carrier, NULL, WNOHANG) != self->carrier)
+        return false;
+    self->carrier = 0;
+    self->carrier_stopped = false;
+    return true;
+}
+
 /* ---- the workers ------------------------------------------------------ */
 
 int oq_procs_start_workers(oq_procs_t *self)
@@ -522,8 +626,20 @@ int oq_procs_start_workers(oq_procs_t *self)
         argv[n++] = "--broker-key";
         argv[n++] = self->curve->broker_public;
     }
+    if (self->carrier_url[0]) {
+        argv[n++] = "--carrier-url";
+        argv[n++] = self->carrier_url;
+    }
+    /* Last, so that they may also override ours (--log-level, ...). */
+    for (size_t i = 0; i < c->worker_arg_count && n < S_MAX_ARGS - 1; i++)
+        argv[n++] = c->worker_args[i];
     argv[n] = NULL;
-    const char *env[] = {c->hooks ? "ONCEQ_TEST_HOOKS=1" : "ONCEQ_TEST_HOOKS=0", NULL};
+    /* The carrier's URL in the environment too, for the test-only handlers
+       that have no flag of their own (request_shipment_unkeyed). */
+    char carrier_env[S_ENDPOINT_LEN + S_SUFFIX_LEN];
+    snprintf(carrier_env, sizeof carrier_env, "ONCEQ_CARRIER_URL=%s", self->carrier_url);
+    const char *env[] = {c->hooks ? "ONCEQ_TEST_HOOKS=1" : "ONCEQ_TEST_HOOKS=0",
+                         self->carrier_url[0] ? carrier_env : NULL, NULL};
     pid_t pid = s_spawn(self, "workers.log", argv, env, true);
     if (pid < 0)
         return -1;

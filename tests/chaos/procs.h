@@ -1,7 +1,9 @@
 /*  procs.h: the processes of a chaos run that the harness starts itself, on
     loopback, in the run directory: a PostgreSQL cluster (deploy/pg.sh, on a
-    free port), the broker (journal in RUN/broker-data, --fsync always) and a
-    worker supervisor with N processes (ONCEQ_TEST_HOOKS=1). It signals only
+    free port), the broker (journal in RUN/broker-data, --fsync always), the
+    mock carrier (onceq-carrier, on a port of its choosing) and a worker
+    supervisor with N processes (ONCEQ_TEST_HOOKS=1, --carrier-url ours,
+    then every --worker-arg; the rest of the environment is inherited). It signals only
     processes it started or their supervisor's children, checked by parent
     pid before each signal, and stops everything it started when destroyed,
     stopped workers included. A guardian process stops the cluster should
@@ -70,7 +72,25 @@ int oq_procs_kill_broker(oq_procs_t *self);
  *status gets its wait status. It is reaped and counts as not running. */
 bool oq_procs_broker_died(oq_procs_t *self, int *status);
 
-/* Start the worker supervisor. 0 or -1. */
+/* Start the carrier with the run's seed and its faults all through the
+   run, and wait (bounded) for the port it prints. 0, or -1 with the reason
+   on stderr. */
+int oq_procs_start_carrier(oq_procs_t *self);
+
+/* The carrier's base URL ("http://127.0.0.1:PORT"); NULL before it
+   started. Borrowed. */
+const char *oq_procs_carrier_url(const oq_procs_t *self);
+
+/* SIGSTOP or SIGCONT the carrier (a stopped one is resumed by destroy).
+   0, or -1 if it is not running. */
+int oq_procs_signal_carrier(oq_procs_t *self, int sig);
+
+/* True if the carrier has exited without being stopped by us; it is
+   reaped. */
+bool oq_procs_carrier_died(oq_procs_t *self);
+
+/* Start the worker supervisor (with --carrier-url once the carrier runs).
+   0 or -1. */
 int oq_procs_start_workers(oq_procs_t *self);
 
 /* True if the supervisor has exited (it should not, until we stop it). */

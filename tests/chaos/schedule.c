@@ -44,6 +44,9 @@ static const char *s_names[OQ_FAULT_KIND_COUNT_] = {
     [OQ_FAULT_DB_FAST] = "PostgreSQL restart (fast)",
     [OQ_FAULT_DB_IMMEDIATE] = "PostgreSQL restart (immediate)",
     [OQ_FAULT_BURST] = "malformed frame burst (both sockets)",
+    [OQ_FAULT_CARRIER_STALL] = "carrier SIGSTOP, then SIGCONT",
+    [OQ_FAULT_CARRIER_ERRORS] = "carrier burst: every POST answered 503",
+    [OQ_FAULT_CARRIER_DELAY] = "carrier burst: replies after the timeout",
 };
 
 const char *oq_schedule_kind_name(oq_fault_kind_t kind)
@@ -121,7 +124,9 @@ oq_schedule_t *oq_schedule_new(const oq_chaos_config_t *config)
     assert(self->hooks);
     memset(self->hooks, OQ_FAULT_KIND_COUNT_, config->jobs);
     size_t total = (size_t)config->kills + config->commit_kills + config->self_kills +
-                   config->pauses + config->broker_kills + config->db_restarts + config->bursts;
+                   config->pauses + config->broker_kills + config->db_restarts + config->bursts +
+                   config->carrier_stalls + config->carrier_error_bursts +
+                   config->carrier_delay_bursts;
     self->faults = calloc(total ? total : 1, sizeof *self->faults);
     assert(self->faults);
 
@@ -146,6 +151,9 @@ oq_schedule_t *oq_schedule_new(const oq_chaos_config_t *config)
     s_add(self, &rng, OQ_FAULT_BURST, config->bursts, from, to);
     s_add(self, &rng, OQ_FAULT_COMMIT_KILL, config->commit_kills, from, to);
     s_add(self, &rng, OQ_FAULT_SELF_KILL, config->self_kills, from, to);
+    s_add(self, &rng, OQ_FAULT_CARRIER_STALL, config->carrier_stalls, from, to);
+    s_add(self, &rng, OQ_FAULT_CARRIER_ERRORS, config->carrier_error_bursts, from, to);
+    s_add(self, &rng, OQ_FAULT_CARRIER_DELAY, config->carrier_delay_bursts, from, to);
     qsort(self->faults, self->count, sizeof *self->faults, s_by_position);
     return self;
 }

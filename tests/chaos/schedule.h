@@ -7,7 +7,11 @@
     Two kinds are carried by an order rather than done to a process: the
     order dispatched at a commit-kill position asks its worker to pause
     after COMMIT (the harness then kills it there), and the one at a
-    self-kill position asks its worker to SIGKILL itself after COMMIT. */
+    self-kill position asks its worker to SIGKILL itself after COMMIT.
+
+    The carrier's kinds (a stall, a burst of 503s, a burst of replies too
+    late) are drawn after every other kind, so a seed places the points'
+    faults where it did before they existed. */
 #ifndef ONCEQ_CHAOS_SCHEDULE_H
 #define ONCEQ_CHAOS_SCHEDULE_H
 
@@ -18,14 +22,17 @@
 #include "chaos_config.h"
 
 typedef enum {
-    OQ_FAULT_KILL = 0,     /* SIGKILL a worker that holds a job */
-    OQ_FAULT_COMMIT_KILL,  /* SIGKILL a worker between COMMIT and ack (order hook) */
-    OQ_FAULT_SELF_KILL,    /* the worker SIGKILLs itself after COMMIT (order hook) */
-    OQ_FAULT_PAUSE,        /* SIGSTOP a worker past retry_after, then SIGCONT */
-    OQ_FAULT_BROKER_KILL,  /* SIGKILL the broker, start it again on its journal */
-    OQ_FAULT_DB_FAST,      /* restart PostgreSQL, fast mode */
-    OQ_FAULT_DB_IMMEDIATE, /* restart PostgreSQL, immediate mode (crash recovery) */
-    OQ_FAULT_BURST,        /* malformed frames to both broker sockets */
+    OQ_FAULT_KILL = 0,       /* SIGKILL a worker that holds a job */
+    OQ_FAULT_COMMIT_KILL,    /* SIGKILL a worker between COMMIT and ack (order hook) */
+    OQ_FAULT_SELF_KILL,      /* the worker SIGKILLs itself after COMMIT (order hook) */
+    OQ_FAULT_PAUSE,          /* SIGSTOP a worker past retry_after, then SIGCONT */
+    OQ_FAULT_BROKER_KILL,    /* SIGKILL the broker, start it again on its journal */
+    OQ_FAULT_DB_FAST,        /* restart PostgreSQL, fast mode */
+    OQ_FAULT_DB_IMMEDIATE,   /* restart PostgreSQL, immediate mode (crash recovery) */
+    OQ_FAULT_BURST,          /* malformed frames to both broker sockets */
+    OQ_FAULT_CARRIER_STALL,  /* SIGSTOP the carrier past the handler's call, then SIGCONT */
+    OQ_FAULT_CARRIER_ERRORS, /* the carrier answers every POST 503 for a while */
+    OQ_FAULT_CARRIER_DELAY,  /* every carrier reply comes after the handler gave up */
     OQ_FAULT_KIND_COUNT_
 } oq_fault_kind_t;
 

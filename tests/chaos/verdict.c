@@ -46,7 +46,23 @@ struct oq_verdict {
     uint64_t optional_granted, optional_missing; /* unconfirmed orders */
     uint64_t customers_over, points_over;        /* balances above their grants */
     uint64_t customers_wrong;                    /* grant rows not as the orders imply */
-    uint64_t leased_end;                         /* the run's queue at the end */
+    uint64_t leased_end;                         /* the run's queues at the end */
+
+    /* the shipments */
+    uint8_t *ship_failed; /* per order index: S_NOT_FAILED ... (the shipments' queue) */
+    uint8_t *ship_review; /* per order index: S_NOT_FAILED ... of the review store */
+    uint64_t ship_failed_total, review_total, review_listed;
+    bool carrier_read;                                  /* the rows below are known */
+    oq_carrier_totals_t carrier_totals;                 /* the carrier's POSTs by outcome */
+    uint64_t shipments, shipped_orders, double_shipped; /* at the carrier */
+    uint64_t requests_sum, requests_max, dropped_sum;   /* POSTs processed per key */
+    uint64_t ship_missing;                              /* confirmed, no shipment, no review */
+    uint64_t ship_in_review,
+        ship_review_shipped;        /* confirmed orders in review: without, with one */
+    uint64_t ship_failed_orders;    /* confirmed, no shipment, failed with a reason */
+    uint64_t ship_optional_missing; /* unconfirmed, not shipped */
+    bool rows_read;
+    uint64_t rows_confirmed, rows_review, rows_failed, rows_requested, rows_wrong_reference;
 };
 
 oq_verdict_t *oq_verdict_new(void)
@@ -63,6 +79,8 @@ void oq_verdict_destroy(oq_verdict_t **self_p)
     if (!self)
         return;
     free(self->failed);
+    free(self->ship_failed);
+    free(self->ship_review);
     free(self);
     *self_p = NULL;
 }
@@ -98,26 +116,68 @@ size_t oq_verdict_count(const oq_verdict_t *self)
 typedef struct {
     oq_verdict_t *self;
     int64_t o_lo, o_hi;
+    uint8_t *marks; /* per order index */
 } s_failed_ctx_t;
 
-static void s_on_failed(void *arg, uint64_t job_id, int64_t order_id, const char *type,
-                        const char *error)
+/* Mark an order failed (or in review) with or without a reason. */
+static void s_mark(s_failed_ctx_t *ctx, int64_t order_id, const char *why)
 {
-    s_failed_ctx_t *ctx = arg;
     if (order_id < ctx->o_lo || order_id > ctx->o_hi)
         return; /* another producer's job on the same queue */
     size_t index = (size_t)(order_id - ctx->o_lo);
     if (index >= ctx->self->failed_len)
         return;
-    uint8_t *slot = &ctx->self->failed[index];
-    if (error && *error)
+    uint8_t *slot = &ctx->marks[index];
+    if (why && *why)
         *slot = S_FAILED_WITH_REASON;
     else if (*slot == S_NOT_FAILED)
         *slot = S_FAILED_WITHOUT_REASON;
 }
 
+static void s_on_failed(void *arg, uint64_t job_id, int64_t order_id, const char *type,
+                        const char *error)
+{
+    s_mark(arg, order_id, error);
+}
+
+static void s_on_review(void *arg, uint64_t job_id, int64_t order_id, const char *reason)
+{
+    s_mark(arg, order_id, reason);
+}
+
+/* The shipments' queue: still leased or waiting, its failed and review
+   stores. 0 or -1 (a violation). */
+static int s_check_ship_queue(oq_verdict_t *self, oq_observe_t *observe, const char *queue,
+                              int64_t o_lo, int64_t o_hi)
+{
+    self->ship_failed = calloc(self->failed_len, 1);
+    self->ship_review = calloc(self->failed_len, 1);
+    assert(self->ship_failed && self->ship_review);
+    uint64_t listed = 0;
+    s_failed_ctx_t failed = {self, o_lo, o_hi, self->ship_failed};
+    if (oq_observe_failed(observe, queue, s_on_failed, &failed, &self->ship_failed_total, &listed) <
+        0) {
+        oq_verdict_violation(self, "the broker did not answer the failed listing of %s: %s", queue,
+                             oq_observe_error(observe));
+        return -1;
+    }
+    if (self->ship_failed_total > listed)
+        oq_verdict_note(self,
+                        "the failed store of %s holds %" PRIu64 " jobs; the broker lists %" PRIu64
+                        ", so orders among the rest count as missing",
+                        queue, self->ship_failed_total, listed);
+    s_failed_ctx_t review = {self, o_lo, o_hi, self->ship_review};
+    if (oq_observe_review(observe, queue, s_on_review, &review, &self->review_total,
+                          &self->review_listed) < 0) {
+        oq_verdict_violation(self, "the broker did not answer the review listing of %s: %s", queue,
+                             oq_observe_error(observe));
+        return -1;
+    }
+    return 0;
+}
+
 int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_load_t *load,
-                            bool settled)
+                            bool settled, const char *queue, const char *ship_queue)
 {
     int64_t c_lo, c_hi, o_lo, o_hi;
     oq_load_ranges(load, &c_lo, &c_hi, &o_lo, &o_hi);
@@ -132,7 +192,7 @@ int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_
         oq_verdict_violation(self, "the broker did not answer stats at the end: %s",
                              oq_observe_error(observe));
     } else {
-        self->leased_end = stats->leased;
+        self->leased_end = stats->leased + stats->ship_leased;
         if (stats->leased > 0)
             oq_verdict_violation(
                 self, "%" PRIu64 " jobs of the run's queue still leased at the end", stats->leased);
@@ -140,14 +200,22 @@ int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_
             oq_verdict_violation(
                 self, "%" PRIu64 " ready and %" PRIu64 " delayed jobs left after the run settled",
                 stats->ready, stats->delayed);
+        if (stats->ship_leased > 0)
+            oq_verdict_violation(self, "%" PRIu64 " shipment jobs still leased at the end",
+                                 stats->ship_leased);
+        if (settled && stats->ship_ready + stats->ship_delayed > 0)
+            oq_verdict_violation(self,
+                                 "%" PRIu64 " ready and %" PRIu64
+                                 " delayed shipment jobs left after the run settled",
+                                 stats->ship_ready, stats->ship_delayed);
     }
     free(stats);
     if (rc < 0)
         return -1;
 
-    s_failed_ctx_t ctx = {self, o_lo, o_hi};
+    s_failed_ctx_t ctx = {self, o_lo, o_hi, self->failed};
     uint64_t listed = 0;
-    if (oq_observe_failed(observe, s_on_failed, &ctx, &self->failed_total, &listed) < 0) {
+    if (oq_observe_failed(observe, queue, s_on_failed, &ctx, &self->failed_total, &listed) < 0) {
         oq_verdict_violation(self, "the broker did not answer the failed listing: %s",
                              oq_observe_error(observe));
         return -1;
@@ -157,7 +225,7 @@ int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_
                         "the failed store holds %" PRIu64 " jobs; the broker lists %" PRIu64
                         ", so orders among the rest count as missing",
                         self->failed_total, listed);
-    return 0;
+    return ship_queue ? s_check_ship_queue(self, observe, ship_queue, o_lo, o_hi) : 0;
 }
 
 /* ---- the database ----------------------------------------------------- */
@@ -342,6 +410,176 @@ int oq_verdict_check_db(oq_verdict_t *self, PGconn *db, const oq_load_t *load, u
     return 0;
 }
 
+/* ---- the carrier ------------------------------------------------------ */
+
+#define S_KEY_PREFIX  "shipment-request:" /* the handler's business key */
+#define S_REF_PREFIX  "SHP-"              /* the carrier's references */
+#define S_ADDRESS_LEN 64
+
+typedef struct {
+    oq_verdict_t *self;
+    const oq_load_t *load;
+    int64_t o_lo, o_hi;
+    uint32_t *shipped;   /* per order index: shipments at the carrier */
+    uint64_t *reference; /* per order index: the number of its (first) shipment's reference */
+} s_carrier_ctx_t;
+
+/* One shipment of GET /shipments, judged alone: an order of the run, its
+   business key, its request; counted for its order. */
+static void s_on_shipment(void *arg, const oq_carrier_shipment_t *sh)
+{
+    s_carrier_ctx_t *ctx = arg;
+    oq_verdict_t *self = ctx->self;
+    self->shipments++;
+    self->requests_sum += sh->requests;
+    self->dropped_sum += sh->dropped;
+    if (sh->requests > self->requests_max)
+        self->requests_max = sh->requests;
+    const oq_order_t *o = oq_load_find(ctx->load, sh->order_id);
+    if (!o || !o->ship_dispatches) {
+        oq_verdict_violation(self,
+                             "a shipment this run never asked for: %s, order %" PRId64 ", key %s",
+                             sh->reference, sh->order_id, sh->key);
+        return;
+    }
+    char key[S_LINE_LEN], address[S_ADDRESS_LEN];
+    snprintf(key, sizeof key, S_KEY_PREFIX "%" PRId64, sh->order_id);
+    if (strcmp(sh->key, key) != 0)
+        oq_verdict_violation(self,
+                             "shipment %s of order %" PRId64 " was made under the key %s, not the "
+                             "business key %s",
+                             sh->reference, sh->order_id, sh->key, key);
+    oq_load_ship_address(sh->order_id, address, sizeof address);
+    if (strcmp(sh->address, address) != 0)
+        oq_verdict_violation(self,
+                             "shipment %s of order %" PRId64 " is for \"%s\"; the order was "
+                             "dispatched for \"%s\"",
+                             sh->reference, sh->order_id, sh->address, address);
+    size_t index = (size_t)(sh->order_id - ctx->o_lo);
+    if (ctx->shipped[index]++ == 0) {
+        if (strncmp(sh->reference, S_REF_PREFIX, strlen(S_REF_PREFIX)) == 0)
+            ctx->reference[index] = strtoull(sh->reference + strlen(S_REF_PREFIX), NULL, 10);
+    } else {
+        oq_verdict_violation(self,
+                             "order %" PRId64 " has %u shipments at the carrier (the latest %s "
+                             "under key %s): more than one parcel for one order",
+                             sh->order_id, ctx->shipped[index], sh->reference, sh->key);
+    }
+}
+
+/* The orders: each with a confirmed request_shipment has exactly one
+   shipment, or waits in review with a reason, or failed with one. */
+static void s_judge_shipments(oq_verdict_t *self, const oq_load_t *load, const uint32_t *shipped)
+{
+    for (size_t i = 0; i < oq_load_order_count(load); i++) {
+        const oq_order_t *o = oq_load_order(load, i);
+        if (!o->ship_dispatches)
+            continue;
+        uint32_t n = shipped[i];
+        uint8_t review = self->ship_review ? self->ship_review[i] : S_NOT_FAILED;
+        uint8_t failed = self->ship_failed ? self->ship_failed[i] : S_NOT_FAILED;
+        self->shipped_orders += n > 0;
+        self->double_shipped += n > 1;
+        if (review == S_FAILED_WITHOUT_REASON)
+            oq_verdict_violation(self,
+                                 "order %" PRId64 ": its shipment job waits in review without a "
+                                 "reason",
+                                 o->order_id);
+        if (n > 0) {
+            self->ship_review_shipped += review != S_NOT_FAILED && o->ship_confirmed;
+            continue;
+        }
+        if (!o->ship_confirmed) {
+            self->ship_optional_missing++;
+            continue;
+        }
+        if (review == S_FAILED_WITH_REASON) {
+            self->ship_in_review++;
+        } else if (failed == S_FAILED_WITH_REASON) {
+            self->ship_failed_orders++;
+        } else {
+            self->ship_missing++;
+            oq_verdict_violation(self,
+                                 "order %" PRId64 " (shipment job %" PRIu64
+                                 ") was confirmed by the "
+                                 "broker (%u of %u dispatches) but has no shipment at the carrier "
+                                 "and no job in review%s",
+                                 o->order_id, o->ship_job_id, o->ship_confirmed, o->ship_dispatches,
+                                 failed == S_FAILED_WITHOUT_REASON ? " (it failed without a reason)"
+                                                                   : " or in the failed store");
+        }
+    }
+}
+
+/* The handler's record: every confirmed row names the carrier's shipment
+   of its order. */
+static int s_judge_ship_rows(oq_verdict_t *self, PGconn *db, const oq_load_t *load, int64_t o_lo,
+                             int64_t o_hi, const uint32_t *shipped, const uint64_t *reference)
+{
+    const int64_t range[] = {o_lo, o_hi};
+    PGresult *res = s_query(db,
+                            "SELECT order_id, status, coalesce(reference, '') FROM "
+                            "shipment_requests WHERE order_id BETWEEN $1 AND $2",
+                            2, range);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        oq_verdict_violation(self, "shipment_requests could not be read: %s", PQerrorMessage(db));
+        PQclear(res);
+        return -1;
+    }
+    self->rows_read = true;
+    for (int r = 0; r < PQntuples(res); r++) {
+        int64_t order_id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+        const char *status = PQgetvalue(res, r, 1);
+        const char *ref = PQgetvalue(res, r, 2);
+        self->rows_confirmed += strcmp(status, "confirmed") == 0;
+        self->rows_review += strcmp(status, "review") == 0;
+        self->rows_failed += strcmp(status, "failed") == 0;
+        self->rows_requested += strcmp(status, "requested") == 0;
+        if (strcmp(status, "confirmed") != 0 || !oq_load_find(load, order_id))
+            continue;
+        size_t index = (size_t)(order_id - o_lo);
+        uint64_t number = strncmp(ref, S_REF_PREFIX, strlen(S_REF_PREFIX)) == 0
+                              ? strtoull(ref + strlen(S_REF_PREFIX), NULL, 10)
+                              : 0;
+        if (!shipped[index] || number != reference[index]) {
+            self->rows_wrong_reference++;
+            oq_verdict_violation(self,
+                                 "order %" PRId64 ": its row is confirmed with %s, but the carrier "
+                                 "%s",
+                                 order_id, ref,
+                                 shipped[index] ? "holds another shipment for it"
+                                                : "has no shipment for it");
+        }
+    }
+    PQclear(res);
+    return 0;
+}
+
+int oq_verdict_check_carrier(oq_verdict_t *self, oq_carrier_client_t *carrier, PGconn *db,
+                             const oq_load_t *load)
+{
+    int64_t c_lo, c_hi, o_lo, o_hi;
+    oq_load_ranges(load, &c_lo, &c_hi, &o_lo, &o_hi);
+    size_t orders = (size_t)(o_hi - o_lo + 1);
+    uint32_t *shipped = calloc(orders, sizeof *shipped);
+    uint64_t *reference = calloc(orders, sizeof *reference);
+    assert(shipped && reference);
+    s_carrier_ctx_t ctx = {self, load, o_lo, o_hi, shipped, reference};
+    int rc = oq_carrier_client_shipments(carrier, s_on_shipment, &ctx, &self->carrier_totals);
+    if (rc < 0) {
+        oq_verdict_violation(self, "the carrier's shipments could not be read: %s",
+                             oq_carrier_client_error(carrier));
+    } else {
+        self->carrier_read = true;
+        s_judge_shipments(self, load, shipped);
+        if (db)
+            rc = s_judge_ship_rows(self, db, load, o_lo, o_hi, shipped, reference);
+    }
+    free(shipped);
+    free(reference);
+    return rc;
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 static int s_cmp_i64(const void *a, const void *b)
@@ -414,8 +652,10 @@ static void s_kill_times(FILE *out, const oq_verdict_report_t *r, oq_fault_kind_
         qsort(times, timed, sizeof *times, s_cmp_i64);
         char extra[S_LINE_LEN] = "";
         if (idle || unfinished)
-            snprintf(extra, sizeof extra, " (%zu held no job we know of, %zu never done)", idle,
-                     unfinished);
+            snprintf(extra, sizeof extra,
+                     " (%zu held no grant we know of: between jobs or on a shipment; %zu never "
+                     "done)",
+                     idle, unfinished);
         if (timed)
             s_row(out, label, "%.2f / %.2f / %.2f s  (n=%zu)%s",
                   (double)s_percentile(times, timed, S_P50) / S_MS_PER_S,
@@ -514,6 +754,46 @@ static void s_print_faults(FILE *out, const oq_verdict_report_t *r)
     }
 }
 
+/* The shipments' rows: what was asked, what the carrier holds, what is in
+   review, how hard each key was tried. */
+static void s_print_shipments(const oq_verdict_t *self, FILE *out, const oq_verdict_report_t *r)
+{
+    oq_load_counts_t lc;
+    oq_load_counts(r->load, &lc);
+    s_row(out, "shipment requests dispatched (request_shipment)", "%u", lc.ship_sent);
+    s_row(out, "  confirmed / unconfirmed by the broker", "%u / %u%s", lc.ship_confirmed,
+          lc.ship_unconfirmed, lc.ship_refused ? " (and some refused)" : "");
+    s_row(out, "shipment duplicates absorbed (broker)", "%" PRIu64 "%s", r->totals->ship_duplicates,
+          r->totals->lifetimes > 1 ? " (at least)" : "");
+    if (!self->carrier_read)
+        return;
+    const oq_carrier_totals_t *t = &self->carrier_totals;
+    s_row(out, "shipments at the carrier (its GET /shipments)",
+          "%" PRIu64 " for %" PRIu64 " orders", self->shipments, self->shipped_orders);
+    s_row(out, "orders with more than one shipment", "%" PRIu64, self->double_shipped);
+    s_row(out, "carrier requests per key: max / mean", "%" PRIu64 " / %.2f", self->requests_max,
+          self->shipments ? (double)self->requests_sum / (double)self->shipments : 0.0);
+    s_row(out, "carrier POSTs: created / replayed / 422", "%" PRIu64 " / %" PRIu64 " / %" PRIu64,
+          t->created, t->replayed, t->conflicts);
+    s_row(out, "carrier POSTs: 503 injected / reply dropped", "%" PRIu64 " / %" PRIu64,
+          t->injected_errors, t->dropped_replies);
+    s_row(out, "confirmed orders in review, no shipment", "%" PRIu64, self->ship_in_review);
+    s_row(out, "confirmed orders in review, shipment exists", "%" PRIu64,
+          self->ship_review_shipped);
+    s_row(out, "jobs in review (shipments' queue)", "%" PRIu64, self->review_total);
+    s_row(out, "confirmed orders failed with a reason, no shipment", "%" PRIu64,
+          self->ship_failed_orders);
+    s_row(out, "unconfirmed shipment orders not shipped", "%" PRIu64, self->ship_optional_missing);
+    s_row(out, "confirmed orders with no shipment and no review", "%" PRIu64, self->ship_missing);
+    if (self->rows_read) {
+        s_row(out, "shipment rows: confirmed/review/failed/requested",
+              "%" PRIu64 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64, self->rows_confirmed,
+              self->rows_review, self->rows_failed, self->rows_requested);
+        s_row(out, "confirmed rows not matching the carrier", "%" PRIu64,
+              self->rows_wrong_reference);
+    }
+}
+
 void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *r)
 {
     oq_load_counts_t lc;
@@ -557,6 +837,8 @@ void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *
     s_row(out, "orders failed (in the failed store, with a reason)", "%" PRIu64,
           self->failed_orders);
     s_row(out, "confirmed orders missing their grant", "%" PRIu64, self->missing);
+    if (oq_load_ships(r->load))
+        s_print_shipments(self, out, r);
     s_row(out, "jobs leased at the end", "%" PRIu64, self->leased_end);
     s_row(out, "broker lifetimes", "%u", r->totals->lifetimes);
     if (r->worklog)
@@ -575,9 +857,10 @@ void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *
         s_kill_times(out, r, OQ_FAULT_SELF_KILL, "  self-SIGKILL after COMMIT");
         s_kill_times(out, r, OQ_FAULT_KIND_COUNT_, "  all kills");
     }
+    uint32_t jobs = lc.confirmed + lc.ship_confirmed;
     if (r->run_s > 0)
         s_row(out, "throughput (confirmed jobs / run time)", "%.1f jobs/s (%u in %.1f s%s)",
-              lc.confirmed / r->run_s, lc.confirmed, r->run_s, r->settled ? "" : ", not settled");
+              jobs / r->run_s, jobs, r->run_s, r->settled ? "" : ", not settled");
     s_row(out, "violations", "%zu", self->count);
 
     for (size_t i = 0; i < self->note_count; i++)
@@ -593,6 +876,9 @@ void oq_verdict_print(oq_verdict_t *self, FILE *out, const oq_verdict_report_t *
         fprintf(out, "\nFAIL: %zu violations of exactly-once effects or of the run's rules\n",
                 self->count);
     } else {
-        fprintf(out, "\nPASS: every confirmed order granted exactly once, every balance exact\n");
+        fprintf(out, "\nPASS: every confirmed order granted exactly once, every balance exact%s\n",
+                oq_load_ships(r->load)
+                    ? ",\n      one shipment per confirmed order at the carrier (or in review)"
+                    : "");
     }
 }

@@ -12,7 +12,14 @@
       imply; a balance above its grants is points added twice: a double
       grant, which the UNIQUE guard exists to prevent;
     - the broker never counted more grants applied than orders granted;
-    - at the end no job is leased and, if the run settled, none is waiting.
+    - at the end no job is leased and, if the run settled, none is waiting;
+    - with shipments, from the carrier's own GET /shipments: every order
+      with a confirmed request_shipment dispatch has exactly one shipment,
+      or a job of it waits in the review store with a reason (or sits in
+      the failed store with one); no order has two shipments, no shipment
+      has a key other than shipment-request:{order_id} or a request other
+      than the order's; and every confirmed row of shipment_requests names
+      the carrier's shipment of its order.
     Violations are counted; the first OQ_CHAOS_MAX_VIOLATIONS are kept with
     their details. */
 #ifndef ONCEQ_CHAOS_VERDICT_H
@@ -25,6 +32,7 @@
 
 #include <libpq-fe.h>
 
+#include "carrier_client.h"
 #include "chaos_config.h"
 #include "load.h"
 #include "observe.h"
@@ -69,11 +77,21 @@ void oq_verdict_note(oq_verdict_t *self, const char *format, ...)
 size_t oq_verdict_count(const oq_verdict_t *self);
 
 /* The broker's part: the final stats (nothing leased; nothing waiting if
-   settled) and the failed store (which orders failed, with what reason).
+   settled) and the failed store (which orders failed, with what reason);
+   queue is the grants' queue; with a ship_queue (NULL: none) its failed
+   and review stores too.
    Call before oq_verdict_check_db. 0, or -1 if the broker did not answer
    (itself a violation). */
 int oq_verdict_check_broker(oq_verdict_t *self, oq_observe_t *observe, const oq_load_t *load,
-                            bool settled);
+                            bool settled, const char *queue, const char *ship_queue);
+
+/* The carrier's part: its GET /shipments against the orders, the broker's
+   review and failed stores of the shipments' queue (read by
+   oq_verdict_check_broker) and the handler's rows in db. Call after
+   oq_verdict_check_broker. 0, or -1 if the carrier or the database could
+   not be read (itself a violation). */
+int oq_verdict_check_carrier(oq_verdict_t *self, oq_carrier_client_t *carrier, PGconn *db,
+                             const oq_load_t *load);
 
 /* The database's part, on db. applied: the grants the broker counted as
    applied during the run, or UINT64_MAX if unknown (a broker shared with

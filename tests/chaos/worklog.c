@@ -138,6 +138,19 @@ static bool s_death(const char *text, int *pid, int *status)
     return false;
 }
 
+/* "job J: order O was already granted...": the whole phrase, since sscanf
+   counts the conversions made and would take any "job J: order O ..." line
+   (the shipment handler's among them) for one. */
+static bool s_already_granted(const char *text)
+{
+    uint64_t job;
+    int64_t order;
+    int end = 0;
+    return sscanf(text, "job %" SCNu64 ": order %" SCNd64 " was already granted%n", &job, &order,
+                  &end) == 2 &&
+           end > 0;
+}
+
 static void s_line(oq_worklog_t *self, const char *line, oq_worklog_fn fn, void *ctx)
 {
     int64_t t_ms = s_stamp_ms(line);
@@ -165,8 +178,7 @@ static void s_line(oq_worklog_t *self, const char *line, oq_worklog_fn fn, void 
         } else if (strcmp(outcome, "retry") == 0) {
             self->retries++;
         }
-    } else if (sscanf(text, "job %" SCNu64 ": order %" SCNd64 " was already granted", &job,
-                      &order) == 2) {
+    } else if (s_already_granted(text)) {
         self->already++;
     } else if (s_death(text, &pid, &status)) {
         if (s_grow((void **)&self->deaths, &self->death_cap, self->death_count,

@@ -54,6 +54,13 @@ static void s_check_reencode(const oq_msg_t *msg)
     S_CHECK(a->has_priority == b->has_priority && a->priority == b->priority);
     S_CHECK(a->backoff_len == b->backoff_len &&
             memcmp(a->backoff_ms, b->backoff_ms, a->backoff_len * sizeof a->backoff_ms[0]) == 0);
+    S_CHECK(a->unique_key.len == b->unique_key.len &&
+            (!a->unique_key.len ||
+             memcmp(a->unique_key.ptr, b->unique_key.ptr, a->unique_key.len) == 0));
+    S_CHECK(a->overlap_key.len == b->overlap_key.len &&
+            (!a->overlap_key.len ||
+             memcmp(a->overlap_key.ptr, b->overlap_key.ptr, a->overlap_key.len) == 0));
+    S_CHECK(a->unique_for_ms == b->unique_for_ms);
     oq_proto_msg_release(&again);
     msgpack_sbuffer_destroy(&buf);
 }

@@ -45,6 +45,22 @@ static void s_check_reencode(const oq_record_t *rec, const uint8_t *frame, size_
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* Encode a decoded KEYS again and compare the bytes. */
+static void s_check_keys(const oq_record_t *rec, const uint8_t *frame, size_t frame_bytes)
+{
+    char unique[OQ_MAX_JOB_KEY_LEN + 1], overlap[OQ_MAX_JOB_KEY_LEN + 1];
+    S_CHECK(rec->unique_key.len <= OQ_MAX_JOB_KEY_LEN &&
+            rec->overlap_key.len <= OQ_MAX_JOB_KEY_LEN);
+    oq_str_copy(rec->unique_key, unique, sizeof unique);
+    oq_str_copy(rec->overlap_key, overlap, sizeof overlap);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    S_CHECK(oq_record_keys(&buf, rec->id, unique, rec->unique_until_ms, rec->window_only,
+                           overlap) == 0);
+    S_CHECK(buf.size == frame_bytes && memcmp(buf.data, frame, frame_bytes) == 0);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     oq_record_header_t header;
@@ -83,6 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 S_CHECK(oq_proto_name_valid(rec.job.type.ptr, rec.job.type.len));
                 s_check_reencode(&rec, copy, frame_bytes);
             }
+            if (rec.type == OQ_RECORD_KEYS)
+                s_check_keys(&rec, copy, frame_bytes);
         }
         free(copy);
     }

@@ -198,6 +198,18 @@ static void test_floor_follows_the_broker_and_is_required(void **state)
     free(out);
     assert_int_equal(s_rows(it), rows);
 
+    /* A unique key held with a window longer than that raises it too. */
+    oq_job_msg_t unique = {.delay_ms = 3600000,
+                           .has_delay = true,
+                           .unique_key = oq_str("report:2024-06"),
+                           .unique_for_ms = 6 * 3600000LL};
+    assert_true(it_dispatch(it, "noop", NULL, &unique) > 0);
+    out = s_prune(it, "unique", 1, "--older-than", "5h", NULL);
+    s_has(out, "retention floor: 6h ");
+    s_has(out, "unique window 6h");
+    free(out);
+    assert_int_equal(s_rows(it), rows);
+
     /* No broker: no floor to trust, nothing deleted. */
     it_signal(it->broker, SIGKILL);
     assert_true(it_wait_exit(it->broker, IT_WAIT_MS) >= 0);

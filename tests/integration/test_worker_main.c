@@ -59,9 +59,11 @@ static void test_help_lists_registered_types(void **state)
     char *text = it_read_log(it, "help");
     assert_non_null(text);
     assert_non_null(strstr(text, "usage: " S_WORKER " [options]"));
-    assert_non_null(strstr(text, "Job types this worker handles (7):"));
+    assert_non_null(strstr(text, "Job types this worker handles (8):"));
     assert_non_null(strstr(text, "noop, sleep, fail, crash, settings, grant_points,"));
-    assert_non_null(strstr(text, "request_shipment"));
+    assert_non_null(strstr(text, "request_shipment, tally"));
+    assert_non_null(strstr(text, "[ONCEQ_PREFETCH]"));
+    assert_non_null(strstr(text, "[ONCEQ_BATCH]"));
     /* A handler's own flag, under its heading. */
     assert_non_null(strstr(text, "options of the handlers:\n  --carrier-url URL"));
     assert_non_null(strstr(text, "[ONCEQ_CARRIER_URL]"));

@@ -446,6 +446,7 @@ int it_stats(it_t *self, it_stats_t *s)
         s->ignored_acks = s_u64(q, "ignored_acks");
         s->duplicates = s_u64(q, "duplicates");
         s->review = s_u64(q, "review");
+        s->waiting = s_u64(q, "waiting");
     }
     const msgpack_object *types = oq_proto_map_get(&reply.root, "types");
     for (uint32_t i = 0; self->stats_type && types && i < types->via.array.size; i++) {

@@ -70,7 +70,8 @@ typedef struct {
 typedef struct {
     uint64_t ready, delayed, leased, failed, dispatched, done, retried, redelivered, late_acks,
         ignored_acks, duplicates;
-    uint64_t review; /* jobs in the review store */
+    uint64_t review;  /* jobs in the review store */
+    uint64_t waiting; /* ready, but another job holds their overlap key */
     uint64_t unknown_acks;
     uint64_t type_done, type_applied, type_duplicates, type_failed; /* of it->stats_type */
     size_t workers;

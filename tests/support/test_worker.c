@@ -13,15 +13,26 @@
                     worker's --database
       request_shipment
                     the production shipment handler, with --carrier-url
+      request_shipment_unkeyed
+                    with ONCEQ_TEST_HOOKS=1: its broken twin that keys the
+                    carrier call by the job id (shipments_hooks.h)
+      tally {ms?: uint, fail?: bool}
+                    a type with a batch function (up to 8 jobs): alone it
+                    sleeps ms, then ok; a batch logs "tally: one call for N
+                    jobs" and reports each job ok, or fail where fail is
+                    true, on its own
 
     ONCEQ_TEST_WORKER_EMPTY=1 registers nothing, to show that a worker
     without handlers is refused. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "onceq/log.h"
 #include "onceq/worker.h"
 #include "points_hooks.h"
+#include "shipments_hooks.h"
 #include "shipments/handler.h"
 
 static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
@@ -33,6 +44,39 @@ static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
     }
     oq_info("settings: database_url=%s isolation=%s", settings->database_url, settings->isolation);
     oq_report_ok(report, OQ_RESULT_NONE);
+}
+
+static void s_tally(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    (void)state;
+    uint64_t ms = 0;
+    bool fail = false;
+    oq_payload_uint(job, "ms", &ms);
+    oq_payload_bool(job, "fail", &fail);
+    if (ms > 0) {
+        struct timespec pause = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&pause, &pause) < 0)
+            ;
+    }
+    if (fail)
+        oq_report_fail(report, "tally: told to fail");
+    else
+        oq_report_ok(report, OQ_RESULT_APPLIED);
+}
+
+static void s_tally_batch(const oq_job_t *const *jobs, size_t count, void *state,
+                          oq_report_t *reports)
+{
+    (void)state;
+    oq_info("tally: one call for %zu jobs", count);
+    for (size_t i = 0; i < count; i++) {
+        bool fail = false;
+        oq_payload_bool(jobs[i], "fail", &fail);
+        if (fail)
+            oq_report_fail(&reports[i], "tally: told to fail");
+        else
+            oq_report_ok(&reports[i], OQ_RESULT_APPLIED);
+    }
 }
 
 int main(int argc, char **argv)
@@ -53,7 +97,11 @@ int main(int argc, char **argv)
                                            : oq_points_handler_register(points, registry)) < 0)
             return 2;
         shipments = oq_shipments_handler_new(NULL);
-        if (oq_shipments_handler_register(shipments, registry) < 0)
+        if (oq_shipments_handler_register(shipments, registry) < 0 ||
+            oq_registry_add(registry, "tally", s_tally, NULL) < 0 ||
+            oq_registry_set_batch(registry, "tally", s_tally_batch, 8) < 0)
+            return 2;
+        if (oq_points_test_hooks_wanted() && oq_shipments_test_register(registry) < 0)
             return 2;
     }
     int rc = oq_worker_main(argc, argv, registry);

@@ -584,6 +584,73 @@ static void test_failure_times_and_operator_changes_survive_compaction(void **st
     }
 }
 
+static uint64_t s_dispatch_keyed(s_fix_t *f, const char *unique_key, int64_t unique_for_ms,
+                                 const char *overlap_key, int *rc)
+{
+    oq_job_msg_t job = {.type = oq_str("keyed"),
+                        .queue = oq_str("default"),
+                        .payload = s_payload,
+                        .payload_len = sizeof s_payload,
+                        .unique_key = oq_str(unique_key),
+                        .unique_for_ms = unique_for_ms,
+                        .overlap_key = oq_str(overlap_key)};
+    uint64_t id;
+    oq_err_t code;
+    char reason[256];
+    *rc = oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason);
+    assert_true(*rc >= 0);
+    return id;
+}
+
+/* The unique key held and where it answers, after a restart or a compaction. */
+static void s_expect_keys(s_fix_t *f, uint64_t live, uint64_t windowed, uint64_t failed)
+{
+    int rc;
+    assert_int_equal(s_dispatch_keyed(f, "live", 0, NULL, &rc), live);
+    assert_int_equal(rc, 1);
+    assert_int_equal(s_dispatch_keyed(f, "window", 0, NULL, &rc), windowed);
+    assert_int_equal(rc, 1);
+    assert_int_equal(s_dispatch_keyed(f, "failed", 0, NULL, &rc), failed);
+    assert_int_equal(rc, 1);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, live, &v), 0);
+    assert_string_equal(v.unique_key, "live");
+    assert_string_equal(v.overlap_key, "cust");
+    /* The failed job keeps its overlap key for a requeue, but holds its
+       unique key by its window only. */
+    assert_int_equal(oq_engine_job_view(f->engine, failed, &v), 0);
+    assert_null(v.unique_key);
+    assert_string_equal(v.overlap_key, "cust");
+}
+
+static void test_unique_and_overlap_keys_survive_restart_and_compaction(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    int rc;
+    uint64_t windowed = s_dispatch_keyed(f, "window", 3600 * 1000, NULL, &rc);
+    uint64_t failed = s_dispatch_keyed(f, "failed", 3600 * 1000, "cust", &rc);
+    oq_worker_t *w = s_lease_all(f);
+    s_ack(f, w, windowed, 1, OQ_OUTCOME_OK); /* done: its window holds the key on */
+    s_ack(f, w, failed, 1, OQ_OUTCOME_FAIL);
+    uint64_t live = s_dispatch_keyed(f, "live", 0, "cust", &rc);
+    for (int i = 0; i < 200; i++) {
+        uint64_t id = s_dispatch(f, "churn", 0);
+        s_ack(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
+    }
+    s_flush(f);
+
+    s_open(f); /* a restart replays the records */
+    s_expect_keys(f, live, windowed, failed);
+    assert_int_equal(s_compact(f, NULL), 1);
+    s_open(f); /* and the snapshot */
+    s_expect_keys(f, live, windowed, failed);
+    /* Past the window, the done job's key is free; the live one's is not. */
+    f->time.now += 3600 * 1000 + 1;
+    assert_true(s_dispatch_keyed(f, "window", 0, NULL, &rc) > live);
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
@@ -598,6 +665,7 @@ int main(void)
         S_TEST(test_tried_again_after_a_failure),
         S_TEST(test_not_due_below_the_minimum_or_the_ratio),
         S_TEST(test_failure_times_and_operator_changes_survive_compaction),
+        S_TEST(test_unique_and_overlap_keys_survive_restart_and_compaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1258,6 +1258,32 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(s_stats(f).retried, 0);
 }
 
+/* A worker that prefetched a job and hands it back unrun (stopping, or it
+   waited too long behind another) marks the return held: no try used, and
+   the worker keeps the type. */
+static void test_held_return_keeps_the_attempt_and_the_type(void **state)
+{
+    s_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "hello");
+    oq_worker_t *a = s_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = 1,
+                        .outcome = OQ_OUTCOME_RETURN,
+                        .credit = 1,
+                        .error = oq_str("held, and the worker is stopping"),
+                        .lease = s_lease(f, id, 1),
+                        .has_lease = true,
+                        .held = true};
+    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    /* Straight back to the same worker, as its first attempt. */
+    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(f->sent[1].id, id);
+    assert_int_equal(f->sent[1].attempt, 1);
+    assert_int_equal(f->sent[1].worker, 'a');
+    assert_int_equal(s_stats(f).retried, 0);
+}
+
 /* The database is down: the worker hands the job back (unavailable) and
    pauses (status unavailable). The job uses no try, goes in front of the
    queue for a worker that can run it, and the paused worker keeps its
@@ -2005,6 +2031,8 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(
             test_unavailable_hands_back_without_a_try_and_keeps_the_type, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_held_return_keeps_the_attempt_and_the_type, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),

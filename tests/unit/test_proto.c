@@ -901,8 +901,17 @@ static void test_lease_touch_delay_and_return(void **state)
     s_decode_ok(&msg, &buf);
     assert_int_equal(msg.ack.outcome, OQ_OUTCOME_RETURN);
     assert_false(msg.ack.has_delay);
+    assert_false(msg.ack.held);
     oq_proto_msg_release(&msg);
     msgpack_sbuffer_clear(&buf);
+    /* A held (prefetched) job handed back says so; only a return may. */
+    ack.held = true;
+    oq_proto_encode_ack(&buf, &ack);
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.ack.held);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    ack.held = false;
 
     oq_ack_msg_t touch = {.id = 9, .attempt = 2, .lease = 77};
     oq_proto_encode_touch(&buf, &touch);
@@ -918,6 +927,10 @@ static void test_lease_touch_delay_and_return(void **state)
                "\"delay\" goes only with outcome retry, return or unavailable, not ok");
     s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:retry, lease:-1}", OQ_ERR_BAD_REQUEST,
                "\"lease\"");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:ok, held:true}", OQ_ERR_BAD_REQUEST,
+               "\"held\" goes only with outcome return, not ok");
+    s_text_bad("{v:1, cmd:ack, id:1, attempt:1, outcome:return, held:1}", OQ_ERR_BAD_REQUEST,
+               "\"held\" must be true or false");
     s_text_bad("{v:1, cmd:touch, id:1, attempt:1}", OQ_ERR_BAD_REQUEST, "missing field \"lease\"");
 }
 
@@ -1284,6 +1297,80 @@ static const s_bad_t s_bad[] = {
     {"reconnect reason over 1024", TXT("{v:1, cmd:reconnect, reason:'r'*1025}"), BIG},
 };
 
+static void test_dispatch_unique_and_overlap_keys(void **state)
+{
+    (void)state;
+    oq_job_msg_t job = {.type = oq_str("t"),
+                        .unique_key = oq_str("order:42"),
+                        .unique_for_ms = 90500,
+                        .overlap_key = oq_str("customer:7")};
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_dispatch(&buf, 3, &job);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    s_str_equal(msg.job.unique_key, "order:42");
+    assert_int_equal(msg.job.unique_for_ms, 90500);
+    s_str_equal(msg.job.overlap_key, "customer:7");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    /* "done", and the default: only while the job is live. */
+    job.unique_for_ms = 0;
+    oq_proto_encode_dispatch(&buf, 3, &job);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.job.unique_for_ms, 0);
+    oq_proto_msg_release(&msg);
+    s_decode_text_ok(&msg, D("type:t, unique_key:k, unique_for:done"));
+    s_str_equal(msg.job.unique_key, "k");
+    assert_int_equal(msg.job.unique_for_ms, 0);
+    oq_proto_msg_release(&msg);
+    /* A delivery carries no keys. */
+    msgpack_sbuffer_clear(&buf);
+    job.id = 9;
+    job.attempt = 1;
+    job.has_max_tries = job.has_timeout = true;
+    job.max_tries = 1;
+    job.timeout_ms = 1000;
+    oq_proto_encode_job(&buf, &job);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.job.unique_key.len, 0);
+    assert_int_equal(msg.job.overlap_key.len, 0);
+    oq_proto_msg_release(&msg);
+    /* The reply to a dispatch whose key is held. */
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_dispatched_unique(&buf, 4, 77);
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.unique);
+    assert_true(msg.id == 77);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_dispatched(&buf, 4, 78);
+    s_decode_ok(&msg, &buf);
+    assert_false(msg.unique);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
+    /* Bad input: an error naming the field and its limit. */
+    s_text_bad(D("type:t, unique_key:k, unique_for:0"), OQ_ERR_BAD_REQUEST,
+               "between 1 and 2592000");
+    s_text_bad(D("type:t, unique_key:k, unique_for:2592001"), OQ_ERR_BAD_REQUEST,
+               "between 0 and 2592000");
+    s_text_bad(D("type:t, unique_key:k, unique_for:-1"), OQ_ERR_BAD_REQUEST, "unique_for");
+    s_text_bad(D("type:t, unique_key:k, unique_for:forever"), OQ_ERR_BAD_REQUEST, "\"done\"");
+    s_text_bad(D("type:t, unique_for:10"), OQ_ERR_BAD_REQUEST, "needs a \"unique_key\"");
+    s_text_bad(D("type:t, unique_key:''"), OQ_ERR_BAD_REQUEST, "unique_key");
+    s_text_bad(D("type:t, unique_key:7"), OQ_ERR_BAD_REQUEST, "unique_key");
+    s_text_bad(D("type:t, overlap_key:'a b'"), OQ_ERR_BAD_REQUEST, "overlap_key");
+    char text[512];
+    char key[OQ_MAX_JOB_KEY_LEN + 2];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = 0;
+    snprintf(text, sizeof text, D("type:t, overlap_key:%s"), key);
+    s_text_bad(text, OQ_ERR_TOO_LARGE, "the limit is 128");
+    snprintf(text, sizeof text, D("type:t, unique_key:%s"), key);
+    s_text_bad(text, OQ_ERR_TOO_LARGE, "the limit is 128");
+}
+
 static void test_decode_rejects(void **state)
 {
     for (size_t k = 0; k < sizeof s_bad / sizeof s_bad[0]; k++) {
@@ -1629,6 +1716,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_dispatch_id_and_requeue),
         cmocka_unit_test(test_roundtrip_job_delivery),
         cmocka_unit_test(test_roundtrip_dispatched),
+        cmocka_unit_test(test_dispatch_unique_and_overlap_keys),
         cmocka_unit_test(test_roundtrip_error),
         cmocka_unit_test(test_roundtrip_simple),
         cmocka_unit_test(test_roundtrip_failed_request),

@@ -1530,6 +1530,315 @@ static void test_session_send_error_drops_the_link(void **unused)
 
 /* ---- supervisor ---------------------------------------------------------- */
 
+/* ---- session: prefetch ---------------------------------------------------- */
+
+/* A session with prefetch p, connected at 0 and welcomed at 1: its ready
+   offers all p. */
+static oq_session_t *s_session_prefetch(uint32_t prefetch)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = prefetch};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, prefetch);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_no_action(session);
+    return session;
+}
+
+static void test_session_prefetch_holds_then_starts_in_order(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(3);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    assert_false(s_next(session, OQ_ACTION_START_JOB).held);
+    s_deliver_leased(session, 2, 12, 60000, 11);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 60000, 12);
+    s_next(session, OQ_ACTION_HOLD);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 2);
+
+    /* Beyond the credit: refused as with one job at a time. */
+    s_deliver_leased(session, 4, 14, 60000, 13);
+    oq_action_t refused = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(refused.ack.id, 4);
+    assert_int_equal(refused.ack.credit, 0);
+    s_no_action(session);
+
+    /* Each end gives a credit back and starts the oldest held job at once,
+       before any message from the broker: the acks wait to be settled
+       together. */
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 1);
+    assert_int_equal(ack.ack.credit, 1);
+    assert_true(s_next(session, OQ_ACTION_START_JOB).held);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 1);
+    s_finish(session, 2, OQ_OUTCOME_OK, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 2);
+    assert_true(s_next(session, OQ_ACTION_START_JOB).held);
+    s_finish(session, 3, OQ_OUTCOME_OK, 40);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 3);
+    s_no_action(session);
+    assert_false(oq_session_busy(session));
+
+    /* The link drops before the broker was heard: all four acks unsettled
+       go again, and the new ready offers none of what three of them give
+       back (the refusal gives none). */
+    oq_session_on_send_error(session, 50);
+    s_next(session, OQ_ACTION_CLOSE);
+    oq_session_on_tick(session, 50 + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 0);
+    uint64_t ids = 0;
+    for (int i = 0; i < 4; i++) {
+        oq_action_t again = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(again.ack.credit, again.ack.id == 4 ? 0 : 1);
+        ids |= 1u << again.ack.id;
+    }
+    assert_int_equal(ids, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4));
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_stop_hands_held_jobs_back(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(3);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 60000, 11);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 60000, 12);
+    s_next(session, OQ_ACTION_HOLD);
+
+    /* SIGTERM: the held jobs go back at once, unrun, marked held (no try
+       used, the type kept), with no credit; the running one finishes. */
+    oq_session_on_signal(session, 20);
+    s_next_send(session, OQ_CMD_DRAIN);
+    for (uint64_t id = 2; id <= 3; id++) {
+        oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(back.ack.id, id);
+        assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+        assert_true(back.ack.held);
+        assert_true(back.ack.lease == 10 + id);
+        assert_int_equal(back.ack.credit, 0);
+        s_next(session, OQ_ACTION_DROP_HELD);
+    }
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 0);
+    s_finish(session, 1, OQ_OUTCOME_OK, 30);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 1);
+    assert_false(ack.ack.held);
+    assert_int_equal(ack.ack.credit, 0);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_long_wait_is_touched_or_handed_back(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(3);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 1000, 10); /* a 1 s timeout */
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 60000, 10);
+    s_next(session, OQ_ACTION_HOLD);
+
+    /* Job 1 ran 600 ms: job 2 waited more than half its timeout and goes
+       back for a fresh lease, giving its credit back; job 3 starts with a
+       touch that restarts its lease. */
+    s_tick_alive(session, 300);
+    s_tick_alive(session, 600);
+    while (oq_session_next(session, &(oq_action_t){0}) == 0)
+        ;
+    s_finish(session, 1, OQ_OUTCOME_OK, 610);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 1);
+    oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(back.ack.id, 2);
+    assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+    assert_true(back.ack.held);
+    assert_int_equal(back.ack.credit, 1);
+    s_next(session, OQ_ACTION_DROP_HELD);
+    assert_true(s_next(session, OQ_ACTION_START_JOB).held);
+    oq_action_t touch = s_next_send(session, OQ_CMD_TOUCH);
+    assert_int_equal(touch.ack.id, 3);
+    assert_true(touch.ack.lease == 13);
+    s_no_action(session);
+    /* The watchdog runs from the start, not from the delivery. */
+    s_finish(session, 3, OQ_OUTCOME_OK, 620);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_jobs_behind_a_long_one_go_back(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(3);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 60000, 20);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 60000, 20);
+    s_next(session, OQ_ACTION_HOLD);
+    s_no_action(session);
+    /* Job 1 has run OQ_WORKER_HOLD_MAX_MS: what waits behind it goes back
+       unrun for a free worker, and its credit stays back. */
+    int64_t now = 10 + OQ_WORKER_HOLD_MAX_MS;
+    s_receive(session, OQ_CMD_HEARTBEAT, now);
+    oq_session_on_tick(session, now);
+    for (uint64_t id = 2; id <= 3; id++) {
+        oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(back.ack.id, id);
+        assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+        assert_true(back.ack.held);
+        assert_int_equal(back.ack.credit, 0);
+        s_next(session, OQ_ACTION_DROP_HELD);
+    }
+    oq_action_t action;
+    while (oq_session_next(session, &action) == 0)
+        assert_int_equal(action.cmd, OQ_CMD_HEARTBEAT);
+    /* When it ends, its own credit comes back with its ack, the others'
+       with a ready. */
+    s_finish(session, 1, OQ_OUTCOME_OK, now + 500);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 2);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_lost_link_drops_held_jobs(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(4);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 60000, 11);
+    s_next(session, OQ_ACTION_HOLD);
+    /* The broker forgot us: it gave the held job's lease back itself. */
+    s_receive(session, OQ_CMD_RECONNECT, 20);
+    s_next(session, OQ_ACTION_DROP_HELD);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 3);
+    s_no_action(session);
+    s_receive(session, OQ_CMD_WELCOME, 21);
+    s_deliver_leased(session, 3, 13, 60000, 22);
+    s_next(session, OQ_ACTION_HOLD);
+    /* The link is lost: the same, and the running job's ack waits. */
+    oq_session_on_send_error(session, 30);
+    s_next(session, OQ_ACTION_CLOSE);
+    s_next(session, OQ_ACTION_DROP_HELD);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 0);
+    s_finish(session, 1, OQ_OUTCOME_OK, 40);
+    s_no_action(session);
+    oq_session_on_tick(session, 30 + OQ_RECONNECT_MIN_MS);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 3);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_pause_hands_held_jobs_back(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(2);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 60000, 11);
+    s_next(session, OQ_ACTION_HOLD);
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = 1;
+    done.attempt = 1;
+    oq_report_unavailable(&done.report, "sleep: database unavailable");
+    oq_session_on_done(session, &done, 20);
+    s_next_send(session, OQ_CMD_STATUS);
+    oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(back.ack.id, 2);
+    assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+    assert_true(back.ack.held);
+    assert_int_equal(back.ack.credit, 0);
+    s_next(session, OQ_ACTION_DROP_HELD);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 1);
+    assert_int_equal(ack.ack.outcome, OQ_OUTCOME_UNAVAILABLE);
+    assert_int_equal(ack.ack.credit, 0);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_batch_starts_held_jobs_of_a_type_together(void **unused)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 5, .batch = 3};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", 8); /* capped by --batch at 3 */
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 5);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 1);
+    for (uint64_t id = 2; id <= 5; id++) {
+        s_deliver_leased(session, id, 10 + id, id == 3 ? 1000 : 60000, 11);
+        s_next(session, OQ_ACTION_HOLD);
+    }
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    s_next_send(session, OQ_CMD_ACK);
+    oq_action_t start = s_next(session, OQ_ACTION_START_JOB);
+    assert_true(start.held);
+    assert_int_equal(start.count, 3);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 1);
+
+    /* Each job is acked on its own, in any order; the next start waits
+       for the last of the batch. */
+    s_finish(session, 3, OQ_OUTCOME_OK, 30);
+    oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(ack.ack.id, 3);
+    assert_true(ack.ack.lease == 13);
+    s_no_action(session);
+    s_finish(session, 2, OQ_OUTCOME_RETRY, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 2);
+    s_no_action(session);
+    assert_true(oq_session_busy(session));
+    s_finish(session, 4, OQ_OUTCOME_OK, 30);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 4);
+    start = s_next(session, OQ_ACTION_START_JOB);
+    assert_int_equal(start.count, 1); /* one left: alone */
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_batch_timeout_reports_every_job(void **unused)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 3, .batch = 8};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", 8);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    s_next_send(session, OQ_CMD_READY);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 12, 500, 10);
+    s_next(session, OQ_ACTION_HOLD);
+    s_deliver_leased(session, 3, 13, 500, 10);
+    s_next(session, OQ_ACTION_HOLD);
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 2);
+    s_receive(session, OQ_CMD_HEARTBEAT, 520);
+    oq_session_on_tick(session, 520);
+    for (uint64_t id = 2; id <= 3; id++) {
+        oq_action_t ack = s_next_send(session, OQ_CMD_ACK);
+        assert_int_equal(ack.ack.outcome, OQ_OUTCOME_TIMEOUT);
+        assert_int_equal(ack.ack.credit, 0);
+    }
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    assert_int_equal(s_next(session, OQ_ACTION_EXIT).status, OQ_EXIT_TIMEOUT);
+    oq_session_destroy(&session);
+}
+
 static void test_supervisor_restart_delay(void **unused)
 {
     assert_int_equal(oq_supervisor_restart_delay(0, 10), OQ_SUPERVISOR_RESTART_MS);
@@ -1592,6 +1901,14 @@ int main(void)
         cmocka_unit_test(test_session_bad_job_fails_and_returns_credit),
         cmocka_unit_test(test_session_any_message_is_a_sign_of_life),
         cmocka_unit_test(test_session_send_error_drops_the_link),
+        cmocka_unit_test(test_session_prefetch_holds_then_starts_in_order),
+        cmocka_unit_test(test_session_prefetch_stop_hands_held_jobs_back),
+        cmocka_unit_test(test_session_prefetch_long_wait_is_touched_or_handed_back),
+        cmocka_unit_test(test_session_prefetch_jobs_behind_a_long_one_go_back),
+        cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),
+        cmocka_unit_test(test_session_prefetch_pause_hands_held_jobs_back),
+        cmocka_unit_test(test_session_batch_starts_held_jobs_of_a_type_together),
+        cmocka_unit_test(test_session_batch_timeout_reports_every_job),
         cmocka_unit_test(test_supervisor_restart_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

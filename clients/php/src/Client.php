@@ -29,7 +29,8 @@ final class Client
     public const DEFAULT_ENDPOINT = 'tcp://127.0.0.1:7750';
 
     /** Dispatch options that go into the job map as they are. */
-    private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority'];
+    private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority',
+        'unique_key', 'unique_for', 'overlap_key'];
 
     private ?Curve $curve;
     private int $timeoutMs;
@@ -62,10 +63,26 @@ final class Client
      *
      * @param array $payload the handler's arguments (values, not objects)
      * @param array{queue?: string, delay?: int|float, max_tries?: int, backoff?: int|float|array,
-     *              timeout?: int|float, priority?: int, dispatch_id?: string} $options
-     *        durations in seconds; backoff a list of steps (the last repeats) or one number
+     *              timeout?: int|float, priority?: int, dispatch_id?: string,
+     *              unique_key?: string, unique_for?: int|float|string, overlap_key?: string} $options
+     *        durations in seconds; backoff a list of steps (the last repeats) or one number;
+     *        unique_key: while a job with this key is queued, delayed or running (or within
+     *        unique_for seconds of its dispatch; 'done', the default: only while it is), a
+     *        dispatch with it returns that job's id and queues nothing (ShouldBeUnique);
+     *        overlap_key: never two jobs with this key running at once (WithoutOverlapping).
+     *        Both save work; the handler's guard row is what keeps the data right.
      */
     public function dispatch(string $type, array $payload = [], array $options = []): int
+    {
+        return $this->dispatchReply($type, $payload, $options)['id'];
+    }
+
+    /**
+     * dispatch() that also says whether the broker answered with an earlier
+     * job holding the same unique_key: ['id' => int, 'unique' => bool]
+     * (unique true: nothing new was queued, id is that job's).
+     */
+    public function dispatchReply(string $type, array $payload = [], array $options = []): array
     {
         $unknown = array_diff(array_keys($options), [...self::JOB_OPTIONS, 'dispatch_id']);
         if ($unknown !== []) {
@@ -87,7 +104,7 @@ final class Client
         if (!is_int($reply['id'] ?? null)) {
             throw new ProtocolException('onceq: a dispatched reply without a job id');
         }
-        return $reply['id'];
+        return ['id' => $reply['id'], 'unique' => ($reply['unique'] ?? false) === true];
     }
 
     /** The broker's stats map (docs/protocol.md §5, stats). */

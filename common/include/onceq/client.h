@@ -11,6 +11,7 @@
 #ifndef ONCEQ_CLIENT_H
 #define ONCEQ_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "onceq/keys.h"
@@ -46,6 +47,12 @@ int oq_client_set_curve_files(oq_client_t *self, const char *secret_file,
    0 with the job id in *id, or -1 (see oq_client_error). The answer means
    the job is durable under the broker's fsync policy. */
 int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms, uint64_t *id);
+
+/* oq_client_dispatch that also tells whether the broker answered with an
+   earlier job holding the dispatch's unique_key (*unique true: nothing new
+   was queued, *id is that job's). */
+int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms,
+                             uint64_t *id, bool *unique);
 
 /* How many times oq_client_dispatch sends a request again after a timeout
    (0 to OQ_MAX_CLIENT_RETRIES; larger values are capped). */

@@ -26,6 +26,13 @@
 #define OQ_MAX_WORKER_TYPES    256  /* job types one worker announces in ready */
 #define OQ_MAX_WORKER_QUEUES   32   /* queues one worker serves, in priority order */
 #define OQ_MAX_REVIEW_NOTE_LEN 1024 /* a person's note on a resolution */
+/* Unique dispatch and overlap keys (docs/protocol.md, "unique_key"): a key
+   is 1 to OQ_MAX_JOB_KEY_LEN printable ASCII characters without spaces; a
+   unique window is 1 s to OQ_MAX_UNIQUE_FOR_MS. */
+#define OQ_MAX_JOB_KEY_LEN   128
+#define OQ_MAX_UNIQUE_FOR_MS (30LL * 24 * 3600 * 1000)
+#define OQ_MIN_UNIQUE_FOR_MS 1000LL
+#define OQ_MAX_UNIQUE_KEYS   (1024 * 1024) /* unique keys the broker remembers at once */
 
 /* Job defaults */
 #define OQ_DEFAULT_QUEUE          "default"
@@ -109,7 +116,7 @@
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
    2 added the review, resolved, forgotten and cancelled records. */
-#define OQ_JOURNAL_FORMAT_VERSION    2
+#define OQ_JOURNAL_FORMAT_VERSION    3
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000

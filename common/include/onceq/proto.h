@@ -134,6 +134,14 @@ typedef struct {
        the wire it sits next to "job" in the dispatch message; a repeat within
        the broker's window is answered with the first dispatch's job id. */
     oq_str_t dispatch_id;
+    /* Dispatch only, optional (docs/protocol.md, "unique_key"): while a job
+       with unique_key is queued, delayed or leased, or within unique_for_ms
+       of its dispatch (0: "done", only while it is), a dispatch with the
+       same key is answered with that job's id. At most one job per
+       overlap_key is leased at a time. Empty: none. */
+    oq_str_t unique_key;
+    int64_t unique_for_ms;
+    oq_str_t overlap_key;
 } oq_job_msg_t;
 
 /* A worker's report on one delivery. */
@@ -147,6 +155,9 @@ typedef struct {
     uint64_t lease;     /* the delivery's token, echoed (has_lease) */
     int64_t delay_ms;   /* retry or return: ready after this instead of the backoff */
     bool has_lease, has_delay;
+    /* return only: a job the worker held (prefetched) and hands back unrun;
+       the worker still handles its type */
+    bool held;
 } oq_ack_msg_t;
 
 /* One decoded message. Fields beyond cmd are filled for the commands that
@@ -160,6 +171,7 @@ typedef struct {
     uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled,
                          review_show, resolve, resolved */
     uint64_t count;   /* flushed, requeued_all: how many jobs */
+    bool unique;      /* dispatched: the id is an earlier job's, holding the same unique_key */
     uint32_t credit;  /* ready */
     oq_str_t name;    /* ready: worker name; failed, review, flush, requeue_all: queue filter */
     uint32_t pid;     /* ready */
@@ -222,6 +234,10 @@ bool oq_proto_name_valid(const char *name, size_t len);
    printable ASCII without spaces (0x21..0x7e). */
 bool oq_proto_dispatch_id_valid(const char *id, size_t len);
 
+/* True if key is a valid unique_key or overlap_key: 1..OQ_MAX_JOB_KEY_LEN
+   bytes of printable ASCII without spaces (0x21..0x7e). */
+bool oq_proto_job_key_valid(const char *key, size_t len);
+
 /* Item i of a decoded name list (ready's types or queues). */
 oq_str_t oq_proto_list_at(const msgpack_object *list, uint32_t i);
 
@@ -242,6 +258,9 @@ bool oq_str_eq(oq_str_t s, const char *text);
     or msgpack_sbuffer_clear). A negative req means "no request id". */
 void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job);
 void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id);
+/* "dispatched" answering a dispatch whose unique_key an earlier job holds:
+   id is that job's, and the reply says "unique": true. */
+void oq_proto_encode_dispatched_unique(msgpack_sbuffer *buf, int64_t req, uint64_t id);
 /* "requeue" (a request) or "requeued" (its reply), both carrying a job id. */
 void oq_proto_encode_requeue(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id);
 void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, const char *text);

@@ -320,6 +320,26 @@ final class FleetTest extends TestCase
         $this->client()->dispatch('grant_points', [], ['timeout' => 3600]);
     }
 
+    public function testAUniqueKeyAnswersWithTheJobHoldingItAndOverlapKeysPassThrough(): void
+    {
+        // A queue no worker serves: the first job stays queued and holds its key.
+        $options = ['queue' => 'held', 'unique_key' => 'php-order-7:ship', 'unique_for' => 'done'];
+        $first = $this->client()->dispatchReply('grant_points', ['order_id' => 7007], $options);
+        $this->assertFalse($first['unique']);
+        $again = $this->client()->dispatchReply('grant_points', ['order_id' => 7007], $options);
+        $this->assertSame(['id' => $first['id'], 'unique' => true], $again);
+        $this->assertSame($first['id'], $this->client()->dispatch('grant_points', [], $options + ['unique_for' => 60]));
+        $other = $this->client()->dispatch('grant_points', ['order_id' => 7008],
+            ['queue' => 'held', 'unique_key' => 'php-order-8:ship', 'unique_for' => 90, 'overlap_key' => 'customer-8']);
+        $this->assertGreaterThan($first['id'], $other);
+        try {
+            $this->client()->dispatch('grant_points', [], ['queue' => 'held', 'unique_key' => 'k', 'unique_for' => 31 * 86400]);
+            $this->fail('a unique_for of 31 days was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString('2592000', $e->getMessage());
+        }
+    }
+
     public function testAWorkerKeyOnTheFrontIsForbidden(): void
     {
         $this->expectException(ForbiddenException::class);
