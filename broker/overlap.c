@@ -89,6 +89,8 @@ int oq_overlap_add(oq_overlap_t *self, uint64_t id, const char *key, size_t len)
 
 void oq_overlap_remove(oq_overlap_t *self, uint64_t id)
 {
+    if (!oq_idmap_size(self->jobs)) /* no job has a key: the common case, at no lookup */
+        return;
     s_key_t *k = oq_idmap_remove(self->jobs, id);
     if (!k)
         return;
@@ -113,6 +115,8 @@ bool oq_overlap_blocked(const oq_overlap_t *self, uint64_t id)
 
 void oq_overlap_hold(oq_overlap_t *self, uint64_t id)
 {
+    if (!oq_idmap_size(self->jobs))
+        return;
     s_key_t *k = oq_idmap_get(self->jobs, id);
     if (!k)
         return;

@@ -189,6 +189,8 @@ void oq_unique_release(oq_unique_t *self, uint64_t id, int64_t now_ms)
 
 void oq_unique_forget(oq_unique_t *self, uint64_t id)
 {
+    if (!oq_idmap_size(self->by_id)) /* no key held: the common case, at no lookup */
+        return;
     s_entry_t *e = oq_idmap_remove(self->by_id, id);
     if (e)
         zhashx_delete(self->by_key, e->key);

@@ -22,9 +22,11 @@ packages=(
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )
-# The benchmark's peer; only needed by tests/bench/run.sh.
+# The benchmark's peers; only needed by tests/bench/run.sh (which skips the
+# Redis peer, saying so, without them): beanstalkd, and redis-server with
+# hiredis for redis-bench (built when libhiredis-dev is found).
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then
-  packages+=(beanstalkd)
+  packages+=(beanstalkd redis-server libhiredis-dev)
 fi
 
 missing=()

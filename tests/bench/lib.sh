@@ -1,7 +1,7 @@
 # Helpers shared by the benchmark scripts (run.sh, durable_run.sh,
 # curve_run.sh). Sourced, not run. The caller sets SCRIPT (its name, for messages), BUILD,
 # STOP_GRACE_TRIES, PORT_BASE, PORT_SPAN, and WORKDIR, BROKER_PID, WORKER_PID,
-# BEANSTALKD_PID and OK before the traps fire.
+# BEANSTALKD_PID, REDIS_PID (run.sh) and OK before the traps fire.
 
 die() { echo "$SCRIPT: $*" >&2; exit 1; }
 
@@ -51,6 +51,7 @@ cleanup() {
     stop_pid "$WORKER_PID"
     stop_pid "$BROKER_PID"
     stop_pid "$BEANSTALKD_PID"
+    stop_pid "${REDIS_PID:-}"
     if ((OK)); then
         rm -rf "$WORKDIR"
     else

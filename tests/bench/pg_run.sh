@@ -8,6 +8,13 @@
 # JOBS (per run, default 5000), REPEATS (default 3, the median is reported),
 # WORKER_COUNTS (default "1 2 4 8"), CUSTOMERS (default 1000). Everything
 # speaks CURVE with keys made here (INSECURE=1: plaintext).
+#
+# Batched effects, in the same run: grant-batch-bench calls grant_points'
+# batch function directly (no broker), BATCH jobs per transaction (default
+# 32), with one connection per worker, and its jobs/s is set beside the same
+# pgbench tps. When onceq-worker has --batch (the runtime's prefetch), the
+# grant jobs also run end to end with ONCEQ_PREFETCH=PREFETCH (default
+# BATCH) and ONCEQ_BATCH=BATCH. E2E=0 skips both end-to-end onceq runs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-${BUILD:-$top/build}}" && pwd)
@@ -16,18 +23,32 @@ jobs=${JOBS:-5000}
 repeats=${REPEATS:-3}
 worker_counts=${WORKER_COUNTS:-1 2 4 8}
 customers=${CUSTOMERS:-1000}
+batch=${BATCH:-32}
+prefetch=${PREFETCH:-$batch}
+e2e=${E2E:-1}
+batched_e2e=0
+# The help as a whole first: grep -q would end the pipe early, and with
+# pipefail the worker's SIGPIPE would read as "no --batch".
+worker_help=$("$bin/onceq-worker" --help 2>&1 || true)
+if [ "$e2e" = 1 ] && grep -q -- '--batch' <<<"$worker_help"; then
+  batched_e2e=1
+fi
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 
 run=$(mktemp -d /tmp/onceq-pgbench-XXXXXX)
 chmod 755 "$run"
 pids=()
+wpid=""
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in ${wpid:+"$wpid"} ${pids[@]+"${pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   bash "$top/deploy/pg.sh" stop "$run/pg" >/dev/null 2>&1 || true
   rm -rf "$run"
 }
+# On Ctrl-C or SIGTERM too: exit, which runs the EXIT trap.
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 export ONCEQ_PG_PORT=$((40000 + RANDOM % 20000))
 ONCEQ_BIN=$bin/onceq bash "$top/deploy/pg.sh" start "$run/pg" >/dev/null
@@ -58,37 +79,84 @@ if [ "${INSECURE:-0}" != 1 ]; then
   export ONCEQ_BROKER_KEY=$run/keys/broker.key
   auth=(--keys "$run/keys")
 fi
-port=$((20000 + RANDOM % 20000))
-front=tcp://127.0.0.1:$port
-back=tcp://127.0.0.1:$((port + 1))
-"$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
-  "${auth[@]}" >"$run/broker.log" 2>&1 &
-pids+=("$!")
-sleep 0.3
+# A random port may be taken: try another until the broker answers a ping.
+up=0
+for attempt in 1 2 3 4 5; do
+  port=$((20000 + RANDOM % 20000))
+  front=tcp://127.0.0.1:$port
+  back=tcp://127.0.0.1:$((port + 1))
+  "$bin/onceq-broker" --front "$front" --back "$back" --data-dir "$run/data" --log-level warn \
+    "${auth[@]}" >>"$run/broker.log" 2>&1 &
+  bpid=$!
+  for i in $(seq 50); do
+    kill -0 "$bpid" 2>/dev/null || break
+    if "$bin/onceq" --broker "$front" --timeout-ms 200 ping >/dev/null 2>&1; then up=1; break; fi
+    sleep 0.1
+  done
+  if [ "$up" = 1 ]; then pids+=("$bpid"); break; fi
+  kill -TERM "$bpid" 2>/dev/null || true
+  wait "$bpid" 2>/dev/null || true
+done
+if [ "$up" != 1 ]; then
+  echo "pg_run.sh: onceq-broker did not come up:" >&2
+  tail -5 "$run/broker.log" >&2
+  exit 1
+fi
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf "%-8s %14s %14s %8s\n" workers "onceq jobs/s" "pgbench tps" ratio
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a != "-" && b > 0) printf "%.2f", a / b; else print "-"}'; }
+printf "%-8s %14s %14s %8s %14s %8s %14s %8s\n" workers "onceq jobs/s" "pgbench tps" ratio \
+  "batch fn j/s" ratio "onceq+batch" ratio
 for w in $worker_counts; do
-  "$bin/onceq-worker" --broker "$back" --processes "$w" --log-level warn >"$run/workers.log" 2>&1 &
-  wpid=$!
-  onceq_rates=(); pg_rates=()
+  onceq_rates=(); pg_rates=(); fn_rates=(); e2e_rates=()
+  if [ "$e2e" = 1 ]; then
+    "$bin/onceq-worker" --broker "$back" --processes "$w" --log-level warn >"$run/workers.log" 2>&1 &
+    wpid=$!
+  fi
   for r in $(seq "$repeats"); do
-    line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
-             --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
-    onceq_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    if [ "$e2e" = 1 ]; then
+      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+               --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
+      onceq_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    fi
     per_client=$((jobs / w))
     tps=$("$pgbin/pgbench" -n -M prepared -c "$w" -j "$w" -t "$per_client" -D customers="$customers" \
             -f "$run/grant.sql" "$ONCEQ_DATABASE_URL" 2>/dev/null |
           sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
     pg_rates+=("$tps")
+    line=$("$bin/grant-batch-bench" --database "$ONCEQ_DATABASE_URL" --workers "$w" \
+             --jobs "$jobs" --batch "$batch" --customers "$customers")
+    fn_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
   done
-  kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
-  o=$(printf "%s\n" "${onceq_rates[@]}" | median)
+  if [ "$e2e" = 1 ]; then
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true; wpid=""
+  fi
+  if [ "$batched_e2e" = 1 ]; then
+    ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch "$bin/onceq-worker" --broker "$back" \
+      --processes "$w" --log-level warn >"$run/workers-batch.log" 2>&1 &
+    wpid=$!
+    for r in $(seq "$repeats"); do
+      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+               --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
+      e2e_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
+    done
+    kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true; wpid=""
+  fi
   p=$(printf "%s\n" "${pg_rates[@]}" | median)
-  printf "%-8s %14.0f %14.0f %8.2f   (runs: onceq %s; pgbench %s)\n" "$w" "$o" "$p" \
-    "$(awk -v a="$o" -v b="$p" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
-    "${onceq_rates[*]}" "${pg_rates[*]}"
+  f=$(printf "%s\n" "${fn_rates[@]}" | median)
+  o=-; e=-
+  [ "$e2e" = 1 ] && o=$(printf "%s\n" "${onceq_rates[@]}" | median)
+  [ "$batched_e2e" = 1 ] && e=$(printf "%s\n" "${e2e_rates[@]}" | median)
+  printf "%-8s %14s %14.0f %8s %14.0f %8s %14s %8s   (runs: onceq %s; pgbench %s; batch fn %s; onceq+batch %s)\n" \
+    "$w" "$o" "$p" "$(ratio "$o" "$p")" "$f" "$(ratio "$f" "$p")" "$e" "$(ratio "$e" "$p")" \
+    "${onceq_rates[*]:-}" "${pg_rates[*]}" "${fn_rates[*]}" "${e2e_rates[*]:-}"
 done
-echo "ratio = onceq / pgbench, same transaction (INSERT ... ON CONFLICT DO NOTHING, UPDATE balance, COMMIT),"
-echo "same connection count, $jobs transactions per run, median of $repeats runs"
+echo "ratio = each column / pgbench, same transaction (INSERT ... ON CONFLICT DO NOTHING, UPDATE balance, COMMIT),"
+echo "same connection count, $jobs transactions (jobs) per run, median of $repeats runs"
+echo "batch fn: grant_points' batch function called directly, $batch jobs per transaction (grant-batch-bench)"
+if [ "$batched_e2e" = 1 ]; then
+  echo "onceq+batch: end to end with ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch"
+elif [ "$e2e" = 1 ]; then
+  echo "onceq+batch: -, this onceq-worker has no --batch"
+fi

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Benchmark onceq against beanstalkd on loopback: noop jobs with 100-byte
-# payloads, one pipelining producer, W = 1, 2, 4 single-job consumers.
-# Prints the median over REPEATS runs of throughput and end-to-end latency
-# for both, their ratio, and the broker's peak RSS. See README.md here.
+# Benchmark onceq against beanstalkd and a Redis reliable queue (BLMOVE to a
+# processing list, LREM) on loopback: noop jobs with 100-byte payloads, one
+# pipelining producer, W = 1, 2, 4 single-job consumers. Prints the median
+# over REPEATS runs of throughput and end-to-end latency for each, the
+# ratios onceq / peer, and the servers' peak RSS. See README.md here. The
+# Redis peer is skipped, with a message, when redis-server or redis-bench
+# (built with libhiredis-dev) is missing.
 #
 #   tests/bench/run.sh [BUILD_DIR]        (or BUILD=... ; default ./build)
 #
@@ -43,11 +46,22 @@ WORKER_BIN=$(binary onceq-worker worker)
 CLI_BIN=$(binary onceq clients/cli)
 ONCEQ_BENCH=$(binary onceq-bench tests/bench)
 BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
+REDIS_BENCH=$(binary redis-bench tests/bench)
 
 for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
     [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
 done
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
+WITH_REDIS=1
+if ! command -v redis-server >/dev/null; then
+    echo "$SCRIPT: skipping the Redis peer: redis-server not found in PATH" \
+        "(Debian: apt-get install redis-server libhiredis-dev)" >&2
+    WITH_REDIS=0
+elif [[ ! -x $REDIS_BENCH ]]; then
+    echo "$SCRIPT: skipping the Redis peer: no $REDIS_BENCH (it is built when" \
+        "libhiredis-dev is installed: apt-get install libhiredis-dev, then rebuild)" >&2
+    WITH_REDIS=0
+fi
 for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$REPEATS" "$RUN_DEADLINE_S"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
 done
@@ -57,6 +71,7 @@ WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-bench.XXXXXX")
 BROKER_PID=""
 WORKER_PID=""
 BEANSTALKD_PID=""
+REDIS_PID=""
 OK=0
 install_cleanup
 setup_keys "$CLI_BIN"
@@ -129,6 +144,35 @@ run_beanstalkd() {
         --latency-jobs "$LATENCY_JOBS" --deadline "$RUN_DEADLINE_S"
 }
 
+# ---- redis ---------------------------------------------------------------
+
+start_redis() {
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        REDIS_PORT=$(random_port)
+        # In memory, like beanstalkd without -b: no snapshots, no append-only file.
+        (cd "$WORKDIR" && exec setsid redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
+            --save "" --appendonly no --dir "$WORKDIR") >>"$WORKDIR/redis.log" 2>&1 &
+        REDIS_PID=$!
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$REDIS_PID" 2>/dev/null || break
+            if (exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT") 2>/dev/null; then
+                return 0
+            fi
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$REDIS_PID"
+        REDIS_PID=""
+    done
+    die "redis-server did not come up (see $WORKDIR/redis.log)"
+}
+
+run_redis() {
+    local workers=$1
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$REDIS_BENCH" --port "$REDIS_PORT" \
+        --consumers "$workers" --jobs "$JOBS" --window "$WINDOW" \
+        --latency-jobs "$LATENCY_JOBS" --deadline "$RUN_DEADLINE_S"
+}
+
 # ---- numbers -------------------------------------------------------------
 
 
@@ -147,7 +191,7 @@ measure() {
     RESULT="$(median "${tput[@]}") $(median "${p50[@]}") $(median "${p99[@]}")"
 }
 
-declare -A ONCEQ BEANSTALKD
+declare -A ONCEQ BEANSTALKD REDIS
 
 echo "onceq: broker and workers from $BUILD; $JOBS jobs, window $WINDOW," \
     "$LATENCY_JOBS latency jobs, $REPEATS runs each; ${BROKER_AUTH[0]}" >&2
@@ -173,22 +217,40 @@ BEANSTALKD_RSS=$(peak_rss "$BEANSTALKD_PID")
 stop_pid "$BEANSTALKD_PID"
 BEANSTALKD_PID=""
 
+REDIS_RSS="-"
+if ((WITH_REDIS)); then
+    echo "redis: $(redis-server --version 2>&1 | head -n 1)" >&2
+    start_redis
+    for w in $WORKER_COUNTS; do
+        measure redis "$w"
+        REDIS[$w]=$RESULT
+    done
+    REDIS_RSS=$(peak_rss "$REDIS_PID")
+    stop_pid "$REDIS_PID"
+    REDIS_PID=""
+fi
+
 echo
 echo "median of $REPEATS runs; $JOBS jobs pipelined (window $WINDOW) for jobs/s;" \
     "$LATENCY_JOBS jobs one at a time for latency (dispatch to done, in µs)"
 echo
-fmt="%-7s  %14s %8s %8s  %14s %8s %8s  %6s %6s %6s\n"
+fmt="%-7s  %10s %7s %7s  %10s %7s %7s  %6s %6s %6s  %10s %7s %7s  %6s %6s %6s\n"
 # shellcheck disable=SC2059
-printf "$fmt" "workers" "onceq j/s" "p50" "p99" "beanstalkd j/s" "p50" "p99" \
-    "j/s x" "p50 x" "p99 x"
+printf "$fmt" "workers" "onceq j/s" "p50" "p99" "bean j/s" "p50" "p99" \
+    "j/s x" "p50 x" "p99 x" "redis j/s" "p50" "p99" "j/s x" "p50 x" "p99 x"
 for w in $WORKER_COUNTS; do
     read -r ot op50 op99 <<<"${ONCEQ[$w]}"
     read -r bt bp50 bp99 <<<"${BEANSTALKD[$w]}"
+    read -r rt rp50 rp99 <<<"${REDIS[$w]:-- - -}"
     # shellcheck disable=SC2059
     printf "$fmt" "$w" "$ot" "$op50" "$op99" "$bt" "$bp50" "$bp99" \
-        "$(ratio "$ot" "$bt")" "$(ratio "$op50" "$bp50")" "$(ratio "$op99" "$bp99")"
+        "$(ratio "$ot" "$bt")" "$(ratio "$op50" "$bp50")" "$(ratio "$op99" "$bp99")" \
+        "$rt" "$rp50" "$rp99" \
+        "$(ratio "$ot" "$rt")" "$(ratio "$op50" "$rp50")" "$(ratio "$op99" "$rp99")"
 done
 echo
-echo "ratios are onceq / beanstalkd (j/s: higher is better for onceq; p50, p99: lower is)"
-echo "onceq-broker peak RSS (VmHWM): $BROKER_RSS; beanstalkd: $BEANSTALKD_RSS"
+echo "ratios (x) are onceq / the peer on their left: beanstalkd, then Redis (j/s: higher is"
+echo "better for onceq; p50, p99: lower is)"
+((WITH_REDIS)) || echo "Redis: skipped (see the message above)"
+echo "onceq-broker peak RSS (VmHWM): $BROKER_RSS; beanstalkd: $BEANSTALKD_RSS; redis-server: $REDIS_RSS"
 OK=1

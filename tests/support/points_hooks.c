@@ -156,6 +156,50 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
         s_after_commit(&hooks, report);
 }
 
+/* The batch function of the hooked grant_points: the production one
+   (oq_points_grant_batch) for the jobs it can take, with the hooks around
+   it. A job whose hooks act inside the transaction (the pause after its
+   INSERT) runs alone through s_grant_points, as it would without
+   batching; the after-COMMIT hooks act after the batch's COMMIT, for the
+   jobs it committed: a pause holds every job of the batch committed and
+   unacked, a SIGKILL loses all their acks at once, which is what a chaos
+   run wants to see survived. */
+void oq_points_test_grant_batch(const oq_job_t *const *jobs, size_t count, void *state,
+                                oq_report_t *reports)
+{
+    oq_points_handler_t *points = state;
+    s_hooks_t *hooks = calloc(count, sizeof *hooks);
+    const oq_job_t **batch = calloc(count, sizeof *batch);
+    oq_report_t *batch_reports = calloc(count, sizeof *batch_reports);
+    size_t *which = calloc(count, sizeof *which); /* job of each batched one */
+    assert(hooks && batch && batch_reports && which);
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        oq_points_args_t args;
+        if (oq_points_decode(jobs[i], &args, &reports[i]) < 0 ||
+            s_decode_hooks(jobs[i], &args, &hooks[i], &reports[i]) < 0)
+            continue;
+        if (hooks[i].pause_ms && hooks[i].attempt == hooks[i].pause_attempt) {
+            s_grant_points(jobs[i], state, &reports[i]);
+            continue;
+        }
+        s_trace(&hooks[i]);
+        which[n] = i;
+        batch[n++] = jobs[i];
+    }
+    if (n > 0)
+        oq_points_grant_batch(batch, n, points, batch_reports);
+    for (size_t k = 0; k < n; k++)
+        reports[which[k]] = batch_reports[k];
+    for (size_t k = 0; k < n; k++)
+        if (reports[which[k]].outcome == OQ_OUTCOME_OK)
+            s_after_commit(&hooks[which[k]], &reports[which[k]]);
+    free(which);
+    free(batch_reports);
+    free(batch);
+    free(hooks);
+}
+
 /* The body of grant_points_unguarded: the balance first, then the grant
    row with its outcome ignored. A second run adds the points again. */
 typedef struct {
@@ -214,6 +258,8 @@ int oq_points_test_register(oq_registry_t *registry, oq_points_handler_t *points
             "unguarded job type %s exists; never run production jobs like this",
             OQ_POINTS_TEST_HOOKS_ENV, OQ_POINTS_UNGUARDED_JOB_TYPE);
     if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, points) < 0 ||
+        oq_registry_set_batch(registry, OQ_POINTS_JOB_TYPE, oq_points_test_grant_batch,
+                              OQ_WORKER_MAX_BATCH) < 0 ||
         oq_registry_add(registry, OQ_POINTS_UNGUARDED_JOB_TYPE, s_grant_points_unguarded, points) <
             0)
         return -1;

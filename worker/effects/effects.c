@@ -92,6 +92,14 @@ int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_err
     return oq_txn_run(self->txn, body, ctx, error);
 }
 
+int oq_effects_run_batch(oq_effects_t *self, size_t count, oq_batch_body_fn batch,
+                         oq_batch_one_fn one, void *ctx, oq_batch_item_t *items,
+                         oq_pg_error_t *batch_error)
+{
+    assert(self);
+    return oq_txn_run_batch(self->txn, count, batch, one, ctx, items, batch_error);
+}
+
 int oq_effects_probe(oq_effects_t *self, oq_pg_error_t *error)
 {
     assert(self && error);

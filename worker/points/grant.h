@@ -10,6 +10,7 @@
 #ifndef ONCEQ_GRANT_H
 #define ONCEQ_GRANT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "onceq/effects.h"
@@ -51,6 +52,31 @@ typedef struct {
    NULL. 0 with status GRANTED or ALREADY_GRANTED; -1 with any other status. */
 int oq_grant_order_points(oq_ledger_t *ledger, oq_txn_t *txn, int64_t order_id, int64_t customer_id,
                           int64_t points, const oq_grant_hooks_t *hooks, oq_grant_result_t *result);
+
+/* One grant of a batch: the arguments of oq_grant_order_points. */
+typedef struct {
+    int64_t order_id;
+    int64_t customer_id;
+    int64_t points;
+} oq_grant_request_t;
+
+/* Grant the points of count orders (1 .. OQ_BATCH_MAX_ITEMS) in one
+   transaction of txn: one INSERT of every grant (ON CONFLICT DO NOTHING),
+   then one balance update per customer with the points of the grants that
+   went in. Grants are inserted in order_id order and balances updated in
+   customer order, so that two batches take their locks in the same order
+   and cannot deadlock each other. On any error the batch rolls back and
+   each request runs alone, as oq_grant_order_points (the transaction
+   runner's fallback, onceq/effects.h): results[i] is then exactly what
+   oq_grant_order_points would have given requests[i], and otherwise the
+   same statuses from the batch. Two requests for one order: the first
+   (in the order given) is granted, the second finds it (already granted,
+   or a conflict). batch_error (may be NULL) gets why the batch fell back,
+   OQ_PG_ERR_NONE if it did not. 0 if every status is GRANTED or
+   ALREADY_GRANTED, else -1. */
+int oq_grant_order_points_batch(oq_ledger_t *ledger, oq_txn_t *txn, size_t count,
+                                const oq_grant_request_t *requests, oq_grant_result_t *results,
+                                oq_pg_error_t *batch_error);
 
 /* "granted", "already_granted", "unknown_customer", "conflict", "invalid"
    or "error". */

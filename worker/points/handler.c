@@ -187,6 +187,51 @@ static void s_grant_points(const oq_job_t *job, void *state, oq_report_t *report
     oq_points_report(job, &args, &result, report);
 }
 
+/* ---- the batch function ----------------------------------------------- */
+
+_Static_assert(OQ_WORKER_MAX_BATCH <= OQ_BATCH_MAX_ITEMS,
+               "a batch the worker hands over must fit one effects batch");
+
+/* A payload it refuses fails that job alone before the batch starts, and
+   the batch's fallback gives every other job the single grant's result. */
+void oq_points_grant_batch(const oq_job_t *const *jobs, size_t count, void *state,
+                           oq_report_t *reports)
+{
+    oq_points_handler_t *self = state;
+    oq_points_args_t *args = calloc(count, sizeof *args);
+    oq_grant_request_t *requests = calloc(count, sizeof *requests);
+    oq_grant_result_t *results = calloc(count, sizeof *results);
+    size_t *which = calloc(count, sizeof *which); /* job of each request */
+    assert(args && requests && results && which);
+    size_t n = 0;
+    const oq_job_t *soonest = NULL; /* the job with the shortest timeout */
+    for (size_t i = 0; i < count; i++) {
+        if (oq_points_decode(jobs[i], &args[n], &reports[i]) < 0)
+            continue;
+        requests[n] = (oq_grant_request_t){args[n].order_id, args[n].customer_id, args[n].points};
+        which[n++] = i;
+        if (!soonest || (jobs[i]->timeout_ms > 0 &&
+                         (soonest->timeout_ms <= 0 || jobs[i]->timeout_ms < soonest->timeout_ms)))
+            soonest = jobs[i];
+    }
+    /* The statements of the batch are bounded by the shortest timeout
+       among its jobs: none of them may overrun its own. */
+    if (n > 0 && oq_points_handler_begin_job(self, soonest, &reports[which[0]]) < 0) {
+        for (size_t k = 1; k < n; k++)
+            reports[which[k]] = reports[which[0]];
+        n = 0;
+    }
+    if (n > 0) {
+        oq_grant_order_points_batch(self->ledger, self->txn, n, requests, results, NULL);
+        for (size_t k = 0; k < n; k++)
+            oq_points_report(jobs[which[k]], &args[k], &results[k], &reports[which[k]]);
+    }
+    free(which);
+    free(results);
+    free(requests);
+    free(args);
+}
+
 int oq_points_handler_needs_database(oq_points_handler_t *self, oq_registry_t *registry,
                                      const char *type)
 {
@@ -197,7 +242,9 @@ int oq_points_handler_needs_database(oq_points_handler_t *self, oq_registry_t *r
 int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registry)
 {
     assert(self && registry);
-    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self) < 0)
+    if (oq_registry_add(registry, OQ_POINTS_JOB_TYPE, s_grant_points, self) < 0 ||
+        oq_registry_set_batch(registry, OQ_POINTS_JOB_TYPE, oq_points_grant_batch,
+                              OQ_WORKER_MAX_BATCH) < 0)
         return -1;
     return oq_points_handler_needs_database(self, registry, OQ_POINTS_JOB_TYPE);
 }

@@ -10,6 +10,9 @@
       conflict, bad payload
       database error     retry or fail, by its class (onceq/effects.h)
 
+    Its batch function applies several grant_points jobs in one
+    transaction and reports each as above (oq_points_grant_batch).
+
     It is written against the public SDK only (onceq/worker.h,
     onceq/effects.h, onceq/effects_worker.h), as a user's handler would be.
     Create the state in the process that runs the jobs (after fork): it
@@ -60,6 +63,14 @@ void oq_points_handler_destroy(oq_points_handler_t **self_p);
 /* Register grant_points with self as its state; self must outlive the
    registry's use. 0 or -1. */
 int oq_points_handler_register(oq_points_handler_t *self, oq_registry_t *registry);
+
+/* The batch function of grant_points (oq_batch_fn; state is an
+   oq_points_handler_t): up to OQ_WORKER_MAX_BATCH jobs in one transaction
+   (oq_grant_order_points_batch), each reported exactly as the handler
+   would report it alone. oq_points_handler_register declares it
+   (oq_registry_set_batch). */
+void oq_points_grant_batch(const oq_job_t *const *jobs, size_t count, void *state,
+                           oq_report_t *reports);
 
 /* Declare that the handler registered under type runs on this state's
    database (oq_effects_worker_needs): the worker pauses while it is

@@ -2,6 +2,7 @@
 #include "points/ledger.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 struct oq_ledger {
@@ -40,12 +41,56 @@ int oq_ledger_insert_grant(oq_ledger_t *self, const oq_ledger_grant_t *grant,
     return self->ops->insert_grant(self->impl, grant, outcome, error);
 }
 
+/* The SQLSTATE of a foreign key violation, as PostgreSQL reports a grant
+   for a customer without a balance row. */
+#define S_SQLSTATE_FOREIGN_KEY "23503"
+
+int oq_ledger_insert_grants(oq_ledger_t *self, const oq_ledger_grant_t *grants, size_t count,
+                            bool *inserted, oq_pg_error_t *error)
+{
+    assert(self && grants && count >= 1 && inserted && error);
+    oq_pg_errors_clear(error);
+    if (self->ops->insert_grants)
+        return self->ops->insert_grants(self->impl, grants, count, inserted, error);
+    for (size_t i = 0; i < count; i++) {
+        oq_ledger_insert_t outcome;
+        if (oq_ledger_insert_grant(self, &grants[i], &outcome, error) < 0)
+            return -1;
+        if (outcome == OQ_LEDGER_NO_CUSTOMER) {
+            oq_pg_errors_set(error, OQ_PG_ERR_FAIL, S_SQLSTATE_FOREIGN_KEY,
+                             "customer %" PRId64 " has no balance row", grants[i].customer_id);
+            return -1;
+        }
+        inserted[i] = outcome == OQ_LEDGER_INSERTED;
+    }
+    return 0;
+}
+
 int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,
                              oq_pg_error_t *error)
 {
     assert(self && found && error);
     oq_pg_errors_clear(error);
     return self->ops->add_to_balance(self->impl, customer_id, points, found, error);
+}
+
+int oq_ledger_add_to_balances(oq_ledger_t *self, const int64_t *customers, const int64_t *points,
+                              size_t count, size_t *found, oq_pg_error_t *error)
+{
+    assert(self && customers && points && count >= 1 && found && error);
+    for (size_t i = 1; i < count; i++)
+        assert(customers[i - 1] < customers[i]);
+    oq_pg_errors_clear(error);
+    if (self->ops->add_to_balances)
+        return self->ops->add_to_balances(self->impl, customers, points, count, found, error);
+    *found = 0;
+    for (size_t i = 0; i < count; i++) {
+        bool one;
+        if (oq_ledger_add_to_balance(self, customers[i], points[i], &one, error) < 0)
+            return -1;
+        *found += one;
+    }
+    return 0;
 }
 
 int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,

@@ -11,6 +11,7 @@
 #define ONCEQ_LEDGER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "onceq/effects.h"
@@ -34,9 +35,26 @@ typedef struct {
     /* INSERT ... ON CONFLICT (order_id, reason) DO NOTHING. */
     int (*insert_grant)(void *impl, const oq_ledger_grant_t *grant, oq_ledger_insert_t *outcome,
                         oq_pg_error_t *error);
+    /* Several grants in one statement, in the order given: INSERT ...
+       SELECT ... ON CONFLICT (order_id, reason) DO NOTHING RETURNING.
+       inserted[i] is true if grants[i]'s row went in; of two grants with
+       one key, only the first can. A grant for a customer without a
+       balance row refuses the whole statement: -1 with the database's
+       error (23503). May be NULL: then oq_ledger_insert_grants inserts
+       the grants one by one through insert_grant. */
+    int (*insert_grants)(void *impl, const oq_ledger_grant_t *grants, size_t count, bool *inserted,
+                         oq_pg_error_t *error);
     /* Add points to a balance; *found false if the customer has no row. */
     int (*add_to_balance)(void *impl, int64_t customer_id, int64_t points, bool *found,
                           oq_pg_error_t *error);
+    /* Add points[i] to the balance of customers[i], for count customers,
+       distinct and in ascending order, whose rows are locked in that order
+       before any changes (two callers then wait for each other at most,
+       never deadlock); *found is the number of customers that have a row.
+       May be NULL: then oq_ledger_add_to_balances calls add_to_balance for
+       each, in order. */
+    int (*add_to_balances)(void *impl, const int64_t *customers, const int64_t *points,
+                           size_t count, size_t *found, oq_pg_error_t *error);
     /* The grant for (grant->order_id, grant->reason): fills customer_id and
        points; *found false if there is none. */
     int (*find_grant)(void *impl, oq_ledger_grant_t *grant, bool *found, oq_pg_error_t *error);
@@ -63,8 +81,17 @@ void oq_ledger_destroy(oq_ledger_t **self_p);
 /* The calls, as in oq_ledger_ops_t. */
 int oq_ledger_insert_grant(oq_ledger_t *self, const oq_ledger_grant_t *grant,
                            oq_ledger_insert_t *outcome, oq_pg_error_t *error);
+/* Several grants at once (count >= 1), as insert_grants says; one by one
+   through insert_grant for an implementation without it (a customer
+   without a balance row then also ends it: -1 with a FAIL error, SQLSTATE
+   23503, as the database's foreign key does). */
+int oq_ledger_insert_grants(oq_ledger_t *self, const oq_ledger_grant_t *grants, size_t count,
+                            bool *inserted, oq_pg_error_t *error);
 int oq_ledger_add_to_balance(oq_ledger_t *self, int64_t customer_id, int64_t points, bool *found,
                              oq_pg_error_t *error);
+/* Several balances at once (count >= 1), as add_to_balances says. */
+int oq_ledger_add_to_balances(oq_ledger_t *self, const int64_t *customers, const int64_t *points,
+                              size_t count, size_t *found, oq_pg_error_t *error);
 int oq_ledger_find_grant(oq_ledger_t *self, oq_ledger_grant_t *grant, bool *found,
                          oq_pg_error_t *error);
 int oq_ledger_get_balance(oq_ledger_t *self, int64_t customer_id, int64_t *balance, bool *found,

@@ -24,6 +24,7 @@
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- limits ------------------------------------------------------------- */
@@ -271,6 +272,64 @@ int oq_txn_isolation_parse(const char *text, oq_txn_isolation_t *out);
 /* The name oq_txn_isolation_parse takes. */
 const char *oq_txn_isolation_name(oq_txn_isolation_t isolation);
 
+/* ---- batches: several items in one transaction --------------------------- */
+
+/* A batch runs the effects of several items (jobs) in one transaction:
+   one multi-row statement and one COMMIT instead of one of each per item.
+   On any error of the batch's transaction (after its in-place re-runs for
+   40001 and 40P01) nothing of it has committed, and the runner falls back
+   to one transaction per item, run by the single runner with the same
+   classes, so that one bad item fails alone and its neighbours are
+   applied: they pay one rolled-back batch, no more. */
+
+/* The most items one batch runs: the worker SDK's OQ_WORKER_MAX_BATCH. */
+#define OQ_BATCH_MAX_ITEMS 256
+
+/* What became of one item of a batch. */
+typedef struct {
+    /* Committed (error.cls OQ_PG_ERR_NONE): true if this run did the
+       item's effect (its guard's row went in), false if a run before it
+       had. */
+    bool applied;
+    /* OQ_PG_ERR_NONE if the item's effect is committed (or was before);
+       otherwise why not, classified as the single runner classifies it. */
+    oq_pg_error_t error;
+} oq_batch_item_t;
+
+/* The batch's transaction body, for items[0 .. count): 0 to commit, with
+   items[i].applied set for every item; an item the body refuses without
+   having written anything of it (a fact about its data that another run
+   would find again: a contradicting second request) may get
+   items[i].error set to OQ_PG_ERR_FAIL with the reason, and the others
+   still commit. -1 with error filled rolls the whole batch back
+   (OQ_PG_ERR_RETRY_TXN asks for a re-run in place; any other class makes
+   the runner fall back to one item per transaction). It may run more than
+   once: items is cleared before every run, and the body must start from
+   its inputs. */
+typedef int (*oq_batch_body_fn)(oq_txn_t *txn, void *ctx, size_t count, oq_batch_item_t *items,
+                                oq_pg_error_t *error);
+
+/* The transaction body of item index alone, as the item's single handler
+   runs it: 0 to commit with *applied set, -1 with error to roll back
+   (OQ_PG_ERR_RETRY_TXN: re-run in place). Used for a batch of one and
+   for the fallback. It may run more than once. */
+typedef int (*oq_batch_one_fn)(oq_txn_t *txn, void *ctx, size_t index, bool *applied,
+                               oq_pg_error_t *error);
+
+/* Run count items (1 .. OQ_BATCH_MAX_ITEMS) on txn: batch in one
+   transaction (one at a time through `one` when count is 1), re-run in
+   place for 40001 and 40P01 as oq_txn_run does; if it still fails, each
+   item through `one` in a transaction of its own, in order. In the
+   fallback, an item whose database cannot be reached (OQ_PG_ERR_CONNECTION)
+   ends it: the items after it get the same error without being tried,
+   since they would only wait for the same connection. items[count] is
+   filled with every item's fate. batch_error (may be NULL) gets why the
+   batch fell back, OQ_PG_ERR_NONE if it did not. 0 if every item's
+   effect is committed (applied or not), -1 if at least one item's is
+   not (its error says why). */
+int oq_txn_run_batch(oq_txn_t *txn, size_t count, oq_batch_body_fn batch, oq_batch_one_fn one,
+                     void *ctx, oq_batch_item_t *items, oq_pg_error_t *batch_error);
+
 /* ---- the once-guard ----------------------------------------------------- */
 
 /* Record, inside txn's transaction, that the effect named (scope, key) has
@@ -339,6 +398,13 @@ void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms);
 
 /* Run body in a transaction (oq_txn_run on the handle's runner). */
 int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error);
+
+/* Run a batch on the handle's runner (oq_txn_run_batch). Call
+   oq_effects_begin_job first, with the shortest timeout of the batch's
+   jobs. */
+int oq_effects_run_batch(oq_effects_t *self, size_t count, oq_batch_body_fn batch,
+                         oq_batch_one_fn one, void *ctx, oq_batch_item_t *items,
+                         oq_pg_error_t *batch_error);
 
 /* Does the database answer now? Connects if the handle has no connection
    and runs SELECT 1, within a few seconds (OQ_EFFECTS_PROBE_TIMEOUT_MS).

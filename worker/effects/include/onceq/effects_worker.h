@@ -89,6 +89,19 @@ static inline void oq_effects_report_error(oq_report_t *report, const oq_job_t *
     }
 }
 
+/* One item of a batch (oq_effects_run_batch), as its job's report: ok,
+   applied or already_applied, if its effect is committed; otherwise as
+   oq_effects_report_error says for its error. For a batch function
+   (oq_registry_set_batch) whose jobs are its items, in order. */
+static inline void oq_effects_report_item(oq_report_t *report, const oq_job_t *job,
+                                          const oq_batch_item_t *item)
+{
+    if (item->error.cls == OQ_PG_ERR_NONE)
+        oq_effects_report_ok(report, item->applied);
+    else
+        oq_effects_report_error(report, job, &item->error);
+}
+
 /* The probe and release oq_effects_worker_needs declares: ctx is the
    address of the handler's oq_effects_t pointer (NULL until its first
    job opens it: nothing to check, nothing to release). */
