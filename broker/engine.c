@@ -93,6 +93,12 @@ static void s_free_type(void **item)
     *item = NULL;
 }
 
+/* The id a job is filed under in the job table. */
+static uint64_t s_job_id(const void *job)
+{
+    return ((const oq_eng_job_t *)job)->id;
+}
+
 oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *clock)
 {
     oq_engine_t *self = calloc(1, sizeof *self);
@@ -101,7 +107,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->config = *config;
     self->clock = clock;
     self->timers = oq_heap_new();
-    self->jobs = oq_idmap_new();
+    self->jobs = oq_idset_new(s_job_id);
     self->queues_by_name = zhashx_new();
     self->types = zhashx_new();
     self->workers = zhashx_new();
@@ -192,7 +198,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     }
     free(self->queues);
     oq_heap_destroy(&self->timers);
-    oq_idmap_destroy(&self->jobs);
+    oq_idset_destroy(&self->jobs);
     zhashx_destroy(&self->queues_by_name);
     zhashx_destroy(&self->types);
     free(self->type_list);
@@ -228,10 +234,10 @@ size_t oq_engine_tick(oq_engine_t *self)
             assert(job->state == OQ_ENG_LEASED);
             char why[96];
             snprintf(why, sizeof why, "lease expired after %.3g s",
-                     job->queue->retry_after_ms / 1000.0);
+                     oq_eng_job_queue(self, job)->retry_after_ms / 1000.0);
             oq_info("job %llu type=%s: %s on attempt %u", (unsigned long long)job->id,
-                    job->type->name, why, job->attempt);
-            job->queue->expired++;
+                    oq_eng_job_type(self, job)->name, why, job->attempt);
+            oq_eng_job_queue(self, job)->expired++;
             oq_eng_lease_end(self, job, why);
         }
         processed++;

@@ -26,12 +26,13 @@
 
 static int64_t s_backoff_ms(const oq_engine_t *self, const oq_eng_job_t *job)
 {
-    if (!job->backoff_ms)
+    const int64_t *backoff_ms = oq_eng_job_backoff(job);
+    if (!backoff_ms)
         return self->config.backoff_ms;
     uint32_t step = job->attempt - 1;
     if (step >= job->backoff_len)
         step = job->backoff_len - 1;
-    return job->backoff_ms[step];
+    return backoff_ms[step];
 }
 
 oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)
@@ -40,7 +41,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         oq_engine_worker_seen(self, worker);
         oq_engine_worker_credit(self, worker, ack->credit);
     }
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, ack->id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, ack->id);
     if (!job) {
         oq_eng_recent_t *done = oq_eng_done_find(self, ack->id);
         if (!done) {
@@ -71,23 +72,23 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         self->fenced_acks++;
         return OQ_ACK_FENCED;
     }
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     bool current = job->state == OQ_ENG_LEASED && job->attempt == ack->attempt;
 
     if (ack->outcome == OQ_OUTCOME_OK) {
         /* Whoever finishes first completes the job: the effect is guarded
            by the database, so an earlier delivery's ok is as good as the
            current one's, and the current holder's later ack is ignored. */
-        job->type->done++;
+        oq_eng_job_type(self, job)->done++;
         if (job->timed)
             oq_histogram_observe(
                 &q->latency,
                 (int64_t)(uint32_t)((uint32_t)oq_eng_now(self) - job->dispatched_ms) * 1000);
         if (ack->result == OQ_RESULT_APPLIED)
-            job->type->applied++;
+            oq_eng_job_type(self, job)->applied++;
         if (ack->result == OQ_RESULT_ALREADY_APPLIED) {
             q->duplicates++;
-            job->type->duplicates++;
+            oq_eng_job_type(self, job)->duplicates++;
         }
         if (!current)
             q->late_acks++;
@@ -117,7 +118,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
            only held (prefetched). At once and in front: another worker
            that can reach the database takes it. */
         if (ack->outcome == OQ_OUTCOME_RETURN && !ack->held && worker && job->u.t.worker == worker)
-            oq_eng_worker_refuse_type(self, worker, job->type);
+            oq_eng_worker_refuse_type(self, worker, oq_eng_job_type(self, job));
         q->returned++;
         job->attempt--;
         job->returned = false;
@@ -167,7 +168,7 @@ int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *
 {
     if (worker)
         oq_engine_worker_seen(self, worker);
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, touch->id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, touch->id);
     if (!job || job->state != OQ_ENG_LEASED || job->attempt != touch->attempt || !worker ||
         job->u.t.worker != worker ||
         !oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, touch->attempt, touch->has_lease,
@@ -180,8 +181,8 @@ int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *
        than retry_after by the margin, so the lease still outlasts the
        handler's time limit. */
     oq_heap_remove(self->timers, &job->u.t.timer);
-    if (oq_heap_push(self->timers, &job->u.t.timer, oq_eng_now(self) + job->queue->retry_after_ms) <
-        0)
+    if (oq_heap_push(self->timers, &job->u.t.timer,
+                     oq_eng_now(self) + oq_eng_job_queue(self, job)->retry_after_ms) < 0)
         oq_error("job %llu: no memory for its lease timer; it ends with its worker",
                  (unsigned long long)job->id);
     return 0;

@@ -78,7 +78,7 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
         *id = holder;
         return 1;
     }
-    if (oq_idmap_size(self->jobs) >= self->config.max_jobs)
+    if (oq_idset_size(self->jobs) >= self->config.max_jobs)
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
     /* Refused before the limit, not after: the bytes held never pass it. */
     uint64_t cost = oq_engine_job_cost(msg->payload_len, msg->backoff_len);

@@ -68,7 +68,6 @@ bool oq_eng_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt
 
 void oq_eng_job_free(oq_eng_job_t *job)
 {
-    free(job->backoff_ms);
     if (job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
         free(job->u.f.error);
     free(job);
@@ -80,32 +79,23 @@ void oq_eng_job_free(oq_eng_job_t *job)
 int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_eng_queue_t *q,
                    oq_eng_type_t *type, int64_t timeout_ms, oq_eng_job_t **job_p)
 {
-    oq_eng_job_t *job = calloc(1, sizeof *job + msg->payload_len);
-    int64_t *backoff = NULL;
-    if (msg->backoff_len) {
-        backoff = malloc(msg->backoff_len * sizeof *backoff);
-        if (backoff)
-            memcpy(backoff, msg->backoff_ms, msg->backoff_len * sizeof *backoff);
-    }
-    if (!job || (msg->backoff_len && !backoff)) {
-        free(job);
-        free(backoff);
+    oq_eng_job_t *job = calloc(1, oq_eng_job_bytes(msg->payload_len, msg->backoff_len));
+    if (!job)
         return -1;
-    }
     job->id = id;
-    job->queue = q;
-    job->type = type;
+    job->queue_index = (uint16_t)q->index;
+    job->type_index = (uint16_t)type->index;
     job->priority = msg->priority;
     job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
     job->timeout_ms = (uint32_t)timeout_ms;
-    job->backoff_ms = backoff;
     job->backoff_len = (uint8_t)msg->backoff_len;
     job->payload_len = (uint32_t)msg->payload_len;
     if (msg->payload_len)
         memcpy(job->payload, msg->payload, msg->payload_len);
+    if (msg->backoff_len)
+        memcpy(oq_eng_job_backoff(job), msg->backoff_ms, msg->backoff_len * sizeof(int64_t));
     oq_link_clear(&job->link);
-    oq_link_clear(&job->lane_link);
-    int rc = oq_idmap_insert(self->jobs, job->id, job);
+    int rc = oq_idset_insert(self->jobs, job);
     if (rc != 0) {
         oq_eng_job_free(job);
         return rc;
@@ -118,7 +108,7 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
 void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job)
 {
     assert(job->state == OQ_ENG_NEW);
-    oq_idmap_remove(self->jobs, job->id);
+    oq_idset_remove(self->jobs, job->id);
     self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
     oq_eng_job_free(job);
 }
@@ -126,12 +116,14 @@ void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job)
 /* Leave the current state: undo its list, heap and lease memberships. */
 static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
 {
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     switch ((oq_eng_state_t)job->state) {
     case OQ_ENG_READY:
         oq_eng_ready_remove(self, job);
         if (oq_list_empty(&q->ready))
             oq_list_remove(&q->active);
+        /* The timer shares this storage and must read as "not in the heap". */
+        memset(&job->u, 0, sizeof job->u);
         break;
     case OQ_ENG_DELAYED:
         oq_heap_remove(self->timers, &job->u.t.timer);
@@ -300,7 +292,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         return -1;
     oq_eng_job_t *woken = s_keys_leave(self, job, to);
     s_leave(self, job);
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     job->state = (uint8_t)to;
     switch (to) {
     case OQ_ENG_READY:
@@ -333,7 +325,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         break;
     case OQ_ENG_FAILED:
         if (event != OQ_EVENT_RESTORED)
-            job->type->failed++;
+            oq_eng_job_type(self, job)->failed++;
         job->u.f.error = how->error;
         job->u.f.failed_at_ms =
             how->failed_at_ms ? how->failed_at_ms : oq_clock_wall_ms(self->clock);
@@ -354,7 +346,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
             q->cancelled++;
         if (event != OQ_EVENT_RESTORED)
             oq_eng_done_remember(self, job);
-        oq_idmap_remove(self->jobs, job->id);
+        oq_idset_remove(self->jobs, job->id);
         oq_overlap_remove(self->overlap, job->id);
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         oq_eng_job_free(job);
@@ -383,7 +375,7 @@ char *oq_eng_format(const char *format, ...)
 void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error)
 {
     oq_info("job %llu type=%s failed on attempt %u of %u: %s", (unsigned long long)job->id,
-            job->type->name, job->attempt, job->max_tries, error ? error : "");
+            oq_eng_job_type(self, job)->name, job->attempt, job->max_tries, error ? error : "");
     oq_eng_enter_t how = {.error = error};
     oq_eng_transition(self, job, OQ_ENG_FAILED, OQ_EVENT_FAILED, &how);
 }
@@ -392,7 +384,7 @@ void oq_eng_fail(oq_engine_t *self, oq_eng_job_t *job, char *error)
 void oq_eng_review(oq_engine_t *self, oq_eng_job_t *job, char *reason)
 {
     oq_info("job %llu type=%s needs review (attempt %u of %u): %s", (unsigned long long)job->id,
-            job->type->name, job->attempt, job->max_tries, reason ? reason : "");
+            oq_eng_job_type(self, job)->name, job->attempt, job->max_tries, reason ? reason : "");
     oq_eng_enter_t how = {.error = reason};
     oq_eng_transition(self, job, OQ_ENG_REVIEW, OQ_EVENT_REVIEW, &how);
 }
@@ -408,8 +400,8 @@ int oq_eng_resolve(oq_engine_t *self, oq_eng_job_t *job, oq_review_action_t acti
         .attempt = job->attempt,
         .reviewed_at_ms = job->u.f.failed_at_ms,
         .resolved_at_ms = resolved_at_ms,
-        .type = job->type->name,
-        .queue = job->queue->name,
+        .type = oq_eng_job_type(self, job)->name,
+        .queue = oq_eng_job_queue(self, job)->name,
         .reason = job->u.f.error,
         .note = note,
     };
@@ -516,14 +508,14 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
                         : NULL;
     v->overlap_key =
         oq_overlap_jobs(self->overlap) ? oq_overlap_key_of(self->overlap, job->id) : NULL;
-    v->type = job->type->name;
-    v->queue = job->queue->name;
+    v->type = oq_eng_job_type(self, job)->name;
+    v->queue = oq_eng_job_queue(self, job)->name;
     v->payload = job->payload;
     v->payload_len = job->payload_len;
     v->attempt = job->attempt;
     v->max_tries = job->max_tries;
     v->timeout_ms = job->timeout_ms;
-    v->backoff_ms = job->backoff_ms;
+    v->backoff_ms = oq_eng_job_backoff(job);
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
     v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen) : 0;

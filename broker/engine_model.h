@@ -21,6 +21,7 @@
 #include "heap.h"
 #include "histogram.h"
 #include "idmap.h"
+#include "idset.h"
 #include "list.h"
 #include "onceq/limits.h"
 #include "overlap.h"
@@ -46,6 +47,8 @@ _Static_assert(OQ_ENG_READY == (int)OQ_STATE_READY && OQ_ENG_DELAYED == (int)OQ_
                "the public states mirror the private ones");
 _Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
 _Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
+_Static_assert(OQ_MAX_QUEUES <= UINT16_MAX + 1 && OQ_MAX_TYPES <= UINT16_MAX + 1,
+               "a job names its queue and its type by a 16-bit index");
 
 typedef struct oq_eng_queue {
     char *name;
@@ -81,33 +84,36 @@ typedef struct {
 typedef struct {
     oq_eng_queue_t *queue;
     oq_eng_type_t *type;
-    oq_link_t ready;  /* oq_eng_job_t.lane_link */
+    oq_link_t ready;  /* oq_eng_job_t.u.r.lane_link */
     oq_link_t active; /* in queue->lanes while ready is not empty */
     oq_link_t all;    /* in engine->lanes_all, for destroy */
 } oq_eng_lane_t;
 
-/* A job is one allocation: this header and its payload. The header is kept
-   small because a broker holds up to a million of them: fields used only in
-   some states share storage (the union), and one link serves whichever list
+/* A job is one allocation: this header, its payload, and its own backoff
+   steps if it has any (8-aligned behind the payload; oq_eng_job_backoff).
+   The header is kept small because a broker holds up to a million of them
+   and every byte of it is paid a million times: fields used only in some
+   states share storage (the union), and one link serves whichever list
    the state puts the job on. */
 typedef struct oq_eng_job {
     uint64_t id;
-    oq_eng_queue_t *queue;
-    oq_eng_type_t *type; /* owned by engine->types */
-    int64_t *backoff_ms; /* NULL: the engine default */
-    oq_link_t link;      /* queue->ready, ->failed, ->review, or worker->leases while leased */
-    oq_link_t lane_link; /* ready only: its (queue, type) lane */
-    int64_t ready_seq;   /* ready only: its place in the queue's order within a priority */
+    oq_link_t link; /* queue->ready, ->failed, ->review, or worker->leases while leased */
     union {
+        struct {
+            oq_link_t lane_link; /* its (queue, type) lane */
+            int64_t seq;         /* its place in the queue's order within a priority */
+        } r;                     /* ready */
         struct {
             oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
             oq_worker_t *worker;  /* leased only */
-        } t;
+        } t;                      /* delayed, leased */
         struct {
             char *error; /* failed: the error that ended it; review: the handler's reason */
             int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
-        } f;
-    } u;
+        } f;                      /* failed, review */
+    } u;                          /* all zero while new and whenever a state is left */
+    uint16_t queue_index;         /* in engine->queues (oq_eng_job_queue) */
+    uint16_t type_index;          /* in engine->type_list (oq_eng_job_type) */
     int32_t priority;
     uint32_t attempt;
     uint32_t max_tries;
@@ -122,9 +128,39 @@ typedef struct oq_eng_job {
 
     uint8_t state;       /* oq_eng_state_t */
     uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
-    uint8_t backoff_len; /* at most OQ_MAX_BACKOFF_STEPS */
+    uint8_t backoff_len; /* own backoff steps, at most OQ_MAX_BACKOFF_STEPS; 0: the default */
     uint8_t payload[];   /* encoded msgpack map */
 } oq_eng_job_t;
+
+/* The header's budget: with a 100-byte payload a job is one 192-byte
+   malloc chunk (glibc: the request plus 8, rounded up to 16). A field
+   more costs every queued job 16 bytes. */
+#define OQ_ENG_JOB_HEADER_BYTES 84
+_Static_assert(offsetof(oq_eng_job_t, payload) <= OQ_ENG_JOB_HEADER_BYTES,
+               "the job header grew past its budget");
+
+/* Where a job's own backoff steps start: the first 8-aligned offset past
+   its payload. */
+static inline size_t oq_eng_job_backoff_at(size_t payload_len)
+{
+    return (offsetof(oq_eng_job_t, payload) + payload_len + 7) & ~(size_t)7;
+}
+
+/* The bytes of one job's allocation: header, payload, own backoff steps. */
+static inline size_t oq_eng_job_bytes(size_t payload_len, size_t backoff_len)
+{
+    if (backoff_len == 0)
+        return offsetof(oq_eng_job_t, payload) + payload_len;
+    return oq_eng_job_backoff_at(payload_len) + backoff_len * sizeof(int64_t);
+}
+
+/* The job's own backoff steps (backoff_len of them), or NULL: the default. */
+static inline int64_t *oq_eng_job_backoff(const oq_eng_job_t *job)
+{
+    if (job->backoff_len == 0)
+        return NULL;
+    return (int64_t *)((char *)job + oq_eng_job_backoff_at(job->payload_len));
+}
 
 /* A job recently done, remembered so that an ack arriving after it (the
    slower of two overlapping deliveries) is still attributed: it is counted
@@ -176,7 +212,7 @@ struct oq_engine {
     oq_engine_config_t config;
     const oq_clock_t *clock;
     oq_heap_t *timers;
-    oq_idmap_t *jobs; /* id -> oq_eng_job_t, every live job */
+    oq_idset_t *jobs; /* every live job (oq_eng_job_t), by id */
     zhashx_t *queues_by_name;
     oq_eng_queue_t **queues; /* in creation order, for stats */
     size_t queue_count;
@@ -196,7 +232,7 @@ struct oq_engine {
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
     oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> oq_eng_lane_t */
     oq_link_t lanes_all;              /* every lane, for destroy */
-    int64_t seq_front, seq_back;      /* ready_seq of the next front / back insertion */
+    int64_t seq_front, seq_back;      /* u.r.seq of the next front / back insertion */
     uint64_t ready_epoch;             /* counts entries to ready */
     uint32_t any_type_workers;        /* connected workers that named no types */
     oq_eng_recent_t *recent;          /* ring of recently done jobs */
@@ -212,6 +248,18 @@ struct oq_engine {
     oq_overlap_t *overlap;                      /* overlap keys (overlap.h) */
     uint64_t unique_hits;                       /* dispatches answered with a unique key's holder */
 };
+
+/* A job's queue and type: queues and types are never removed, so their
+   index, 2 bytes in the job where a pointer took 8, names them for good. */
+static inline oq_eng_queue_t *oq_eng_job_queue(const oq_engine_t *self, const oq_eng_job_t *job)
+{
+    return self->queues[job->queue_index];
+}
+
+static inline oq_eng_type_t *oq_eng_job_type(const oq_engine_t *self, const oq_eng_job_t *job)
+{
+    return self->type_list[job->type_index];
+}
 
 /* How a job enters its new state (oq_eng_transition). */
 typedef struct {

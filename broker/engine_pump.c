@@ -19,7 +19,7 @@
 /* The better of two ready jobs of one queue: the one its ready list holds first. */
 static bool s_before(const oq_eng_job_t *a, const oq_eng_job_t *b)
 {
-    return a->priority > b->priority || (a->priority == b->priority && a->ready_seq < b->ready_seq);
+    return a->priority > b->priority || (a->priority == b->priority && a->u.r.seq < b->u.r.seq);
 }
 
 /* The job w should take from q next, or NULL. */
@@ -33,7 +33,7 @@ static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq
         for (oq_link_t *n = q->ready.next; n != &q->ready && looked < OQ_MAX_PICK_SKIP;
              n = n->next, looked++) {
             oq_eng_job_t *job = oq_container_of(n, oq_eng_job_t, link);
-            if (oq_eng_worker_handles(w, job->type))
+            if (oq_eng_worker_handles(w, oq_eng_job_type(self, job)))
                 return job;
         }
         return NULL;
@@ -43,7 +43,7 @@ static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq
         oq_eng_lane_t *lane = oq_container_of(n, oq_eng_lane_t, active);
         if (!oq_eng_worker_handles(w, lane->type))
             continue;
-        oq_eng_job_t *head = oq_container_of(lane->ready.next, oq_eng_job_t, lane_link);
+        oq_eng_job_t *head = oq_container_of(lane->ready.next, oq_eng_job_t, u.r.lane_link);
         if (!best || s_before(head, best))
             best = head;
     }
@@ -97,7 +97,7 @@ size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx)
             oq_list_push_back(&idle, &w->waiting);
             continue;
         }
-        oq_eng_queue_t *q = job->queue;
+        oq_eng_queue_t *q = oq_eng_job_queue(self, job);
         if (--w->credit > 0)
             oq_list_push_back(&self->waiting, &w->waiting);
 

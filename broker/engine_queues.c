@@ -4,7 +4,7 @@
     Routing lanes. Besides its queue's ready list (priority high to low,
     FIFO within), a ready job sits on the list of its (queue, type) lane,
     in the same order, and each queue keeps the list of its lanes that hold
-    ready jobs; ready_seq records a job's place in its queue's order, so
+    ready jobs; u.r.seq records a job's place in its queue's order, so
     that the heads of two lanes can be compared (engine_pump.c). */
 #include "engine_queues.h"
 
@@ -149,30 +149,30 @@ static oq_eng_lane_t *s_lane_get(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_ty
 void oq_eng_ready_insert(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_job_t *job, bool in_front)
 {
     s_band_insert(&q->ready, &job->link, offsetof(oq_eng_job_t, link), job->priority, in_front);
-    job->ready_seq = in_front ? --self->seq_front : ++self->seq_back;
-    job->type->ready++;
+    job->u.r.seq = in_front ? --self->seq_front : ++self->seq_back;
+    oq_eng_job_type(self, job)->ready++;
     self->ready_epoch++;
-    oq_eng_lane_t *lane = s_lane_get(self, q, job->type);
+    oq_eng_lane_t *lane = s_lane_get(self, q, oq_eng_job_type(self, job));
     if (!lane) {
         /* Only workers that take every type will see it. */
         oq_error("job %llu: no memory for its routing lane", (unsigned long long)job->id);
-        oq_link_clear(&job->lane_link);
+        oq_link_clear(&job->u.r.lane_link);
         return;
     }
     if (oq_list_empty(&lane->ready))
         oq_list_push_back(&q->lanes, &lane->active);
-    s_band_insert(&lane->ready, &job->lane_link, offsetof(oq_eng_job_t, lane_link), job->priority,
-                  in_front);
+    s_band_insert(&lane->ready, &job->u.r.lane_link, offsetof(oq_eng_job_t, u.r.lane_link),
+                  job->priority, in_front);
 }
 
 void oq_eng_ready_remove(oq_engine_t *self, oq_eng_job_t *job)
 {
-    oq_eng_queue_t *q = job->queue;
+    oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     oq_list_remove(&job->link);
-    job->type->ready--;
-    if (oq_list_linked(&job->lane_link)) {
-        oq_eng_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, job->type));
-        oq_list_remove(&job->lane_link);
+    oq_eng_job_type(self, job)->ready--;
+    if (oq_list_linked(&job->u.r.lane_link)) {
+        oq_eng_lane_t *lane = oq_idmap_get(self->lanes, s_lane_key(q, oq_eng_job_type(self, job)));
+        oq_list_remove(&job->u.r.lane_link);
         if (lane && oq_list_empty(&lane->ready))
             oq_list_remove(&lane->active);
     }

@@ -15,7 +15,7 @@
 /* A job replay may change: held and not leased (replay leases nothing). */
 static oq_eng_job_t *s_restored(oq_engine_t *self, uint64_t id)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     return job && job->state != OQ_ENG_LEASED ? job : NULL;
 }
 
@@ -125,7 +125,7 @@ int oq_engine_restore_review(oq_engine_t *self, uint64_t id, uint32_t attempt, c
 
 int oq_engine_restore_resolution(oq_engine_t *self, const oq_resolution_t *r)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, r->id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, r->id);
     if (job && job->state == OQ_ENG_REVIEW)
         return oq_eng_resolve(self, job, r->action, r->note, r->resolved_at_ms, true);
     return oq_review_log_add(self->reviews, r) ? 0 : -1;
@@ -161,7 +161,7 @@ int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
 int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
                            int64_t unique_until_ms, bool window_only, oq_str_t overlap_key)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     int64_t now = oq_clock_wall_ms(self->clock);
     bool live = job && (job->state == OQ_ENG_READY || job->state == OQ_ENG_DELAYED);
     if (live && overlap_key.len && !oq_overlap_key_of(self->overlap, id) &&

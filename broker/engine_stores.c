@@ -76,7 +76,7 @@ static void s_sift_up(const oq_eng_job_t **heap, size_t i)
 
 int oq_engine_failed_cursor(const oq_engine_t *self, uint64_t id, oq_failed_cursor_t *cursor)
 {
-    const oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    const oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (!job || (job->state != OQ_ENG_FAILED && job->state != OQ_ENG_REVIEW))
         return -1;
     cursor->failed_at_ms = job->u.f.failed_at_ms;
@@ -147,7 +147,7 @@ size_t oq_engine_review_page(oq_engine_t *self, const char *queue, const oq_fail
 int oq_engine_review_resolve(oq_engine_t *self, uint64_t id, oq_review_action_t action,
                              const char *note, oq_refusal_t *why, char *reason, size_t reason_len)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (job && job->state == OQ_ENG_REVIEW) {
         if (oq_eng_resolve(self, job, action, note ? note : "", oq_clock_wall_ms(self->clock),
                            false) < 0) {
@@ -226,7 +226,7 @@ static int s_requeue(oq_engine_t *self, oq_eng_job_t *job)
 int oq_engine_requeue(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                       size_t reason_len)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (!job || job->state != OQ_ENG_FAILED) {
         *why = job ? OQ_REFUSED_STATE : OQ_REFUSED_UNKNOWN;
         snprintf(reason, reason_len, "job %llu is not in the failed store%s",
@@ -277,7 +277,7 @@ static int s_refuse(const oq_eng_job_t *job, uint64_t id, const char *wanted, oq
 int oq_engine_forget(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (!job || job->state != OQ_ENG_FAILED)
         return s_refuse(job, id, "forgotten", why, reason, reason_len);
     if (oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_FORGOTTEN, NULL) < 0)
@@ -323,7 +323,7 @@ int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count)
 int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len)
 {
-    oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (!job || (job->state != OQ_ENG_READY && job->state != OQ_ENG_DELAYED &&
                  job->state != OQ_ENG_WAITING))
         return s_refuse(job, id, "cancelled", why, reason, reason_len);
@@ -351,7 +351,9 @@ void oq_eng_done_remember(oq_engine_t *self, const oq_eng_job_t *job)
     oq_eng_recent_t *slot = &self->recent[self->recent_next];
     if (slot->id)
         oq_idmap_remove(self->recent_index, slot->id);
-    *slot = (oq_eng_recent_t){job->id, job->type, job->queue, job->attempt, job->gen, 0};
+    *slot = (oq_eng_recent_t){
+        job->id, oq_eng_job_type(self, job), oq_eng_job_queue(self, job), job->attempt, job->gen,
+        0};
     if (oq_idmap_put(self->recent_index, job->id, slot) < 0)
         slot->id = 0; /* out of memory: simply not remembered */
     self->recent_next = (self->recent_next + 1) % OQ_RECENT_DONE_JOBS;

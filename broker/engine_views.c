@@ -72,7 +72,7 @@ uint64_t oq_engine_stale_touches(const oq_engine_t *self)
 
 size_t oq_engine_job_count(const oq_engine_t *self)
 {
-    return oq_idmap_size(self->jobs);
+    return oq_idset_size(self->jobs);
 }
 
 uint64_t oq_engine_bytes(const oq_engine_t *self)
@@ -87,13 +87,13 @@ uint64_t oq_engine_max_bytes(const oq_engine_t *self)
 
 const char *oq_engine_job_state(const oq_engine_t *self, uint64_t id)
 {
-    const oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    const oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     return job ? oq_eng_state_names[job->state] : NULL;
 }
 
 int oq_engine_job_view(const oq_engine_t *self, uint64_t id, oq_job_view_t *view)
 {
-    const oq_eng_job_t *job = oq_idmap_get(self->jobs, id);
+    const oq_eng_job_t *job = oq_idset_get(self->jobs, id);
     if (!job)
         return -1;
     oq_eng_job_view(self, job, view);

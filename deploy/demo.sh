@@ -244,6 +244,8 @@ printf "  %-42s %10s %10s\n" "workers killed after COMMIT" "" "$(grep -c 'SIGKIL
 printf "  %-42s %10s %10s\n" "jobs redelivered" "" "$redelivered"
 printf "  %-42s %10s %10s\n" "carrier requests (POSTs)" "" "$posts"
 printf "  %-42s %10s %10s\n" "  answered 503 / reply dropped" "" "$(jq '"\(.totals.injected_errors) / \(.totals.dropped_replies)"' -r <<<"$carrier")"
+printf "  %-42s %10s %10s\n" "requests per key: max / mean" "" \
+  "$(jq -r '[.shipments[].requests] | if length == 0 then "0 / 0" else "\(max) / \(add / length * 100 | round / 100)" end' <<<"$carrier")"
 printf "  %-42s %10s %10s\n" "shipment jobs in review" "" "$ship_review"
 if [ "$ship_review" -gt 0 ]; then
   onceq review list --queue shipments --json | jq -r '.jobs[] | "    job \(.id) order \(.payload.order_id): \(.reason)"'

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Memory per queued job, on its own: durable_run.sh's item 4 without the
+# throughput and replay runs, repeated. Each repeat starts a fresh
+# onceq-broker and a fresh beanstalkd, queues JOBS 100-byte jobs into each
+# (no consumers) and takes the RSS growth / JOBS; the report gives the
+# median of REPEATS per server.
+#
+#   tests/bench/memory_run.sh [BUILD_DIR]     (or BUILD=... ; default ./build)
+#
+# Environment: JOBS (1000000, durable_run.sh's REPLAY_JOBS), REPEATS (3),
+# FILL_PRODUCERS (4), WINDOW (64), FSYNC (the broker's --fsync: always, as
+# durable_run.sh), RUN_DEADLINE_S (600), INSECURE (1: onceq in plaintext).
+# Builds nothing. Everything it starts is stopped by PID on exit.
+set -euo pipefail
+
+BUILD=${1:-${BUILD:-./build}}
+JOBS=${JOBS:-1000000}
+REPEATS=${REPEATS:-3}
+FILL_PRODUCERS=${FILL_PRODUCERS:-4}
+WINDOW=${WINDOW:-64}
+FSYNC=${FSYNC:-always}
+RUN_DEADLINE_S=${RUN_DEADLINE_S:-600}
+
+PORT_BASE=20000
+PORT_SPAN=20000
+START_ATTEMPTS=5
+READY_TRIES=600 # x READY_SLEEP_S: a server gets 60 s to come up
+READY_SLEEP_S=0.1
+STOP_GRACE_TRIES=100
+EXTRA_TIMEOUT_S=30
+MAX_JOBS_HELD=4000000
+
+SCRIPT=memory_run.sh
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+BROKER_BIN=$(binary onceq-broker broker)
+CLI_BIN=$(binary onceq clients/cli)
+ONCEQ_BENCH=$(binary onceq-bench tests/bench)
+BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
+for bin in "$BROKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
+    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
+done
+command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
+for n in "$JOBS" "$REPEATS" "$FILL_PRODUCERS" "$WINDOW" "$RUN_DEADLINE_S"; do
+    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
+done
+((REPEATS >= 1 && JOBS >= 1)) || die "REPEATS and JOBS must be at least 1"
+
+WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-memory-bench.XXXXXX")
+BROKER_PID=""
+WORKER_PID=""
+BEANSTALKD_PID=""
+OK=0
+install_cleanup
+setup_keys "$CLI_BIN"
+
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { printf "%.0f", kb * 1024 / n }'; }
+
+ping_ok() { "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1; }
+
+start_broker() {
+    local data=$1
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        FRONT_PORT=$(random_port)
+        FRONT=tcp://127.0.0.1:$FRONT_PORT
+        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
+        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
+            --data-dir "$data" --log-level warn --fsync "$FSYNC" --max-jobs "$MAX_JOBS_HELD" \
+            "${BROKER_AUTH[@]}") >>"$WORKDIR/broker.log" 2>&1 &
+        BROKER_PID=$!
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            ping_ok && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BROKER_PID"
+        BROKER_PID=""
+    done
+    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+}
+
+bs_answers() {
+    local line
+    { exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT"; } 2>/dev/null || return 1
+    printf 'stats-tube default\r\n' >&3
+    read -r -t 60 line <&3 || line=""
+    exec 3>&-
+    [[ $line == OK* ]]
+}
+
+start_beanstalkd() {
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        BEANSTALKD_PORT=$(random_port)
+        (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" "$@") \
+            >>"$WORKDIR/beanstalkd.log" 2>&1 &
+        BEANSTALKD_PID=$!
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
+            bs_answers && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BEANSTALKD_PID"
+        BEANSTALKD_PID=""
+    done
+    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
+}
+
+ONCEQ=()
+BEANSTALKD=()
+for ((r = 1; r <= REPEATS; r++)); do
+    data=$WORKDIR/data-$r
+    start_broker "$data"
+    before=$(rss_kb "$BROKER_PID")
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" --broker "$FRONT" \
+        --window "$WINDOW" --deadline "$RUN_DEADLINE_S" --producers "$FILL_PRODUCERS" \
+        --dispatch-only --jobs "$JOBS" >&2 || die "filling the broker failed"
+    ONCEQ+=("$(per_job $(($(rss_kb "$BROKER_PID") - before)) "$JOBS")")
+    stop_pid "$BROKER_PID"
+    BROKER_PID=""
+    rm -rf "$data"
+
+    mkdir -p "$WORKDIR/binlog-$r"
+    start_beanstalkd -b "$WORKDIR/binlog-$r"
+    before=$(rss_kb "$BEANSTALKD_PID")
+    timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$BEANSTALK_BENCH" --port "$BEANSTALKD_PORT" \
+        --window "$WINDOW" --deadline "$RUN_DEADLINE_S" --producers "$FILL_PRODUCERS" \
+        --put-only --jobs "$JOBS" --tube fill >&2 || die "filling beanstalkd failed"
+    BEANSTALKD+=("$(per_job $(($(rss_kb "$BEANSTALKD_PID") - before)) "$JOBS")")
+    stop_pid "$BEANSTALKD_PID"
+    BEANSTALKD_PID=""
+    rm -rf "$WORKDIR/binlog-$r"
+    echo "repeat $r: onceq ${ONCEQ[-1]} B/job, beanstalkd ${BEANSTALKD[-1]} B/job" >&2
+done
+
+echo "memory per queued job (RSS growth / $JOBS jobs, 100-byte payloads, median of $REPEATS):"
+echo "  onceq:      $(median "${ONCEQ[@]}") bytes (runs: ${ONCEQ[*]})"
+echo "  beanstalkd: $(median "${BEANSTALKD[@]}") bytes (runs: ${BEANSTALKD[*]})"
+OK=1
