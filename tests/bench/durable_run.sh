@@ -120,17 +120,6 @@ onceq_bench() {
 
 # ---- beanstalkd ------------------------------------------------------------
 
-# bs_answers: true once beanstalkd answers a command (not only accepts:
-# it listens before its binlog is replayed).
-bs_answers() {
-    local line
-    { exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT"; } 2>/dev/null || return 1
-    printf 'stats-tube default\r\n' >&3
-    read -r -t 60 line <&3 || line=""
-    exec 3>&-
-    [[ $line == OK* ]]
-}
-
 # start_beanstalkd FLAGS...: fresh port, waits until it answers.
 start_beanstalkd() {
     for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do

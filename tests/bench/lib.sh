@@ -118,3 +118,14 @@ median() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+# bs_answers: true once the beanstalkd on $BEANSTALKD_PORT answers a command
+# (not only accepts: it listens before its binlog is replayed).
+bs_answers() {
+    local line
+    { exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT"; } 2>/dev/null || return 1
+    printf 'stats-tube default\r\n' >&3
+    read -r -t 60 line <&3 || line=""
+    exec 3>&-
+    [[ $line == OK* ]]
+}

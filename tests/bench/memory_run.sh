@@ -81,15 +81,6 @@ start_broker() {
     die "onceq-broker did not come up (see $WORKDIR/broker.log)"
 }
 
-bs_answers() {
-    local line
-    { exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT"; } 2>/dev/null || return 1
-    printf 'stats-tube default\r\n' >&3
-    read -r -t 60 line <&3 || line=""
-    exec 3>&-
-    [[ $line == OK* ]]
-}
-
 start_beanstalkd() {
     for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
         BEANSTALKD_PORT=$(random_port)
