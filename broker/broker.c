@@ -878,6 +878,44 @@ static void s_send_reconnect(oq_broker_t *self, const s_envelope_t *env, const c
     s_reply(self, self->back, env);
 }
 
+static void s_ack(oq_broker_t *self, oq_worker_t *w, const oq_ack_msg_t *ack)
+{
+    oq_ack_effect_t effect = oq_engine_ack(self->engine, w, ack);
+    if (effect != OQ_ACK_APPLIED)
+        oq_debug("ack for job %llu attempt %u: %s", (unsigned long long)ack->id, ack->attempt,
+                 effect == OQ_ACK_LATE     ? "late, completed the job"
+                 : effect == OQ_ACK_FENCED ? "fenced: no valid lease token, ignored"
+                                           : "ignored");
+}
+
+/* Each entry of an "acks" message as if it had come alone: an entry that
+   does not decode gets its own error, naming its place in the list (and
+   its job, if that can be read), and the others are applied all the same. */
+static void s_acks(oq_broker_t *self, const s_envelope_t *env, oq_worker_t *w, const oq_msg_t *msg)
+{
+    uint32_t count = oq_proto_entry_count(msg);
+    for (uint32_t i = 0; i < count; i++) {
+        oq_msg_t entry;
+        oq_err_t code;
+        char reason[256];
+        if (oq_proto_decode_entry(msg, i, &entry, &code, reason, sizeof reason) == 0) {
+            s_ack(self, w, &entry.ack);
+        } else {
+            uint64_t id = 0, lease;
+            uint32_t attempt = 0;
+            bool has_lease;
+            char text[384], job[64] = "";
+            if (oq_proto_entry_ids(msg, i, &id, &attempt, &has_lease, &lease) == 0)
+                snprintf(job, sizeof job, " (job %llu attempt %u)", (unsigned long long)id,
+                         attempt);
+            snprintf(text, sizeof text, "acks entry %u of %u%s refused, the others applied: %s", i,
+                     count, job, reason);
+            s_reply_error(self, self->back, env, -1, code, text);
+        }
+        oq_proto_msg_release(&entry);
+    }
+}
+
 static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
 {
     oq_worker_t *w = oq_engine_worker_find(self->engine, env->identity, env->identity_len);
@@ -902,14 +940,15 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
                     "queue(s) (0: every one)",
                     msg->pid, (int)msg->name.len, msg->name.ptr ? msg->name.ptr : "", msg->credit,
                     oq_proto_list_size(msg->types), oq_proto_list_size(msg->queues));
-            oq_proto_encode_welcome(&self->out, (uint32_t)self->config.heartbeat_ms,
-                                    (uint32_t)self->config.liveness);
+            oq_proto_encode_welcome_acks(&self->out, (uint32_t)self->config.heartbeat_ms,
+                                         (uint32_t)self->config.liveness, OQ_MAX_ACKS_PER_MSG);
             if (s_reply(self, self->back, env) < 0) {
                 oq_engine_worker_remove(self->engine, &w, "unreachable");
                 return;
             }
         }
         oq_engine_worker_seen(self->engine, w);
+        oq_engine_worker_jobs_per_msg(self->engine, w, msg->jobs_per_msg);
         /* A ready after a drain ends it (a stop that was cancelled). */
         oq_engine_worker_resume(self->engine, w);
         oq_engine_worker_credit(self->engine, w, msg->credit);
@@ -920,18 +959,16 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         else
             s_send_reconnect(self, env, "unknown worker: send ready");
         break;
-    case OQ_CMD_ACK: {
-        oq_ack_effect_t effect = oq_engine_ack(self->engine, w, &msg->ack);
-        if (effect != OQ_ACK_APPLIED)
-            oq_debug("ack for job %llu attempt %u: %s", (unsigned long long)msg->ack.id,
-                     msg->ack.attempt,
-                     effect == OQ_ACK_LATE     ? "late, completed the job"
-                     : effect == OQ_ACK_FENCED ? "fenced: no valid lease token, ignored"
-                                               : "ignored");
+    case OQ_CMD_ACK:
+        s_ack(self, w, &msg->ack);
         if (!w)
             s_send_reconnect(self, env, "unknown worker: ack applied, send ready");
         break;
-    }
+    case OQ_CMD_ACKS:
+        s_acks(self, env, w, msg);
+        if (!w)
+            s_send_reconnect(self, env, "unknown worker: acks applied, send ready");
+        break;
     case OQ_CMD_TOUCH:
         if (oq_engine_touch(self->engine, w, &msg->ack) < 0)
             oq_debug("touch for job %llu attempt %u changed nothing",
@@ -970,8 +1007,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
                cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
-           cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT || cmd == OQ_CMD_TOUCH ||
-           cmd == OQ_CMD_STATUS;
+           cmd == OQ_CMD_ACKS || cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT ||
+           cmd == OQ_CMD_TOUCH || cmd == OQ_CMD_STATUS;
 }
 
 /* ---- who may send what -------------------------------------------------------- */
@@ -1148,9 +1185,8 @@ int oq_broker_reload_keys(oq_broker_t *self)
 
 /* ---- deliveries and heartbeats ------------------------------------------------------ */
 
-static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_view_t *job)
+static void s_job_msg(const oq_job_view_t *job, oq_job_msg_t *out)
 {
-    oq_broker_t *self = ctx;
     oq_job_msg_t msg = {
         .id = job->id,
         .type = oq_str(job->type),
@@ -1168,10 +1204,27 @@ static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_vie
         memcpy(msg.backoff_ms, job->backoff_ms, job->backoff_len * sizeof *job->backoff_ms);
         msg.backoff_len = job->backoff_len;
     }
-    oq_proto_encode_job(&self->out, &msg);
+    *out = msg;
+}
+
+/* One "job" message, or one "jobs" message for several (the engine keeps
+   them within the worker's jobs_per_msg and the frame's budget). */
+static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_view_t *jobs,
+                     size_t count)
+{
+    oq_broker_t *self = ctx;
+    oq_job_msg_t msgs[OQ_MAX_JOBS_PER_MSG];
+    assert(count >= 1 && count <= OQ_MAX_JOBS_PER_MSG);
+    for (size_t i = 0; i < count; i++)
+        s_job_msg(&jobs[i], &msgs[i]);
+    if (count == 1)
+        oq_proto_encode_job(&self->out, &msgs[0]);
+    else
+        oq_proto_encode_jobs(&self->out, msgs, count);
     if (s_send(self, self->back, worker->identity, worker->identity_len, false) < 0) {
-        oq_warn("cannot deliver job %llu to worker pid %u: %s", (unsigned long long)job->id,
-                worker->pid, zmq_strerror(zmq_errno()));
+        oq_warn("cannot deliver job %llu%s to worker pid %u: %s", (unsigned long long)jobs[0].id,
+                count > 1 ? " and the jobs sent with it" : "", worker->pid,
+                zmq_strerror(zmq_errno()));
         return -1;
     }
     return 0;
@@ -1369,7 +1422,7 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
         self->next_heartbeat_ms = now + self->config.heartbeat_ms;
     }
     if (s_may_deliver(self))
-        oq_engine_pump(self->engine, s_deliver, self);
+        oq_engine_pump_many(self->engine, s_deliver, self);
     s_before_sleep(self);
     s_publish_metrics(self, oq_clock_now_ms(self->clock));
     return 0;

@@ -160,6 +160,7 @@ typedef struct {
     oq_worker_status_t status; /* its last status (ready until it sends one) */
     int64_t status_ms;         /* how long it has been in it */
     const char *status_error;  /* while unavailable: why; "" otherwise */
+    uint32_t jobs_per_msg;     /* deliveries it takes in one message (its ready said) */
     const oq_worker_t *worker_;
 } oq_worker_view_t;
 
@@ -170,6 +171,16 @@ const char *oq_engine_worker_queue(const oq_worker_view_t *view, uint32_t i);
 /* Called for each delivery: send job to worker. Return 0 if it went out, -1
    if the worker cannot be reached (the engine then declares it dead). */
 typedef int (*oq_deliver_fn)(void *ctx, const oq_worker_view_t *worker, const oq_job_view_t *job);
+
+/* Called by oq_engine_pump_many for the deliveries one worker gets in one
+   message: jobs[0 .. count-1], in lease order, at most the worker's
+   jobs_per_msg and, counted as payload plus OQ_MAX_JOB_ENVELOPE_BYTES
+   each, at most OQ_MAX_JOBS_MSG_BYTES together. Send them (as one "jobs"
+   message if count > 1); return 0 if they went out, -1 if the worker
+   cannot be reached (the engine then puts them back, unsent, and declares
+   the worker dead). */
+typedef int (*oq_deliver_many_fn)(void *ctx, const oq_worker_view_t *worker,
+                                  const oq_job_view_t *jobs, size_t count);
 
 /* A new engine using clock (borrowed). NULL if memory runs out. */
 oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *clock);
@@ -264,6 +275,10 @@ size_t oq_engine_workers_unavailable(const oq_engine_t *self);
    is ignored until the worker sends ready again (oq_engine_worker_resume). */
 void oq_engine_worker_drain(oq_engine_t *self, oq_worker_t *worker);
 
+/* How many deliveries the worker takes in one message (ready's
+   jobs_per_msg; clamped to 1 ... OQ_MAX_JOBS_PER_MSG). */
+void oq_engine_worker_jobs_per_msg(oq_engine_t *self, oq_worker_t *worker, uint32_t jobs);
+
 /* End a drain: the worker takes jobs again with the credit given next (a
    worker whose stop was cancelled sends ready). */
 void oq_engine_worker_resume(oq_engine_t *self, oq_worker_t *worker);
@@ -289,6 +304,12 @@ size_t oq_engine_worker_count(const oq_engine_t *self);
    order), until no worker with credit can take a ready job. Returns the
    number of jobs delivered. */
 size_t oq_engine_pump(oq_engine_t *self, oq_deliver_fn deliver, void *ctx);
+
+/* The same, but what one worker is leased in this pump goes out in as few
+   calls of deliver as its jobs_per_msg and the message budget allow (in
+   lease order, the round-robin over workers unchanged): a worker that
+   takes one job per message gets one call per job. */
+size_t oq_engine_pump_many(oq_engine_t *self, oq_deliver_many_fn deliver, void *ctx);
 
 typedef enum {
     OQ_ACK_APPLIED, /* the current delivery's outcome was applied */

@@ -190,6 +190,15 @@ struct oq_worker {
     int64_t last_seen_ms;
     oq_link_t leases; /* oq_eng_job_t.lease */
     uint32_t leased;
+    /* Several deliveries per message (oq_engine_pump_many): how many this
+       worker takes in one (1: one message each), and, during a pump, how
+       many of its last leases and how many of their bytes (as the "jobs"
+       message budget counts them) are not sent yet; it is then on the
+       pump's sending list. */
+    uint32_t jobs_per_msg;
+    uint32_t unsent;
+    size_t unsent_bytes;
+    oq_link_t sending;
     oq_link_t waiting;     /* in engine->waiting while credit > 0 */
     oq_link_t all;         /* in engine->workers_all */
     bool routed;           /* the first ready's types and queues are taken */

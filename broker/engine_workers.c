@@ -50,6 +50,8 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
     w->status_since_ms = w->last_seen_ms;
     oq_list_init(&w->leases);
     oq_link_clear(&w->waiting);
+    oq_link_clear(&w->sending);
+    w->jobs_per_msg = 1;
     oq_list_push_back(&self->workers_all, &w->all);
     zhashx_insert(self->workers, w->key, w);
     self->any_type_workers++; /* until its route names types */
@@ -133,6 +135,12 @@ void oq_engine_worker_credit(oq_engine_t *self, oq_worker_t *worker, uint32_t cr
         oq_list_push_back(&self->waiting, &worker->waiting);
 }
 
+void oq_engine_worker_jobs_per_msg(oq_engine_t *self, oq_worker_t *worker, uint32_t jobs)
+{
+    (void)self;
+    worker->jobs_per_msg = jobs < 1 ? 1 : jobs > OQ_MAX_JOBS_PER_MSG ? OQ_MAX_JOBS_PER_MSG : jobs;
+}
+
 void oq_engine_worker_resume(oq_engine_t *self, oq_worker_t *worker)
 {
     (void)self;
@@ -197,6 +205,8 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
     }
     if (oq_list_linked(&w->waiting))
         oq_list_remove(&w->waiting);
+    if (oq_list_linked(&w->sending))
+        oq_list_remove(&w->sending);
     oq_list_remove(&w->all);
     zhashx_delete(self->workers, w->key);
     if (w->types) {
@@ -246,6 +256,7 @@ void oq_eng_worker_view(const oq_engine_t *self, const oq_worker_t *w, oq_worker
     v->status = w->status;
     v->status_ms = oq_eng_now(self) - w->status_since_ms;
     v->status_error = w->status_error ? w->status_error : "";
+    v->jobs_per_msg = w->jobs_per_msg;
     v->worker_ = w;
 }
 

@@ -30,6 +30,7 @@ static const struct {
     {OQ_CMD_READY, S_WORKER},
     {OQ_CMD_HEARTBEAT, S_WORKER},
     {OQ_CMD_ACK, S_WORKER},
+    {OQ_CMD_ACKS, S_WORKER},
     {OQ_CMD_TOUCH, S_WORKER},
     {OQ_CMD_DRAIN, S_WORKER},
     {OQ_CMD_DISCONNECT, S_WORKER},

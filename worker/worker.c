@@ -46,9 +46,18 @@ typedef struct {
     const char *queues[OQ_MAX_WORKER_QUEUES];
     bool finished; /* the loop ends; status is the exit status */
     int status;
+    /* Acks in one message: the most the broker's welcome allowed on this
+       link (0: one "ack" message each), and the acks made since the last
+       send, which go out together before anything else is sent and before
+       the loop waits (s_flush_acks), with their errors copied. */
+    uint32_t acks_per_msg;
+    oq_ack_msg_t acks[OQ_MAX_ACKS_PER_MSG];
+    char ack_errors[OQ_MAX_ACKS_PER_MSG][OQ_MAX_ERROR_LEN + 1];
+    size_t ack_count;
 } s_worker_t;
 
 static void s_act(s_worker_t *self);
+static void s_flush_acks(s_worker_t *self);
 
 static int64_t s_now(const s_worker_t *self)
 {
@@ -91,21 +100,71 @@ static void s_open(s_worker_t *self)
 
 static void s_close(s_worker_t *self)
 {
+    s_flush_acks(self);
+    self->acks_per_msg = 0; /* until the next link's welcome */
     if (self->socket)
         zmq_close(self->socket);
     self->socket = NULL;
 }
 
+/* Queue buf's message on the socket; a failure is a lost link. */
+static void s_send_buf(s_worker_t *self, const msgpack_sbuffer *buf, const char *what)
+{
+    if (zmq_send(self->socket, buf->data, buf->size, ZMQ_DONTWAIT) < 0) {
+        oq_warn("cannot send %s to the broker: %s", what, zmq_strerror(errno));
+        oq_session_on_send_error(self->session, s_now(self));
+    } else {
+        oq_debug("sent %s", what);
+    }
+}
+
+/* Send the acks gathered since the last send: one "ack" alone, several as
+   one "acks" message (docs/protocol.md, "Several jobs or acks per message"). */
+static void s_flush_acks(s_worker_t *self)
+{
+    if (self->ack_count == 0)
+        return;
+    size_t count = self->ack_count;
+    self->ack_count = 0;
+    if (!self->socket)
+        return;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    if (count == 1)
+        oq_proto_encode_ack(&buf, &self->acks[0]);
+    else
+        oq_proto_encode_acks(&buf, self->acks, count);
+    s_send_buf(self, &buf, count == 1 ? "ack" : "acks");
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* Keep an ack for s_flush_acks, which goes at once if the message is full. */
+static void s_gather_ack(s_worker_t *self, const oq_ack_msg_t *ack)
+{
+    size_t i = self->ack_count++;
+    self->acks[i] = *ack;
+    oq_str_copy(ack->error, self->ack_errors[i], sizeof self->ack_errors[i]);
+    self->acks[i].error = oq_str(self->ack_errors[i]);
+    if (self->ack_count >= self->acks_per_msg || self->ack_count >= OQ_MAX_ACKS_PER_MSG)
+        s_flush_acks(self);
+}
+
 static void s_send(s_worker_t *self, const oq_action_t *action)
 {
     assert(self->socket);
+    if (action->cmd == OQ_CMD_ACK && self->acks_per_msg > 1) {
+        s_gather_ack(self, &action->ack);
+        return;
+    }
+    /* Whatever was sent before this goes before it. */
+    s_flush_acks(self);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     switch (action->cmd) {
     case OQ_CMD_READY:
-        oq_proto_encode_ready_routed(&buf, action->credit, self->config->name, (uint32_t)getpid(),
-                                     self->types, self->type_count, self->queues,
-                                     self->config->queue_count);
+        oq_proto_encode_ready_multi(&buf, action->credit, self->config->name, (uint32_t)getpid(),
+                                    self->types, self->type_count, self->queues,
+                                    self->config->queue_count, self->config->prefetch);
         break;
     case OQ_CMD_ACK:
         oq_proto_encode_ack(&buf, &action->ack);
@@ -120,13 +179,7 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
         oq_proto_encode_simple(&buf, action->cmd, -1);
         break;
     }
-    if (zmq_send(self->socket, buf.data, buf.size, ZMQ_DONTWAIT) < 0) {
-        oq_warn("cannot send %s to the broker: %s", oq_proto_cmd_name(action->cmd),
-                zmq_strerror(errno));
-        oq_session_on_send_error(self->session, s_now(self));
-    } else {
-        oq_debug("sent %s", oq_proto_cmd_name(action->cmd));
-    }
+    s_send_buf(self, &buf, oq_proto_cmd_name(action->cmd));
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -230,6 +283,7 @@ static void s_drop_held(s_worker_t *self)
    end the loop. */
 static void s_exit(s_worker_t *self, int status)
 {
+    s_flush_acks(self);
     if (self->socket) {
         int linger_ms = OQ_WORKER_LINGER_MS;
         zmq_setsockopt(self->socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
@@ -287,24 +341,33 @@ static void s_act(s_worker_t *self)
     }
 }
 
-/* The id and attempt of a job whose envelope did not decode, if they can be
-   read: then the job can be failed instead of waiting for its lease. */
-static int s_job_ids(const oq_msg_t *msg, uint64_t *id, uint32_t *attempt, bool *has_lease,
-                     uint64_t *lease)
+static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame);
+
+/* Several deliveries in one message: each is handled as the "job" message
+   it would have come as alone (the session holds jobs as their frames). A
+   bad entry is then failed as a bad job is, without its neighbours. */
+static void s_handle_jobs(s_worker_t *self, const oq_msg_t *msg)
 {
-    const msgpack_object *job = oq_proto_map_get(&msg->root, "job");
-    const msgpack_object *o_id = oq_proto_map_get(job, "id");
-    const msgpack_object *o_attempt = oq_proto_map_get(job, "attempt");
-    if (!o_id || o_id->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o_id->via.u64 == 0 ||
-        !o_attempt || o_attempt->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        o_attempt->via.u64 == 0 || o_attempt->via.u64 > UINT32_MAX)
-        return -1;
-    *id = o_id->via.u64;
-    *attempt = (uint32_t)o_attempt->via.u64;
-    const msgpack_object *o_lease = oq_proto_map_get(job, "lease");
-    *has_lease = o_lease && o_lease->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
-    *lease = *has_lease ? o_lease->via.u64 : 0;
-    return 0;
+    uint32_t count = oq_proto_entry_count(msg);
+    for (uint32_t i = 0; i < count && !self->finished; i++) {
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+        oq_proto_begin(&pk, OQ_CMD_JOB, -1, 1);
+        oq_proto_pack_cstr(&pk, "job");
+        msgpack_pack_object(&pk, msg->entries->via.array.ptr[i]);
+        zmq_msg_t frame;
+        if (zmq_msg_init_size(&frame, buf.size) == 0) {
+            memcpy(zmq_msg_data(&frame), buf.data, buf.size);
+            s_handle_frame(self, &frame);
+            zmq_msg_close(&frame);
+        } else {
+            oq_warn("out of memory for job %u of %u in one message: its lease will run out", i + 1,
+                    count);
+        }
+        msgpack_sbuffer_destroy(&buf);
+    }
 }
 
 static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
@@ -318,15 +381,22 @@ static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
     uint32_t attempt;
     bool has_lease;
     int64_t now = s_now(self);
-    if (oq_proto_decode(&msg, data, size, &code, reason, sizeof reason) == 0) {
+    int rc = oq_proto_decode(&msg, data, size, &code, reason, sizeof reason);
+    if (rc == 0 && msg.cmd == OQ_CMD_JOBS) {
+        oq_debug("received jobs (%u)", oq_proto_entry_count(&msg));
+        s_handle_jobs(self, &msg);
+    } else if (rc == 0) {
         oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
+        if (msg.cmd == OQ_CMD_WELCOME)
+            self->acks_per_msg = msg.acks_per_msg;
         self->msg = &msg;
         self->frame = frame;
         oq_session_on_message(self->session, &msg, now);
         s_act(self);
         self->msg = NULL;
         self->frame = NULL;
-    } else if (msg.cmd == OQ_CMD_JOB && s_job_ids(&msg, &id, &attempt, &has_lease, &lease) == 0) {
+    } else if (msg.cmd == OQ_CMD_JOB &&
+               oq_proto_entry_ids(&msg, 0, &id, &attempt, &has_lease, &lease) == 0) {
         oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
         s_act(self);
     } else {
@@ -414,6 +484,7 @@ static void s_loop(s_worker_t *self)
             wait_ms = 0;
         if (wait_ms > OQ_MAX_HEARTBEAT_MS)
             wait_ms = OQ_MAX_HEARTBEAT_MS;
+        s_flush_acks(self); /* never held back: what this turn made goes before the wait */
         zmq_pollitem_t items[] = {
             {NULL, self->signal_fd, ZMQ_POLLIN, 0},
             {oq_job_thread_socket(self->jobs), 0, ZMQ_POLLIN, 0},

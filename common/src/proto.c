@@ -45,6 +45,8 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_RESOLVE] = "resolve",
     [OQ_CMD_RESOLVED] = "resolved",
     [OQ_CMD_STATUS] = "status",
+    [OQ_CMD_JOBS] = "jobs",
+    [OQ_CMD_ACKS] = "acks",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -495,6 +497,29 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
     return delivery ? 0 : s_decode_job_keys(ctx, j, job);
 }
 
+/* The entries of a "jobs" or "acks" message: an array of 1..max maps. What
+   is wrong here is wrong with the whole message; what is wrong inside an
+   entry is found by oq_proto_decode_entry, for that entry alone. */
+static int s_get_entries(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *root,
+                         const char *key, uint32_t max)
+{
+    const msgpack_object *o = oq_proto_map_get(root, key);
+    if (!o)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"%s\"", key);
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be an array of maps", key);
+    if (o->via.array.size == 0)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" is empty", key);
+    if (o->via.array.size > max)
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"%s\" has %u entries, the limit is %u", key,
+               o->via.array.size, max);
+    for (uint32_t k = 0; k < o->via.array.size; k++)
+        if (o->via.array.ptr[k].type != MSGPACK_OBJECT_MAP)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" entry %u must be a map", key, k);
+    msg->entries = o;
+    return 0;
+}
+
 static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *root)
 {
     uint64_t u;
@@ -527,6 +552,10 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
+    case OQ_CMD_JOBS:
+        return s_get_entries(ctx, msg, root, "jobs", OQ_MAX_JOBS_PER_MSG);
+    case OQ_CMD_ACKS:
+        return s_get_entries(ctx, msg, root, "acks", OQ_MAX_ACKS_PER_MSG);
     case OQ_CMD_DISPATCHED: {
         const msgpack_object *unique = oq_proto_map_get(root, "unique");
         if (unique && unique->type != MSGPACK_OBJECT_BOOLEAN)
@@ -588,6 +617,9 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "pid", false, 0, UINT32_MAX, &u, &present) < 0)
             return -1;
         msg->pid = present ? (uint32_t)u : 0;
+        if (s_get_uint(ctx, root, "jobs_per_msg", false, 1, OQ_MAX_JOBS_PER_MSG, &u, &present) < 0)
+            return -1;
+        msg->jobs_per_msg = present ? (uint32_t)u : 1;
         if (s_get_names(ctx, root, "types", OQ_MAX_WORKER_TYPES, &msg->types) < 0 ||
             s_get_names(ctx, root, "queues", OQ_MAX_WORKER_QUEUES, &msg->queues) < 0)
             return -1;
@@ -670,6 +702,10 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         if (s_get_uint(ctx, root, "liveness", true, 1, OQ_MAX_LIVENESS, &u, NULL) < 0)
             return -1;
         msg->liveness = (uint32_t)u;
+        bool present;
+        if (s_get_uint(ctx, root, "acks_per_msg", false, 1, OQ_MAX_ACKS_PER_MSG, &u, &present) < 0)
+            return -1;
+        msg->acks_per_msg = present ? (uint32_t)u : 0;
         return 0;
     }
     case OQ_CMD_RECONNECT:
@@ -798,6 +834,52 @@ void oq_proto_msg_release(oq_msg_t *msg)
         msgpack_sbuffer_destroy(&msg->payload_);
         msg->payload_.data = NULL;
     }
+}
+
+uint32_t oq_proto_entry_count(const oq_msg_t *msg)
+{
+    return msg->entries ? msg->entries->via.array.size : 0;
+}
+
+int oq_proto_decode_entry(const oq_msg_t *msg, uint32_t i, oq_msg_t *entry, oq_err_t *code,
+                          char *reason, size_t reason_len)
+{
+    memset(entry, 0, sizeof *entry);
+    s_errctx_t ctx = {code, reason, reason_len};
+    *code = OQ_ERR_NONE;
+    if (reason_len)
+        reason[0] = 0;
+    if (i >= oq_proto_entry_count(msg) || (msg->cmd != OQ_CMD_JOBS && msg->cmd != OQ_CMD_ACKS))
+        S_FAIL(&ctx, OQ_ERR_INTERNAL, "no entry %u in this message", i);
+    entry->root = msg->entries->via.array.ptr[i];
+    if (msg->cmd == OQ_CMD_JOBS) {
+        entry->cmd = OQ_CMD_JOB;
+        return s_decode_job(&ctx, entry, &entry->root, true);
+    }
+    entry->cmd = OQ_CMD_ACK;
+    return s_decode_fields(&ctx, entry, &entry->root);
+}
+
+int oq_proto_entry_ids(const oq_msg_t *msg, uint32_t i, uint64_t *id, uint32_t *attempt,
+                       bool *has_lease, uint64_t *lease)
+{
+    const msgpack_object *e = NULL;
+    if (msg->cmd == OQ_CMD_JOB)
+        e = oq_proto_map_get(&msg->root, "job");
+    else if ((msg->cmd == OQ_CMD_JOBS || msg->cmd == OQ_CMD_ACKS) && i < oq_proto_entry_count(msg))
+        e = &msg->entries->via.array.ptr[i];
+    const msgpack_object *o_id = oq_proto_map_get(e, "id");
+    const msgpack_object *o_attempt = oq_proto_map_get(e, "attempt");
+    if (!o_id || o_id->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o_id->via.u64 == 0 ||
+        !o_attempt || o_attempt->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        o_attempt->via.u64 == 0 || o_attempt->via.u64 > UINT32_MAX)
+        return -1;
+    *id = o_id->via.u64;
+    *attempt = (uint32_t)o_attempt->via.u64;
+    const msgpack_object *o_lease = oq_proto_map_get(e, "lease");
+    *has_lease = o_lease && o_lease->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+    *lease = *has_lease ? o_lease->via.u64 : 0;
+    return 0;
 }
 
 int oq_proto_resolve_get(const oq_msg_t *msg, oq_review_action_t *action, oq_str_t *note)
@@ -944,6 +1026,17 @@ void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job)
     oq_proto_begin(&pk, OQ_CMD_JOB, -1, 1);
     oq_proto_pack_cstr(&pk, "job");
     s_pack_job(&pk, job, true);
+}
+
+void oq_proto_encode_jobs(msgpack_sbuffer *buf, const oq_job_msg_t *jobs, size_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_JOBS, -1, 1);
+    oq_proto_pack_cstr(&pk, "jobs");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_job(&pk, &jobs[i], true);
 }
 
 void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id)
@@ -1117,10 +1210,24 @@ void oq_proto_encode_ready_routed(msgpack_sbuffer *buf, uint32_t credit, const c
                                   uint32_t pid, const char *const *types, size_t type_count,
                                   const char *const *queues, size_t queue_count)
 {
+    oq_proto_encode_ready_multi(buf, credit, name, pid, types, type_count, queues, queue_count, 1);
+}
+
+void oq_proto_encode_ready_multi(msgpack_sbuffer *buf, uint32_t credit, const char *name,
+                                 uint32_t pid, const char *const *types, size_t type_count,
+                                 const char *const *queues, size_t queue_count,
+                                 uint32_t jobs_per_msg)
+{
     msgpack_packer pk;
     s_init(&pk, buf);
     bool has_types = types && type_count > 0, has_queues = queues && queue_count > 0;
-    oq_proto_begin(&pk, OQ_CMD_READY, -1, 2 + (name ? 1 : 0) + has_types + has_queues);
+    bool multi = jobs_per_msg > 1;
+    oq_proto_begin(&pk, OQ_CMD_READY, -1, 2 + (name ? 1 : 0) + has_types + has_queues + multi);
+    if (multi) {
+        oq_proto_pack_cstr(&pk, "jobs_per_msg");
+        msgpack_pack_uint32(&pk, jobs_per_msg > OQ_MAX_JOBS_PER_MSG ? OQ_MAX_JOBS_PER_MSG
+                                                                    : jobs_per_msg);
+    }
     if (has_types)
         s_pack_names(&pk, "types", types, type_count);
     if (has_queues)
@@ -1137,58 +1244,90 @@ void oq_proto_encode_ready_routed(msgpack_sbuffer *buf, uint32_t credit, const c
 
 void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness)
 {
+    oq_proto_encode_welcome_acks(buf, heartbeat_ms, liveness, 0);
+}
+
+void oq_proto_encode_welcome_acks(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness,
+                                  uint32_t acks_per_msg)
+{
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_WELCOME, -1, 2);
+    oq_proto_begin(&pk, OQ_CMD_WELCOME, -1, 2 + (acks_per_msg > 0));
     oq_proto_pack_cstr(&pk, "heartbeat_ms");
     msgpack_pack_uint32(&pk, heartbeat_ms);
     oq_proto_pack_cstr(&pk, "liveness");
     msgpack_pack_uint32(&pk, liveness);
+    if (acks_per_msg > 0) {
+        oq_proto_pack_cstr(&pk, "acks_per_msg");
+        msgpack_pack_uint32(&pk, acks_per_msg > OQ_MAX_ACKS_PER_MSG ? OQ_MAX_ACKS_PER_MSG
+                                                                    : acks_per_msg);
+    }
 }
 
-void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
+/* An ack's fields: as a whole "ack" message (entry false: v and cmd
+   first), or as one map of an "acks" message's list. */
+static void s_pack_ack(msgpack_packer *pk, const oq_ack_msg_t *ack, bool entry)
 {
-    msgpack_packer pk;
-    s_init(&pk, buf);
     bool has_result = ack->outcome == OQ_OUTCOME_OK && ack->result != OQ_RESULT_NONE;
     bool has_error = ack->outcome != OQ_OUTCOME_OK && ack->error.len > 0;
     bool has_delay =
         ack->has_delay && (ack->outcome == OQ_OUTCOME_RETRY || ack->outcome == OQ_OUTCOME_RETURN ||
                            ack->outcome == OQ_OUTCOME_UNAVAILABLE);
     bool held = ack->held && ack->outcome == OQ_OUTCOME_RETURN;
-    oq_proto_begin(&pk, OQ_CMD_ACK, -1,
-                   4 + has_result + has_error + ack->has_lease + has_delay + held);
-    oq_proto_pack_cstr(&pk, "id");
-    msgpack_pack_uint64(&pk, ack->id);
-    oq_proto_pack_cstr(&pk, "attempt");
-    msgpack_pack_uint32(&pk, ack->attempt);
-    oq_proto_pack_cstr(&pk, "outcome");
-    oq_proto_pack_cstr(&pk, oq_proto_outcome_name(ack->outcome));
-    oq_proto_pack_cstr(&pk, "credit");
-    msgpack_pack_uint32(&pk, ack->credit);
+    uint32_t fields = 4 + has_result + has_error + ack->has_lease + has_delay + held;
+    if (entry)
+        msgpack_pack_map(pk, fields);
+    else
+        oq_proto_begin(pk, OQ_CMD_ACK, -1, fields);
+    oq_proto_pack_cstr(pk, "id");
+    msgpack_pack_uint64(pk, ack->id);
+    oq_proto_pack_cstr(pk, "attempt");
+    msgpack_pack_uint32(pk, ack->attempt);
+    oq_proto_pack_cstr(pk, "outcome");
+    oq_proto_pack_cstr(pk, oq_proto_outcome_name(ack->outcome));
+    oq_proto_pack_cstr(pk, "credit");
+    msgpack_pack_uint32(pk, ack->credit);
     if (has_result) {
-        oq_proto_pack_cstr(&pk, "result");
-        oq_proto_pack_cstr(&pk, oq_proto_result_name(ack->result));
+        oq_proto_pack_cstr(pk, "result");
+        oq_proto_pack_cstr(pk, oq_proto_result_name(ack->result));
     }
     if (has_error) {
-        oq_proto_pack_cstr(&pk, "error");
+        oq_proto_pack_cstr(pk, "error");
         oq_str_t e = ack->error;
         if (e.len > OQ_MAX_ERROR_LEN)
             e.len = OQ_MAX_ERROR_LEN;
-        oq_proto_pack_str(&pk, e);
+        oq_proto_pack_str(pk, e);
     }
     if (ack->has_lease) {
-        oq_proto_pack_cstr(&pk, "lease");
-        msgpack_pack_uint64(&pk, ack->lease);
+        oq_proto_pack_cstr(pk, "lease");
+        msgpack_pack_uint64(pk, ack->lease);
     }
     if (has_delay) {
-        oq_proto_pack_cstr(&pk, "delay");
-        s_pack_seconds(&pk, ack->delay_ms);
+        oq_proto_pack_cstr(pk, "delay");
+        s_pack_seconds(pk, ack->delay_ms);
     }
     if (held) {
-        oq_proto_pack_cstr(&pk, "held");
-        msgpack_pack_true(&pk);
+        oq_proto_pack_cstr(pk, "held");
+        msgpack_pack_true(pk);
     }
+}
+
+void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    s_pack_ack(&pk, ack, false);
+}
+
+void oq_proto_encode_acks(msgpack_sbuffer *buf, const oq_ack_msg_t *acks, size_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_ACKS, -1, 1);
+    oq_proto_pack_cstr(&pk, "acks");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_ack(&pk, &acks[i], true);
 }
 
 void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch)

@@ -26,6 +26,16 @@
 #define OQ_MAX_WORKER_TYPES    256  /* job types one worker announces in ready */
 #define OQ_MAX_WORKER_QUEUES   32   /* queues one worker serves, in priority order */
 #define OQ_MAX_REVIEW_NOTE_LEN 1024 /* a person's note on a resolution */
+/* Several deliveries or acks in one message (docs/protocol.md, "Several
+   jobs or acks per message"): at most this many entries in a "jobs" or an
+   "acks" message, and a "jobs" message stays within OQ_MAX_FRAME_BYTES,
+   counting each job as its payload plus OQ_MAX_JOB_ENVELOPE_BYTES (what
+   its other fields take at most, with room to spare), so that one job of
+   the largest payload always fits alone. */
+#define OQ_MAX_JOBS_PER_MSG       64
+#define OQ_MAX_ACKS_PER_MSG       64
+#define OQ_MAX_JOB_ENVELOPE_BYTES 1024
+#define OQ_MAX_JOBS_MSG_BYTES     (OQ_MAX_FRAME_BYTES - OQ_MAX_JOB_ENVELOPE_BYTES)
 /* Unique dispatch and overlap keys (docs/protocol.md, "unique_key"): a key
    is 1 to OQ_MAX_JOB_KEY_LEN printable ASCII characters without spaces; a
    unique window is 1 s to OQ_MAX_UNIQUE_FOR_MS. */

@@ -59,6 +59,10 @@ typedef enum {
     OQ_CMD_RESOLVE,     /* a person's decision on a job in review */
     OQ_CMD_RESOLVED,    /* its reply */
     OQ_CMD_STATUS,      /* worker -> broker: ready, or paused while what it needs is down */
+    /* several in one message (docs/protocol.md, "Several jobs or acks per
+       message"); read each entry with oq_proto_decode_entry */
+    OQ_CMD_JOBS, /* broker -> worker: deliveries, to a worker whose ready allowed them */
+    OQ_CMD_ACKS, /* worker -> broker: acks, to a broker whose welcome allowed them */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -173,8 +177,18 @@ typedef struct {
     uint64_t count;   /* flushed, requeued_all: how many jobs */
     bool unique;      /* dispatched: the id is an earlier job's, holding the same unique_key */
     uint32_t credit;  /* ready */
-    oq_str_t name;    /* ready: worker name; failed, review, flush, requeue_all: queue filter */
-    uint32_t pid;     /* ready */
+    /* ready: deliveries the worker takes in one "jobs" message (1 when
+       absent: one "job" message each), 1 ... OQ_MAX_JOBS_PER_MSG */
+    uint32_t jobs_per_msg;
+    /* welcome: acks the broker takes in one "acks" message (0 when absent:
+       the broker knows no "acks"), 1 ... OQ_MAX_ACKS_PER_MSG */
+    uint32_t acks_per_msg;
+    /* jobs, acks: the entries, an array of 1 ... OQ_MAX_JOBS_PER_MSG (or
+       OQ_MAX_ACKS_PER_MSG) maps, each decoded on its own with
+       oq_proto_decode_entry. NULL for other commands. */
+    const msgpack_object *entries;
+    oq_str_t name; /* ready: worker name; failed, review, flush, requeue_all: queue filter */
+    uint32_t pid;  /* ready */
     /* ready: the job types the worker handles and the queues it serves (in
        priority order), each a msgpack array of valid names checked against
        OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
@@ -204,6 +218,25 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
 
 /* Free what a decoded message holds. Safe on a zeroed or released message. */
 void oq_proto_msg_release(oq_msg_t *msg);
+
+/* Entries of a decoded "jobs" or "acks" message; 0 for any other. */
+uint32_t oq_proto_entry_count(const oq_msg_t *msg);
+
+/* Decode entry i (< oq_proto_entry_count) of a "jobs" or "acks" message
+   into entry as if it had come alone, as a "job" or an "ack" message:
+   entry->cmd is OQ_CMD_JOB or OQ_CMD_ACK, with the same checks and limits.
+   Returns 0, or -1 with *code and reason as oq_proto_decode. Strings are
+   borrowed from msg; release entry with oq_proto_msg_release (before msg)
+   whether it succeeds or fails. */
+int oq_proto_decode_entry(const oq_msg_t *msg, uint32_t i, oq_msg_t *entry, oq_err_t *code,
+                          char *reason, size_t reason_len);
+
+/* The id, attempt and lease token of entry i of a "jobs" or "acks" message,
+   or of the job of a "job" message (i ignored), as far as they can be read
+   whatever else is wrong with it: 0, or -1 without a valid id and attempt.
+   Used to name a refused entry and to fail a job that does not decode. */
+int oq_proto_entry_ids(const oq_msg_t *msg, uint32_t i, uint64_t *id, uint32_t *attempt,
+                       bool *has_lease, uint64_t *lease);
 
 /* Names on the wire. Borrowed static strings. */
 const char *oq_proto_cmd_name(oq_cmd_t cmd);
@@ -311,9 +344,24 @@ void oq_proto_encode_touch(msgpack_sbuffer *buf, const oq_ack_msg_t *touch);
    at OQ_MAX_ERROR_LEN bytes. */
 void oq_proto_encode_status(msgpack_sbuffer *buf, oq_worker_status_t status, int64_t since_ms,
                             const char *error);
+/* ready, routed, saying the worker takes up to jobs_per_msg deliveries in
+   one "jobs" message (1: the key is left out; one "job" message each). */
+void oq_proto_encode_ready_multi(msgpack_sbuffer *buf, uint32_t credit, const char *name,
+                                 uint32_t pid, const char *const *types, size_t type_count,
+                                 const char *const *queues, size_t queue_count,
+                                 uint32_t jobs_per_msg);
 void oq_proto_encode_welcome(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness);
+/* welcome saying the broker takes up to acks_per_msg acks in one "acks"
+   message (0: the key is left out). */
+void oq_proto_encode_welcome_acks(msgpack_sbuffer *buf, uint32_t heartbeat_ms, uint32_t liveness,
+                                  uint32_t acks_per_msg);
 void oq_proto_encode_ack(msgpack_sbuffer *buf, const oq_ack_msg_t *ack);
+/* "acks" {acks:[...]}: count (1 ... OQ_MAX_ACKS_PER_MSG) acks in one message. */
+void oq_proto_encode_acks(msgpack_sbuffer *buf, const oq_ack_msg_t *acks, size_t count);
 void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job);
+/* "jobs" {jobs:[...]}: count (1 ... OQ_MAX_JOBS_PER_MSG) deliveries in one
+   message; the caller keeps the message within OQ_MAX_JOBS_MSG_BYTES. */
+void oq_proto_encode_jobs(msgpack_sbuffer *buf, const oq_job_msg_t *jobs, size_t count);
 void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason);
 
 /* Start a message with `extra` more key/value pairs after v, cmd and (if
