@@ -2013,6 +2013,106 @@ static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
     assert_null(oq_engine_job_state(f->engine, id));
 }
 
+/* ---- several deliveries per message (oq_engine_pump_many) ------------------- */
+
+/* Each call of the batched deliver: who got it and how many jobs. */
+static struct {
+    char worker[32];
+    size_t count[32];
+    size_t calls;
+} s_msgs;
+
+static int s_deliver_many(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *jobs,
+                          size_t count)
+{
+    s_fixture_t *f = ctx;
+    char who = ((const char *)w->identity)[0];
+    assert_true(count >= 1 && count <= w->jobs_per_msg);
+    if (who == f->unreachable)
+        return -1;
+    assert_true(s_msgs.calls < 32);
+    s_msgs.worker[s_msgs.calls] = who;
+    s_msgs.count[s_msgs.calls++] = count;
+    for (size_t i = 0; i < count; i++) {
+        assert_true(f->sent_count < 64);
+        f->sent[f->sent_count++] = (s_delivery_t){who, jobs[i].id, jobs[i].attempt, jobs[i].lease};
+    }
+    return 0;
+}
+
+/* A worker that takes several jobs a message gets what one pump leases it
+   in one call, in lease order, at most its jobs_per_msg; one that takes one
+   gets a call per job; the round-robin over workers is as before. */
+static void test_pump_many_groups_per_worker(void **state)
+{
+    s_fixture_t *f = *state;
+    memset(&s_msgs, 0, sizeof s_msgs);
+    uint64_t ids[9];
+    for (int k = 0; k < 9; k++)
+        ids[k] = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 8);
+    oq_engine_worker_jobs_per_msg(f->engine, a, 3);
+    s_worker(f, 'b', 2);
+    assert_int_equal(oq_engine_pump_many(f->engine, s_deliver_many, f), 9);
+    /* Round-robin: a b a b a (a's third fills a message of 3), then a alone:
+       a a a (another 3), a (sent as the pump ends). */
+    assert_int_equal(s_msgs.calls, 5);
+    const size_t want_a[] = {3, 3, 1};
+    size_t per[2] = {0, 0}, total = 0, nth_a = 0;
+    for (size_t i = 0; i < s_msgs.calls; i++) {
+        if (s_msgs.worker[i] == 'a')
+            assert_int_equal(s_msgs.count[i], want_a[nth_a++]);
+        else
+            assert_int_equal(s_msgs.count[i], 1);
+        per[s_msgs.worker[i] == 'b'] += s_msgs.count[i];
+        total += s_msgs.count[i];
+    }
+    assert_int_equal(per[0], 7);
+    assert_int_equal(per[1], 2);
+    assert_int_equal(total, 9);
+    /* In lease order within a worker: a's jobs in dispatch order. */
+    uint64_t last = 0;
+    for (size_t i = 0; i < f->sent_count; i++)
+        if (f->sent[i].worker == 'a') {
+            assert_true(f->sent[i].id > last);
+            last = f->sent[i].id;
+        }
+    oq_queue_stats_t st = s_stats(f);
+    assert_int_equal(st.leased, 9);
+    assert_int_equal(st.ready, 0);
+    (void)ids;
+}
+
+/* A message that cannot go out never left the broker: every job in it is
+   ready again at its old attempt, in front and in its order, and the
+   worker is dead. */
+static void test_pump_many_unreachable_puts_all_back(void **state)
+{
+    s_fixture_t *f = *state;
+    memset(&s_msgs, 0, sizeof s_msgs);
+    uint64_t ids[4];
+    for (int k = 0; k < 4; k++)
+        ids[k] = s_dispatch(f, "noop");
+    oq_worker_t *a = s_worker(f, 'a', 4);
+    oq_engine_worker_jobs_per_msg(f->engine, a, 4);
+    f->unreachable = 'a';
+    assert_int_equal(oq_engine_pump_many(f->engine, s_deliver_many, f), 0);
+    assert_int_equal(oq_engine_worker_count(f->engine), 0);
+    oq_queue_stats_t st = s_stats(f);
+    assert_int_equal(st.ready, 4);
+    assert_int_equal(st.leased, 0);
+    f->unreachable = 0;
+    oq_worker_t *b = s_worker(f, 'b', 4);
+    oq_engine_worker_jobs_per_msg(f->engine, b, 4);
+    assert_int_equal(oq_engine_pump_many(f->engine, s_deliver_many, f), 4);
+    assert_int_equal(s_msgs.calls, 1);
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(f->sent[k].id, ids[k]);
+        assert_int_equal(f->sent[k].attempt, 1);
+    }
+    assert_int_equal(s_stats(f).redelivered, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2091,6 +2191,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_pump_many_groups_per_worker, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_pump_many_unreachable_puts_all_back, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_count_expiries_deaths_and_latency, s_setup,
                                         s_teardown),
     };

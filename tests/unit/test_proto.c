@@ -1371,6 +1371,229 @@ static void test_dispatch_unique_and_overlap_keys(void **state)
     s_text_bad(text, OQ_ERR_TOO_LARGE, "the limit is 128");
 }
 
+/* ---- several jobs or acks per message ---------------------------------------- */
+
+/* Decode entry i of msg, which must succeed. */
+static void s_entry_ok(const oq_msg_t *msg, uint32_t i, oq_msg_t *entry)
+{
+    oq_err_t code = OQ_ERR_INTERNAL;
+    char why[256] = "unset";
+    if (oq_proto_decode_entry(msg, i, entry, &code, why, sizeof why) != 0)
+        fail_msg("entry %u failed: %s: %s", i, oq_proto_err_name(code), why);
+    assert_int_equal(code, OQ_ERR_NONE);
+}
+
+static void test_roundtrip_jobs(void **state)
+{
+    oq_job_msg_t jobs[3];
+    memset(jobs, 0, sizeof jobs);
+    const char *payloads[] = {"\x81\xa1k\x01", "\x80", "\x81\xa1x\xa1y"};
+    for (int k = 0; k < 3; k++) {
+        jobs[k].id = 100 + (uint64_t)k;
+        jobs[k].type = oq_str(k == 1 ? "grant_points" : "noop");
+        jobs[k].queue = oq_str("default");
+        jobs[k].payload = (const uint8_t *)payloads[k];
+        jobs[k].payload_len = strlen(payloads[k]);
+        jobs[k].attempt = 1 + (uint32_t)k;
+        jobs[k].max_tries = 3;
+        jobs[k].timeout_ms = 2500;
+        jobs[k].lease = UINT64_MAX - (uint64_t)k;
+        jobs[k].has_lease = true;
+    }
+    jobs[2].backoff_ms[0] = 10000;
+    jobs[2].backoff_len = 1;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_jobs(&buf, jobs, 3);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_JOBS);
+    assert_int_equal(oq_proto_entry_count(&msg), 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        oq_msg_t entry;
+        s_entry_ok(&msg, k, &entry);
+        assert_int_equal(entry.cmd, OQ_CMD_JOB);
+        assert_int_equal(entry.job.id, 100 + k);
+        assert_int_equal(entry.job.attempt, 1 + k);
+        assert_true(entry.job.has_lease && entry.job.lease == UINT64_MAX - k);
+        assert_int_equal(entry.job.timeout_ms, 2500);
+        s_str_equal(entry.job.type, k == 1 ? "grant_points" : "noop");
+        assert_int_equal(entry.job.payload_len, strlen(payloads[k]));
+        assert_memory_equal(entry.job.payload, payloads[k], strlen(payloads[k]));
+        assert_int_equal(entry.job.backoff_len, k == 2 ? 1 : 0);
+        uint64_t id, lease;
+        uint32_t attempt;
+        bool has_lease;
+        assert_int_equal(oq_proto_entry_ids(&msg, k, &id, &attempt, &has_lease, &lease), 0);
+        assert_true(id == 100 + k && attempt == 1 + k && has_lease && lease == UINT64_MAX - k);
+        oq_proto_msg_release(&entry);
+    }
+    /* Past the end, or of another command: no entry. */
+    oq_msg_t entry;
+    oq_err_t code;
+    char why[128];
+    assert_int_equal(oq_proto_decode_entry(&msg, 3, &entry, &code, why, sizeof why), -1);
+    oq_proto_msg_release(&entry);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void test_roundtrip_acks(void **state)
+{
+    oq_ack_msg_t acks[3] = {
+        {.id = 7,
+         .attempt = 1,
+         .outcome = OQ_OUTCOME_OK,
+         .result = OQ_RESULT_APPLIED,
+         .credit = 1,
+         .lease = 99,
+         .has_lease = true},
+        {.id = 8,
+         .attempt = 2,
+         .outcome = OQ_OUTCOME_RETRY,
+         .error = oq_str("db down"),
+         .credit = 1,
+         .lease = 100,
+         .has_lease = true,
+         .delay_ms = 1500,
+         .has_delay = true},
+        {.id = 9,
+         .attempt = 1,
+         .outcome = OQ_OUTCOME_RETURN,
+         .held = true,
+         .credit = 0,
+         .lease = UINT64_MAX,
+         .has_lease = true},
+    };
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_acks(&buf, acks, 3);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_ACKS);
+    assert_int_equal(oq_proto_entry_count(&msg), 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        oq_msg_t entry;
+        s_entry_ok(&msg, k, &entry);
+        assert_int_equal(entry.cmd, OQ_CMD_ACK);
+        assert_int_equal(entry.ack.id, acks[k].id);
+        assert_int_equal(entry.ack.attempt, acks[k].attempt);
+        assert_int_equal(entry.ack.outcome, acks[k].outcome);
+        assert_int_equal(entry.ack.credit, acks[k].credit);
+        assert_true(entry.ack.has_lease && entry.ack.lease == acks[k].lease);
+        assert_int_equal(entry.ack.held, acks[k].held);
+        assert_int_equal(entry.ack.has_delay, acks[k].has_delay);
+        oq_proto_msg_release(&entry);
+    }
+    oq_msg_t entry;
+    s_entry_ok(&msg, 0, &entry);
+    assert_int_equal(entry.ack.result, OQ_RESULT_APPLIED);
+    oq_proto_msg_release(&entry);
+    s_entry_ok(&msg, 1, &entry);
+    s_str_equal(entry.ack.error, "db down");
+    assert_int_equal(entry.ack.delay_ms, 1500);
+    oq_proto_msg_release(&entry);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* A bad entry is refused on its own, with the reason an ack alone would
+   get; its neighbours decode. */
+static void test_acks_bad_entry_alone(void **state)
+{
+    oq_msg_t msg;
+    s_decode_text_ok(&msg, "{v:1, cmd:acks, acks:[{id:1, attempt:1, outcome:ok, lease:5},"
+                           " {id:2, attempt:1, outcome:maybe, lease:6},"
+                           " {id:0, attempt:1, outcome:ok},"
+                           " {id:4, attempt:1, outcome:ok, lease:8, error:'x'*1025},"
+                           " {id:5, attempt:2, outcome:fail, lease:9}]}");
+    assert_int_equal(oq_proto_entry_count(&msg), 5);
+    const oq_err_t want[] = {OQ_ERR_NONE, OQ_ERR_BAD_REQUEST, OQ_ERR_BAD_REQUEST, OQ_ERR_TOO_LARGE,
+                             OQ_ERR_NONE};
+    for (uint32_t k = 0; k < 5; k++) {
+        oq_msg_t entry;
+        oq_err_t code;
+        char why[256];
+        int rc = oq_proto_decode_entry(&msg, k, &entry, &code, why, sizeof why);
+        assert_int_equal(rc, want[k] == OQ_ERR_NONE ? 0 : -1);
+        assert_int_equal(code, want[k]);
+        if (rc < 0)
+            assert_true(strlen(why) > 0);
+        oq_proto_msg_release(&entry);
+    }
+    uint64_t id, lease;
+    uint32_t attempt;
+    bool has_lease;
+    assert_int_equal(oq_proto_entry_ids(&msg, 1, &id, &attempt, &has_lease, &lease), 0);
+    assert_true(id == 2 && attempt == 1 && has_lease && lease == 6);
+    assert_int_equal(oq_proto_entry_ids(&msg, 2, &id, &attempt, &has_lease, &lease), -1);
+    oq_proto_msg_release(&msg);
+}
+
+/* What is wrong with the list itself refuses the whole message. */
+static void test_jobs_and_acks_lists(void **state)
+{
+    s_decode_bad_text("{v:1, cmd:acks}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:acks, acks:{}}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:acks, acks:[]}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:acks, acks:[{id:1, attempt:1, outcome:ok}, 7]}",
+                      OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:jobs, jobs:nil}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:jobs, jobs:[[]]}", OQ_ERR_BAD_REQUEST);
+    /* One over the count limit, of the smallest maps. */
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_ACKS, -1, 1);
+    oq_proto_pack_cstr(&pk, "acks");
+    msgpack_pack_array(&pk, OQ_MAX_ACKS_PER_MSG + 1);
+    for (int k = 0; k < OQ_MAX_ACKS_PER_MSG + 1; k++)
+        msgpack_pack_map(&pk, 0);
+    s_decode_bad("acks over the limit", buf.data, buf.size, OQ_ERR_TOO_LARGE);
+    msgpack_sbuffer_destroy(&buf);
+    /* jobs_per_msg and acks_per_msg: optional, in range. */
+    oq_msg_t msg;
+    s_decode_text_ok(&msg, "{v:1, cmd:ready, credit:4}");
+    assert_int_equal(msg.jobs_per_msg, 1);
+    oq_proto_msg_release(&msg);
+    s_decode_bad_text("{v:1, cmd:ready, credit:4, jobs_per_msg:0}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:ready, credit:4, jobs_per_msg:65}", OQ_ERR_BAD_REQUEST);
+    s_decode_text_ok(&msg, "{v:1, cmd:welcome, heartbeat_ms:1000, liveness:3}");
+    assert_int_equal(msg.acks_per_msg, 0);
+    oq_proto_msg_release(&msg);
+    s_decode_bad_text("{v:1, cmd:welcome, heartbeat_ms:1000, liveness:3, acks_per_msg:65}",
+                      OQ_ERR_BAD_REQUEST);
+}
+
+static void test_roundtrip_ready_multi_and_welcome_acks(void **state)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    const char *types[] = {"noop"};
+    oq_proto_encode_ready_multi(&buf, 8, "w1", 42, types, 1, NULL, 0, 8);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_READY);
+    assert_int_equal(msg.credit, 8);
+    assert_int_equal(msg.jobs_per_msg, 8);
+    assert_int_equal(oq_proto_list_size(msg.types), 1);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    /* 1: the key is left out, as a worker from before it would. */
+    oq_proto_encode_ready_multi(&buf, 1, NULL, 42, NULL, 0, NULL, 0, 1);
+    s_decode_ok(&msg, &buf);
+    assert_null(oq_proto_map_get(&msg.root, "jobs_per_msg"));
+    assert_int_equal(msg.jobs_per_msg, 1);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_welcome_acks(&buf, 1000, 3, OQ_MAX_ACKS_PER_MSG);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.acks_per_msg, OQ_MAX_ACKS_PER_MSG);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void test_decode_rejects(void **state)
 {
     for (size_t k = 0; k < sizeof s_bad / sizeof s_bad[0]; k++) {
@@ -1740,6 +1963,11 @@ int main(void)
         cmocka_unit_test(test_release_is_safe),
         cmocka_unit_test(test_strings_outlive_the_frame),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_roundtrip_jobs),
+        cmocka_unit_test(test_roundtrip_acks),
+        cmocka_unit_test(test_acks_bad_entry_alone),
+        cmocka_unit_test(test_jobs_and_acks_lists),
+        cmocka_unit_test(test_roundtrip_ready_multi_and_welcome_acks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
