@@ -65,6 +65,39 @@ static void s_check_reencode(const oq_msg_t *msg)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* Every entry of a jobs or acks message decodes as a job or an ack alone
+   would, or is refused with a reason; either way it is released safely. */
+static void s_check_entries(const oq_msg_t *msg)
+{
+    uint32_t count = oq_proto_entry_count(msg);
+    S_CHECK(count >= 1 &&
+            count <= (msg->cmd == OQ_CMD_JOBS ? OQ_MAX_JOBS_PER_MSG : OQ_MAX_ACKS_PER_MSG));
+    for (uint32_t i = 0; i <= count; i++) {
+        oq_msg_t entry;
+        oq_err_t code;
+        char why[256];
+        int rc = oq_proto_decode_entry(msg, i, &entry, &code, why, sizeof why);
+        if (i == count) {
+            S_CHECK(rc < 0); /* past the end */
+        } else if (rc < 0) {
+            S_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_ && why[0] != 0);
+        } else if (msg->cmd == OQ_CMD_JOBS) {
+            S_CHECK(entry.cmd == OQ_CMD_JOB && entry.job.id > 0);
+            s_check_job(&entry.job);
+        } else {
+            S_CHECK(entry.cmd == OQ_CMD_ACK && entry.ack.id > 0 &&
+                    entry.ack.error.len <= OQ_MAX_ERROR_LEN && entry.ack.credit <= OQ_MAX_CREDIT);
+        }
+        uint64_t id, lease;
+        uint32_t attempt;
+        bool has_lease;
+        if (oq_proto_entry_ids(msg, i, &id, &attempt, &has_lease, &lease) == 0)
+            S_CHECK(id > 0 && attempt > 0);
+        oq_proto_msg_release(&entry);
+        oq_proto_msg_release(&entry);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     oq_msg_t msg;
@@ -93,7 +126,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             S_CHECK(msg.ack.id > 0 && msg.ack.error.len <= OQ_MAX_ERROR_LEN &&
                     msg.ack.credit <= OQ_MAX_CREDIT);
         if (msg.cmd == OQ_CMD_READY)
-            S_CHECK(msg.credit <= OQ_MAX_CREDIT);
+            S_CHECK(msg.credit <= OQ_MAX_CREDIT && msg.jobs_per_msg >= 1 &&
+                    msg.jobs_per_msg <= OQ_MAX_JOBS_PER_MSG);
+        if (msg.cmd == OQ_CMD_WELCOME)
+            S_CHECK(msg.acks_per_msg <= OQ_MAX_ACKS_PER_MSG);
+        if (msg.cmd == OQ_CMD_JOBS || msg.cmd == OQ_CMD_ACKS)
+            s_check_entries(&msg);
+        else
+            S_CHECK(oq_proto_entry_count(&msg) == 0);
     }
     oq_proto_msg_release(&msg);
     oq_proto_msg_release(&msg);

@@ -1,0 +1,245 @@
+/*  test_wire_batch: several deliveries and several acks per message
+    (docs/protocol.md, "Several jobs or acks per message"). A raw worker
+    that says jobs_per_msg gets the jobs one pump leases it as one "jobs"
+    message, and one that does not gets a "job" message each; an "acks"
+    message with one bad entry among good ones has the good ones applied
+    and the bad one refused alone, naming its place; and the real
+    onceq-worker with --prefetch 4 takes jobs and sends acks that way. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zmq.h>
+
+#include "harness.h"
+
+#define S_JOBS     4
+#define S_MANY     200
+#define S_REPLY_MS 5000
+
+static int s_setup(void **state)
+{
+    *state = it_new("wirebatch");
+    return *state ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+static bool s_ready(const it_stats_t *s, const void *arg)
+{
+    return s->ready == *(const uint64_t *)arg;
+}
+
+static bool s_done(const it_stats_t *s, const void *arg)
+{
+    return s->done == *(const uint64_t *)arg;
+}
+
+static void s_noop_jobs(it_t *it, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
+    it_stats_t s;
+    uint64_t want = count;
+    assert_true(it_wait_stats(it, s_ready, &want, IT_WAIT_MS, &s) >= 0);
+}
+
+/* A raw worker on the back socket that registers with ready, saying
+   jobs_per_msg (1: leaves the key out), and gets its welcome. */
+static void *s_raw_worker(it_t *it, uint32_t credit, uint32_t jobs_per_msg, oq_msg_t *welcome)
+{
+    void *sock = it_socket(it, ZMQ_DEALER, it->back);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ready_multi(&buf, credit, "raw", 4242, NULL, 0, NULL, 0, jobs_per_msg);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_expect(sock, OQ_CMD_WELCOME, welcome, S_REPLY_MS), 0);
+    return sock;
+}
+
+/* The next "job" or "jobs" message: its deliveries into jobs (ids,
+   attempts, leases), their count returned. */
+static size_t s_next_deliveries(void *sock, oq_ack_msg_t *jobs, bool *several)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    for (;;) {
+        assert_true(zmq_poll(&item, 1, S_REPLY_MS) == 1);
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        assert_true(zmq_msg_recv(&frame, sock, 0) >= 0);
+        oq_msg_t msg;
+        oq_err_t code;
+        char why[256];
+        assert_int_equal(oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code,
+                                         why, sizeof why),
+                         0);
+        size_t n = 0;
+        if (msg.cmd == OQ_CMD_JOB || msg.cmd == OQ_CMD_JOBS) {
+            *several = msg.cmd == OQ_CMD_JOBS;
+            uint32_t count = msg.cmd == OQ_CMD_JOBS ? oq_proto_entry_count(&msg) : 1;
+            for (uint32_t i = 0; i < count; i++) {
+                oq_msg_t entry;
+                const oq_msg_t *job = &msg;
+                if (msg.cmd == OQ_CMD_JOBS) {
+                    assert_int_equal(oq_proto_decode_entry(&msg, i, &entry, &code, why, sizeof why),
+                                     0);
+                    job = &entry;
+                }
+                jobs[n++] = (oq_ack_msg_t){.id = job->job.id,
+                                           .attempt = job->job.attempt,
+                                           .lease = job->job.lease,
+                                           .has_lease = job->job.has_lease,
+                                           .outcome = OQ_OUTCOME_OK,
+                                           .credit = 1};
+                if (msg.cmd == OQ_CMD_JOBS)
+                    oq_proto_msg_release(&entry);
+            }
+        }
+        oq_proto_msg_release(&msg);
+        zmq_msg_close(&frame);
+        if (n)
+            return n;
+    }
+}
+
+/* jobs_per_msg 4 and 4 jobs ready: one "jobs" message of 4. An "acks"
+   message whose third entry is bad: the other three are done, the third
+   gets its own error, and sent alone again it is done too. */
+static void test_jobs_and_acks_with_a_bad_entry(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    s_noop_jobs(it, S_JOBS);
+    oq_msg_t welcome;
+    void *sock = s_raw_worker(it, S_JOBS, S_JOBS, &welcome);
+    assert_int_equal(welcome.acks_per_msg, OQ_MAX_ACKS_PER_MSG);
+    oq_proto_msg_release(&welcome);
+
+    oq_ack_msg_t acks[S_JOBS];
+    bool several = false;
+    assert_int_equal(s_next_deliveries(sock, acks, &several), S_JOBS);
+    assert_true(several);
+
+    /* The third: a lease token that is not a number. */
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_ACKS, -1, 1);
+    oq_proto_pack_cstr(&pk, "acks");
+    msgpack_pack_array(&pk, S_JOBS);
+    for (int i = 0; i < S_JOBS; i++) {
+        msgpack_pack_map(&pk, 5);
+        oq_proto_pack_cstr(&pk, "id");
+        msgpack_pack_uint64(&pk, acks[i].id);
+        oq_proto_pack_cstr(&pk, "attempt");
+        msgpack_pack_uint32(&pk, acks[i].attempt);
+        oq_proto_pack_cstr(&pk, "outcome");
+        oq_proto_pack_cstr(&pk, "ok");
+        oq_proto_pack_cstr(&pk, "credit");
+        msgpack_pack_uint32(&pk, 0);
+        oq_proto_pack_cstr(&pk, "lease");
+        if (i == 2)
+            oq_proto_pack_cstr(&pk, "not a token");
+        else
+            msgpack_pack_uint64(&pk, acks[i].lease);
+    }
+    it_send(sock, &buf);
+    oq_msg_t error;
+    assert_int_equal(it_expect(sock, OQ_CMD_ERROR, &error, S_REPLY_MS), 0);
+    assert_int_equal(error.err_code, OQ_ERR_BAD_REQUEST);
+    char text[OQ_MAX_ERROR_LEN + 1], want[64];
+    oq_str_copy(error.err_text, text, sizeof text);
+    snprintf(want, sizeof want, "entry 2 of 4 (job %llu", (unsigned long long)acks[2].id);
+    if (!strstr(text, want) || !strstr(text, "lease"))
+        fail_msg("error does not name the entry and the field: %s", text);
+    oq_proto_msg_release(&error);
+    it_stats_t s;
+    uint64_t three = S_JOBS - 1, all = S_JOBS;
+    assert_true(it_wait_stats(it, s_done, &three, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.leased, 1);
+
+    oq_proto_encode_ack(&buf, &acks[2]);
+    it_send(sock, &buf);
+    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* A worker that did not say jobs_per_msg gets one "job" message a job, as
+   before; and an "acks" message that is not a list is refused whole. */
+static void test_old_worker_gets_one_job_a_message(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    s_noop_jobs(it, S_JOBS);
+    oq_msg_t welcome;
+    void *sock = s_raw_worker(it, S_JOBS, 1, &welcome);
+    oq_proto_msg_release(&welcome);
+    oq_ack_msg_t acks[S_JOBS];
+    for (int i = 0; i < S_JOBS; i++) {
+        bool several = true;
+        assert_int_equal(s_next_deliveries(sock, &acks[i], &several), 1);
+        assert_false(several);
+    }
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_ACKS, -1, 1);
+    oq_proto_pack_cstr(&pk, "acks");
+    msgpack_pack_map(&pk, 0);
+    it_send(sock, &buf);
+    oq_msg_t error;
+    assert_int_equal(it_expect(sock, OQ_CMD_ERROR, &error, S_REPLY_MS), 0);
+    assert_int_equal(error.err_code, OQ_ERR_BAD_REQUEST);
+    oq_proto_msg_release(&error);
+
+    oq_proto_encode_acks(&buf, acks, S_JOBS);
+    it_send(sock, &buf);
+    it_stats_t s;
+    uint64_t all = S_JOBS;
+    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* onceq-worker --prefetch 4: jobs queued before it connects come in "jobs"
+   messages, and fast jobs' acks go out several at a time; all are done. */
+static void test_worker_takes_jobs_and_sends_acks_together(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    s_noop_jobs(it, S_MANY);
+    const char *flags[] = {"--prefetch", "4", "--log-level", "debug", NULL};
+    assert_true(it_start_worker(it, "prefetcher", flags) > 0);
+    it_stats_t s;
+    uint64_t all = S_MANY;
+    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.retried, 0);
+    assert_true(it_log_count(it, "prefetcher", "received jobs (") >= 1);
+    assert_true(it_log_count(it, "prefetcher", "sent acks") >= 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_jobs_and_acks_with_a_bad_entry, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_old_worker_gets_one_job_a_message, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_takes_jobs_and_sends_acks_together, s_setup,
+                                        s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
