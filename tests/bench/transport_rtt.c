@@ -471,7 +471,7 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
            " runs of %" PRIu64 " (after %" PRIu64 " unmeasured)\n\n",
            opts->bytes, opts->runs, opts->round_trips, opts->warmup);
     printf("%-10s %8s %8s %8s %10s  %11s %11s  %11s %11s\n", "mode", "p50 us", "p99 us", "max us",
-           "rt/s", "client vcs", "server vcs", "client cpu", "server cpu");
+           "rt/s", "client cs", "server cs", "client cpu", "server cpu");
     for (int m = 0; m < S_MODES; m++) {
         if (!opts->modes[m])
             continue;
