@@ -8,10 +8,14 @@
     - zmq-tcp:   a libzmq DEALER to a ROUTER over tcp:// (what onceq does
                  with --insecure);
     - zmq-curve: the same with CURVE (what onceq does by default);
-    - zmq-ipc:   the same over ipc:// (a Unix domain socket).
+    - zmq-ipc:   the same over ipc:// (a Unix domain socket);
+    - zmq-inproc: the same over inproc:// between two threads of one
+                 process, with no I/O thread (what onceq-worker's main
+                 thread and its job thread do for every job).
 
     The client (this process) forks an echo server for every run, so both
-    ends are fresh processes with their own libzmq context and I/O thread.
+    ends are fresh processes with their own libzmq context and I/O thread
+    (zmq-inproc: a thread, and the figures are each thread's own).
     Each run does --warmup round trips that are not measured, then
     --round-trips timed ones. Besides the percentiles it counts, with
     getrusage over the timed round trips only, each side's context switches
@@ -30,6 +34,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,9 +67,12 @@
 #define S_US_PER_S            1000000
 #define S_CURVE_KEY_Z85       41 /* 40 characters and the NUL */
 
-typedef enum { S_TCP, S_ZMQ_TCP, S_ZMQ_CURVE, S_ZMQ_IPC, S_MODES } s_mode_t;
+typedef enum { S_TCP, S_ZMQ_TCP, S_ZMQ_CURVE, S_ZMQ_IPC, S_ZMQ_INPROC, S_MODES } s_mode_t;
 
-static const char *const s_mode_names[S_MODES] = {"tcp", "zmq-tcp", "zmq-curve", "zmq-ipc"};
+static const char *const s_mode_names[S_MODES] = {"tcp", "zmq-tcp", "zmq-curve", "zmq-ipc",
+                                                  "zmq-inproc"};
+
+#define S_INPROC_ENDPOINT "inproc://transport-rtt"
 
 typedef struct {
     bool modes[S_MODES];  /* which modes to run */
@@ -105,10 +113,14 @@ static double s_figure(const s_result_t *r, int i)
     return all[i];
 }
 
+/* What the process (every thread) has spent so far; the calling thread
+   alone in zmq-inproc, where both ends are threads of this process. */
+static int s_usage_who = RUSAGE_SELF;
+
 static void s_usage_now(s_usage_t *u)
 {
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    getrusage(s_usage_who, &ru);
     u->voluntary_cs = ru.ru_nvcsw;
     u->involuntary_cs = ru.ru_nivcsw;
     u->cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * S_US_PER_S +
@@ -224,10 +236,12 @@ static int s_zmq_common(void *sock)
 
 /* The echo server's side over ZeroMQ: a ROUTER bound to bind_to, its real
    endpoint written to report, then warmup + round_trips echoes, then the
-   usage of the timed ones written to report. */
-static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts, int report)
+   usage of the timed ones written to report. In shared (zmq-inproc) if not
+   NULL, else in a context of its own. */
+static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts, int report,
+                       void *shared)
 {
-    void *ctx = zmq_ctx_new();
+    void *ctx = shared ? shared : zmq_ctx_new();
     void *sock = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
     int rc = sock ? s_zmq_common(sock) : -1;
     if (rc == 0 && mode == S_ZMQ_CURVE) {
@@ -261,9 +275,24 @@ static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts,
     zmq_msg_close(&body);
     if (sock)
         zmq_close(sock);
-    if (ctx)
+    if (ctx && !shared)
         zmq_ctx_term(ctx);
     return rc;
+}
+
+/* zmq-inproc: the echo server as a thread of this process. */
+typedef struct {
+    const s_opts_t *opts;
+    void *ctx; /* shared with the client: inproc:// works within one context */
+    int report;
+    int rc;
+} s_thread_serve_t;
+
+static void *s_thread_serve(void *arg)
+{
+    s_thread_serve_t *t = arg;
+    t->rc = s_zmq_serve(S_ZMQ_INPROC, S_INPROC_ENDPOINT, t->opts, t->report, t->ctx);
+    return NULL;
 }
 
 static void *s_zmq_connect(void *ctx, s_mode_t mode, const char *endpoint)
@@ -354,9 +383,62 @@ static int s_measure(s_client_t *c, const s_opts_t *opts, s_result_t *r)
     return rc;
 }
 
+static void s_server_figures(const s_usage_t *server, const s_opts_t *opts, s_result_t *r)
+{
+    double n = (double)opts->round_trips;
+    r->server_vcs = (double)server->voluntary_cs / n;
+    r->server_cs = (double)(server->voluntary_cs + server->involuntary_cs) / n;
+    r->server_cpu_us = (double)server->cpu_us / n;
+}
+
+/* One run of zmq-inproc: the echo server on a thread, one context. */
+static int s_run_inproc(const s_opts_t *opts, s_result_t *r)
+{
+    int pipe_fds[2];
+    if (pipe(pipe_fds) < 0) {
+        perror(S_PROGRAM ": pipe");
+        return -1;
+    }
+    s_thread_serve_t serve = {.opts = opts, .ctx = zmq_ctx_new(), .report = pipe_fds[1]};
+    pthread_t thread;
+    int rc = serve.ctx && pthread_create(&thread, NULL, s_thread_serve, &serve) == 0 ? 0 : -1;
+    bool started = rc == 0;
+    s_client_t client = {.fd = -1, .sock = NULL};
+    char endpoint[S_ENDPOINT_MAX];
+    s_usage_t server;
+    s_usage_who = RUSAGE_THREAD;
+    if (rc == 0 && s_read_report(pipe_fds[0], endpoint, sizeof endpoint) == 0) {
+        endpoint[sizeof endpoint - 1] = '\0';
+        client.sock = s_zmq_connect(serve.ctx, S_ZMQ_INPROC, endpoint);
+    }
+    rc = client.sock ? s_measure(&client, opts, r) : -1;
+    if (rc == 0 && s_read_report(pipe_fds[0], &server, sizeof server) < 0)
+        rc = -1;
+    if (client.sock)
+        zmq_close(client.sock);
+    /* A server still waiting for a message gives up after S_RECV_TIMEOUT_MS. */
+    if (started) {
+        pthread_join(thread, NULL);
+        rc = serve.rc < 0 ? -1 : rc;
+    }
+    s_usage_who = RUSAGE_SELF;
+    if (serve.ctx)
+        zmq_ctx_term(serve.ctx);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    if (rc < 0) {
+        fprintf(stderr, S_PROGRAM ": zmq-inproc: the run failed\n");
+        return -1;
+    }
+    s_server_figures(&server, opts, r);
+    return 0;
+}
+
 /* One run of one mode: fork the echo server, measure, collect its figures. */
 static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
 {
+    if (mode == S_ZMQ_INPROC)
+        return s_run_inproc(opts, r);
     int pipe_fds[2];
     uint16_t port = 0;
     int listener = -1;
@@ -388,7 +470,7 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
         close(pipe_fds[0]);
         alarm(S_CHILD_DEADLINE_S);
         int rc = mode == S_TCP ? s_tcp_serve(listener, opts, pipe_fds[1])
-                               : s_zmq_serve(mode, bind_to, opts, pipe_fds[1]);
+                               : s_zmq_serve(mode, bind_to, opts, pipe_fds[1], NULL);
         _exit(rc == 0 ? 0 : 1);
     }
     close(pipe_fds[1]);
@@ -435,10 +517,7 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
                 s_mode_names[mode], S_RECV_TIMEOUT_MS);
         return -1;
     }
-    double n = (double)opts->round_trips;
-    r->server_vcs = (double)server.voluntary_cs / n;
-    r->server_cs = (double)(server.voluntary_cs + server.involuntary_cs) / n;
-    r->server_cpu_us = (double)server.cpu_us / n;
+    s_server_figures(&server, opts, r);
     return 0;
 }
 
@@ -482,7 +561,8 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
     printf("\ncs: context switches per round trip, every thread of the process (a\n"
            "thread that blocks and is woken costs one; the per-run lines on stderr\n"
            "give the voluntary ones, vcs, apart); cpu: user + system us per round\n"
-           "trip, every thread\n");
+           "trip, every thread; for zmq-inproc, where both ends are threads of one\n"
+           "process, each end's thread alone\n");
     if (!opts->modes[S_TCP])
         return;
     printf("\n%-10s %10s %10s %10s %12s\n", "vs tcp", "p50 x", "p99 x", "rt/s x", "switches x");
@@ -504,13 +584,13 @@ static void s_help(void)
     printf("Usage: " S_PROGRAM " [OPTION]...\n"
            "Time the round trip of one message, one at a time, between two processes\n"
            "on loopback: plain TCP, libzmq DEALER->ROUTER over tcp://, the same with\n"
-           "CURVE, and over ipc://. Prints, per mode, the medians over the runs of\n"
-           "p50, p99 and max (us), round trips a second, and each side's voluntary\n"
-           "context switches and CPU time per round trip; then each ZeroMQ mode\n"
-           "against tcp. One result line per run goes to stderr.\n"
+           "CURVE, over ipc://, and over inproc:// between two threads. Prints, per\n"
+           "mode, the medians over the runs of p50, p99 and max (us), round trips a\n"
+           "second, and each side's context switches and CPU time per round trip;\n"
+           "then each ZeroMQ mode against tcp. One result line per run goes to stderr.\n"
            "\n"
-           "  --mode M          tcp, zmq-tcp, zmq-curve, zmq-ipc or all (default all);\n"
-           "                    may be given more than once\n"
+           "  --mode M          tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all\n"
+           "                    (default all); may be given more than once\n"
            "  --round-trips N   timed round trips per run (default %d)\n"
            "  --warmup N        unmeasured round trips before them (default %d)\n"
            "  --runs N          runs per mode, 1 to %d; medians are printed (default %d)\n"
