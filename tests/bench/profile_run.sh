@@ -8,7 +8,10 @@
 #      libsodium, msgpack, libc malloc, other libc, onceq's own code), by
 #      thread, and the hottest symbols;
 #   2. perf stat: context switches and CPU migrations per job;
-#   3. strace -c -f: system calls per job, by name.
+#   3. strace -c -f: system calls per job, by name;
+#   4. perf record of every poll and getpid system call with its call stack
+#      (DWARF): which thread and which libzmq call, from which of our
+#      functions, makes them.
 #
 # Each pass is a fresh onceq-bench run on the same broker and worker, so
 # strace's slowdown never touches the perf figures. Two phases: "cycle"
@@ -20,10 +23,12 @@
 #   tests/bench/profile_run.sh [BUILD_DIR]      (or BUILD=...; default ./build)
 #
 # Environment: JOBS (20000), LATENCY_JOBS (1000), WINDOW (64), PHASES
-# ("cycle latency"), TOP (12 symbols shown per process), PASS_DEADLINE_S
-# (120, one onceq-bench run at most), INSECURE (1: plaintext; by default
-# CURVE, as in production), ONCEQ_PREFETCH / ONCEQ_BATCH (the worker's),
-# KEEP (set: keep the temp dir with perf.data files and logs).
+# ("cycle latency"), SLOW_JOBS (1000: the jobs of passes 3 and 4 at most,
+# which slow the processes down tenfold or more), TOP (12 rows per table),
+# PASS_DEADLINE_S (120, one onceq-bench run at most), INSECURE (1:
+# plaintext; by default CURVE, as in production), ONCEQ_PREFETCH /
+# ONCEQ_BATCH (the worker's), KEEP (set: keep the temp dir with perf.data
+# files and logs).
 # Needs perf and strace (Debian: linux-perf, strace) and the right to trace
 # (root, or kernel.perf_event_paranoid <= 1 and ptrace allowed). Without
 # perf record it falls back to perf stat alone; without strace it skips pass 3.
@@ -36,6 +41,7 @@ WINDOW=${WINDOW:-64}
 PHASES=${PHASES:-"cycle latency"}
 TOP=${TOP:-12}
 PASS_DEADLINE_S=${PASS_DEADLINE_S:-120}
+SLOW_JOBS=${SLOW_JOBS:-1000}
 
 PORT_BASE=20000
 PORT_SPAN=20000
@@ -44,6 +50,8 @@ READY_TRIES=50          # x READY_SLEEP_S: how long a server gets to come up
 READY_SLEEP_S=0.1
 STOP_GRACE_TRIES=100    # x 0.1 s: how long a process gets to exit on SIGTERM
 TRACER_SETTLE_S=0.5     # perf and strace get this long to attach before a pass
+CALLER_STACK_BYTES=8192 # user stack copied per poll/getpid for DWARF unwinding
+CALLER_BUFFER_PAGES=4096 # perf's ring buffer for them (16 MiB), so none is lost
 BENCH_QUEUE=bench       # onceq-bench's default queue
 
 SCRIPT=profile_run.sh
@@ -57,7 +65,7 @@ ONCEQ_BENCH=$(binary onceq-bench tests/bench)
 for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"; do
     [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
 done
-for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$TOP" "$PASS_DEADLINE_S"; do
+for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$TOP" "$PASS_DEADLINE_S" "$SLOW_JOBS"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
 done
 for phase in $PHASES; do
@@ -133,13 +141,16 @@ done_count() {
         END { if (!found) print 0 }'
 }
 
-# bench PHASE: one onceq-bench run of that phase; prints its result line.
+min() { echo $(($1 < $2 ? $1 : $2)); }
+
+# bench PHASE [JOBS]: one onceq-bench run of that phase (JOBS, default the
+# phase's own count); prints its result line.
 bench() {
     local args=(--broker "$FRONT" --workers 1 --window "$WINDOW" --deadline "$PASS_DEADLINE_S")
     if [[ $1 == cycle ]]; then
-        args+=(--jobs "$JOBS" --latency-jobs 0)
+        args+=(--jobs "${2:-$JOBS}" --latency-jobs 0)
     else
-        args+=(--jobs 1 --warmup 0 --latency-jobs "$LATENCY_JOBS")
+        args+=(--jobs 1 --warmup 0 --latency-jobs "${2:-$LATENCY_JOBS}")
     fi
     timeout $((PASS_DEADLINE_S + 30)) "$ONCEQ_BENCH" "${args[@]}" || die "onceq-bench failed ($1)"
 }
@@ -161,10 +172,11 @@ stop_tracers() {
     TRACER_PIDS=()
 }
 
-# pass PHASE TOOL: run the phase with TOOL (record, stat, strace) attached to
-# the broker and the worker; sets PASS_JOBS to the jobs the broker completed.
+# pass PHASE TOOL [JOBS]: run the phase with TOOL (record, stat, strace,
+# callers) attached to the broker and the worker; sets PASS_JOBS to the jobs
+# the broker completed.
 pass() {
-    local phase=$1 tool=$2 name pid before after
+    local phase=$1 tool=$2 jobs=${3:-} name pid before after
     for name in broker worker; do
         [[ $name == broker ]] && pid=$BROKER_PID || pid=$WORKER_PID
         local out=$WORKDIR/$phase-$tool-$name
@@ -173,12 +185,15 @@ pass() {
         stat) perf stat -x, -e context-switches,cpu-migrations,task-clock -p "$pid" \
             -o "$out.txt" >"$out.log" 2>&1 & ;;
         strace) strace -c -f -p "$pid" -o "$out.txt" >"$out.log" 2>&1 & ;;
+        callers) perf record -q --call-graph "dwarf,$CALLER_STACK_BYTES" -m "$CALLER_BUFFER_PAGES" \
+            -e syscalls:sys_enter_poll -e syscalls:sys_enter_getpid -p "$pid" \
+            -o "$out.data" >"$out.log" 2>&1 & ;;
         esac
         TRACER_PIDS+=($!)
     done
     sleep "$TRACER_SETTLE_S"
     before=$(done_count)
-    echo "  $phase, $tool: $(bench "$phase" 2>&1 | tail -n 1)" >&2
+    echo "  $phase, $tool: $(bench "$phase" $jobs 2>&1 | tail -n 1)" >&2
     after=$(done_count)
     stop_tracers
     PASS_JOBS=$((after - before))
@@ -249,6 +264,30 @@ classify() { # classify PERF_DATA JOBS
         }'
 }
 
+# Every poll and getpid of one process, by who makes them: the thread, the
+# outermost libzmq call on the stack (zmq_poll, zmq_msg_recv, ...; "-" for
+# libzmq's own I/O thread) and the innermost of our functions that called it.
+callers() { # callers PERF_DATA JOBS
+    perf script -i "$1" -F comm,event,ip,sym,dso 2>/dev/null | awk -v jobs="$2" -v top="$TOP" '
+        function flush() {
+            if (n) { count[comm " " ev ": " api " from " ours]++; total[ev]++ }
+            n = 0; api = "-"; ours = "-"
+        }
+        /^[^\t ]/ { flush(); comm = $1; ev = $2; sub(/^syscalls:sys_enter_/, "", ev); sub(/:$/, "", ev); next }
+        /^[ \t]*$/ { next }
+        {
+            n++
+            if ($2 ~ /^zmq_/) api = $2
+            if (ours == "-" && $NF ~ /onceq/) ours = $2
+        }
+        END {
+            flush()
+            for (e in total) printf "    %s: %.1f per job\n", e, total[e] / jobs
+            for (k in count) printf "    %6.1f per job  %s\n", count[k] / jobs, k | "sort -rn | head -n " top
+            close("sort -rn | head -n " top)
+        }'
+}
+
 # perf stat's CSV: value,unit,event,... per line.
 stat_per_job() { # stat_per_job FILE JOBS
     awk -F, -v jobs="$2" '
@@ -292,11 +331,19 @@ for phase in $PHASES; do
         section+="  $name, per job (perf stat, $PASS_JOBS jobs):"$'\n'
         section+="$(stat_per_job "$WORKDIR/$phase-stat-$name.txt" "$PASS_JOBS")"$'\n'
     done
+    if [[ $phase == cycle ]]; then slow=$(min "$JOBS" "$SLOW_JOBS"); else slow=$(min "$LATENCY_JOBS" "$SLOW_JOBS"); fi
     if ((WITH_STRACE)); then
-        pass "$phase" strace
+        pass "$phase" strace "$slow"
         for name in broker worker; do
             section+="  $name, per job (strace -c -f, $PASS_JOBS jobs):"$'\n'
             section+="$(strace_per_job "$WORKDIR/$phase-strace-$name.txt" "$PASS_JOBS")"$'\n'
+        done
+    fi
+    if ((WITH_RECORD)); then
+        pass "$phase" callers "$slow"
+        for name in broker worker; do
+            section+="  $name: who calls poll and getpid (perf record of each call, $PASS_JOBS jobs):"$'\n'
+            section+="$(callers "$WORKDIR/$phase-callers-$name.data" "$PASS_JOBS")"$'\n'
         done
     fi
     REPORT[$phase]=$section
