@@ -264,13 +264,16 @@ classify() { # classify PERF_DATA JOBS
         }'
 }
 
-# Every poll and getpid of one process, by who makes them: the thread, the
-# outermost libzmq call on the stack (zmq_poll, zmq_msg_recv, ...; "-" for
-# libzmq's own I/O thread) and the innermost of our functions that called it.
-callers() { # callers PERF_DATA JOBS
-    perf script -i "$1" -F comm,event,ip,sym,dso 2>/dev/null | awk -v jobs="$2" -v top="$TOP" '
+# The poll and getpid calls of one process, by who makes them: the thread,
+# the outermost libzmq call on the stack (zmq_poll, zmq_msg_recv, ...; "-"
+# for libzmq's own I/O thread) and the innermost of our functions that
+# called it. As shares of the calls recorded: at a high rate perf drops some
+# (each carries a copy of the stack), so strace's counts are the per-job
+# figures.
+callers() { # callers PERF_DATA
+    perf script -i "$1" -F comm,event,ip,sym,dso 2>/dev/null | awk -v top="$TOP" '
         function flush() {
-            if (n) { count[comm " " ev ": " api " from " ours]++; total[ev]++ }
+            if (n) { count[comm " " ev ": " api " from " ours]++; total[ev]++; all++ }
             n = 0; api = "-"; ours = "-"
         }
         /^[^\t ]/ { flush(); comm = $1; ev = $2; sub(/^syscalls:sys_enter_/, "", ev); sub(/:$/, "", ev); next }
@@ -282,8 +285,11 @@ callers() { # callers PERF_DATA JOBS
         }
         END {
             flush()
-            for (e in total) printf "    %s: %.1f per job\n", e, total[e] / jobs
-            for (k in count) printf "    %6.1f per job  %s\n", count[k] / jobs, k | "sort -rn | head -n " top
+            if (!all) { print "    no calls recorded"; exit }
+            printf "    %d calls recorded:", all
+            for (e in total) printf " %s %.0f%%", e, 100 * total[e] / all
+            printf "\n"
+            for (k in count) printf "    %5.1f%%  %s\n", 100 * count[k] / all, k | "sort -rn | head -n " top
             close("sort -rn | head -n " top)
         }'
 }
@@ -342,8 +348,8 @@ for phase in $PHASES; do
     if ((WITH_RECORD)); then
         pass "$phase" callers "$slow"
         for name in broker worker; do
-            section+="  $name: who calls poll and getpid (perf record of each call, $PASS_JOBS jobs):"$'\n'
-            section+="$(callers "$WORKDIR/$phase-callers-$name.data" "$PASS_JOBS")"$'\n'
+            section+="  $name: who makes the poll and getpid calls (perf record, $PASS_JOBS jobs):"$'\n'
+            section+="$(callers "$WORKDIR/$phase-callers-$name.data")"$'\n'
         done
     fi
     REPORT[$phase]=$section
