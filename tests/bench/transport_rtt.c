@@ -618,8 +618,8 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
                        .runs = S_DEFAULT_RUNS,
                        .bytes = S_DEFAULT_BYTES};
     bool any_mode = false;
-    int opt, bad = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    int opt, bad = 0, which = 0;
+    while (!bad && (opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
         switch (opt) {
         case 'h':
             s_help();
@@ -650,7 +650,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
             break;
         }
         if (bad && opt != '?')
-            fprintf(stderr, S_PROGRAM ": bad value '%s' for %s\n", optarg, argv[optind - 1]);
+            fprintf(stderr, S_PROGRAM ": bad value '%s' for --%s\n", optarg, options[which].name);
     }
     if (!bad && optind < argc) {
         fprintf(stderr, S_PROGRAM ": unexpected argument '%s'\n", argv[optind]);
