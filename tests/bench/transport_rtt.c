@@ -147,13 +147,14 @@ static int s_tcp_tune(int fd)
                : 0;
 }
 
-/* Read or write exactly len bytes; -1 on error, timeout or EOF. */
-static int s_full(int fd, uint8_t *buf, size_t len, bool reading)
+/* Read or write exactly len bytes of a socket or a pipe; -1 on error,
+   timeout or EOF (SIGPIPE is ignored: a closed peer is an error here). */
+static int s_full(int fd, void *buf, size_t len, bool reading)
 {
     size_t done = 0;
     while (done < len) {
-        ssize_t n = reading ? recv(fd, buf + done, len - done, 0)
-                            : send(fd, buf + done, len - done, MSG_NOSIGNAL);
+        uint8_t *at = (uint8_t *)buf + done;
+        ssize_t n = reading ? read(fd, at, len - done) : write(fd, at, len - done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -212,7 +213,7 @@ static int s_tcp_serve(int listener, const s_opts_t *opts, int report)
                                                                                                : 0;
     }
     spent = s_usage_since(&from);
-    if (rc == 0 && write(report, &spent, sizeof spent) != (ssize_t)sizeof spent)
+    if (rc == 0 && s_full(report, &spent, sizeof spent, false) < 0)
         rc = -1;
     free(buf);
     close(fd);
@@ -255,7 +256,7 @@ static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts,
     size_t endpoint_len = sizeof endpoint;
     if (rc == 0 && (zmq_bind(sock, bind_to) < 0 ||
                     zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, endpoint, &endpoint_len) < 0 ||
-                    write(report, endpoint, sizeof endpoint) != (ssize_t)sizeof endpoint))
+                    s_full(report, endpoint, sizeof endpoint, false) < 0))
         rc = -1;
     s_usage_t from = {0}, spent;
     zmq_msg_t id, body;
@@ -269,7 +270,7 @@ static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts,
             rc = -1;
     }
     spent = s_usage_since(&from);
-    if (rc == 0 && write(report, &spent, sizeof spent) != (ssize_t)sizeof spent)
+    if (rc == 0 && s_full(report, &spent, sizeof spent, false) < 0)
         rc = -1;
     zmq_msg_close(&id);
     zmq_msg_close(&body);
@@ -333,16 +334,7 @@ static int s_round_trip(s_client_t *c, uint8_t *buf, size_t len)
 /* Read exactly len bytes from the server's report pipe. */
 static int s_read_report(int fd, void *out, size_t len)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = read(fd, (uint8_t *)out + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
+    return s_full(fd, out, len, true);
 }
 
 /* The timed part, on a connected client; fills r except the server's figures. */
@@ -671,6 +663,7 @@ int main(int argc, char **argv)
     s_opts_t opts;
     if (s_parse(argc, argv, &opts) < 0)
         return 2;
+    signal(SIGPIPE, SIG_IGN);
     if (opts.modes[S_ZMQ_CURVE] && (zmq_curve_keypair(s_server_public, s_server_secret) < 0 ||
                                     zmq_curve_keypair(s_client_public, s_client_secret) < 0)) {
         fprintf(stderr, S_PROGRAM ": no CURVE in this libzmq: %s\n", zmq_strerror(errno));
