@@ -401,14 +401,19 @@ static int s_prepared(oq_pg_t *self, const char *sql, int nparams, bool in_commi
 }
 
 /* Send a statement (with parameters, or as a script if params is NULL and
-   nparams is -1) and collect its answer. */
+   nparams is -1) and collect its answer. Statements with parameters, and
+   the transaction's own (prepare set: BEGIN and COMMIT, sent on every job),
+   run prepared; other statements without parameters, which callers send
+   once or rarely, are not worth a slot. */
 static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
-                 bool in_commit, PGresult **result, oq_pg_error_t *error)
+                 bool prepare, bool in_commit, PGresult **result, oq_pg_error_t *error)
 {
     if (s_ready(self, error) < 0)
         return -1;
     int sent;
-    int stmt = nparams > 0 ? s_prepared(self, sql, nparams, in_commit, error) : -1;
+    int stmt = nparams > 0 || (prepare && nparams == 0)
+                   ? s_prepared(self, sql, nparams, in_commit, error)
+                   : -1;
     if (stmt == -2)
         return -1;
     if (stmt >= 0) {
@@ -440,14 +445,24 @@ int oq_pg_exec(oq_pg_t *self, const char *sql, int nparams, const char *const *p
     oq_pg_errors_clear(error);
     if (result)
         *result = NULL;
-    return s_run(self, sql, nparams, params, false, result, error);
+    return s_run(self, sql, nparams, params, false, false, result, error);
 }
 
 int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error)
 {
     assert(self && sql && error);
     oq_pg_errors_clear(error);
-    return s_run(self, sql, -1, NULL, false, NULL, error);
+    return s_run(self, sql, -1, NULL, false, false, NULL, error);
+}
+
+/* BEGIN, with the transaction's COMMIT prepared first, once per
+   connection and outside the transaction, so that a failure to prepare it
+   is never taken for a COMMIT whose outcome is unknown. */
+static int s_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
+{
+    if (s_ready(self, error) < 0 || s_prepared(self, "COMMIT", 0, false, error) == -2)
+        return -1;
+    return s_run(self, begin_sql, 0, NULL, true, false, NULL, error);
 }
 
 int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
@@ -456,7 +471,7 @@ int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
     assert(!self->in_txn);
     oq_pg_errors_clear(error);
     bool reused = self->conn != NULL;
-    if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0) {
+    if (s_begin(self, begin_sql, error) < 0) {
         /* A connection that died while idle (the server restarted, an
            idle timeout) is found out by the first statement sent on it.
            Nothing of this transaction has happened yet, so connecting
@@ -467,7 +482,7 @@ int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
         oq_info("the database connection was lost while idle (%s); connecting again",
                 error->message);
         oq_pg_errors_clear(error);
-        if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0)
+        if (s_begin(self, begin_sql, error) < 0)
             return -1;
     }
     self->in_txn = true;
@@ -479,7 +494,7 @@ int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error)
     assert(self && error);
     oq_pg_errors_clear(error);
     PGresult *res = NULL;
-    int rc = s_run(self, "COMMIT", 0, NULL, true, &res, error);
+    int rc = s_run(self, "COMMIT", 0, NULL, true, true, &res, error);
     /* Whatever the answer, the transaction is over: committed, rolled back
        by the server, or unknown with the connection gone. */
     self->in_txn = false;
