@@ -189,9 +189,10 @@ int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error);
    set, BEGIN and COMMIT prepared) and sends nothing else: BEGIN goes with
    the transaction's first statement in one pipeline, and if BEGIN fails
    that statement is skipped and BEGIN's error is its error. A transaction
-   without a statement commits without a round trip. oq_pg_commit fails unless the server answers COMMIT (an aborted
-   transaction answers ROLLBACK), and classifies a connection lost meanwhile
-   as OQ_PG_ERR_UNKNOWN. oq_pg_rollback ignores errors: after it the session
+   without a statement commits without a round trip. oq_pg_commit fails
+   unless the server answers COMMIT (an aborted transaction answers
+   ROLLBACK), and classifies a connection lost meanwhile as
+   OQ_PG_ERR_UNKNOWN. oq_pg_rollback ignores errors: after it the session
    is out of the transaction or the connection is gone. Handlers use the
    transaction runner instead. */
 int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error);
