@@ -642,6 +642,14 @@ static void test_failed_begin_skips_its_statement(void **state)
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
     assert_string_equal(error.sqlstate, "22012");
     assert_true(oq_pg_connected(pg));
+    /* A body that went on regardless: nothing runs outside the
+       transaction, and nothing commits. */
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    assert_non_null(strstr(error.message, "BEGIN failed"));
+    assert_int_equal(oq_pg_commit(pg, &error), -1);
+    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(oq_pg_begin(pg, "SELECT 1 / 0", &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
     oq_pg_rollback(pg);
     assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
 

@@ -427,11 +427,10 @@ static int s_prepared(oq_pg_t *self, const char *sql, int nparams, bool in_commi
     return self->prepared_count++;
 }
 
-/* Send a statement (with parameters, or as a script if params is NULL and
-   nparams is -1) and collect its answer. Statements with parameters, and
-   the transaction's own (prepare set: BEGIN and COMMIT, sent on every job),
-   run prepared; other statements without parameters, which callers send
-   once or rarely, are not worth a slot. */
+/* Whether a statement runs prepared: those with parameters, and the
+   transaction's own (prepare set: BEGIN and COMMIT, sent on every job);
+   other statements without parameters, which callers send once or rarely,
+   are not worth a slot. */
 static bool s_prepare_it(int nparams, bool prepare)
 {
     return nparams > 0 || (prepare && nparams == 0);
@@ -474,8 +473,17 @@ static int s_run_first(oq_pg_t *self, const char *sql, int nparams, const char *
         /* A script cannot go in a pipeline: BEGIN alone first. */
         if (s_ready(self, error) < 0)
             return -1;
+        int begin = s_prepare_txn(self, error);
+        if (begin == -2)
+            return -1;
         self->begin_pending = false;
-        if (s_run(self, self->begin_sql, 0, NULL, true, false, NULL, error) < 0)
+        if (!s_send(self, begin, self->begin_sql, 0, NULL)) {
+            s_error(self, NULL, false, error);
+            error->cls = OQ_PG_ERR_CONNECTION;
+            s_drop(self);
+            return -1;
+        }
+        if (s_collect(self, false, NULL, error) < 0)
             return -1;
         return s_run(self, sql, nparams, params, prepare, false, result, error);
     }
@@ -491,9 +499,11 @@ static int s_run_first(oq_pg_t *self, const char *sql, int nparams, const char *
        transaction must not connect again and run outside it. */
     self->begin_pending = false;
     if (!PQenterPipelineMode(self->conn)) {
+        /* Nothing was sent; the connection goes, so that no later
+           statement can run on it outside the transaction. */
         s_error(self, NULL, false, error);
-        if (self->conn)
-            error->cls = OQ_PG_ERR_TRANSIENT; /* nothing sent */
+        error->cls = OQ_PG_ERR_CONNECTION;
+        s_drop(self);
         return -1;
     }
     if (!s_send(self, begin, self->begin_sql, 0, NULL) ||
@@ -545,6 +555,14 @@ static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const 
     }
     if (s_ready(self, error) < 0)
         return -1;
+    if (self->in_txn && PQtransactionStatus(self->conn) == PQTRANS_IDLE) {
+        /* The transaction's BEGIN failed (its error went to the first
+           statement): what follows must not run, let alone commit, on its
+           own. */
+        oq_pg_errors_set(error, OQ_PG_ERR_TRANSIENT, NULL,
+                         "not inside the transaction: its BEGIN failed");
+        return -1;
+    }
     int stmt =
         s_prepare_it(nparams, prepare) ? s_prepared(self, sql, nparams, in_commit, error) : -1;
     if (stmt == -2)
