@@ -523,7 +523,7 @@ static int64_t s_in_transaction(const oq_pg_t *pg)
              "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND state LIKE "
              "'idle in transaction%%'",
              oq_pg_backend_pid(pg));
-    return s_sql_int(sql);
+    return oq_pg_fixture_sql_int(sql);
 }
 
 /* BEGIN waits for the transaction's first statement and goes with it (one
@@ -532,7 +532,7 @@ static int64_t s_in_transaction(const oq_pg_t *pg)
    inside it. A transaction without a statement sends nothing at all. */
 static void test_begin_goes_with_first_statement(void **state)
 {
-    oq_pg_t *pg = oq_pg_new(s_url, "test_pg_pipeline");
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
     oq_pg_error_t error;
     const char *begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
     const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
@@ -548,13 +548,15 @@ static void test_begin_goes_with_first_statement(void **state)
     /* Inside it: a rollback undoes the statement. */
     oq_pg_rollback(pg);
     assert_int_equal(s_in_transaction(pg), 0);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
 
     assert_int_equal(oq_pg_begin(pg, begin, &error), 0);
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
     assert_int_equal(oq_pg_commit(pg, &error), 0);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 10);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 10);
 
     /* Nothing ran: COMMIT succeeds without a word to the server. */
     assert_int_equal(oq_pg_begin(pg, begin, &error), 0);
@@ -569,7 +571,7 @@ static void test_begin_goes_with_first_statement(void **state)
    is fine for the next transaction. */
 static void test_failed_begin_skips_its_statement(void **state)
 {
-    oq_pg_t *pg = oq_pg_new(s_url, "test_pg_pipeline");
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
     oq_pg_error_t error;
     const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
     const char *params[] = {"1", "5"};
@@ -582,16 +584,19 @@ static void test_failed_begin_skips_its_statement(void **state)
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
     assert_non_null(strstr(error.message, "BEGIN failed"));
     assert_int_equal(oq_pg_commit(pg, &error), -1);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
     assert_int_equal(oq_pg_begin(pg, "SELECT 1 / 0", &error), 0);
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
     oq_pg_rollback(pg);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
 
     assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
     assert_int_equal(oq_pg_commit(pg, &error), 0);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 5);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 5);
     oq_pg_destroy(&pg);
 }
 
@@ -601,7 +606,7 @@ static void test_failed_begin_skips_its_statement(void **state)
    never connects again (it would run outside the transaction). */
 static void test_first_statement_reconnects_once(void **state)
 {
-    oq_pg_t *pg = oq_pg_new(s_url, "test_pg_pipeline");
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
     oq_pg_error_t error;
     const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
     const char *params[] = {"1", "5"};
@@ -619,7 +624,8 @@ static void test_first_statement_reconnects_once(void **state)
     assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
     assert_non_null(strstr(error.message, "lost inside a transaction"));
     oq_pg_rollback(pg);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
     oq_pg_destroy(&pg);
 }
 
