@@ -250,5 +250,5 @@ size_t oq_engine_tick(oq_engine_t *self)
 int64_t oq_engine_next_deadline(const oq_engine_t *self)
 {
     const oq_heap_node_t *top = oq_heap_peek(self->timers);
-    return top ? top->deadline_ms : -1;
+    return top ? oq_heap_deadline(self->timers, top) : -1;
 }

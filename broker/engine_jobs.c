@@ -527,7 +527,7 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     if (job->state == OQ_ENG_DELAYED) {
         /* The timer runs on the monotonic clock; outside the process only
            wall-clock time means anything. */
-        int64_t left_ms = job->u.t.timer.deadline_ms - oq_eng_now(self);
+        int64_t left_ms = oq_heap_deadline(self->timers, &job->u.t.timer) - oq_eng_now(self);
         v->not_before_ms = oq_clock_wall_ms(self->clock) + (left_ms > 0 ? left_ms : 0);
     }
 }
