@@ -56,10 +56,9 @@ typedef struct oq_eng_queue {
     oq_link_t lanes;             /* oq_eng_lane_t.active: its lanes with ready jobs */
     int64_t retry_after_ms;      /* lease length */
     int64_t timeout_ms;          /* default job timeout */
-    oq_link_t ready;             /* ready jobs, priority high to low, FIFO within */
     oq_link_t failed;            /* failed jobs, oldest first */
     oq_link_t review;            /* jobs in review, oldest first */
-    oq_link_t active;            /* in engine->active while ready is not empty */
+    oq_link_t active;            /* in engine->active while it has ready jobs */
     uint64_t count[OQ_ENG_DONE]; /* jobs per state now (index by oq_eng_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
     uint64_t cancelled;     /* ready or delayed jobs withdrawn by an operator */
@@ -80,11 +79,13 @@ typedef struct {
     uint64_t done, applied, duplicates, failed;
 } oq_eng_type_t;
 
-/* The ready jobs of one type in one queue, in the queue's order. */
+/* The ready jobs of one type in one queue, in the queue's order. A lane
+   is made with the first job of its (queue, type) and lives as long as
+   the engine, so a job becoming ready always has its lane. */
 typedef struct {
     oq_eng_queue_t *queue;
     oq_eng_type_t *type;
-    oq_link_t ready;  /* oq_eng_job_t.u.r.lane_link */
+    oq_link_t ready;  /* oq_eng_job_t.link of its ready jobs */
     oq_link_t active; /* in queue->lanes while ready is not empty */
     oq_link_t all;    /* in engine->lanes_all, for destroy */
 } oq_eng_lane_t;
@@ -94,15 +95,14 @@ typedef struct {
    The header is kept small because a broker holds up to a million of them
    and every byte of it is paid a million times: fields used only in some
    states share storage (the union), and one link serves whichever list
-   the state puts the job on. */
+   the state puts the job on (a ready job is on its lane only). */
 typedef struct oq_eng_job {
     uint64_t id;
-    oq_link_t link; /* queue->ready, ->failed, ->review, or worker->leases while leased */
+    oq_link_t link; /* its lane's ready list, queue->failed, ->review, worker->leases */
     union {
         struct {
-            oq_link_t lane_link; /* its (queue, type) lane */
-            int64_t seq;         /* its place in the queue's order within a priority */
-        } r;                     /* ready */
+            int64_t seq; /* its place in the queue's order within a priority */
+        } r;             /* ready */
         struct {
             oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
             oq_worker_t *worker;  /* leased only */
