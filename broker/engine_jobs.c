@@ -87,8 +87,8 @@ int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_e
     job->id = id;
     job->queue_index = (uint16_t)q->index;
     job->type_index = (uint16_t)type->index;
-    job->priority = msg->priority;
-    job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
+    job->priority = (int16_t)msg->priority;
+    job->max_tries = (uint16_t)(msg->has_max_tries ? msg->max_tries : self->config.max_tries);
     job->timeout_ms = (uint32_t)timeout_ms;
     job->backoff_len = (uint8_t)msg->backoff_len;
     job->payload_len = (uint32_t)msg->payload_len;

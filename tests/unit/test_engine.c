@@ -661,6 +661,13 @@ static void test_restore_rebuilds_without_reporting(void **state)
     assert_int_equal(oq_engine_restore_done(f->engine, 14), 0);
     assert_int_equal(oq_engine_restore_done(f->engine, 14), -1);
     assert_int_equal(oq_engine_restore_leased(f->engine, 99, 1), -1);
+    /* A job keeps its attempt in 16 bits: a record past that is refused,
+       and the job is left as it was. */
+    assert_int_equal(oq_engine_restore_leased(f->engine, 10, UINT16_MAX + 1u), -1);
+    assert_int_equal(oq_engine_restore_retry(f->engine, 10, UINT32_MAX, wall + 1000), -1);
+    assert_int_equal(oq_engine_restore_failed(f->engine, 10, UINT16_MAX + 1u, "x", wall), -1);
+    assert_int_equal(oq_engine_restore_review(f->engine, 10, UINT16_MAX + 1u, "x", wall), -1);
+    assert_string_equal(oq_engine_job_state(f->engine, 10), "ready");
     oq_engine_restore_next_id(f->engine, 50);
     assert_int_equal(e.count, 0); /* nothing reported */
 
