@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "job_thread.h"
+#include "runner.h"
 #include "onceq/proto.h"
 
 typedef enum {
