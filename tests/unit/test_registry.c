@@ -92,7 +92,7 @@ static void s_silent_handler(const oq_job_t *job, void *state, oq_report_t *repo
     /* forgets to report */
 }
 
-/* Run a registered handler the way the job thread does. */
+/* Run a registered handler the way the runner does. */
 static void s_run(oq_registry_t *registry, const char *type, const oq_job_t *job,
                   oq_report_t *report)
 {
@@ -518,7 +518,7 @@ static void test_builtin_crash_aborts_the_process(void **unused)
     assert_false(WCOREDUMP(status));
 }
 
-/* ---- job thread ---------------------------------------------------------- */
+/* ---- runner -------------------------------------------------------------- */
 
 static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_sbuffer *payload)
 {
