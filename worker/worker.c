@@ -423,15 +423,19 @@ static int s_turn(s_worker_t *self, int wake_fd)
         wait_ms = 0;
     if (wait_ms > OQ_MAX_HEARTBEAT_MS)
         wait_ms = OQ_MAX_HEARTBEAT_MS;
-    zmq_pollitem_t items[] = {
-        {NULL, self->signal_fd, ZMQ_POLLIN, 0},
-        {NULL, wake_fd, ZMQ_POLLIN, 0},
-        {self->socket, 0, ZMQ_POLLIN, 0},
-    };
-    /* The keeper's fd only on the keeper's turns. */
-    if (wake_fd < 0)
-        items[1].events = 0;
-    int count = self->socket ? 3 : 2;
+    /* The signalfd, the keeper's fd on the keeper's turns, the socket
+       while there is one. */
+    zmq_pollitem_t items[3];
+    int count = 0, wake = -1, broker = -1;
+    items[count++] = (zmq_pollitem_t){NULL, self->signal_fd, ZMQ_POLLIN, 0};
+    if (wake_fd >= 0) {
+        wake = count;
+        items[count++] = (zmq_pollitem_t){NULL, wake_fd, ZMQ_POLLIN, 0};
+    }
+    if (self->socket) {
+        broker = count;
+        items[count++] = (zmq_pollitem_t){self->socket, 0, ZMQ_POLLIN, 0};
+    }
     if (zmq_poll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
         oq_error("poll failed: %s", zmq_strerror(errno));
         self->finished = true;
@@ -445,9 +449,9 @@ static int s_turn(s_worker_t *self, int wake_fd)
     /* Only what poll found ready: each read that finds nothing is a
        system call (and for a ZeroMQ socket a getpid and a poll of its
        mailbox) spent on every turn, that is on every job. */
-    if (count == 3 && (items[2].revents & ZMQ_POLLIN))
+    if (broker >= 0 && (items[broker].revents & ZMQ_POLLIN))
         s_read_broker(self);
-    if (items[1].revents & ZMQ_POLLIN) {
+    if (wake >= 0 && (items[wake].revents & ZMQ_POLLIN)) {
         uint64_t tokens;
         if (read(wake_fd, &tokens, sizeof tokens) < 0 && errno != EAGAIN)
             oq_warn("cannot read the keeper's fd: %s", strerror(errno));
