@@ -26,23 +26,13 @@
 
 #include "onceq/effects.h"
 #include "onceq/log.h"
+#include "pg_fixture.h"
 #include "onceq/worker.h"
 #include "points/grant.h"
 #include "points/handler.h"
 #include "points/ledger_pg.h"
 
-#ifndef ONCEQ_SOURCE_DIR
-#error "ONCEQ_SOURCE_DIR must name the source tree"
-#endif
-#ifndef ONCEQ_CLI
-#error "ONCEQ_CLI must name the onceq binary"
-#endif
-
-#define S_PORT_BASE   20000
-#define S_PORT_RANGE  30000
-#define S_START_TRIES 3
-#define S_TEXT_LEN    1024
-#define S_CUSTOMERS   8
+#define S_CUSTOMERS 8
 /* pg_terminate_backend waits this long for the session to be gone. */
 #define S_TERMINATE_WAIT_MS 5000
 /* Two batches at once: rounds, and grants per batch. */
@@ -53,57 +43,25 @@
 
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static char s_dir[256];  /* the cluster's directory */
-static int s_port;       /* its port */
-static char s_url[512];  /* conninfo of database onceq */
-static oq_pg_t *s_admin; /* the test's own connection, for checks */
-
 /* ---- helpers ------------------------------------------------------------ */
-
-static int s_pg_sh(const char *action)
-{
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd,
-             "ONCEQ_BIN='%s' ONCEQ_PG_PORT=%d bash '%s/deploy/pg.sh' %s '%s' >>'%s.log' 2>&1",
-             ONCEQ_CLI, s_port, ONCEQ_SOURCE_DIR, action, s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void s_sql(const char *sql)
-{
-    oq_pg_error_t error;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, NULL, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-}
-
-/* One integer from a query (NULL as 0). */
-static int64_t s_sql_int(const char *sql)
-{
-    oq_pg_error_t error;
-    PGresult *res;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, &res, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
-}
 
 static int64_t s_balance(int64_t customer)
 {
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT balance FROM point_balances WHERE customer_id = %" PRId64,
              customer);
-    return s_sql_int(sql);
+    return oq_pg_fixture_sql_int(sql);
 }
 
 /* Balances must be the sum of the grants on record, customer by customer:
    nothing added twice, nothing added without its grant. */
 static void s_assert_balances_match_grants(void)
 {
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_balances b WHERE b.balance <> "
-                               "(SELECT coalesce(sum(points), 0) FROM point_grants g "
-                               "WHERE g.customer_id = b.customer_id)"),
-                     0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM point_balances b WHERE b.balance <> "
+                              "(SELECT coalesce(sum(points), 0) FROM point_grants g "
+                              "WHERE g.customer_id = b.customer_id)"),
+        0);
 }
 
 static void s_terminate(const oq_pg_t *pg)
@@ -111,58 +69,21 @@ static void s_terminate(const oq_pg_t *pg)
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, %d)", oq_pg_backend_pid(pg),
              S_TERMINATE_WAIT_MS);
-    s_sql(sql);
-}
-
-/* ---- group fixture ------------------------------------------------------ */
-
-static int s_group_setup(void **state)
-{
-    (void)state;
-    snprintf(s_dir, sizeof s_dir, "/tmp/onceq-test-batch-pg-XXXXXX");
-    if (!mkdtemp(s_dir))
-        return -1;
-    srand((unsigned)(getpid() ^ time(NULL)));
-    for (int i = 0; i < S_START_TRIES; i++) {
-        s_port = S_PORT_BASE + rand() % S_PORT_RANGE;
-        if (s_pg_sh("start") == 0) {
-            snprintf(s_url, sizeof s_url, "host=%s port=%d dbname=onceq user=onceq", s_dir, s_port);
-            s_admin = oq_pg_new(s_url, "test_batch_pg");
-            oq_pg_error_t error;
-            if (oq_pg_connect(s_admin, &error) < 0) {
-                fprintf(stderr, "test_batch_pg: %s\n", error.message);
-                return -1;
-            }
-            return 0;
-        }
-        s_pg_sh("stop");
-    }
-    fprintf(stderr, "test_batch_pg: could not start a cluster; see %s.log\n", s_dir);
-    return -1;
-}
-
-static int s_group_teardown(void **state)
-{
-    (void)state;
-    oq_pg_destroy(&s_admin);
-    s_pg_sh("stop");
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    oq_pg_fixture_sql(sql);
 }
 
 /* Each test: empty point tables, customers 1 .. S_CUSTOMERS at 0. */
 static int s_setup(void **state)
 {
     (void)state;
-    s_sql("ALTER TABLE point_grants DROP CONSTRAINT IF EXISTS test_refuses_666");
-    s_sql("TRUNCATE point_grants, point_balances");
+    oq_pg_fixture_sql("ALTER TABLE point_grants DROP CONSTRAINT IF EXISTS test_refuses_666");
+    oq_pg_fixture_sql("TRUNCATE point_grants, point_balances");
     char sql[128];
     snprintf(sql, sizeof sql,
              "INSERT INTO point_balances (customer_id, balance) "
              "SELECT g, 0 FROM generate_series(1, %d) g",
              S_CUSTOMERS);
-    s_sql(sql);
+    oq_pg_fixture_sql(sql);
     return 0;
 }
 
@@ -210,7 +131,8 @@ static void s_job_free(s_payload_t *p)
 
 static oq_points_handler_t *s_handler(void)
 {
-    oq_points_config_t config = {.database_url = s_url, .isolation = OQ_TXN_READ_COMMITTED};
+    oq_points_config_t config = {.database_url = oq_pg_fixture_url(),
+                                 .isolation = OQ_TXN_READ_COMMITTED};
     return oq_points_handler_new(&config);
 }
 
@@ -267,7 +189,8 @@ static void test_batch_applies_each_grant_once(void **state)
         s_assert_ok(&reports[i], OQ_RESULT_ALREADY_APPLIED);
     for (int64_t c = 1; c <= S_CUSTOMERS; c++)
         assert_int_equal(s_balance(c), expected[c]);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), (int64_t)S_COUNT(rows));
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"),
+                     (int64_t)S_COUNT(rows));
     s_assert_balances_match_grants();
     oq_points_handler_destroy(&handler);
 }
@@ -307,7 +230,8 @@ static void test_batch_duplicates_inside_and_across(void **state)
 static void test_batch_bad_job_fails_alone(void **state)
 {
     (void)state;
-    s_sql("ALTER TABLE point_grants ADD CONSTRAINT test_refuses_666 CHECK (points <> 666)");
+    oq_pg_fixture_sql(
+        "ALTER TABLE point_grants ADD CONSTRAINT test_refuses_666 CHECK (points <> 666)");
     oq_points_handler_t *handler = s_handler();
     const int64_t rows[][3] = {{1, 1, 5}, {2, 2, 666}, {3, 1, 7}, {4, 99, 1}, {5, 3, 2}};
     oq_report_t reports[S_COUNT(rows)];
@@ -324,10 +248,10 @@ static void test_batch_bad_job_fails_alone(void **state)
     assert_int_equal(s_balance(1), 12);
     assert_int_equal(s_balance(2), 0);
     assert_int_equal(s_balance(3), 2);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 3);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"), 3);
     s_assert_balances_match_grants();
     oq_points_handler_destroy(&handler);
-    s_sql("ALTER TABLE point_grants DROP CONSTRAINT test_refuses_666");
+    oq_pg_fixture_sql("ALTER TABLE point_grants DROP CONSTRAINT test_refuses_666");
 }
 
 /* ---- two batches at once ------------------------------------------------ */
@@ -349,7 +273,7 @@ static void s_count_rerun(void *ctx, uint32_t ms)
 static void *s_racer_main(void *arg)
 {
     s_racer_t *racer = arg;
-    oq_pg_t *pg = oq_pg_new(s_url, "test_batch_pg_racer");
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_batch_pg_racer");
     oq_ledger_t *ledger = oq_ledger_pg_new(pg);
     oq_txn_t *txn = oq_txn_new(oq_txn_pg_ops(), pg, OQ_TXN_READ_COMMITTED);
     oq_txn_set_sleep(txn, s_count_rerun, racer);
@@ -438,7 +362,7 @@ static void test_concurrent_batches_do_not_deadlock(void **state)
     assert_int_equal(a->reruns + b->reruns, 0);
     assert_int_equal(a->fallbacks + b->fallbacks, 0);
     /* Every order once: A's 64 and B's 64, less the shared ones. */
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), expected);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"), expected);
     s_assert_balances_match_grants();
     free(a);
     free(b);
@@ -506,7 +430,7 @@ static void test_connection_lost_mid_batch(void **state)
         .get_balance = s_cut_get_balance,
         .add_customer = s_cut_add_customer,
     };
-    s_cut_t cut = {.pg = oq_pg_new(s_url, "test_batch_pg_cut")};
+    s_cut_t cut = {.pg = oq_pg_new(oq_pg_fixture_url(), "test_batch_pg_cut")};
     cut.inner = oq_ledger_pg_new(cut.pg);
     oq_ledger_t *ledger = oq_ledger_new(&ops, &cut);
     oq_txn_t *txn = oq_txn_new(oq_txn_pg_ops(), cut.pg, OQ_TXN_READ_COMMITTED);
@@ -524,7 +448,7 @@ static void test_connection_lost_mid_batch(void **state)
         assert_int_equal(results[i].status, OQ_GRANT_GRANTED);
     assert_int_equal(s_balance(1), 12);
     assert_int_equal(s_balance(2), 6);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 3);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"), 3);
     s_assert_balances_match_grants();
 
     oq_txn_destroy(&txn);
@@ -543,5 +467,5 @@ int main(void)
         S_TEST(test_batch_bad_job_fails_alone),     S_TEST(test_concurrent_batches_do_not_deadlock),
         S_TEST(test_connection_lost_mid_batch),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, oq_pg_fixture_group_setup, oq_pg_fixture_group_teardown);
 }

@@ -11,83 +11,13 @@
 #include <cmocka.h>
 
 #include "engine.h"
+#include "engine_fixture.h"
 #include "onceq/limits.h"
 
 /* Why the engine refused a resolve (oq_engine_review_resolve). */
 static oq_refusal_t s_why;
 
-#define S_RETRY_AFTER_MS 10000
-#define S_TIMEOUT_MS     4000
-#define S_MARGIN_MS      2000
-
-typedef struct {
-    int64_t now;
-} s_fake_clock_t;
-
-static int64_t s_fake_now(void *ctx)
-{
-    return ((s_fake_clock_t *)ctx)->now;
-}
-
-static int64_t s_fake_wall(void *ctx)
-{
-    return 1700000000000LL + ((s_fake_clock_t *)ctx)->now;
-}
-
-/* One delivery the engine asked for. */
-typedef struct {
-    char worker; /* first byte of the worker identity */
-    uint64_t id;
-    uint32_t attempt;
-    uint64_t lease;
-} s_delivery_t;
-
-typedef struct {
-    s_fake_clock_t time;
-    oq_clock_t clock;
-    oq_engine_t *engine;
-    s_delivery_t sent[64];
-    size_t sent_count;
-    char unreachable; /* deliveries to this worker fail */
-} s_fixture_t;
-
-static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
-{
-    s_fixture_t *f = ctx;
-    char who = ((const char *)w->identity)[0];
-    if (who == f->unreachable)
-        return -1;
-    assert_true(f->sent_count < 64);
-    f->sent[f->sent_count++] = (s_delivery_t){who, job->id, job->attempt, job->lease};
-    return 0;
-}
-
-static int s_setup(void **state)
-{
-    static s_fixture_t f;
-    memset(&f, 0, sizeof f);
-    f.clock = (oq_clock_t){s_fake_now, s_fake_wall, &f.time};
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = S_RETRY_AFTER_MS;
-    config.timeout_ms = S_TIMEOUT_MS;
-    config.margin_ms = S_MARGIN_MS;
-    config.backoff_ms = 1000;
-    config.max_jobs = 100;
-    f.engine = oq_engine_new(&config, &f.clock);
-    assert_non_null(f.engine);
-    *state = &f;
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    s_fixture_t *f = *state;
-    oq_engine_destroy(&f->engine);
-    assert_null(f->engine);
-    return 0;
-}
-
-static uint64_t s_dispatch(s_fixture_t *f, const char *type)
+static uint64_t s_dispatch(ef_fixture_t *f, const char *type)
 {
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {
@@ -101,40 +31,22 @@ static uint64_t s_dispatch(s_fixture_t *f, const char *type)
 }
 
 /* flush and requeue_all that the observer never refuses: how many. */
-static uint64_t s_flush(s_fixture_t *f, const char *queue)
+static uint64_t s_flush(ef_fixture_t *f, const char *queue)
 {
     uint64_t count = 0;
     assert_int_equal(oq_engine_flush_failed(f->engine, queue, &count), 0);
     return count;
 }
 
-static uint64_t s_requeue_all(s_fixture_t *f, const char *queue)
+static uint64_t s_requeue_all(ef_fixture_t *f, const char *queue)
 {
     uint64_t count = 0;
     assert_int_equal(oq_engine_requeue_all(f->engine, queue, &count), 0);
     return count;
 }
 
-static oq_worker_t *s_worker(s_fixture_t *f, char name, uint32_t credit)
-{
-    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
-    assert_non_null(w);
-    oq_engine_worker_credit(f->engine, w, credit);
-    return w;
-}
-
-/* The token of the delivery (id, attempt), as its worker got it; 0 if
-   there was no such delivery. */
-static uint64_t s_lease(const s_fixture_t *f, uint64_t id, uint32_t attempt)
-{
-    for (size_t i = f->sent_count; i-- > 0;)
-        if (f->sent[i].id == id && f->sent[i].attempt == attempt)
-            return f->sent[i].lease;
-    return 0;
-}
-
 /* An ack echoing the token of that delivery, as a worker sends it. */
-static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
+static oq_ack_effect_t s_ack(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
                              oq_outcome_t outcome, const char *error)
 {
     oq_ack_msg_t ack = {.id = id,
@@ -142,12 +54,12 @@ static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32
                         .outcome = outcome,
                         .credit = 1,
                         .error = oq_str(error ? error : ""),
-                        .lease = s_lease(f, id, attempt),
+                        .lease = ef_lease(f, id, attempt),
                         .has_lease = true};
     return oq_engine_ack(f->engine, w, &ack);
 }
 
-static oq_queue_stats_t s_stats(s_fixture_t *f)
+static oq_queue_stats_t s_stats(ef_fixture_t *f)
 {
     oq_queue_stats_t s;
     assert_int_equal(oq_engine_queue_count(f->engine), 1);
@@ -157,15 +69,15 @@ static oq_queue_stats_t s_stats(s_fixture_t *f)
 
 static void test_dispatch_deliver_ack(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "noop");
     assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, id);
     assert_int_equal(f->sent[0].attempt, 1);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
-    assert_int_equal(oq_engine_next_deadline(f->engine), S_RETRY_AFTER_MS);
+    assert_int_equal(oq_engine_next_deadline(f->engine), EF_RETRY_AFTER_MS);
 
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
     assert_null(oq_engine_job_state(f->engine, id));
@@ -179,39 +91,39 @@ static void test_dispatch_deliver_ack(void **state)
 
 static void test_credit_limits_deliveries(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t ids[5];
     for (int i = 0; i < 5; i++)
         ids[i] = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     s_ack(f, a, ids[0], 1, OQ_OUTCOME_OK, NULL); /* returns one credit */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, ids[1]); /* FIFO */
     oq_engine_worker_credit(f->engine, a, 2);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 2);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 2);
     assert_int_equal(s_stats(f).leased, 3);
 }
 
 static void test_lease_expiry_redelivers_with_next_attempt(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "sleep");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_worker_t *b = s_worker(f, 'b', 0);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_worker_t *b = ef_worker(f, 'b', 0);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_int_equal(f->sent[0].worker, 'a');
 
-    f->time.now = S_RETRY_AFTER_MS - 1;
+    f->time.now = EF_RETRY_AFTER_MS - 1;
     assert_int_equal(oq_engine_tick(f->engine), 0);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
-    f->time.now = S_RETRY_AFTER_MS;
+    f->time.now = EF_RETRY_AFTER_MS;
     assert_int_equal(oq_engine_tick(f->engine), 1);
     assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
 
     oq_engine_worker_credit(f->engine, b, 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].worker, 'b');
     assert_int_equal(f->sent[1].attempt, 2);
     assert_int_equal(s_stats(f).redelivered, 1);
@@ -226,7 +138,7 @@ static void test_lease_expiry_redelivers_with_next_attempt(void **state)
                            .outcome = OQ_OUTCOME_OK,
                            .result = OQ_RESULT_ALREADY_APPLIED,
                            .credit = 1,
-                           .lease = s_lease(f, id, 2),
+                           .lease = ef_lease(f, id, 2),
                            .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, b, &second), OQ_ACK_IGNORED);
     oq_queue_stats_t s = s_stats(f);
@@ -243,11 +155,11 @@ static void test_lease_expiry_redelivers_with_next_attempt(void **state)
 
 static void test_ok_ack_completes_job_waiting_for_redelivery(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "sleep");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
-    f->time.now = S_RETRY_AFTER_MS + 1;
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
+    f->time.now = EF_RETRY_AFTER_MS + 1;
     oq_engine_tick(f->engine);
     assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
@@ -257,15 +169,15 @@ static void test_ok_ack_completes_job_waiting_for_redelivery(void **state)
 
 static void test_stale_retry_ack_is_ignored(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "sleep");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_worker_t *b = s_worker(f, 'b', 0);
-    oq_engine_pump(f->engine, s_deliver, f);
-    f->time.now = S_RETRY_AFTER_MS;
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_worker_t *b = ef_worker(f, 'b', 0);
+    oq_engine_pump(f->engine, ef_deliver, f);
+    f->time.now = EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine);
     oq_engine_worker_credit(f->engine, b, 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f);
     /* Attempt 1's failure report must not disturb attempt 2's lease. */
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "boom"), OQ_ACK_IGNORED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
@@ -274,11 +186,11 @@ static void test_stale_retry_ack_is_ignored(void **state)
 
 static void test_dead_worker_gives_leases_back_at_once(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "sleep");
-    s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
-    oq_worker_t *b = s_worker(f, 'b', 0);
+    ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
+    oq_worker_t *b = ef_worker(f, 'b', 0);
     /* 'a' falls silent; 'b' keeps talking. Long before retry_after: */
     f->time.now = 3000;
     oq_engine_worker_seen(f->engine, b);
@@ -286,7 +198,7 @@ static void test_dead_worker_gives_leases_back_at_once(void **state)
     assert_int_equal(oq_engine_worker_count(f->engine), 1);
     assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
     oq_engine_worker_credit(f->engine, b, 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_int_equal(f->sent[1].worker, 'b');
     assert_int_equal(f->sent[1].attempt, 2);
     assert_int_equal(s_stats(f).redelivered, 1);
@@ -294,7 +206,7 @@ static void test_dead_worker_gives_leases_back_at_once(void **state)
 
 static void test_last_attempt_lease_end_fails_job(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("crash"),
                         .queue = oq_str("default"),
@@ -307,8 +219,8 @@ static void test_last_attempt_lease_end_fails_job(void **state)
     char reason[256];
     assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
     for (int attempt = 1; attempt <= 2; attempt++) {
-        oq_worker_t *w = s_worker(f, (char)('a' + attempt), 1);
-        assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+        oq_worker_t *w = ef_worker(f, (char)('a' + attempt), 1);
+        assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
         oq_engine_worker_remove(f->engine, &w, "killed");
         assert_null(w);
     }
@@ -321,7 +233,7 @@ static void test_last_attempt_lease_end_fails_job(void **state)
 
 static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("fail"),
                         .queue = oq_str("default"),
@@ -335,17 +247,17 @@ static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
     oq_err_t code;
     char reason[256];
     oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason);
-    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
 
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "db down"), OQ_ACK_APPLIED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
     f->time.now = 999;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     f->time.now = 1000;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].attempt, 2);
 
     s_ack(f, a, id, 2, OQ_OUTCOME_TIMEOUT, NULL);
@@ -354,7 +266,7 @@ static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
     assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
     f->time.now = 1000 + 5000;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[2].attempt, 3);
 
     s_ack(f, a, id, 3, OQ_OUTCOME_RETRY, "db still down");
@@ -363,7 +275,7 @@ static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
     oq_engine_job_view(f->engine, id, &view);
     assert_non_null(strstr(view.error, "db still down"));
     assert_non_null(strstr(view.error, "attempt 3 of 3"));
-    assert_int_equal(view.failed_at_ms, 1700000000000LL + 6000);
+    assert_int_equal(view.failed_at_ms, EF_WALL_BASE_MS + 6000);
     oq_queue_stats_t s = s_stats(f);
     assert_int_equal(s.retried, 3);
     assert_int_equal(s.failed, 1);
@@ -382,11 +294,11 @@ static void s_collect(void *ctx, const oq_job_view_t *job)
 
 static void test_fail_goes_to_failed_store_and_listing(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id1 = s_dispatch(f, "fail");
     uint64_t id2 = s_dispatch(f, "fail");
-    oq_worker_t *a = s_worker(f, 'a', 2);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 2);
+    oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, a, id2, 1, OQ_OUTCOME_FAIL, "bad payload");
     s_ack(f, a, id1, 1, OQ_OUTCOME_FAIL, "bad payload too");
     s_seen_t seen = {0};
@@ -405,7 +317,7 @@ static void test_fail_goes_to_failed_store_and_listing(void **state)
 
 static void test_timeout_rule_refuses_with_numbers(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("noop"),
                         .queue = oq_str("default"),
@@ -434,7 +346,7 @@ static void test_timeout_rule_refuses_with_numbers(void **state)
 
 static void test_delay_and_priority_order(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("noop"),
                         .queue = oq_str("default"),
@@ -455,45 +367,45 @@ static void test_delay_and_priority_order(void **state)
     assert_string_equal(oq_engine_job_state(f->engine, delayed), "delayed");
     assert_int_equal(oq_engine_next_deadline(f->engine), 5000);
 
-    s_worker(f, 'a', 10);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    ef_worker(f, 'a', 10);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
     assert_int_equal(f->sent[0].id, high1);
     assert_int_equal(f->sent[1].id, high2);
     assert_int_equal(f->sent[2].id, low);
     f->time.now = 5000;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[3].id, delayed);
 }
 
 static void test_unreachable_worker_loses_no_attempt(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "noop");
-    s_worker(f, 'x', 1);
+    ef_worker(f, 'x', 1);
     f->unreachable = 'x';
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     assert_int_equal(oq_engine_worker_count(f->engine), 0);
     assert_string_equal(oq_engine_job_state(f->engine, id), "ready");
-    s_worker(f, 'b', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    ef_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_int_equal(f->sent[0].attempt, 1);
     assert_int_equal(s_stats(f).redelivered, 0);
 }
 
 static void test_drain_stops_deliveries(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
     oq_engine_worker_drain(f->engine, a);
     oq_engine_worker_credit(f->engine, a, 1); /* ignored while draining */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
 }
 
 static void test_full_broker_refuses(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     for (int i = 0; i < 100; i++)
         s_dispatch(f, "noop");
     static const uint8_t empty_map = 0x80;
@@ -511,22 +423,22 @@ static void test_full_broker_refuses(void **state)
 
 static void test_outcomes_counted_per_type(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t a = s_dispatch(f, "grant_points");
     uint64_t b = s_dispatch(f, "grant_points");
     uint64_t c = s_dispatch(f, "noop");
-    oq_worker_t *w = s_worker(f, 'a', 3);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *w = ef_worker(f, 'a', 3);
+    oq_engine_pump(f->engine, ef_deliver, f);
     oq_ack_msg_t ack = {.id = a,
                         .attempt = 1,
                         .outcome = OQ_OUTCOME_OK,
                         .result = OQ_RESULT_APPLIED,
-                        .lease = s_lease(f, a, 1),
+                        .lease = ef_lease(f, a, 1),
                         .has_lease = true};
     oq_engine_ack(f->engine, w, &ack);
     ack.id = b;
     ack.result = OQ_RESULT_ALREADY_APPLIED;
-    ack.lease = s_lease(f, b, 1);
+    ack.lease = ef_lease(f, b, 1);
     oq_engine_ack(f->engine, w, &ack);
     s_ack(f, w, c, 1, OQ_OUTCOME_FAIL, "no");
     assert_int_equal(oq_engine_type_count(f->engine), 2);
@@ -545,7 +457,7 @@ static void test_outcomes_counted_per_type(void **state)
 
 static void test_refused_dispatch_creates_no_queue(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("noop"),
                         .queue = oq_str("fresh"),
@@ -589,30 +501,30 @@ static int s_record(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
 
 static void test_hooks_hear_every_change_in_order(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t id = s_dispatch(f, "noop");
     assert_true(e.dispatch_seen);
-    oq_worker_t *a = s_worker(f, 'a', 5);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 5);
+    oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, a, id, 1, OQ_OUTCOME_RETRY, "later"); /* backoff 1 s */
     f->time.now += 1000;
     oq_engine_tick(f->engine);
-    oq_engine_pump(f->engine, s_deliver, f);
-    f->time.now += S_RETRY_AFTER_MS;
+    oq_engine_pump(f->engine, ef_deliver, f);
+    f->time.now += EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine); /* the lease runs out */
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, a, id, 3, OQ_OUTCOME_FAIL, "no");
     char reason[128];
     assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "not in the failed store"));
     f->unreachable = 'a';
-    oq_engine_pump(f->engine, s_deliver, f); /* never sent: no lease reported */
-    oq_worker_t *b = s_worker(f, 'b', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f); /* never sent: no lease reported */
+    oq_worker_t *b = ef_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, b, id, 1, OQ_OUTCOME_OK, NULL);
 
     static const oq_job_event_t want[] = {
@@ -630,7 +542,7 @@ static void test_hooks_hear_every_change_in_order(void **state)
 
 static void test_restore_rebuilds_without_reporting(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
@@ -681,8 +593,8 @@ static void test_restore_rebuilds_without_reporting(void **state)
     assert_int_equal(s.dispatched, 1); /* restored jobs were dispatched before this start */
     assert_int_equal(s.done, 0);
     /* A restored job that was handed out counts as redelivered next time. */
-    s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_int_equal(f->sent[0].id, 10);
     assert_int_equal(s_stats(f).redelivered, 0);
 }
@@ -702,11 +614,11 @@ static void s_walk(void *ctx, const oq_job_view_t *job)
 
 static void test_job_each_goes_leased_ready_delayed_failed(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t failed = s_dispatch(f, "noop");
     uint64_t leased = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 2);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 2);
+    oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, a, failed, 1, OQ_OUTCOME_FAIL, "x");
     uint64_t ready = s_dispatch(f, "noop");
     static const uint8_t empty_map = 0x80;
@@ -749,13 +661,13 @@ static oq_job_msg_t s_big_job(void)
 
 static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
     assert_int_equal(cost, S_BIG_PAYLOAD + OQ_JOB_OVERHEAD_BYTES);
     oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = S_RETRY_AFTER_MS;
-    config.timeout_ms = S_TIMEOUT_MS;
-    config.margin_ms = S_MARGIN_MS;
+    config.retry_after_ms = EF_RETRY_AFTER_MS;
+    config.timeout_ms = EF_TIMEOUT_MS;
+    config.margin_ms = EF_MARGIN_MS;
     config.max_bytes = 3 * cost + cost / 2; /* room for three and a half */
     oq_engine_destroy(&f->engine);
     f->engine = oq_engine_new(&config, &f->clock);
@@ -786,8 +698,8 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     assert_int_equal(oq_engine_bytes(f->engine), 3 * cost + oq_engine_job_cost(1, 0));
 
     /* Workers are still served, and a done job frees its bytes. */
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, ids[0]);
     assert_int_equal(s_ack(f, a, ids[0], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
     assert_int_equal(oq_engine_bytes(f->engine), 2 * cost + oq_engine_job_cost(1, 0));
@@ -801,12 +713,12 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
 
 static void test_replayed_jobs_count_and_are_never_refused(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
     oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = S_RETRY_AFTER_MS;
-    config.timeout_ms = S_TIMEOUT_MS;
-    config.margin_ms = S_MARGIN_MS;
+    config.retry_after_ms = EF_RETRY_AFTER_MS;
+    config.timeout_ms = EF_TIMEOUT_MS;
+    config.margin_ms = EF_MARGIN_MS;
     config.max_bytes = 2 * cost;
     config.max_jobs = 2;
     oq_engine_destroy(&f->engine);
@@ -834,7 +746,7 @@ static void test_replayed_jobs_count_and_are_never_refused(void **state)
 
 static void test_restored_job_breaking_timeout_rule_is_clamped(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     char reason[512];
     /* The queue's lease was shortened since the jobs were accepted. */
     assert_int_equal(oq_engine_queue_config(f->engine, "short", 6000, 3000, reason, sizeof reason),
@@ -877,26 +789,26 @@ static void test_restored_job_breaking_timeout_rule_is_clamped(void **state)
 
 static void test_ready_after_drain_resumes_the_worker(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t first = s_dispatch(f, "noop");
     uint64_t second = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     oq_engine_worker_drain(f->engine, a);
     /* The ack of the job it was finishing returns credit: still ignored, or
        a stopping worker would be sent a job it is about to give back. */
     assert_int_equal(s_ack(f, a, first, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     /* Its stop was cancelled: ready ends the drain and adds credit. */
     oq_engine_worker_resume(f->engine, a);
     oq_engine_worker_credit(f->engine, a, 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, second);
 }
 
 static void test_rule_message_says_raise_retry_after_when_no_timeout_fits(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     char reason[512];
     /* retry_after 2 s is not above the 2 s margin: no timeout fits. */
     assert_int_equal(oq_engine_queue_config(f->engine, "bad", 2000, 2000, reason, sizeof reason),
@@ -914,12 +826,12 @@ static void test_rule_message_says_raise_retry_after_when_no_timeout_fits(void *
 
 static void test_failed_pages_by_id_cursor(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t ids[7];
     for (int i = 0; i < 7; i++)
         ids[i] = s_dispatch(f, "fail");
-    oq_worker_t *a = s_worker(f, 'a', 7);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 7);
+    oq_worker_t *a = ef_worker(f, 'a', 7);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 7);
     /* Fail them in an order unlike their ids. */
     static const int order[] = {4, 0, 6, 2, 1, 5, 3};
     for (int i = 0; i < 7; i++)
@@ -960,8 +872,8 @@ static void test_failed_pages_by_id_cursor(void **state)
 
 /* ---- routing, fenced acks, touch, release, return ------------------------ */
 
-static uint64_t s_dispatch_to(s_fixture_t *f, const char *type, const char *queue, int64_t delay_ms,
-                              uint32_t max_tries)
+static uint64_t s_dispatch_to(ef_fixture_t *f, const char *type, const char *queue,
+                              int64_t delay_ms, uint32_t max_tries)
 {
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str(type),
@@ -980,7 +892,7 @@ static uint64_t s_dispatch_to(s_fixture_t *f, const char *type, const char *queu
 }
 
 /* A worker with the given lists (comma-separated names; NULL: every one). */
-static oq_worker_t *s_routed_worker(s_fixture_t *f, char name, uint32_t credit, const char *types,
+static oq_worker_t *s_routed_worker(ef_fixture_t *f, char name, uint32_t credit, const char *types,
                                     const char *queues)
 {
     static msgpack_zone zone;
@@ -1024,7 +936,7 @@ static oq_worker_t *s_routed_worker(s_fixture_t *f, char name, uint32_t credit, 
     return w;
 }
 
-static oq_type_stats_t s_type(s_fixture_t *f, const char *name)
+static oq_type_stats_t s_type(ef_fixture_t *f, const char *name)
 {
     oq_type_stats_t t;
     for (size_t i = 0; i < oq_engine_type_count(f->engine); i++) {
@@ -1036,7 +948,7 @@ static oq_type_stats_t s_type(s_fixture_t *f, const char *name)
     return t;
 }
 
-static oq_ack_effect_t s_blind_ack(s_fixture_t *f, uint64_t id, uint32_t attempt, bool has_lease,
+static oq_ack_effect_t s_blind_ack(ef_fixture_t *f, uint64_t id, uint32_t attempt, bool has_lease,
                                    uint64_t lease)
 {
     oq_ack_msg_t ack = {.id = id,
@@ -1050,14 +962,14 @@ static oq_ack_effect_t s_blind_ack(s_fixture_t *f, uint64_t id, uint32_t attempt
 
 static void test_blind_acks_change_nothing(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t ready = s_dispatch(f, "noop");
     uint64_t delayed = s_dispatch_to(f, "noop", "default", 3600 * 1000, 0);
     uint64_t failing = s_dispatch_to(f, "noop", "default", 0, 1);
     uint64_t done = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 3);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3); /* ready, failing, done */
-    uint64_t lease_ready = s_lease(f, ready, 1);
+    oq_worker_t *a = ef_worker(f, 'a', 3);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3); /* ready, failing, done */
+    uint64_t lease_ready = ef_lease(f, ready, 1);
     /* Put ready back to ready (its worker dies) so a blind ack meets a ready
        job that was delivered once; failing fails; done completes. */
     s_ack(f, a, failing, 1, OQ_OUTCOME_FAIL, "no");
@@ -1093,30 +1005,30 @@ static void test_blind_acks_change_nothing(void **state)
 
 static void test_requeue_kills_old_tokens(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch_to(f, "noop", "default", 0, 1);
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
-    uint64_t old = s_lease(f, id, 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
+    uint64_t old = ef_lease(f, id, 1);
     s_ack(f, a, id, 1, OQ_OUTCOME_FAIL, "no");
     char reason[128];
     assert_int_equal(oq_engine_requeue(f->engine, id, &s_why, reason, sizeof reason), 0);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_engine_pump(f->engine, ef_deliver, f);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
     /* The first life's token is the same attempt number, but dead. */
     assert_int_equal(s_blind_ack(f, id, 1, true, old), OQ_ACK_FENCED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
-    assert_int_not_equal(s_lease(f, id, 1), old);
+    assert_int_not_equal(ef_lease(f, id, 1), old);
     assert_int_equal(s_ack(f, a, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
 }
 
 static void test_routing_by_type_waits_without_a_try(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t hello = s_dispatch(f, "hello");
     uint64_t noop = s_dispatch(f, "noop");
     oq_worker_t *a = s_routed_worker(f, 'a', 2, "noop,sleep", NULL);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, noop);
     s_ack(f, a, noop, 1, OQ_OUTCOME_OK, NULL);
     assert_string_equal(oq_engine_job_state(f->engine, hello), "ready");
@@ -1125,9 +1037,9 @@ static void test_routing_by_type_waits_without_a_try(void **state)
     assert_int_equal(t.workers, 0);
     assert_int_equal(s_type(f, "noop").unhandled, 0);
     /* Time passes; the job neither fails nor uses a try. */
-    f->time.now += 10 * S_RETRY_AFTER_MS;
+    f->time.now += 10 * EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, hello, &v), 0);
     assert_int_equal(v.attempt, 0);
@@ -1135,14 +1047,14 @@ static void test_routing_by_type_waits_without_a_try(void **state)
     /* A worker that handles it connects: it runs. */
     s_routed_worker(f, 'b', 1, "hello", NULL);
     assert_int_equal(s_type(f, "hello").unhandled, 0);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[f->sent_count - 1].id, hello);
     assert_int_equal(f->sent[f->sent_count - 1].worker, 'b');
 }
 
 static void test_queue_order_drains_higher_first(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t d1 = s_dispatch_to(f, "noop", "default", 0, 0);
     uint64_t h1 = s_dispatch_to(f, "noop", "high", 0, 0);
     uint64_t d2 = s_dispatch_to(f, "noop", "default", 0, 0);
@@ -1151,7 +1063,7 @@ static void test_queue_order_drains_higher_first(void **state)
     oq_worker_t *w = s_routed_worker(f, 'a', 1, "noop", "high,default");
     uint64_t order[4];
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+        assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
         order[i] = f->sent[f->sent_count - 1].id;
         s_ack(f, w, order[i], 1, OQ_OUTCOME_OK, NULL);
     }
@@ -1160,23 +1072,23 @@ static void test_queue_order_drains_higher_first(void **state)
     assert_int_equal(order[2], d1);
     assert_int_equal(order[3], d2);
     /* A queue it does not serve is never its. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     assert_string_equal(oq_engine_job_state(f->engine, other), "ready");
 }
 
 static void test_touch_restarts_the_lease_of_its_holder_only(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_worker_t *b = s_worker(f, 'b', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_worker_t *b = ef_worker(f, 'b', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
     oq_worker_t *holder = f->sent[0].worker == 'a' ? a : b;
     oq_worker_t *other = holder == a ? b : a;
-    oq_ack_msg_t touch = {.id = id, .attempt = 1, .lease = s_lease(f, id, 1), .has_lease = true};
-    f->time.now += S_RETRY_AFTER_MS - 1000;
+    oq_ack_msg_t touch = {.id = id, .attempt = 1, .lease = ef_lease(f, id, 1), .has_lease = true};
+    f->time.now += EF_RETRY_AFTER_MS - 1000;
     assert_int_equal(oq_engine_touch(f->engine, holder, &touch), 0);
-    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + S_RETRY_AFTER_MS);
+    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + EF_RETRY_AFTER_MS);
     /* From another worker, with a wrong token, or for another attempt: nothing. */
     int64_t deadline = oq_engine_next_deadline(f->engine);
     f->time.now += 1000;
@@ -1190,7 +1102,7 @@ static void test_touch_restarts_the_lease_of_its_holder_only(void **state)
     assert_int_equal(oq_engine_stale_touches(f->engine), 3);
     assert_int_equal(oq_engine_next_deadline(f->engine), deadline);
     /* The old deadline passes: still leased, nothing redelivered. */
-    f->time.now = S_RETRY_AFTER_MS + 500;
+    f->time.now = EF_RETRY_AFTER_MS + 500;
     oq_engine_tick(f->engine);
     assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
     assert_int_equal(s_stats(f).redelivered, 0);
@@ -1198,16 +1110,16 @@ static void test_touch_restarts_the_lease_of_its_holder_only(void **state)
 
 static void test_release_waits_its_delay_and_uses_a_try(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
     oq_ack_msg_t ack = {.id = id,
                         .attempt = 1,
                         .outcome = OQ_OUTCOME_RETRY,
                         .credit = 1,
                         .error = oq_str("later"),
-                        .lease = s_lease(f, id, 1),
+                        .lease = ef_lease(f, id, 1),
                         .has_lease = true,
                         .delay_ms = 7000,
                         .has_delay = true};
@@ -1219,25 +1131,25 @@ static void test_release_waits_its_delay_and_uses_a_try(void **state)
     assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
     f->time.now += 1;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].attempt, 2); /* the release used a try */
     assert_int_equal(s_stats(f).retried, 1);
 }
 
 static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "hello");
     uint64_t noop = s_dispatch(f, "noop");
-    oq_worker_t *a = s_worker(f, 'a', 1); /* names no types: an older worker */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1); /* names no types: an older worker */
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, id);
     oq_ack_msg_t ack = {.id = id,
                         .attempt = 1,
                         .outcome = OQ_OUTCOME_RETURN,
                         .credit = 1,
                         .error = oq_str("no handler"),
-                        .lease = s_lease(f, id, 1),
+                        .lease = ef_lease(f, id, 1),
                         .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
     oq_job_view_t v;
@@ -1245,13 +1157,13 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(v.state, OQ_STATE_READY);
     assert_int_equal(v.attempt, 0);
     /* Not sent back to the worker that handed it back: it gets the noop. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, noop);
     s_ack(f, a, noop, 1, OQ_OUTCOME_OK, NULL);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     /* Another worker runs it as its first attempt. */
-    s_worker(f, 'b', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    ef_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[2].id, id);
     assert_int_equal(f->sent[2].attempt, 1);
     assert_int_equal(f->sent[2].worker, 'b');
@@ -1263,21 +1175,21 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
    the worker keeps the type. */
 static void test_held_return_keeps_the_attempt_and_the_type(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "hello");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     oq_ack_msg_t ack = {.id = id,
                         .attempt = 1,
                         .outcome = OQ_OUTCOME_RETURN,
                         .credit = 1,
                         .error = oq_str("held, and the worker is stopping"),
-                        .lease = s_lease(f, id, 1),
+                        .lease = ef_lease(f, id, 1),
                         .has_lease = true,
                         .held = true};
     assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
     /* Straight back to the same worker, as its first attempt. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, id);
     assert_int_equal(f->sent[1].attempt, 1);
     assert_int_equal(f->sent[1].worker, 'a');
@@ -1297,18 +1209,18 @@ static void s_view_of_a(void *ctx, const oq_worker_view_t *w)
 
 static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t first = s_dispatch(f, "grant_points");
     uint64_t second = s_dispatch(f, "grant_points");
     oq_worker_t *a = s_routed_worker(f, 'a', 1, "grant_points", NULL);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, first);
     oq_ack_msg_t ack = {.id = first,
                         .attempt = 1,
                         .outcome = OQ_OUTCOME_UNAVAILABLE,
                         .credit = 0,
                         .error = oq_str("grant_points: database unavailable"),
-                        .lease = s_lease(f, first, 1),
+                        .lease = ef_lease(f, first, 1),
                         .has_lease = true};
     const char why[] = "cannot connect to the database: connection refused";
     oq_engine_worker_status(f->engine, a, OQ_STATUS_UNAVAILABLE, 250, oq_str(why));
@@ -1329,16 +1241,16 @@ static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **
     assert_string_equal(view.status_error, why);
     assert_int_equal(oq_engine_workers_unavailable(f->engine), 1);
     assert_int_equal(s_type(f, "grant_points").workers, 1); /* keeps the type */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
 
     /* A status unavailable takes away credit a worker still had. */
     oq_engine_worker_credit(f->engine, a, 1);
     oq_engine_worker_status(f->engine, a, OQ_STATUS_UNAVAILABLE, 1250, oq_str(why));
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
 
     /* Another worker takes the returned job first, as its first attempt. */
     s_routed_worker(f, 'b', 1, "grant_points", NULL);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, first);
     assert_int_equal(f->sent[1].attempt, 1);
     assert_int_equal(f->sent[1].worker, 'b');
@@ -1348,7 +1260,7 @@ static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **
     oq_engine_worker_status(f->engine, a, OQ_STATUS_READY, 0, oq_str(""));
     oq_engine_worker_credit(f->engine, a, 1);
     assert_int_equal(oq_engine_workers_unavailable(f->engine), 0);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[2].id, second);
     assert_int_equal(f->sent[2].worker, 'a');
     oq_engine_worker_each(f->engine, s_view_of_a, &view);
@@ -1360,26 +1272,26 @@ static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **
    worker resends after a reconnect is counted only once. */
 static void test_results_counted_once_in_any_order(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "grant_points");
-    oq_worker_t *a = s_worker(f, 'a', 1);
-    oq_engine_pump(f->engine, s_deliver, f);
-    f->time.now += S_RETRY_AFTER_MS;
+    oq_worker_t *a = ef_worker(f, 'a', 1);
+    oq_engine_pump(f->engine, ef_deliver, f);
+    f->time.now += EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine);
-    oq_worker_t *b = s_worker(f, 'b', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *b = ef_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].attempt, 2);
     oq_ack_msg_t dup = {.id = id,
                         .attempt = 2,
                         .outcome = OQ_OUTCOME_OK,
                         .result = OQ_RESULT_ALREADY_APPLIED,
-                        .lease = s_lease(f, id, 2),
+                        .lease = ef_lease(f, id, 2),
                         .has_lease = true};
     oq_ack_msg_t wrote = {.id = id,
                           .attempt = 1,
                           .outcome = OQ_OUTCOME_OK,
                           .result = OQ_RESULT_APPLIED,
-                          .lease = s_lease(f, id, 1),
+                          .lease = ef_lease(f, id, 1),
                           .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, b, &dup), OQ_ACK_APPLIED);
     assert_int_equal(oq_engine_ack(f->engine, a, &wrote), OQ_ACK_IGNORED);
@@ -1397,7 +1309,7 @@ static void test_results_counted_once_in_any_order(void **state)
 /* ---- the failed store's operations and cancelling ----------------------- */
 
 /* Fail job id, leased to w on attempt 1, now. */
-static void s_fail_now(s_fixture_t *f, oq_worker_t *w, uint64_t id)
+static void s_fail_now(ef_fixture_t *f, oq_worker_t *w, uint64_t id)
 {
     assert_int_equal(s_ack(f, w, id, 1, OQ_OUTCOME_FAIL, "bad"), OQ_ACK_APPLIED);
 }
@@ -1408,14 +1320,14 @@ static void s_fail_now(s_fixture_t *f, oq_worker_t *w, uint64_t id)
    pages on correctly after the job it names has left the store. */
 static void test_failed_listed_by_failure_time_across_queues(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t a1 = s_dispatch_to(f, "fail", "alpha", 0, 1);
     uint64_t a2 = s_dispatch_to(f, "fail", "alpha", 0, 1);
     uint64_t b1 = s_dispatch_to(f, "fail", "beta", 0, 1);
     uint64_t b2 = s_dispatch_to(f, "fail", "beta", 0, 1);
     uint64_t b3 = s_dispatch_to(f, "fail", "beta", 0, 1);
-    oq_worker_t *w = s_worker(f, 'a', 5);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 5);
+    oq_worker_t *w = ef_worker(f, 'a', 5);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 5);
     /* Failure order: b2, a2, then b3 and a1 in the same ms, then b1. */
     s_fail_now(f, w, b2);
     f->time.now += 10;
@@ -1459,18 +1371,18 @@ static void test_failed_listed_by_failure_time_across_queues(void **state)
     assert_int_equal(beta.ids[0], b2);
     assert_int_equal(beta.ids[1], b3);
     assert_int_equal(beta.ids[2], b1);
-    assert_int_equal(oq_engine_oldest_failed_ms(f->engine), s_fake_wall(&f->time) - 30);
+    assert_int_equal(oq_engine_oldest_failed_ms(f->engine), EF_WALL_BASE_MS + f->time.now - 30);
 }
 
 static void test_forget_deletes_a_failed_job_and_nothing_else(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t failed = s_dispatch(f, "fail");
-    oq_worker_t *w = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     s_fail_now(f, w, failed);
     uint64_t waiting = s_dispatch(f, "noop");
     uint64_t bytes = oq_engine_bytes(f->engine);
@@ -1504,7 +1416,7 @@ static void test_forget_deletes_a_failed_job_and_nothing_else(void **state)
 
 static void test_flush_and_requeue_all_by_queue(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     uint64_t ids[5];
@@ -1512,12 +1424,12 @@ static void test_flush_and_requeue_all_by_queue(void **state)
     for (int i = 0; i < 5; i++)
         ids[i] = s_dispatch_to(f, "fail", queues[i], 0, 1);
     uint64_t waiting = s_dispatch_to(f, "noop", "alpha", 60000, 0);
-    oq_worker_t *w = s_worker(f, 'a', 5);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 5);
+    oq_worker_t *w = ef_worker(f, 'a', 5);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 5);
     for (int i = 0; i < 5; i++)
         s_fail_now(f, w, ids[i]);
     oq_engine_set_hooks(f->engine, &hooks);
-    uint64_t old_lease = s_lease(f, ids[1], 1);
+    uint64_t old_lease = ef_lease(f, ids[1], 1);
 
     assert_int_equal(s_requeue_all(f, "beta"), 3);
     assert_int_equal(e.count, 3);
@@ -1544,18 +1456,18 @@ static void test_flush_and_requeue_all_by_queue(void **state)
     assert_string_equal(oq_engine_job_state(f->engine, waiting), "delayed");
     assert_int_equal(s_flush(f, NULL), 0);
     /* The requeued ones run again. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
 }
 
 static void test_cancel_ready_and_delayed_refuses_leased(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t leased = s_dispatch(f, "noop");
-    oq_worker_t *w = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     uint64_t ready = s_dispatch(f, "noop");
     uint64_t delayed = s_dispatch_to(f, "noop", "default", 60000, 0);
     uint64_t failed = s_dispatch_to(f, "fail", "default", 0, 1);
@@ -1573,7 +1485,7 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
     assert_int_equal(st.delayed, 0);
     assert_int_equal(st.done, 0);
     /* The lease is the only deadline left: the delayed job's timer is gone. */
-    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + S_RETRY_AFTER_MS);
+    assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + EF_RETRY_AFTER_MS);
 
     assert_int_equal(oq_engine_cancel(f->engine, leased, &why, reason, sizeof reason), -1);
     assert_int_equal(why, OQ_REFUSED_STATE);
@@ -1584,7 +1496,7 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
     assert_int_equal(oq_engine_cancel(f->engine, leased, &why, reason, sizeof reason), -1);
     assert_int_equal(why, OQ_REFUSED_UNKNOWN);
 
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     s_fail_now(f, w, failed);
     assert_int_equal(oq_engine_cancel(f->engine, failed, &why, reason, sizeof reason), -1);
     assert_int_equal(why, OQ_REFUSED_STATE);
@@ -1597,7 +1509,7 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
    largest budget and backoff among the defaults and the jobs it holds. */
 static void test_horizons_take_the_largest_budget_held(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     char reason[256];
     assert_int_equal(oq_engine_queue_config(f->engine, "slow", 60000, 0, reason, sizeof reason), 0);
     static const uint8_t empty_map = 0x80;
@@ -1621,13 +1533,13 @@ static void test_horizons_take_the_largest_budget_held(void **state)
     assert_int_equal(h[0].max_tries, 7);
     assert_int_equal(h[0].backoff_ms, 300000);
     assert_string_equal(h[1].name, "default");
-    assert_int_equal(h[1].retry_after_ms, S_RETRY_AFTER_MS);
+    assert_int_equal(h[1].retry_after_ms, EF_RETRY_AFTER_MS);
     assert_int_equal(h[1].max_tries, OQ_DEFAULT_MAX_TRIES);
     assert_int_equal(h[1].backoff_ms, 1000);
     oq_queue_horizon_t d;
     oq_engine_default_horizon(f->engine, &d);
     assert_string_equal(d.name, "*");
-    assert_int_equal(d.retry_after_ms, S_RETRY_AFTER_MS);
+    assert_int_equal(d.retry_after_ms, EF_RETRY_AFTER_MS);
     /* Once the job with the large budget is gone, so is its share. */
     oq_refusal_t why;
     assert_int_equal(oq_engine_cancel(f->engine, id, &why, reason, sizeof reason), 0);
@@ -1651,13 +1563,13 @@ static void s_collect_ids(void *ctx, const oq_job_view_t *job)
    remembered, and a second decision on it is refused naming the first. */
 static void test_review_holds_the_job_until_resolved(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t a = s_dispatch(f, "ship"), b = s_dispatch(f, "ship"), c = s_dispatch(f, "ship");
-    oq_worker_t *w = s_worker(f, 'a', 10);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    oq_worker_t *w = ef_worker(f, 'a', 10);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
     assert_int_equal(s_ack(f, w, a, 1, OQ_OUTCOME_REVIEW, "outcome unknown: timed out"),
                      OQ_ACK_APPLIED);
     assert_int_equal(s_ack(f, w, b, 1, OQ_OUTCOME_REVIEW, "carrier says key reused"),
@@ -1668,9 +1580,9 @@ static void test_review_holds_the_job_until_resolved(void **state)
     assert_int_equal(s.ready + s.delayed + s.leased + s.failed, 0);
     assert_string_equal(oq_engine_job_state(f->engine, a), "review");
     /* Time passes: nothing comes back on its own. */
-    f->time.now += 10 * S_RETRY_AFTER_MS;
+    f->time.now += 10 * EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
     oq_job_view_t view;
     assert_int_equal(oq_engine_job_view(f->engine, a, &view), 0);
     assert_string_equal(view.error, "outcome unknown: timed out");
@@ -1740,7 +1652,7 @@ static void test_review_holds_the_job_until_resolved(void **state)
     assert_int_equal(resolved, 3);
 
     /* The retried job goes to review again and may be resolved again. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(s_ack(f, w, c, 1, OQ_OUTCOME_REVIEW, "still unknown"), OQ_ACK_APPLIED);
     assert_int_equal(oq_engine_review_resolve(f->engine, c, OQ_REVIEW_DONE, "found it", &s_why,
                                               reason, sizeof reason),
@@ -1752,13 +1664,13 @@ static void test_review_holds_the_job_until_resolved(void **state)
    current delivery's changes nothing. */
 static void test_late_ok_resolves_a_review_as_done(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t id = s_dispatch(f, "ship");
-    oq_worker_t *w = s_worker(f, 'a', 1), *v = s_worker(f, 'b', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
-    f->time.now += S_RETRY_AFTER_MS;
+    oq_worker_t *w = ef_worker(f, 'a', 1), *v = ef_worker(f, 'b', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    f->time.now += EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine); /* lease ran out: redelivered as attempt 2 */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_REVIEW, "stale"), OQ_ACK_IGNORED);
     assert_int_equal(s_ack(f, w, id, 2, OQ_OUTCOME_REVIEW, "timed out"), OQ_ACK_APPLIED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "review");
@@ -1776,7 +1688,7 @@ static void test_late_ok_resolves_a_review_as_done(void **state)
    remembered. */
 static void test_restore_review_and_resolutions(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.id = 5,
                         .type = oq_str("ship"),
@@ -1785,7 +1697,7 @@ static void test_restore_review_and_resolutions(void **state)
                         .payload_len = 1,
                         .max_tries = 3,
                         .has_max_tries = true,
-                        .timeout_ms = S_TIMEOUT_MS,
+                        .timeout_ms = EF_TIMEOUT_MS,
                         .has_timeout = true};
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
@@ -1826,7 +1738,7 @@ static void test_restore_review_and_resolutions(void **state)
    jobs are not timed: their dispatch was in another run). */
 static void test_metrics_count_expiries_deaths_and_latency(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     f->time.now = 1000;
     uint64_t quick = s_dispatch(f, "noop");
     uint64_t slow = s_dispatch(f, "noop");
@@ -1838,8 +1750,8 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
                         .payload_len = 1};
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &old, 0, reason, sizeof reason), 0);
-    oq_worker_t *a = s_worker(f, 'a', 3);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 3);
+    oq_worker_t *a = ef_worker(f, 'a', 3);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
 
     f->time.now = 1000 + 120;
     assert_int_equal(s_ack(f, a, quick, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
@@ -1849,7 +1761,7 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
     assert_int_equal(h->sum_us, 120000);
     assert_int_equal(oq_engine_queue_expired(f->engine, 0), 0);
 
-    f->time.now = 1000 + S_RETRY_AFTER_MS;
+    f->time.now = 1000 + EF_RETRY_AFTER_MS;
     assert_int_equal(oq_engine_tick(f->engine), 1);
     assert_string_equal(oq_engine_job_state(f->engine, slow), "ready");
     assert_int_equal(oq_engine_queue_expired(f->engine, 0), 1);
@@ -1859,7 +1771,7 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
     assert_int_equal(oq_engine_reap_workers(f->engine, 5000), 1);
     assert_int_equal(oq_engine_workers_dead(f->engine), 1);
     /* A worker that leaves is not dead. */
-    oq_worker_t *b = s_worker(f, 'b', 1);
+    oq_worker_t *b = ef_worker(f, 'b', 1);
     oq_engine_worker_remove(f->engine, &b, "bye");
     assert_int_equal(oq_engine_workers_dead(f->engine), 1);
 }
@@ -1869,7 +1781,7 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
    is a new dispatch. Counted in the dispatch stats. */
 static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.type = oq_str("grant"),
                         .queue = oq_str("default"),
@@ -1887,8 +1799,8 @@ static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
     assert_int_equal(oq_engine_dedupe_hits(f->engine), 1);
 
     /* Done: the id still maps to it. */
-    oq_worker_t *w = s_worker(f, 'a', 1);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(s_ack(f, w, first, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
     assert_int_equal(oq_engine_dispatch(f->engine, &job, &again, &code, reason, sizeof reason), 0);
     assert_int_equal(again, first);
@@ -1918,7 +1830,7 @@ static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
    deadline reports has happened, and stands. */
 static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
@@ -1951,8 +1863,8 @@ static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
     uint64_t waiting = s_dispatch(f, "noop");
 
     /* A failed job: requeue, requeue all, forget and flush are refused. */
-    oq_worker_t *w = s_worker(f, 'a', 2);
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 2);
+    oq_worker_t *w = ef_worker(f, 'a', 2);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 2);
     s_fail_now(f, w, id);
     oq_job_view_t before, after;
     assert_int_equal(oq_engine_job_view(f->engine, id, &before), 0);
@@ -2007,7 +1919,7 @@ static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
     assert_int_equal(oq_engine_cancel(f->engine, ready, &s_why, reason, sizeof reason), 0);
 
     /* A worker's ok is a fact: the job is done whether or not it is recorded. */
-    assert_int_equal(oq_engine_pump(f->engine, s_deliver, f), 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     e.refuse = 1u << OQ_EVENT_DONE;
     assert_int_equal(s_ack(f, w, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
     assert_null(oq_engine_job_state(f->engine, id));
@@ -2017,82 +1929,85 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dispatch_id_returns_the_first_job_for_its_window,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_requeue_kills_old_tokens, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_routing_by_type_waits_without_a_try, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_queue_order_drains_higher_first, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_touch_restarts_the_lease_of_its_holder_only, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_release_waits_its_delay_and_uses_a_try, s_setup,
-                                        s_teardown),
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_requeue_kills_old_tokens, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_routing_by_type_waits_without_a_try, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_queue_order_drains_higher_first, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_touch_restarts_the_lease_of_its_holder_only, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_release_waits_its_delay_and_uses_a_try, ef_setup,
+                                        ef_teardown),
         cmocka_unit_test_setup_teardown(
-            test_unavailable_hands_back_without_a_try_and_keeps_the_type, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_held_return_keeps_the_attempt_and_the_type, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, s_setup, s_teardown),
+            test_unavailable_hands_back_without_a_try_and_keeps_the_type, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_held_return_keeps_the_attempt_and_the_type, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker,
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, ef_setup,
+                                        ef_teardown),
         cmocka_unit_test_setup_teardown(test_unrecorded_changes_are_refused_and_change_nothing,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_job_each_goes_leased_ready_delayed_failed, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_dispatch_deliver_ack, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_credit_limits_deliveries, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_lease_expiry_redelivers_with_next_attempt, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_ok_ack_completes_job_waiting_for_redelivery, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_stale_retry_ack_is_ignored, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_dead_worker_gives_leases_back_at_once, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_last_attempt_lease_end_fails_job, s_setup, s_teardown),
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_job_each_goes_leased_ready_delayed_failed, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_dispatch_deliver_ack, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_credit_limits_deliveries, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry_redelivers_with_next_attempt, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_ok_ack_completes_job_waiting_for_redelivery, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_retry_ack_is_ignored, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_dead_worker_gives_leases_back_at_once, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_last_attempt_lease_end_fails_job, ef_setup,
+                                        ef_teardown),
         cmocka_unit_test_setup_teardown(test_retry_waits_backoff_then_fails_after_max_tries,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_fail_goes_to_failed_store_and_listing, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_timeout_rule_refuses_with_numbers, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_delay_and_priority_order, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_unreachable_worker_loses_no_attempt, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_drain_stops_deliveries, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_full_broker_refuses, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_outcomes_counted_per_type, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_refused_dispatch_creates_no_queue, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_byte_limit_refuses_before_it_and_done_frees, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_replayed_jobs_count_and_are_never_refused, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_restored_job_breaking_timeout_rule_is_clamped, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_ready_after_drain_resumes_the_worker, s_setup,
-                                        s_teardown),
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_fail_goes_to_failed_store_and_listing, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_rule_refuses_with_numbers, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_delay_and_priority_order, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_worker_loses_no_attempt, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_stops_deliveries, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_full_broker_refuses, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_outcomes_counted_per_type, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_dispatch_creates_no_queue, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_byte_limit_refuses_before_it_and_done_frees, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_replayed_jobs_count_and_are_never_refused, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_restored_job_breaking_timeout_rule_is_clamped,
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_ready_after_drain_resumes_the_worker, ef_setup,
+                                        ef_teardown),
         cmocka_unit_test_setup_teardown(
-            test_rule_message_says_raise_retry_after_when_no_timeout_fits, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_failed_pages_by_id_cursor, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_failed_listed_by_failure_time_across_queues, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_forget_deletes_a_failed_job_and_nothing_else, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_flush_and_requeue_all_by_queue, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_ready_and_delayed_refuses_leased, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_horizons_take_the_largest_budget_held, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_review_holds_the_job_until_resolved, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_metrics_count_expiries_deaths_and_latency, s_setup,
-                                        s_teardown),
+            test_rule_message_says_raise_retry_after_when_no_timeout_fits, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_pages_by_id_cursor, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_listed_by_failure_time_across_queues, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_forget_deletes_a_failed_job_and_nothing_else, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_flush_and_requeue_all_by_queue, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_ready_and_delayed_refuses_leased, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_horizons_take_the_largest_budget_held, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_review_holds_the_job_until_resolved, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_late_ok_resolves_a_review_as_done, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_review_and_resolutions, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_count_expiries_deaths_and_latency, ef_setup,
+                                        ef_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,84 +11,15 @@
 #include <cmocka.h>
 
 #include "engine.h"
+#include "engine_fixture.h"
 #include "onceq/limits.h"
 #include "overlap.h"
 #include "record.h"
 #include "unique.h"
 
-#define S_RETRY_AFTER_MS 10000
-#define S_TIMEOUT_MS     4000
-#define S_MARGIN_MS      2000
-#define S_WALL_BASE_MS   1700000000000LL
-
-typedef struct {
-    int64_t now;
-} s_fake_clock_t;
-
-static int64_t s_fake_now(void *ctx)
-{
-    return ((s_fake_clock_t *)ctx)->now;
-}
-
-static int64_t s_fake_wall(void *ctx)
-{
-    return S_WALL_BASE_MS + ((s_fake_clock_t *)ctx)->now;
-}
-
-typedef struct {
-    char worker;
-    uint64_t id;
-    uint32_t attempt;
-    uint64_t lease;
-} s_delivery_t;
-
-typedef struct {
-    s_fake_clock_t time;
-    oq_clock_t clock;
-    oq_engine_t *engine;
-    s_delivery_t sent[64];
-    size_t sent_count;
-    char unreachable;
-} s_fixture_t;
-
-static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
-{
-    s_fixture_t *f = ctx;
-    char who = ((const char *)w->identity)[0];
-    if (who == f->unreachable)
-        return -1;
-    assert_true(f->sent_count < 64);
-    f->sent[f->sent_count++] = (s_delivery_t){who, job->id, job->attempt, job->lease};
-    return 0;
-}
-
-static int s_setup(void **state)
-{
-    static s_fixture_t f;
-    memset(&f, 0, sizeof f);
-    f.clock = (oq_clock_t){s_fake_now, s_fake_wall, &f.time};
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = S_RETRY_AFTER_MS;
-    config.timeout_ms = S_TIMEOUT_MS;
-    config.margin_ms = S_MARGIN_MS;
-    config.backoff_ms = 1000;
-    config.max_jobs = 100;
-    f.engine = oq_engine_new(&config, &f.clock);
-    assert_non_null(f.engine);
-    *state = &f;
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    s_fixture_t *f = *state;
-    oq_engine_destroy(&f->engine);
-    return 0;
-}
-
 /* Dispatch a job with the keys given (NULL: none); unique_for_ms 0: until
    done. Returns the engine's rc; *id the job's (or the holder's) id. */
-static int s_dispatch_keyed(s_fixture_t *f, const char *type, const char *unique_key,
+static int s_dispatch_keyed(ef_fixture_t *f, const char *type, const char *unique_key,
                             int64_t unique_for_ms, const char *overlap_key, uint64_t *id)
 {
     static const uint8_t empty_map = 0x80;
@@ -105,7 +36,7 @@ static int s_dispatch_keyed(s_fixture_t *f, const char *type, const char *unique
     return oq_engine_dispatch(f->engine, &job, id, &code, reason, sizeof reason);
 }
 
-static uint64_t s_dispatch(s_fixture_t *f, const char *unique_key, int64_t unique_for_ms,
+static uint64_t s_dispatch(ef_fixture_t *f, const char *unique_key, int64_t unique_for_ms,
                            const char *overlap_key)
 {
     uint64_t id;
@@ -114,23 +45,7 @@ static uint64_t s_dispatch(s_fixture_t *f, const char *unique_key, int64_t uniqu
     return id;
 }
 
-static oq_worker_t *s_worker(s_fixture_t *f, char name, uint32_t credit)
-{
-    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
-    assert_non_null(w);
-    oq_engine_worker_credit(f->engine, w, credit);
-    return w;
-}
-
-static uint64_t s_lease(const s_fixture_t *f, uint64_t id, uint32_t attempt)
-{
-    for (size_t i = f->sent_count; i-- > 0;)
-        if (f->sent[i].id == id && f->sent[i].attempt == attempt)
-            return f->sent[i].lease;
-    return 0;
-}
-
-static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
+static oq_ack_effect_t s_ack(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
                              oq_outcome_t outcome)
 {
     oq_ack_msg_t ack = {.id = id,
@@ -138,18 +53,18 @@ static oq_ack_effect_t s_ack(s_fixture_t *f, oq_worker_t *w, uint64_t id, uint32
                         .outcome = outcome,
                         .credit = 1,
                         .error = oq_str("boom"),
-                        .lease = s_lease(f, id, attempt),
+                        .lease = ef_lease(f, id, attempt),
                         .has_lease = true};
     return oq_engine_ack(f->engine, w, &ack);
 }
 
-static size_t s_pump(s_fixture_t *f)
+static size_t s_pump(ef_fixture_t *f)
 {
-    return oq_engine_pump(f->engine, s_deliver, f);
+    return oq_engine_pump(f->engine, ef_deliver, f);
 }
 
 /* How many jobs of the list given are leased now. */
-static int s_leased(s_fixture_t *f, const uint64_t *ids, size_t n)
+static int s_leased(ef_fixture_t *f, const uint64_t *ids, size_t n)
 {
     int leased = 0;
     for (size_t i = 0; i < n; i++) {
@@ -163,7 +78,7 @@ static int s_leased(s_fixture_t *f, const uint64_t *ids, size_t n)
 
 static void test_unique_key_answers_with_the_live_holder(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t first = s_dispatch(f, "order-42", 0, NULL);
     uint64_t again;
     assert_int_equal(s_dispatch_keyed(f, "t", "order-42", 0, NULL, &again), 1);
@@ -174,7 +89,7 @@ static void test_unique_key_answers_with_the_live_holder(void **state)
     assert_int_not_equal(other, first);
 
     /* Leased: still held. */
-    oq_worker_t *w = s_worker(f, 'a', 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
     assert_int_equal(s_pump(f), 1);
     assert_int_equal(s_dispatch_keyed(f, "t", "order-42", 0, NULL, &again), 1);
     assert_int_equal(again, first);
@@ -191,9 +106,9 @@ static void test_unique_key_answers_with_the_live_holder(void **state)
 
 static void test_unique_window_outlives_the_job(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t first = s_dispatch(f, "report", 60000, NULL);
-    oq_worker_t *w = s_worker(f, 'a', 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
     assert_int_equal(s_pump(f), 1);
     assert_int_equal(s_ack(f, w, first, 1, OQ_OUTCOME_OK), OQ_ACK_APPLIED);
     assert_null(oq_engine_job_state(f->engine, first));
@@ -215,7 +130,7 @@ static void test_unique_window_outlives_the_job(void **state)
 
 static void test_unique_window_shorter_than_the_job_holds_while_live(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t first = s_dispatch(f, "k", 1000, NULL);
     f->time.now += 5000; /* the window is over, the job still queued */
     uint64_t again;
@@ -225,9 +140,9 @@ static void test_unique_window_shorter_than_the_job_holds_while_live(void **stat
 
 static void test_unique_key_is_let_go_by_failure_and_cancel(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t a = s_dispatch(f, "ka", 0, NULL);
-    oq_worker_t *w = s_worker(f, 'a', 1);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
     assert_int_equal(s_pump(f), 1);
     assert_int_equal(s_ack(f, w, a, 1, OQ_OUTCOME_FAIL), OQ_ACK_APPLIED);
     assert_string_equal(oq_engine_job_state(f->engine, a), "failed");
@@ -244,12 +159,12 @@ static void test_unique_key_is_let_go_by_failure_and_cancel(void **state)
 
 static void test_overlap_leases_one_per_key_and_wakes_on_ack(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t ids[3];
     for (int i = 0; i < 3; i++)
         ids[i] = s_dispatch(f, NULL, 0, "customer-7");
-    oq_worker_t *a = s_worker(f, 'a', 3);
-    oq_worker_t *b = s_worker(f, 'b', 3);
+    oq_worker_t *a = ef_worker(f, 'a', 3);
+    oq_worker_t *b = ef_worker(f, 'b', 3);
     (void)b;
     assert_int_equal(s_pump(f), 1);
     assert_int_equal(s_leased(f, ids, 3), 1);
@@ -275,13 +190,13 @@ static void test_overlap_leases_one_per_key_and_wakes_on_ack(void **state)
 
 static void test_overlap_waiter_does_not_hold_up_other_keys(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t k1 = s_dispatch(f, NULL, 0, "k");
     uint64_t k2 = s_dispatch(f, NULL, 0, "k");
     uint64_t k3 = s_dispatch(f, NULL, 0, "k");
     uint64_t other = s_dispatch(f, NULL, 0, "other");
     uint64_t plain = s_dispatch(f, NULL, 0, NULL);
-    s_worker(f, 'a', 10);
+    ef_worker(f, 'a', 10);
     assert_int_equal(s_pump(f), 3);
     assert_string_equal(oq_engine_job_state(f->engine, k1), "leased");
     assert_string_equal(oq_engine_job_state(f->engine, k2), "waiting");
@@ -292,41 +207,41 @@ static void test_overlap_waiter_does_not_hold_up_other_keys(void **state)
 
 static void test_overlap_key_freed_by_lease_expiry_and_worker_death(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t ids[3];
     for (int i = 0; i < 3; i++)
         ids[i] = s_dispatch(f, NULL, 0, "k");
-    oq_worker_t *a = s_worker(f, 'a', 1);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
     assert_int_equal(s_pump(f), 1);
     assert_int_equal(s_leased(f, ids, 3), 1);
 
     /* The lease runs out: the holder is ready again (in front), and the
        key is free; one of them is leased next, only one. */
-    f->time.now += S_RETRY_AFTER_MS + 1;
+    f->time.now += EF_RETRY_AFTER_MS + 1;
     oq_engine_tick(f->engine);
     assert_int_equal(s_leased(f, ids, 3), 0);
-    oq_worker_t *b = s_worker(f, 'b', 2);
+    oq_worker_t *b = ef_worker(f, 'b', 2);
     (void)b;
     s_pump(f);
     assert_int_equal(s_leased(f, ids, 3), 1);
 
     /* Its worker dies: the key is free again at once. */
-    s_fixture_t *ff = f;
+    ef_fixture_t *ff = f;
     oq_worker_t *holder = ff->sent[ff->sent_count - 1].worker == 'a' ? a : b;
     oq_engine_worker_remove(f->engine, &holder, "test");
     assert_int_equal(s_leased(f, ids, 3), 0);
-    s_worker(f, 'c', 5);
+    ef_worker(f, 'c', 5);
     s_pump(f);
     assert_int_equal(s_leased(f, ids, 3), 1);
 }
 
 static void test_overlap_cancelled_heir_wakes_the_next(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t k1 = s_dispatch(f, NULL, 0, "k");
     uint64_t k2 = s_dispatch(f, NULL, 0, "k");
     uint64_t k3 = s_dispatch(f, NULL, 0, "k");
-    oq_worker_t *a = s_worker(f, 'a', 2);
+    oq_worker_t *a = ef_worker(f, 'a', 2);
     assert_int_equal(s_pump(f), 1);
     /* The holder goes to the failed store: k2 is woken (ready), k3 waits. */
     assert_int_equal(s_ack(f, a, k1, 1, OQ_OUTCOME_FAIL), OQ_ACK_APPLIED);
@@ -348,14 +263,14 @@ static void test_overlap_cancelled_heir_wakes_the_next(void **state)
 
 static void test_overlap_unreachable_worker_gives_the_key_back(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t k1 = s_dispatch(f, NULL, 0, "k");
     uint64_t k2 = s_dispatch(f, NULL, 0, "k");
     f->unreachable = 'x';
-    s_worker(f, 'x', 1);
+    ef_worker(f, 'x', 1);
     s_pump(f);
     assert_string_equal(oq_engine_job_state(f->engine, k1), "ready");
-    s_worker(f, 'a', 2);
+    ef_worker(f, 'a', 2);
     assert_int_equal(s_pump(f), 1);
     assert_string_equal(oq_engine_job_state(f->engine, k1), "leased");
     assert_string_equal(oq_engine_job_state(f->engine, k2), "waiting");
@@ -363,15 +278,15 @@ static void test_overlap_unreachable_worker_gives_the_key_back(void **state)
 
 static void test_late_ok_completes_a_waiting_job(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     uint64_t k1 = s_dispatch(f, NULL, 0, "k");
     uint64_t k2 = s_dispatch(f, NULL, 0, "k");
-    oq_worker_t *a = s_worker(f, 'a', 2);
+    oq_worker_t *a = ef_worker(f, 'a', 2);
     assert_int_equal(s_pump(f), 1);
     assert_string_equal(oq_engine_job_state(f->engine, k2), "waiting");
-    f->time.now += S_RETRY_AFTER_MS + 1;
+    f->time.now += EF_RETRY_AFTER_MS + 1;
     oq_engine_tick(f->engine); /* k1's lease ran out; k2 waited longest: it goes first */
-    s_worker(f, 'b', 1);
+    ef_worker(f, 'b', 1);
     assert_int_equal(s_pump(f), 1);
     assert_string_equal(oq_engine_job_state(f->engine, k2), "leased");
     assert_string_equal(oq_engine_job_state(f->engine, k1), "waiting");
@@ -392,10 +307,10 @@ static void s_count_job(void *ctx, const oq_job_view_t *job)
 
 static void test_waiting_jobs_are_walked_and_freed(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     for (int i = 0; i < 4; i++)
         s_dispatch(f, NULL, 0, "k");
-    s_worker(f, 'a', 4);
+    ef_worker(f, 'a', 4);
     assert_int_equal(s_pump(f), 1);
     int n = 0;
     oq_engine_job_each(f->engine, s_count_job, &n);
@@ -416,7 +331,7 @@ static uint32_t s_rand(uint32_t *state)
     return *state >> 8;
 }
 
-static void s_check_keys(s_fixture_t *f, const uint64_t *ids, const int *keys, size_t n)
+static void s_check_keys(ef_fixture_t *f, const uint64_t *ids, const int *keys, size_t n)
 {
     for (int k = 0; k < S_FUZZ_KEYS; k++) {
         int leased = 0, ready = 0, waiting = 0;
@@ -438,7 +353,7 @@ static void s_check_keys(s_fixture_t *f, const uint64_t *ids, const int *keys, s
 
 static void test_overlap_invariants_hold_under_random_events(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static uint64_t ids[S_FUZZ_JOBS];
     static int keys[S_FUZZ_JOBS];
     size_t n = 0;
@@ -456,7 +371,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
         } else if (r < 30) {
             int w = (int)(s_rand(&seed) % 4);
             if (!workers[w])
-                workers[w] = s_worker(f, names[w], 1 + s_rand(&seed) % 3);
+                workers[w] = ef_worker(f, names[w], 1 + s_rand(&seed) % 3);
             else
                 oq_engine_worker_credit(f->engine, workers[w], 1);
         } else if (r < 33) {
@@ -484,7 +399,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
                 oq_engine_ack(f->engine, NULL, &ack);
             }
         } else if (r < 92) {
-            f->time.now += 1 + s_rand(&seed) % (S_RETRY_AFTER_MS / 2);
+            f->time.now += 1 + s_rand(&seed) % (EF_RETRY_AFTER_MS / 2);
             oq_engine_tick(f->engine);
         } else if (n) {
             size_t i = s_rand(&seed) % n;
@@ -497,7 +412,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
     /* Drain: workers take everything left; every job ends. */
     for (int w = 0; w < 4; w++)
         if (!workers[w])
-            workers[w] = s_worker(f, names[w], 3);
+            workers[w] = ef_worker(f, names[w], 3);
     for (int round = 0; round < 10000 && oq_engine_job_count(f->engine) > 0; round++) {
         f->sent_count = 0;
         s_pump(f);
@@ -532,7 +447,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
 
 static void test_restore_keys(void **state)
 {
-    s_fixture_t *f = *state;
+    ef_fixture_t *f = *state;
     static const uint8_t empty_map = 0x80;
     oq_job_msg_t job = {.id = 5,
                         .type = oq_str("t"),
@@ -540,14 +455,14 @@ static void test_restore_keys(void **state)
                         .payload = &empty_map,
                         .payload_len = 1,
                         .max_tries = 3,
-                        .timeout_ms = S_TIMEOUT_MS,
+                        .timeout_ms = EF_TIMEOUT_MS,
                         .has_max_tries = true,
                         .has_timeout = true};
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_restore_keys(f->engine, 5, oq_str("u"), 0, false, oq_str("k")), 0);
     /* A window of a job long done. */
-    int64_t wall = S_WALL_BASE_MS + f->time.now;
+    int64_t wall = EF_WALL_BASE_MS + f->time.now;
     assert_int_equal(
         oq_engine_restore_keys(f->engine, 3, oq_str("w"), wall + 5000, true, oq_str(NULL)), 0);
     uint64_t id;
@@ -611,29 +526,30 @@ static void test_unique_table_evicts_the_earliest_window_when_full(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_unique_key_answers_with_the_live_holder, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_unique_window_outlives_the_job, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_unique_key_answers_with_the_live_holder, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_unique_window_outlives_the_job, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_unique_window_shorter_than_the_job_holds_while_live,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_unique_key_is_let_go_by_failure_and_cancel, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_leases_one_per_key_and_wakes_on_ack, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_waiter_does_not_hold_up_other_keys, s_setup,
-                                        s_teardown),
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_unique_key_is_let_go_by_failure_and_cancel, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_leases_one_per_key_and_wakes_on_ack, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_waiter_does_not_hold_up_other_keys, ef_setup,
+                                        ef_teardown),
         cmocka_unit_test_setup_teardown(test_overlap_key_freed_by_lease_expiry_and_worker_death,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_cancelled_heir_wakes_the_next, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_unreachable_worker_gives_the_key_back, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_late_ok_completes_a_waiting_job, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_waiting_jobs_are_walked_and_freed, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_invariants_hold_under_random_events, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_restore_keys, s_setup, s_teardown),
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_cancelled_heir_wakes_the_next, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_unreachable_worker_gives_the_key_back,
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_late_ok_completes_a_waiting_job, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_waiting_jobs_are_walked_and_freed, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_invariants_hold_under_random_events, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_restore_keys, ef_setup, ef_teardown),
         cmocka_unit_test(test_keys_record_round_trip),
         cmocka_unit_test(test_unique_table_evicts_the_earliest_window_when_full),
     };

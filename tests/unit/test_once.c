@@ -24,18 +24,8 @@
 #include "onceq/clock.h"
 #include "onceq/effects.h"
 #include "onceq/log.h"
+#include "pg_fixture.h"
 
-#ifndef ONCEQ_SOURCE_DIR
-#error "ONCEQ_SOURCE_DIR must name the source tree"
-#endif
-#ifndef ONCEQ_CLI
-#error "ONCEQ_CLI must name the onceq binary"
-#endif
-
-#define S_PORT_BASE   20000
-#define S_PORT_RANGE  30000
-#define S_START_TRIES 3
-#define S_TEXT_LEN    1024
 /* How long the second holder may take to show up waiting on the key, or to
    finish once the first has committed: generous, for a loaded machine. */
 #define S_WAIT_MS 20000
@@ -43,40 +33,7 @@
 /* The second holder's application_name, to find it in pg_stat_activity. */
 #define S_SECOND_APP "test_once_second"
 
-static char s_dir[256];  /* the cluster's directory */
-static int s_port;       /* its port */
-static char s_url[512];  /* conninfo of database onceq */
-static oq_pg_t *s_admin; /* the test's own connection, for checks */
-
 /* ---- helpers ------------------------------------------------------------ */
-
-static int s_pg_sh(const char *action)
-{
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd,
-             "ONCEQ_BIN='%s' ONCEQ_PG_PORT=%d bash '%s/deploy/pg.sh' %s '%s' >>'%s.log' 2>&1",
-             ONCEQ_CLI, s_port, ONCEQ_SOURCE_DIR, action, s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void s_sql(const char *sql)
-{
-    oq_pg_error_t error;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, NULL, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-}
-
-/* One integer from a query (NULL as 0). */
-static int64_t s_sql_int(const char *sql)
-{
-    oq_pg_error_t error;
-    PGresult *res;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, &res, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
-}
 
 static int64_t s_now_ms(void)
 {
@@ -89,44 +46,9 @@ static void s_sleep_ms(int ms)
     nanosleep(&pause, NULL);
 }
 
-/* ---- group fixture ------------------------------------------------------ */
-
-static int s_group_setup(void **state)
-{
-    snprintf(s_dir, sizeof s_dir, "/tmp/onceq-test-once-XXXXXX");
-    if (!mkdtemp(s_dir))
-        return -1;
-    srand((unsigned)(getpid() ^ time(NULL)));
-    for (int i = 0; i < S_START_TRIES; i++) {
-        s_port = S_PORT_BASE + rand() % S_PORT_RANGE;
-        if (s_pg_sh("start") == 0) {
-            snprintf(s_url, sizeof s_url, "host=%s port=%d dbname=onceq user=onceq", s_dir, s_port);
-            s_admin = oq_pg_new(s_url, "test_once");
-            oq_pg_error_t error;
-            if (oq_pg_connect(s_admin, &error) < 0) {
-                fprintf(stderr, "test_once: %s\n", error.message);
-                return -1;
-            }
-            return 0;
-        }
-        s_pg_sh("stop");
-    }
-    fprintf(stderr, "test_once: could not start a cluster; see %s.log\n", s_dir);
-    return -1;
-}
-
-static int s_group_teardown(void **state)
-{
-    oq_pg_destroy(&s_admin);
-    s_pg_sh("stop");
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static int s_setup(void **state)
 {
-    s_sql("TRUNCATE onceq_once");
+    oq_pg_fixture_sql("TRUNCATE onceq_once");
     return 0;
 }
 
@@ -170,50 +92,53 @@ static int s_once(oq_effects_t *fx, s_once_t *ctx, oq_pg_error_t *error)
 
 static void test_first_applies_second_does_not(void **state)
 {
-    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_once");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_once");
     oq_effects_begin_job(fx, 30000);
     oq_pg_error_t error;
     s_once_t ctx = {.scope = "hello", .key = "greeting:ada", .job_id = 17};
     assert_int_equal(s_once(fx, &ctx, &error), 0);
     assert_true(ctx.applied);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once WHERE scope = 'hello' AND "
-                               "key = 'greeting:ada' AND job_id = 17"),
-                     1);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once WHERE scope = 'hello' AND "
+                              "key = 'greeting:ada' AND job_id = 17"),
+        1);
 
     /* A second run (another job id: a redispatch) in a new transaction. */
     ctx.job_id = 18;
     assert_int_equal(s_once(fx, &ctx, &error), 0);
     assert_false(ctx.applied);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 1);
-    assert_int_equal(s_sql_int("SELECT job_id FROM onceq_once"), 17);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT job_id FROM onceq_once"), 17);
 
     /* The same key in another scope, and no job id: a guard of its own. */
     s_once_t other = {.scope = "shipment", .key = "greeting:ada", .job_id = 0};
     assert_int_equal(s_once(fx, &other, &error), 0);
     assert_true(other.applied);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once WHERE scope = 'shipment' AND "
-                               "job_id IS NULL"),
-                     1);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once WHERE scope = 'shipment' AND "
+                              "job_id IS NULL"),
+        1);
     oq_effects_destroy(&fx);
     assert_null(fx);
 }
 
 static void test_rolled_back_leaves_no_guard(void **state)
 {
-    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_once");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_once");
     oq_pg_error_t error;
     s_once_t ctx = {.scope = "hello", .key = "k1", .job_id = 1, .fail_after = true};
     assert_int_equal(s_once(fx, &ctx, &error), -1);
     assert_true(ctx.applied); /* it had taken the guard ... */
     assert_int_equal(error.cls, OQ_PG_ERR_FAIL);
     assert_string_equal(error.message, "the effect failed");
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 0); /* ... and gave it back */
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"),
+                     0); /* ... and gave it back */
 
     /* The job's next run applies. */
     ctx.fail_after = false;
     assert_int_equal(s_once(fx, &ctx, &error), 0);
     assert_true(ctx.applied);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 1);
     oq_effects_destroy(&fx);
 }
 
@@ -229,7 +154,7 @@ typedef struct {
 static void *s_second_main(void *arg)
 {
     s_second_t *second = arg;
-    oq_effects_t *fx = oq_effects_new(s_url, second->isolation, S_SECOND_APP);
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), second->isolation, S_SECOND_APP);
     oq_effects_begin_job(fx, S_WAIT_MS);
     second->rc = s_once(fx, &second->ctx, &second->error);
     second->attempts = oq_txn_attempts(oq_effects_txn(fx));
@@ -256,8 +181,8 @@ static void s_start_second_and_wait(void *arg)
     assert_int_equal(pthread_create(&race->thread, NULL, s_second_main, race->second), 0);
     int64_t end = s_now_ms() + S_WAIT_MS;
     while (s_now_ms() < end) {
-        if (s_sql_int("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                      "'" S_SECOND_APP "' AND wait_event_type = 'Lock'") == 1) {
+        if (oq_pg_fixture_sql_int("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                  "'" S_SECOND_APP "' AND wait_event_type = 'Lock'") == 1) {
             race->seen_waiting = true;
             return;
         }
@@ -270,7 +195,7 @@ static void s_concurrent(oq_txn_isolation_t isolation)
     s_second_t second = {.isolation = isolation,
                          .ctx = {.scope = "hello", .key = "race", .job_id = 2}};
     s_race_t race = {.second = &second};
-    oq_effects_t *fx = oq_effects_new(s_url, isolation, "test_once_first");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), isolation, "test_once_first");
     oq_pg_error_t error;
     s_once_t first = {.scope = "hello",
                       .key = "race",
@@ -284,8 +209,8 @@ static void s_concurrent(oq_txn_isolation_t isolation)
     assert_true(first.applied);
     assert_int_equal(second.rc, 0);
     assert_false(second.ctx.applied); /* ... and then found it taken */
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 1);
-    assert_int_equal(s_sql_int("SELECT job_id FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT job_id FROM onceq_once"), 1);
     /* Under repeatable read the key the snapshot could not see is a
        serialization failure, re-run in place with a fresh snapshot. */
     if (isolation == OQ_TXN_REPEATABLE_READ)
@@ -307,7 +232,7 @@ static void test_concurrent_holder_repeatable_read(void **state)
 
 static void test_bounds_refused_naming_the_value(void **state)
 {
-    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_once");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_once");
     oq_pg_error_t error;
     char long_scope[OQ_ONCE_MAX_SCOPE_LEN + 2];
     memset(long_scope, 's', sizeof long_scope - 1);
@@ -346,21 +271,21 @@ static void test_bounds_refused_naming_the_value(void **state)
     ctx = (s_once_t){.scope = long_scope, .key = long_key};
     assert_int_equal(s_once(fx, &ctx, &error), 0);
     assert_true(ctx.applied);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 1);
     oq_effects_destroy(&fx);
 }
 
 /* Outside a transaction the guard would commit apart from its effect. */
 static void test_outside_a_transaction_refused(void **state)
 {
-    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_once");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_once");
     oq_pg_error_t error;
     bool applied = true;
     assert_int_equal(oq_once(oq_effects_txn(fx), "hello", "k", 1, &applied, &error), -1);
     assert_false(applied);
     assert_int_equal(error.cls, OQ_PG_ERR_FAIL);
     assert_non_null(strstr(error.message, "inside a transaction body"));
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 0);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 0);
     oq_effects_destroy(&fx);
 }
 
@@ -377,5 +302,5 @@ int main(void)
         S_TEST(test_bounds_refused_naming_the_value),
         S_TEST(test_outside_a_transaction_refused),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, oq_pg_fixture_group_setup, oq_pg_fixture_group_teardown);
 }

@@ -24,6 +24,7 @@
 
 #include "onceq/clock.h"
 #include "onceq/log.h"
+#include "pg_fixture.h"
 #include "onceq/effects.h"
 #include "points/grant.h"
 #include "points/ledger_pg.h"
@@ -35,56 +36,13 @@
 #error "ONCEQ_CLI must name the onceq binary"
 #endif
 
-#define S_PORT_BASE   20000
-#define S_PORT_RANGE  30000
-#define S_START_TRIES 3
-#define S_TEXT_LEN    1024
+#define S_TEXT_LEN 1024
 /* The files in deploy/sql (0001_points, 0002_once, 0003_shipments), numbered from 1. */
 #define S_MIGRATIONS 3
 /* pg_terminate_backend waits this long for the session to be gone. */
 #define S_TERMINATE_WAIT_MS 5000
 
-static char s_dir[256];  /* the cluster's directory */
-static int s_port;       /* its port */
-static char s_url[512];  /* conninfo of database onceq */
-static oq_pg_t *s_admin; /* the test's own connection, for checks */
-
 /* ---- helpers ------------------------------------------------------------ */
-
-static int s_pg_sh(const char *action)
-{
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd,
-             "ONCEQ_BIN='%s' ONCEQ_PG_PORT=%d bash '%s/deploy/pg.sh' %s '%s' >>'%s.log' 2>&1",
-             ONCEQ_CLI, s_port, ONCEQ_SOURCE_DIR, action, s_dir, s_dir);
-    int status = system(cmd);
-    return status == 0 ? 0 : -1;
-}
-
-static void s_url_for(const char *db, char *out, size_t len)
-{
-    snprintf(out, len, "host=%s port=%d dbname=%s user=onceq", s_dir, s_port, db);
-}
-
-/* Run SQL on the admin connection; asserts success. */
-static void s_sql(const char *sql)
-{
-    oq_pg_error_t error;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, NULL, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-}
-
-/* One integer from a query (NULL as 0). */
-static int64_t s_sql_int(const char *sql)
-{
-    oq_pg_error_t error;
-    PGresult *res;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, &res, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
-}
 
 /* Run the onceq tool with args; its stdout in out, its exit status back. */
 static int s_onceq(const char *args, char *out, size_t len)
@@ -99,46 +57,11 @@ static int s_onceq(const char *args, char *out, size_t len)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* ---- group fixture ------------------------------------------------------ */
-
-static int s_group_setup(void **state)
-{
-    snprintf(s_dir, sizeof s_dir, "/tmp/onceq-test-pg-XXXXXX");
-    if (!mkdtemp(s_dir))
-        return -1;
-    srand((unsigned)(getpid() ^ time(NULL)));
-    for (int i = 0; i < S_START_TRIES; i++) {
-        s_port = S_PORT_BASE + rand() % S_PORT_RANGE;
-        if (s_pg_sh("start") == 0) {
-            s_url_for("onceq", s_url, sizeof s_url);
-            s_admin = oq_pg_new(s_url, "test_pg");
-            oq_pg_error_t error;
-            if (oq_pg_connect(s_admin, &error) < 0) {
-                fprintf(stderr, "test_pg: %s\n", error.message);
-                return -1;
-            }
-            return 0;
-        }
-        s_pg_sh("stop");
-    }
-    fprintf(stderr, "test_pg: could not start a cluster; see %s.log\n", s_dir);
-    return -1;
-}
-
-static int s_group_teardown(void **state)
-{
-    oq_pg_destroy(&s_admin);
-    s_pg_sh("stop");
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 /* Each test: empty point tables, customers 1 and 2 at 0. */
 static int s_setup(void **state)
 {
-    s_sql("TRUNCATE point_grants, point_balances");
-    s_sql("INSERT INTO point_balances (customer_id, balance) VALUES (1, 0), (2, 0)");
+    oq_pg_fixture_sql("TRUNCATE point_grants, point_balances");
+    oq_pg_fixture_sql("INSERT INTO point_balances (customer_id, balance) VALUES (1, 0), (2, 0)");
     return 0;
 }
 
@@ -151,7 +74,7 @@ typedef struct {
 
 static void s_worker_open(s_worker_t *w, oq_txn_isolation_t isolation)
 {
-    w->pg = oq_pg_new(s_url, "test_pg_worker");
+    w->pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_worker");
     w->ledger = oq_ledger_pg_new(w->pg);
     w->txn = oq_txn_new(oq_txn_pg_ops(), w->pg, isolation);
 }
@@ -175,20 +98,20 @@ static oq_grant_status_t s_grant(s_worker_t *w, int64_t order, int64_t customer,
 static void test_migrate_is_idempotent(void **state)
 {
     /* pg.sh start has applied the migrations with the onceq tool. */
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
     uint32_t applied, latest;
     oq_pg_error_t error;
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(oq_migrate_run(s_admin, ONCEQ_SOURCE_DIR "/deploy/sql", NULL, NULL,
-                                        &applied, &latest, &error),
+        assert_int_equal(oq_migrate_run(oq_pg_fixture_admin(), ONCEQ_SOURCE_DIR "/deploy/sql", NULL,
+                                        NULL, &applied, &latest, &error),
                          0);
         assert_int_equal(applied, 0);
         assert_int_equal(latest, S_MIGRATIONS);
     }
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_migrations"), S_MIGRATIONS);
     char out[S_TEXT_LEN];
     char args[S_TEXT_LEN];
-    snprintf(args, sizeof args, "db migrate --database '%s'", s_url);
+    snprintf(args, sizeof args, "db migrate --database '%s'", oq_pg_fixture_url());
     assert_int_equal(s_onceq(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "up to date"));
 }
@@ -197,10 +120,10 @@ static void test_migrate_is_idempotent(void **state)
    for the lock and finds it done. */
 static void test_migrate_concurrent(void **state)
 {
-    s_sql("DROP DATABASE IF EXISTS onceq_race");
-    s_sql("CREATE DATABASE onceq_race");
+    oq_pg_fixture_sql("DROP DATABASE IF EXISTS onceq_race");
+    oq_pg_fixture_sql("CREATE DATABASE onceq_race");
     char url[512], cmd[S_TEXT_LEN];
-    s_url_for("onceq_race", url, sizeof url);
+    oq_pg_fixture_url_as("onceq_race", "onceq", url, sizeof url);
     snprintf(cmd, sizeof cmd, "'%s' db migrate --database '%s' 2>&1", ONCEQ_CLI, url);
     FILE *a = popen(cmd, "r"), *b = popen(cmd, "r");
     assert_non_null(a);
@@ -232,15 +155,15 @@ static void s_write(const char *dir, const char *file, const char *text)
    neither half of itself nor a record, and the ones before it stay. */
 static void test_migrate_broken_file_rolls_back(void **state)
 {
-    s_sql("DROP DATABASE IF EXISTS onceq_broken");
-    s_sql("CREATE DATABASE onceq_broken");
+    oq_pg_fixture_sql("DROP DATABASE IF EXISTS onceq_broken");
+    oq_pg_fixture_sql("CREATE DATABASE onceq_broken");
     char dir[] = "/tmp/onceq-test-sql-XXXXXX";
     assert_non_null(mkdtemp(dir));
     s_write(dir, "0001_ok.sql", "CREATE TABLE t_ok (x int);\n");
     s_write(dir, "0002_broken.sql", "CREATE TABLE t_half (x int);\nSELEC 1;\n");
     s_write(dir, "README", "not a migration\n");
     char url[512];
-    s_url_for("onceq_broken", url, sizeof url);
+    oq_pg_fixture_url_as("onceq_broken", "onceq", url, sizeof url);
     oq_pg_t *pg = oq_pg_new(url, "test_pg");
     uint32_t applied, latest;
     oq_pg_error_t error;
@@ -284,16 +207,20 @@ static void test_grant_once_on_postgres(void **state)
     assert_int_equal(r.existing_points, 40);
     assert_int_equal(s_grant(&w, 101, 1, 2, &r), OQ_GRANT_GRANTED);
     assert_int_equal(s_grant(&w, 100, 2, 40, &r), OQ_GRANT_CONFLICT);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 42);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 2"), 0);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 2);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE reason = 'order_points'"),
-                     2);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 42);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 2"), 0);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"), 2);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants WHERE reason = 'order_points'"),
+        2);
 
     /* Unknown customer: refused by the foreign key, nothing recorded. */
     assert_int_equal(s_grant(&w, 102, 999, 5, &r), OQ_GRANT_UNKNOWN_CUSTOMER);
     assert_non_null(strstr(r.error.message, "onceq customer add 999"));
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 102"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 102"), 0);
     /* The connection is fine after the aborted transaction. */
     assert_int_equal(s_grant(&w, 103, 2, 5, &r), OQ_GRANT_GRANTED);
     s_worker_close(&w);
@@ -306,10 +233,11 @@ static void test_parameters_are_bound(void **state)
     const char *params[] = {hostile};
     PGresult *res;
     oq_pg_error_t error;
-    assert_int_equal(oq_pg_exec(s_admin, "SELECT $1::text", 1, params, &res, &error), 0);
+    assert_int_equal(oq_pg_exec(oq_pg_fixture_admin(), "SELECT $1::text", 1, params, &res, &error),
+                     0);
     assert_string_equal(PQgetvalue(res, 0, 0), hostile);
     PQclear(res);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants"), 0);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants"), 0);
 }
 
 /* REPEATABLE READ: another session changes the balance after this one's
@@ -330,7 +258,7 @@ static int s_rr_body(oq_txn_t *txn, void *arg, oq_pg_error_t *error)
         return -1;
     PQclear(res);
     if (ctx->runs == 1)
-        s_sql("UPDATE point_balances SET balance = balance + 1 WHERE customer_id = 1");
+        oq_pg_fixture_sql("UPDATE point_balances SET balance = balance + 1 WHERE customer_id = 1");
     bool found;
     return oq_ledger_add_to_balance(ctx->w->ledger, 1, 10, &found, error);
 }
@@ -344,7 +272,8 @@ static void test_serialization_failure_rerun_on_postgres(void **state)
     assert_int_equal(oq_txn_run(w.txn, s_rr_body, &ctx, &error), 0);
     assert_int_equal(ctx.runs, 2);
     assert_int_equal(oq_txn_attempts(w.txn), 2);
-    assert_int_equal(s_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 11);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 11);
     s_worker_close(&w);
 }
 
@@ -355,7 +284,7 @@ static void s_terminate(const oq_pg_t *pg)
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, %d)", oq_pg_backend_pid(pg),
              S_TERMINATE_WAIT_MS);
-    s_sql(sql);
+    oq_pg_fixture_sql(sql);
 }
 
 static void test_connection_lost_then_reconnect(void **state)
@@ -408,7 +337,8 @@ static void test_connection_lost_inside_transaction(void **state)
     assert_int_equal(oq_pg_errors_verdict(error.cls), OQ_EFFECTS_UNAVAILABLE);
     assert_true(oq_pg_errors_infrastructure(error.cls));
     assert_int_equal(oq_txn_attempts(w.txn), 1);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 300"), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM point_grants WHERE order_id = 300"), 0);
     /* The job's retry. */
     oq_grant_result_t r;
     assert_int_equal(s_grant(&w, 300, 1, 9, &r), OQ_GRANT_GRANTED);
@@ -423,10 +353,10 @@ static void test_connection_lost_inside_transaction(void **state)
    infrastructure: a worker hands the job back without using a try. */
 static void test_refused_connection_is_infrastructure(void **state)
 {
-    s_sql("DROP ROLE IF EXISTS onceq_limited");
-    s_sql("CREATE ROLE onceq_limited LOGIN CONNECTION LIMIT 1");
+    oq_pg_fixture_sql("DROP ROLE IF EXISTS onceq_limited");
+    oq_pg_fixture_sql("CREATE ROLE onceq_limited LOGIN CONNECTION LIMIT 1");
     char url[600];
-    snprintf(url, sizeof url, "host=%s port=%d dbname=onceq user=onceq_limited", s_dir, s_port);
+    oq_pg_fixture_url_as("onceq", "onceq_limited", url, sizeof url);
     oq_pg_t *first = oq_pg_new(url, "test_pg_first");
     oq_pg_t *second = oq_pg_new(url, "test_pg_second");
     oq_pg_error_t error;
@@ -458,7 +388,7 @@ static void test_refused_connection_is_infrastructure(void **state)
     assert_int_equal(rc, 0);
     oq_pg_destroy(&first);
     oq_pg_destroy(&second);
-    s_sql("DROP ROLE onceq_limited");
+    oq_pg_fixture_sql("DROP ROLE onceq_limited");
 }
 
 /* Nothing listens: cannot connect, infrastructure, without a SQLSTATE. */
@@ -477,7 +407,7 @@ static void test_cannot_connect_is_infrastructure(void **state)
    connection); release lets it go, and the next statement connects again. */
 static void test_probe_and_release(void **state)
 {
-    oq_effects_t *fx = oq_effects_new(s_url, OQ_TXN_READ_COMMITTED, "test_pg_probe");
+    oq_effects_t *fx = oq_effects_new(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_pg_probe");
     oq_pg_error_t error;
     assert_false(oq_pg_connected(oq_effects_pg(fx)));
     assert_int_equal(oq_effects_probe(fx, &error), 0);
@@ -485,20 +415,21 @@ static void test_probe_and_release(void **state)
     int pid = oq_pg_backend_pid(oq_effects_pg(fx));
     assert_int_equal(oq_effects_probe(fx, &error), 0);
     assert_int_equal(oq_pg_backend_pid(oq_effects_pg(fx)), pid);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
-                               "WHERE application_name = 'test_pg_probe'"),
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM pg_stat_activity "
+                                           "WHERE application_name = 'test_pg_probe'"),
                      1);
 
     oq_effects_release(fx);
     assert_false(oq_pg_connected(oq_effects_pg(fx)));
     oq_effects_release(fx); /* nothing to release: no harm */
     /* The server sees the session end (a clean close, not a lost one). */
-    for (int i = 0; i < 100 && s_sql_int("SELECT count(*) FROM pg_stat_activity "
-                                         "WHERE application_name = 'test_pg_probe'") != 0;
+    for (int i = 0;
+         i < 100 && oq_pg_fixture_sql_int("SELECT count(*) FROM pg_stat_activity "
+                                          "WHERE application_name = 'test_pg_probe'") != 0;
          i++)
         usleep(20 * 1000);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
-                               "WHERE application_name = 'test_pg_probe'"),
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM pg_stat_activity "
+                                           "WHERE application_name = 'test_pg_probe'"),
                      0);
     oq_effects_begin_job(fx, 5000);
     assert_int_equal(oq_pg_exec(oq_effects_pg(fx), "SELECT 1", 0, NULL, NULL, &error), 0);
@@ -517,16 +448,19 @@ static void test_probe_and_release(void **state)
    go of it, and the last one closes it. */
 static void test_shared_handle_is_one_connection(void **state)
 {
-    oq_effects_t *points = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
-    oq_effects_t *shipments = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
-    oq_effects_t *other = oq_effects_shared(s_url, OQ_TXN_SERIALIZABLE, "test_pg_shared");
+    oq_effects_t *points =
+        oq_effects_shared(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *shipments =
+        oq_effects_shared(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *other =
+        oq_effects_shared(oq_pg_fixture_url(), OQ_TXN_SERIALIZABLE, "test_pg_shared");
     assert_ptr_equal(points, shipments);
     assert_ptr_not_equal(points, other);
     oq_pg_error_t error;
     assert_int_equal(oq_effects_probe(points, &error), 0);
     assert_int_equal(oq_effects_probe(shipments, &error), 0);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_stat_activity "
-                               "WHERE application_name = 'test_pg_shared'"),
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM pg_stat_activity "
+                                           "WHERE application_name = 'test_pg_shared'"),
                      1);
     oq_effects_destroy(&points);
     assert_null(points);
@@ -536,7 +470,8 @@ static void test_shared_handle_is_one_connection(void **state)
     oq_effects_destroy(&shipments);
     oq_effects_destroy(&other);
     /* The last user closed it; a new call makes a new one. */
-    oq_effects_t *again = oq_effects_shared(s_url, OQ_TXN_READ_COMMITTED, "test_pg_shared");
+    oq_effects_t *again =
+        oq_effects_shared(oq_pg_fixture_url(), OQ_TXN_READ_COMMITTED, "test_pg_shared");
     assert_false(oq_pg_connected(oq_effects_pg(again)));
     oq_effects_destroy(&again);
 }
@@ -550,7 +485,7 @@ static void test_statement_timeout_from_job_timeout(void **state)
 {
     s_worker_t w;
     s_worker_open(&w, OQ_TXN_READ_COMMITTED);
-    oq_pg_t *other = oq_pg_new(s_url, "test_pg_other");
+    oq_pg_t *other = oq_pg_new(oq_pg_fixture_url(), "test_pg_other");
     oq_pg_error_t error;
     assert_int_equal(oq_pg_begin(other, "BEGIN", &error), 0);
     assert_int_equal(oq_pg_exec(other,
@@ -583,7 +518,7 @@ static void test_statement_timeout_from_job_timeout(void **state)
 static void test_cli_commands(void **state)
 {
     char out[S_TEXT_LEN], args[S_TEXT_LEN];
-    const char *db = s_url;
+    const char *db = oq_pg_fixture_url();
     snprintf(args, sizeof args, "customer add 5 --database '%s'", db);
     assert_int_equal(s_onceq(args, out, sizeof out), 0);
     assert_string_equal(out, "added customer 5 with balance 0\n");
@@ -634,5 +569,5 @@ int main(void)
         S_TEST(test_statement_timeout_from_job_timeout),
         S_TEST(test_cli_commands),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, oq_pg_fixture_group_setup, oq_pg_fixture_group_teardown);
 }

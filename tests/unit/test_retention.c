@@ -23,92 +23,18 @@
 
 #include "onceq/effects.h"
 #include "onceq/log.h"
+#include "pg_fixture.h"
 #include "onceq/retention.h"
 
-#ifndef ONCEQ_SOURCE_DIR
-#error "ONCEQ_SOURCE_DIR must name the source tree"
-#endif
-#ifndef ONCEQ_CLI
-#error "ONCEQ_CLI must name the onceq binary"
-#endif
-
-#define S_PORT_BASE   20000
-#define S_PORT_RANGE  30000
-#define S_START_TRIES 3
-#define S_TEXT_LEN    1024
-#define S_HOUR_S      3600
+#define S_TEXT_LEN 1024
+#define S_HOUR_S   3600
 /* More rows than one batch holds, and not a multiple of it. */
 #define S_MANY_ROWS (2 * OQ_PRUNE_BATCH_ROWS + 517)
 
-static char s_dir[256];
-static int s_port;
-static char s_url[512];
-static oq_pg_t *s_admin;
-
-static int s_pg_sh(const char *action)
-{
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd,
-             "ONCEQ_BIN='%s' ONCEQ_PG_PORT=%d bash '%s/deploy/pg.sh' %s '%s' >>'%s.log' 2>&1",
-             ONCEQ_CLI, s_port, ONCEQ_SOURCE_DIR, action, s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void s_sql(const char *sql)
-{
-    oq_pg_error_t error;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, NULL, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-}
-
-static int64_t s_sql_int(const char *sql)
-{
-    oq_pg_error_t error;
-    PGresult *res;
-    if (oq_pg_exec(s_admin, sql, 0, NULL, &res, &error) < 0)
-        fail_msg("%s: %s", sql, error.message);
-    int64_t v = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
-}
-
-static int s_group_setup(void **state)
-{
-    snprintf(s_dir, sizeof s_dir, "/tmp/onceq-test-retention-XXXXXX");
-    if (!mkdtemp(s_dir))
-        return -1;
-    srand((unsigned)(getpid() ^ time(NULL)));
-    for (int i = 0; i < S_START_TRIES; i++) {
-        s_port = S_PORT_BASE + rand() % S_PORT_RANGE;
-        if (s_pg_sh("start") == 0) {
-            snprintf(s_url, sizeof s_url, "host=%s port=%d dbname=onceq user=onceq", s_dir, s_port);
-            s_admin = oq_pg_new(s_url, "test_retention");
-            oq_pg_error_t error;
-            if (oq_pg_connect(s_admin, &error) < 0) {
-                fprintf(stderr, "test_retention: %s\n", error.message);
-                return -1;
-            }
-            return 0;
-        }
-        s_pg_sh("stop");
-    }
-    fprintf(stderr, "test_retention: could not start a cluster; see %s.log\n", s_dir);
-    return -1;
-}
-
-static int s_group_teardown(void **state)
-{
-    oq_pg_destroy(&s_admin);
-    s_pg_sh("stop");
-    char cmd[S_TEXT_LEN];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", s_dir, s_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static int s_setup(void **state)
 {
-    s_sql("TRUNCATE onceq_once");
-    s_sql("DROP TABLE IF EXISTS shipment_requests");
+    oq_pg_fixture_sql("TRUNCATE onceq_once");
+    oq_pg_fixture_sql("DROP TABLE IF EXISTS shipment_requests");
     return 0;
 }
 
@@ -116,25 +42,27 @@ static oq_prune_result_t s_prune_ok(const oq_prune_table_t *t, int64_t older_tha
 {
     oq_prune_result_t r;
     oq_pg_error_t error;
-    if (oq_prune(s_admin, t, older_than_s, dry, &r, &error) < 0)
+    if (oq_prune(oq_pg_fixture_admin(), t, older_than_s, dry, &r, &error) < 0)
         fail_msg("prune %s: %s", t->table, error.message);
     return r;
 }
 
 static void test_only_rows_older_than_the_window_go(void **state)
 {
-    s_sql("INSERT INTO onceq_once (scope, key, created_at) VALUES "
-          "('s', 'old-1', now() - interval '2 hours'), ('s', 'old-2', now() - interval '61 "
-          "minutes'), ('s', 'young', now() - interval '59 minutes'), ('s', 'new', now())");
+    oq_pg_fixture_sql(
+        "INSERT INTO onceq_once (scope, key, created_at) VALUES "
+        "('s', 'old-1', now() - interval '2 hours'), ('s', 'old-2', now() - interval '61 "
+        "minutes'), ('s', 'young', now() - interval '59 minutes'), ('s', 'new', now())");
     oq_prune_result_t r = s_prune_ok(oq_prune_once_table(), S_HOUR_S, true);
     assert_false(r.skipped);
     assert_string_equal(r.time_column, "created_at");
     assert_int_equal(r.rows, 2);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 4); /* a dry run */
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 4); /* a dry run */
     r = s_prune_ok(oq_prune_once_table(), S_HOUR_S, false);
     assert_int_equal(r.rows, 2);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once WHERE key LIKE 'old%'"), 0);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 2);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once WHERE key LIKE 'old%'"),
+                     0);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 2);
     r = s_prune_ok(oq_prune_once_table(), S_HOUR_S, false);
     assert_int_equal(r.rows, 0);
 }
@@ -146,11 +74,11 @@ static void test_batches_add_up_across_the_boundary(void **state)
              "INSERT INTO onceq_once (scope, key, created_at) SELECT 'bulk', 'k' || g, now() - "
              "interval '3 days' FROM generate_series(1, %d) g",
              S_MANY_ROWS);
-    s_sql(sql);
-    s_sql("INSERT INTO onceq_once (scope, key) VALUES ('bulk', 'fresh')");
+    oq_pg_fixture_sql(sql);
+    oq_pg_fixture_sql("INSERT INTO onceq_once (scope, key) VALUES ('bulk', 'fresh')");
     oq_prune_result_t r = s_prune_ok(oq_prune_once_table(), 2 * 24 * S_HOUR_S, false);
     assert_int_equal(r.rows, S_MANY_ROWS);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM onceq_once"), 1);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM onceq_once"), 1);
 }
 
 static const char *const s_ship_columns[] = {"updated_at", "created_at", NULL};
@@ -160,28 +88,32 @@ static const oq_prune_table_t s_ship = {"shipment_requests", s_ship_columns, "st
 
 static void test_a_filter_keeps_unfinished_rows(void **state)
 {
-    s_sql("CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, status text NOT NULL, "
-          "created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL "
-          "DEFAULT now())");
-    s_sql("INSERT INTO shipment_requests (order_id, status, updated_at) VALUES "
-          "(1, 'confirmed', now() - interval '40 days'), (2, 'failed', now() - interval '40 "
-          "days'), (3, 'review', now() - interval '40 days'), (4, 'requested', now() - interval "
-          "'40 days'), (5, 'confirmed', now() - interval '1 day')");
+    oq_pg_fixture_sql(
+        "CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, status text NOT NULL, "
+        "created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL "
+        "DEFAULT now())");
+    oq_pg_fixture_sql(
+        "INSERT INTO shipment_requests (order_id, status, updated_at) VALUES "
+        "(1, 'confirmed', now() - interval '40 days'), (2, 'failed', now() - interval '40 "
+        "days'), (3, 'review', now() - interval '40 days'), (4, 'requested', now() - interval "
+        "'40 days'), (5, 'confirmed', now() - interval '1 day')");
     oq_prune_result_t r = s_prune_ok(&s_ship, 30 * 24 * S_HOUR_S, false);
     assert_false(r.skipped);
     assert_string_equal(r.time_column, "updated_at");
     assert_int_equal(r.rows, 2);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM shipment_requests WHERE order_id IN (1, 2)"),
-                     0);
-    assert_int_equal(s_sql_int("SELECT count(*) FROM shipment_requests"), 3);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM shipment_requests WHERE order_id IN (1, 2)"),
+        0);
+    assert_int_equal(oq_pg_fixture_sql_int("SELECT count(*) FROM shipment_requests"), 3);
 }
 
 static void test_the_first_time_column_present_is_used(void **state)
 {
-    s_sql("CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, status text NOT NULL, "
-          "created_at timestamptz NOT NULL DEFAULT now())");
-    s_sql("INSERT INTO shipment_requests (order_id, status, created_at) VALUES "
-          "(1, 'failed', now() - interval '40 days')");
+    oq_pg_fixture_sql(
+        "CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, status text NOT NULL, "
+        "created_at timestamptz NOT NULL DEFAULT now())");
+    oq_pg_fixture_sql("INSERT INTO shipment_requests (order_id, status, created_at) VALUES "
+                      "(1, 'failed', now() - interval '40 days')");
     oq_prune_result_t r = s_prune_ok(&s_ship, 30 * 24 * S_HOUR_S, false);
     assert_string_equal(r.time_column, "created_at");
     assert_int_equal(r.rows, 1);
@@ -196,12 +128,12 @@ static void test_missing_tables_and_columns(void **state)
     static const char *const at[] = {"at", NULL};
     oq_prune_table_t required = {"no_such_table", at, NULL, NULL, false};
     oq_pg_error_t error;
-    assert_int_equal(oq_prune(s_admin, &required, S_HOUR_S, false, &r, &error), -1);
+    assert_int_equal(oq_prune(oq_pg_fixture_admin(), &required, S_HOUR_S, false, &r, &error), -1);
     assert_int_equal(error.cls, OQ_PG_ERR_FAIL);
     assert_non_null(strstr(error.message, "no_such_table"));
 
-    s_sql("CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, state text, "
-          "updated_at timestamptz)");
+    oq_pg_fixture_sql("CREATE TABLE shipment_requests (order_id bigint PRIMARY KEY, state text, "
+                      "updated_at timestamptz)");
     r = s_prune_ok(&s_ship, S_HOUR_S, false);
     assert_true(r.skipped);
     assert_non_null(strstr(r.reason, "no column status"));
@@ -213,13 +145,15 @@ static void test_names_and_windows_are_checked_first(void **state)
     oq_prune_table_t bad = {"onceq_once", bad_column, NULL, NULL, false};
     oq_prune_result_t r;
     oq_pg_error_t error;
-    assert_int_equal(oq_prune(s_admin, &bad, S_HOUR_S, false, &r, &error), -1);
+    assert_int_equal(oq_prune(oq_pg_fixture_admin(), &bad, S_HOUR_S, false, &r, &error), -1);
     assert_non_null(strstr(error.message, "plain"));
     oq_prune_table_t upper = {"Onceq_once", s_ship_columns, NULL, NULL, false};
-    assert_int_equal(oq_prune(s_admin, &upper, S_HOUR_S, false, &r, &error), -1);
-    assert_int_equal(oq_prune(s_admin, oq_prune_once_table(), 0, false, &r, &error), -1);
+    assert_int_equal(oq_prune(oq_pg_fixture_admin(), &upper, S_HOUR_S, false, &r, &error), -1);
+    assert_int_equal(oq_prune(oq_pg_fixture_admin(), oq_prune_once_table(), 0, false, &r, &error),
+                     -1);
     assert_non_null(strstr(error.message, "at least 1 second"));
-    assert_int_equal(s_sql_int("SELECT count(*) FROM pg_tables WHERE tablename = 'onceq_once'"), 1);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT count(*) FROM pg_tables WHERE tablename = 'onceq_once'"), 1);
 }
 
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, NULL)
@@ -235,5 +169,5 @@ int main(void)
         S_TEST(test_missing_tables_and_columns),
         S_TEST(test_names_and_windows_are_checked_first),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, oq_pg_fixture_group_setup, oq_pg_fixture_group_teardown);
 }
