@@ -14,7 +14,14 @@
     either the keeper sees the handler ended and gives the loop back at
     once, or the main thread sees the keeper holds the loop and wakes it.
     A wake that comes after the keeper already gave up is only a spare
-    token in the eventfd, which makes one later turn return early. */
+    token in the eventfd, which makes one later turn return early.
+
+    An idle worker would still wake the keeper every patience ms; after
+    OQ_WORKER_KEEPER_IDLE_MS without a handler starting it sleeps until one
+    does (deep), which the main thread sees as it enters handler code and
+    signals: one wake-up after an idle spell, none while jobs keep coming.
+    The same Dekker pair (deep against entered) keeps that signal from
+    being lost. */
 #include "keeper.h"
 
 #include <assert.h>
@@ -42,7 +49,8 @@ struct oq_keeper {
     pthread_mutex_t sleep_lock;
     pthread_cond_t sleep_cond; /* on CLOCK_MONOTONIC */
     bool stopping;             /* under sleep_lock */
-    uint64_t entered;          /* main thread only: stretches of handler code so far */
+    _Atomic bool deep;         /* the keeper sleeps until a handler starts */
+    _Atomic uint64_t entered;  /* stretches of handler code so far (main thread writes) */
     _Atomic uint64_t running;  /* the stretch of handler code running, 0 for none */
     _Atomic bool owned;        /* the keeper holds the loop */
     _Atomic int64_t patience_ms;
@@ -87,6 +95,8 @@ static void *s_run(void *arg)
     uint64_t seen = 0; /* running at the last wake */
     bool finished = false;
     int64_t last_ms = oq_clock_mono_us() / 1000;
+    uint64_t last_entered = 0; /* entered at the last wake */
+    int64_t busy_ms = last_ms; /* when a handler last ran or started */
     pthread_mutex_lock(&self->sleep_lock);
     while (!self->stopping) {
         int64_t patience_ms = atomic_load(&self->patience_ms);
@@ -119,7 +129,22 @@ static void *s_run(void *arg)
         }
         seen = running;
         last_ms = now_ms;
+        uint64_t entered = atomic_load(&self->entered);
+        if (running || entered != last_entered)
+            busy_ms = now_ms;
+        last_entered = entered;
         pthread_mutex_lock(&self->sleep_lock);
+        if (now_ms - busy_ms >= OQ_WORKER_KEEPER_IDLE_MS) {
+            atomic_store(&self->deep, true);
+            if (atomic_load(&self->entered) == last_entered)
+                while (atomic_load(&self->deep) && !self->stopping)
+                    pthread_cond_wait(&self->sleep_cond, &self->sleep_lock);
+            atomic_store(&self->deep, false);
+            /* The handler that woke it has only begun: it is covered from
+               the next wake on, like any other. */
+            seen = 0;
+            last_ms = busy_ms = oq_clock_mono_us() / 1000;
+        }
     }
     pthread_mutex_unlock(&self->sleep_lock);
     return NULL;
@@ -192,7 +217,15 @@ void oq_keeper_set_patience(oq_keeper_t *self, int64_t patience_ms)
 void oq_keeper_leave(oq_keeper_t *self)
 {
     assert(self && atomic_load(&self->running) == 0);
-    atomic_store(&self->running, ++self->entered);
+    uint64_t stretch = atomic_load_explicit(&self->entered, memory_order_relaxed) + 1;
+    atomic_store(&self->entered, stretch);
+    atomic_store(&self->running, stretch);
+    if (atomic_load(&self->deep)) {
+        pthread_mutex_lock(&self->sleep_lock);
+        atomic_store(&self->deep, false);
+        pthread_cond_signal(&self->sleep_cond);
+        pthread_mutex_unlock(&self->sleep_lock);
+    }
     pthread_mutex_unlock(&self->loop);
 }
 

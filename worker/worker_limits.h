@@ -30,6 +30,9 @@
    short heartbeat, a quarter of it instead. */
 #define OQ_WORKER_KEEPER_MS            20
 #define OQ_WORKER_KEEPER_PER_HEARTBEAT 4
+/* After this long without a handler starting, the keeper stops waking and
+   sleeps until one starts (an idle worker then wakes once a heartbeat). */
+#define OQ_WORKER_KEEPER_IDLE_MS 1000
 
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful

@@ -1,7 +1,8 @@
 /*  test_keeper: the keeper takes the loop only from a handler that runs
     past its patience, runs turns until the handler returns, and gives the
-    loop back; touches queued from handler code wait for whoever holds the
-    loop, and one while the keeper holds it wakes its turn. */
+    loop back, also after it slept through an idle spell; touches queued
+    from handler code wait for whoever holds the loop, and one while the
+    keeper holds it wakes its turn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,6 +75,27 @@ static void test_keeper_holds_the_loop_only_for_a_long_handler(void **unused)
     assert_null(loop.keeper);
 }
 
+/* After a second and more without a handler the keeper sleeps until one
+   starts: the first handler after that still has the keeper take over. */
+static void test_keeper_wakes_from_idle_for_a_long_handler(void **unused)
+{
+    s_loop_t loop = {0};
+    loop.keeper = oq_keeper_new(s_turn, &loop, 10);
+    assert_non_null(loop.keeper);
+    s_sleep_ms(1500);
+    oq_keeper_leave(loop.keeper);
+    s_sleep_ms(300);
+    oq_keeper_enter(loop.keeper);
+    assert_int_equal(oq_keeper_takeovers(loop.keeper), 1);
+    /* And again after another idle spell. */
+    s_sleep_ms(1500);
+    oq_keeper_leave(loop.keeper);
+    s_sleep_ms(300);
+    oq_keeper_enter(loop.keeper);
+    assert_int_equal(oq_keeper_takeovers(loop.keeper), 2);
+    oq_keeper_destroy(&loop.keeper);
+}
+
 static void test_keeper_queues_touches(void **unused)
 {
     s_loop_t loop = {0};
@@ -104,6 +126,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keeper_holds_the_loop_only_for_a_long_handler),
+        cmocka_unit_test(test_keeper_wakes_from_idle_for_a_long_handler),
         cmocka_unit_test(test_keeper_queues_touches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
