@@ -161,11 +161,20 @@ void oq_engine_destroy(oq_engine_t **self_p)
     /* Jobs waiting for an overlap key are on that key's list only. */
     if (self->overlap)
         oq_overlap_each_waiting(self->overlap, s_free_waiting, NULL);
-    /* The rest are reachable from the queues' lists and the workers' leases. */
+    /* The rest are reachable from the lanes, the queues' lists and the
+       workers' leases. */
+    for (oq_link_t *n = self->lanes_all.next; n != &self->lanes_all; n = n->next) {
+        oq_eng_lane_t *lane = oq_container_of(n, oq_eng_lane_t, all);
+        while (!oq_list_empty(&lane->ready)) {
+            oq_eng_job_t *job = oq_container_of(lane->ready.next, oq_eng_job_t, link);
+            oq_list_remove(&job->link);
+            oq_eng_job_free(job);
+        }
+    }
     for (size_t i = 0; i < self->queue_count; i++) {
         oq_eng_queue_t *q = self->queues[i];
-        oq_link_t *lists[] = {&q->ready, &q->failed, &q->review};
-        for (int l = 0; l < 3; l++) {
+        oq_link_t *lists[] = {&q->failed, &q->review};
+        for (int l = 0; l < 2; l++) {
             while (!oq_list_empty(lists[l])) {
                 oq_eng_job_t *job = oq_container_of(lists[l]->next, oq_eng_job_t, link);
                 oq_list_remove(&job->link);
@@ -250,5 +259,5 @@ size_t oq_engine_tick(oq_engine_t *self)
 int64_t oq_engine_next_deadline(const oq_engine_t *self)
 {
     const oq_heap_node_t *top = oq_heap_peek(self->timers);
-    return top ? top->deadline_ms : -1;
+    return top ? oq_heap_deadline(self->timers, top) : -1;
 }

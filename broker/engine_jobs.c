@@ -79,14 +79,16 @@ void oq_eng_job_free(oq_eng_job_t *job)
 int oq_eng_job_new(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t id, oq_eng_queue_t *q,
                    oq_eng_type_t *type, int64_t timeout_ms, oq_eng_job_t **job_p)
 {
+    if (oq_eng_lane_make(self, q, type) < 0)
+        return -1;
     oq_eng_job_t *job = calloc(1, oq_eng_job_bytes(msg->payload_len, msg->backoff_len));
     if (!job)
         return -1;
     job->id = id;
     job->queue_index = (uint16_t)q->index;
     job->type_index = (uint16_t)type->index;
-    job->priority = msg->priority;
-    job->max_tries = msg->has_max_tries ? msg->max_tries : self->config.max_tries;
+    job->priority = (int16_t)msg->priority;
+    job->max_tries = (uint16_t)(msg->has_max_tries ? msg->max_tries : self->config.max_tries);
     job->timeout_ms = (uint32_t)timeout_ms;
     job->backoff_len = (uint8_t)msg->backoff_len;
     job->payload_len = (uint32_t)msg->payload_len;
@@ -120,7 +122,7 @@ static void s_leave(oq_engine_t *self, oq_eng_job_t *job)
     switch ((oq_eng_state_t)job->state) {
     case OQ_ENG_READY:
         oq_eng_ready_remove(self, job);
-        if (oq_list_empty(&q->ready))
+        if (oq_list_empty(&q->lanes))
             oq_list_remove(&q->active);
         /* The timer shares this storage and must read as "not in the heap". */
         memset(&job->u, 0, sizeof job->u);
@@ -296,7 +298,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     job->state = (uint8_t)to;
     switch (to) {
     case OQ_ENG_READY:
-        if (oq_list_empty(&q->ready))
+        if (oq_list_empty(&q->lanes))
             oq_list_push_back(&self->active, &q->active);
         oq_eng_ready_insert(self, q, job, how && how->in_front);
         break;
@@ -306,7 +308,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
             oq_error("job %llu: no memory for its timer, making it ready now",
                      (unsigned long long)job->id);
             job->state = OQ_ENG_READY;
-            if (oq_list_empty(&q->ready))
+            if (oq_list_empty(&q->lanes))
                 oq_list_push_back(&self->active, &q->active);
             oq_eng_ready_insert(self, q, job, false);
         }
@@ -527,7 +529,7 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     if (job->state == OQ_ENG_DELAYED) {
         /* The timer runs on the monotonic clock; outside the process only
            wall-clock time means anything. */
-        int64_t left_ms = job->u.t.timer.deadline_ms - oq_eng_now(self);
+        int64_t left_ms = oq_heap_deadline(self->timers, &job->u.t.timer) - oq_eng_now(self);
         v->not_before_ms = oq_clock_wall_ms(self->clock) + (left_ms > 0 ? left_ms : 0);
     }
 }

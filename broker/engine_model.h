@@ -49,6 +49,12 @@ _Static_assert(OQ_MAX_BACKOFF_STEPS <= UINT8_MAX, "backoff_len is a byte");
 _Static_assert(OQ_MAX_TIMEOUT_MS <= UINT32_MAX, "timeout_ms is 32 bits");
 _Static_assert(OQ_MAX_QUEUES <= UINT16_MAX + 1 && OQ_MAX_TYPES <= UINT16_MAX + 1,
                "a job names its queue and its type by a 16-bit index");
+_Static_assert(OQ_MAX_PRIORITY <= INT16_MAX, "priority is 16 bits");
+/* attempt never passes max_tries by more than one (a job restored leased
+   on its last try is delivered once more), far below the 16-bit limit;
+   restore refuses a record whose attempt does not fit. */
+_Static_assert(OQ_MAX_TRIES_LIMIT < UINT16_MAX, "max_tries and attempt are 16 bits");
+#define OQ_ENG_MAX_ATTEMPT UINT16_MAX
 
 typedef struct oq_eng_queue {
     char *name;
@@ -56,10 +62,9 @@ typedef struct oq_eng_queue {
     oq_link_t lanes;             /* oq_eng_lane_t.active: its lanes with ready jobs */
     int64_t retry_after_ms;      /* lease length */
     int64_t timeout_ms;          /* default job timeout */
-    oq_link_t ready;             /* ready jobs, priority high to low, FIFO within */
     oq_link_t failed;            /* failed jobs, oldest first */
     oq_link_t review;            /* jobs in review, oldest first */
-    oq_link_t active;            /* in engine->active while ready is not empty */
+    oq_link_t active;            /* in engine->active while it has ready jobs */
     uint64_t count[OQ_ENG_DONE]; /* jobs per state now (index by oq_eng_state_t) */
     uint64_t dispatched, done, retried, redelivered, late_acks, ignored_acks, duplicates;
     uint64_t cancelled;     /* ready or delayed jobs withdrawn by an operator */
@@ -80,11 +85,13 @@ typedef struct {
     uint64_t done, applied, duplicates, failed;
 } oq_eng_type_t;
 
-/* The ready jobs of one type in one queue, in the queue's order. */
+/* The ready jobs of one type in one queue, in the queue's order. A lane
+   is made with the first job of its (queue, type) and lives as long as
+   the engine, so a job becoming ready always has its lane. */
 typedef struct {
     oq_eng_queue_t *queue;
     oq_eng_type_t *type;
-    oq_link_t ready;  /* oq_eng_job_t.u.r.lane_link */
+    oq_link_t ready;  /* oq_eng_job_t.link of its ready jobs */
     oq_link_t active; /* in queue->lanes while ready is not empty */
     oq_link_t all;    /* in engine->lanes_all, for destroy */
 } oq_eng_lane_t;
@@ -94,15 +101,14 @@ typedef struct {
    The header is kept small because a broker holds up to a million of them
    and every byte of it is paid a million times: fields used only in some
    states share storage (the union), and one link serves whichever list
-   the state puts the job on. */
+   the state puts the job on (a ready job is on its lane only). */
 typedef struct oq_eng_job {
     uint64_t id;
-    oq_link_t link; /* queue->ready, ->failed, ->review, or worker->leases while leased */
+    oq_link_t link; /* its lane's ready list, queue->failed, ->review, worker->leases */
     union {
         struct {
-            oq_link_t lane_link; /* its (queue, type) lane */
-            int64_t seq;         /* its place in the queue's order within a priority */
-        } r;                     /* ready */
+            int64_t seq; /* its place in the queue's order within a priority */
+        } r;             /* ready */
         struct {
             oq_heap_node_t timer; /* delayed: its end; leased: the lease's end */
             oq_worker_t *worker;  /* leased only */
@@ -112,30 +118,30 @@ typedef struct oq_eng_job {
             int64_t failed_at_ms; /* failed, review: when it got there (wall clock) */
         } f;                      /* failed, review */
     } u;                          /* all zero while new and whenever a state is left */
-    uint16_t queue_index;         /* in engine->queues (oq_eng_job_queue) */
-    uint16_t type_index;          /* in engine->type_list (oq_eng_job_type) */
-    int32_t priority;
-    uint32_t attempt;
-    uint32_t max_tries;
     uint32_t payload_len;
-    uint32_t timeout_ms; /* at most OQ_MAX_TIMEOUT_MS, which fits */
-    uint32_t gen;        /* requeues so far: part of the lease token */
-
-    /* For the dispatch-to-done histogram; they fill what was padding. */
+    uint32_t timeout_ms;    /* at most OQ_MAX_TIMEOUT_MS, which fits */
+    uint32_t gen;           /* requeues so far: part of the lease token */
     uint32_t dispatched_ms; /* engine clock at dispatch, truncated (differences wrap
-                               right below 49 days); valid if timed */
-    uint8_t timed;          /* dispatched in this run (not restored): dispatched_ms holds */
-
-    uint8_t state;       /* oq_eng_state_t */
-    uint8_t returned;    /* lease ended without an ack: next delivery is a redelivery */
-    uint8_t backoff_len; /* own backoff steps, at most OQ_MAX_BACKOFF_STEPS; 0: the default */
-    uint8_t payload[];   /* encoded msgpack map */
+                               right below 49 days), for the dispatch-to-done
+                               histogram; valid if timed */
+    uint16_t queue_index;   /* in engine->queues (oq_eng_job_queue) */
+    uint16_t type_index;    /* in engine->type_list (oq_eng_job_type) */
+    int16_t priority;       /* within +-OQ_MAX_PRIORITY */
+    uint16_t attempt;       /* at most OQ_ENG_MAX_ATTEMPT */
+    uint16_t max_tries;     /* at most OQ_MAX_TRIES_LIMIT */
+    uint8_t backoff_len;    /* own backoff steps, at most OQ_MAX_BACKOFF_STEPS; 0: the default */
+    uint8_t state : 4;      /* oq_eng_state_t */
+    uint8_t returned : 1;   /* lease ended without an ack: next delivery is a redelivery */
+    uint8_t timed : 1;      /* dispatched in this run (not restored): dispatched_ms holds */
+    uint8_t payload[];      /* encoded msgpack map */
 } oq_eng_job_t;
 
-/* The header's budget: with a 100-byte payload a job is one 192-byte
-   malloc chunk (glibc: the request plus 8, rounded up to 16). A field
-   more costs every queued job 16 bytes. */
-#define OQ_ENG_JOB_HEADER_BYTES 84
+_Static_assert(OQ_ENG_DONE < 16, "state is 4 bits");
+
+/* The header's budget: with a 100-byte payload a job is one 176-byte
+   malloc chunk (glibc: the request plus 8, rounded up to 16). A byte more
+   costs every queued 100-byte job 16 bytes. */
+#define OQ_ENG_JOB_HEADER_BYTES 68
 _Static_assert(offsetof(oq_eng_job_t, payload) <= OQ_ENG_JOB_HEADER_BYTES,
                "the job header grew past its budget");
 

@@ -14,37 +14,22 @@
 #include "engine.h"
 
 #include "engine_jobs.h"
+#include "engine_queues.h"
 #include "engine_workers.h"
 
-/* The better of two ready jobs of one queue: the one its ready list holds first. */
-static bool s_before(const oq_eng_job_t *a, const oq_eng_job_t *b)
-{
-    return a->priority > b->priority || (a->priority == b->priority && a->u.r.seq < b->u.r.seq);
-}
-
-/* The job w should take from q next, or NULL. */
+/* The job w should take from q next, or NULL: the first in the queue's
+   order among the lanes of the types it handles (for a worker that named
+   none, every type but those it handed back). */
 static oq_eng_job_t *s_pick_in(const oq_engine_t *self, const oq_worker_t *w, oq_eng_queue_t *q)
 {
     (void)self;
-    if (!w->types) {
-        /* Every type: the queue's head, past the few types it handed back
-           (at most OQ_MAX_PICK_SKIP jobs looked at). */
-        size_t looked = 0;
-        for (oq_link_t *n = q->ready.next; n != &q->ready && looked < OQ_MAX_PICK_SKIP;
-             n = n->next, looked++) {
-            oq_eng_job_t *job = oq_container_of(n, oq_eng_job_t, link);
-            if (oq_eng_worker_handles(w, oq_eng_job_type(self, job)))
-                return job;
-        }
-        return NULL;
-    }
     oq_eng_job_t *best = NULL;
     for (oq_link_t *n = q->lanes.next; n != &q->lanes; n = n->next) {
         oq_eng_lane_t *lane = oq_container_of(n, oq_eng_lane_t, active);
         if (!oq_eng_worker_handles(w, lane->type))
             continue;
-        oq_eng_job_t *head = oq_container_of(lane->ready.next, oq_eng_job_t, u.r.lane_link);
-        if (!best || s_before(head, best))
+        oq_eng_job_t *head = oq_container_of(lane->ready.next, oq_eng_job_t, link);
+        if (!best || oq_eng_ready_before(head, best))
             best = head;
     }
     return best;

@@ -1,10 +1,11 @@
 /*  engine_queues.h: queues, job types and the ready lists, inside the
     engine (engine_model.h). A queue has its lease length and default
-    timeout (checked against the timeout rule), its ready list in priority
-    order, its failed and review lists and its counters. A ready job also
-    sits on the list of its (queue, type) lane, in the same order, so that
-    a worker taking only some types finds its next job without a scan
-    (engine_pump.c). */
+    timeout (checked against the timeout rule), its ready jobs, its failed
+    and review lists and its counters. A ready job sits on the list of its
+    (queue, type) lane, in the queue's order (priority high to low, FIFO
+    within), so that a worker finds its next job among the lanes' heads
+    without a scan (engine_pump.c); the queue's order is the merge of its
+    lanes. */
 #ifndef ONCEQ_ENGINE_QUEUES_H
 #define ONCEQ_ENGINE_QUEUES_H
 
@@ -23,11 +24,27 @@ oq_eng_queue_t *oq_eng_queue_get(oq_engine_t *self, const char *name, bool creat
    OQ_MAX_TYPES. NULL if none. */
 oq_eng_type_t *oq_eng_type_get(oq_engine_t *self, oq_str_t name);
 
-/* Put job on q's ready list and its lane: behind its priority band, or in
+/* The lane of (q, type), made if new: 0, or -1 if memory runs out. A job
+   gets its lane when it is made (oq_eng_job_new), so that becoming ready
+   never fails. */
+int oq_eng_lane_make(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_type_t *type);
+
+/* Put job on its lane (made already): behind its priority band, or in
    front of it (a job given back after its lease ended). */
 void oq_eng_ready_insert(oq_engine_t *self, oq_eng_queue_t *q, oq_eng_job_t *job, bool in_front);
 
-/* Take job off its queue's ready list and its lane. */
+/* Take job off its lane. */
 void oq_eng_ready_remove(oq_engine_t *self, oq_eng_job_t *job);
+
+/* Does a come before b in their queue's order (both ready, same queue)? */
+static inline bool oq_eng_ready_before(const oq_eng_job_t *a, const oq_eng_job_t *b)
+{
+    return a->priority > b->priority || (a->priority == b->priority && a->u.r.seq < b->u.r.seq);
+}
+
+/* Call fn for each of q's ready jobs in the queue's order. fn must not
+   change the engine. */
+void oq_eng_ready_each(const oq_engine_t *self, const oq_eng_queue_t *q,
+                       void (*fn)(void *ctx, oq_eng_job_t *job), void *ctx);
 
 #endif

@@ -74,9 +74,10 @@ int oq_engine_restore(oq_engine_t *self, const oq_job_msg_t *msg, int64_t not_be
 int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt)
 {
     oq_eng_job_t *job = s_restored(self, id);
-    if (!job || job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
+    if (!job || attempt > OQ_ENG_MAX_ATTEMPT || job->state == OQ_ENG_FAILED ||
+        job->state == OQ_ENG_REVIEW)
         return -1;
-    job->attempt = attempt;
+    job->attempt = (uint16_t)attempt;
     job->returned = true; /* its next delivery is a redelivery */
     s_restore_timed(self, job, 0);
     return 0;
@@ -85,9 +86,10 @@ int oq_engine_restore_leased(oq_engine_t *self, uint64_t id, uint32_t attempt)
 int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt, int64_t not_before_ms)
 {
     oq_eng_job_t *job = s_restored(self, id);
-    if (!job || job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
+    if (!job || attempt > OQ_ENG_MAX_ATTEMPT || job->state == OQ_ENG_FAILED ||
+        job->state == OQ_ENG_REVIEW)
         return -1;
-    job->attempt = attempt;
+    job->attempt = (uint16_t)attempt;
     job->returned = false;
     s_restore_timed(self, job, not_before_ms);
     return 0;
@@ -97,12 +99,13 @@ int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, c
                              int64_t failed_at_ms)
 {
     oq_eng_job_t *job = s_restored(self, id);
-    if (!job || job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
+    if (!job || attempt > OQ_ENG_MAX_ATTEMPT || job->state == OQ_ENG_FAILED ||
+        job->state == OQ_ENG_REVIEW)
         return -1;
     char *copy = strdup(error ? error : "");
     if (!copy)
         return -1;
-    job->attempt = attempt;
+    job->attempt = (uint16_t)attempt;
     oq_eng_enter_t how = {.error = copy, .failed_at_ms = failed_at_ms};
     oq_eng_transition(self, job, OQ_ENG_FAILED, OQ_EVENT_RESTORED, &how);
     return 0;
@@ -112,12 +115,13 @@ int oq_engine_restore_review(oq_engine_t *self, uint64_t id, uint32_t attempt, c
                              int64_t reviewed_at_ms)
 {
     oq_eng_job_t *job = s_restored(self, id);
-    if (!job || job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)
+    if (!job || attempt > OQ_ENG_MAX_ATTEMPT || job->state == OQ_ENG_FAILED ||
+        job->state == OQ_ENG_REVIEW)
         return -1;
     char *copy = strdup(reason ? reason : "");
     if (!copy)
         return -1;
-    job->attempt = attempt;
+    job->attempt = (uint16_t)attempt;
     oq_eng_enter_t how = {.error = copy, .failed_at_ms = reviewed_at_ms};
     oq_eng_transition(self, job, OQ_ENG_REVIEW, OQ_EVENT_RESTORED, &how);
     return 0;

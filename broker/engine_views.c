@@ -6,6 +6,7 @@
 #include <assert.h>
 
 #include "engine_jobs.h"
+#include "engine_queues.h"
 
 size_t oq_engine_queue_count(const oq_engine_t *self)
 {
@@ -106,12 +107,17 @@ struct s_each_ctx {
     void *ctx;
 };
 
-static void s_each_waiting(void *ctx, oq_link_t *node)
+static void s_each_ready(void *ctx, oq_eng_job_t *job)
 {
     struct s_each_ctx *each = ctx;
     oq_job_view_t view;
-    oq_eng_job_view(each->self, oq_container_of(node, oq_eng_job_t, link), &view);
+    oq_eng_job_view(each->self, job, &view);
     each->fn(each->ctx, &view);
+}
+
+static void s_each_waiting(void *ctx, oq_link_t *node)
+{
+    s_each_ready(ctx, oq_container_of(node, oq_eng_job_t, link));
 }
 
 void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_view_t *job),
@@ -125,14 +131,9 @@ void oq_engine_job_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_job_vi
             fn(ctx, &view);
         }
     }
-    for (size_t i = 0; i < self->queue_count; i++) {
-        oq_eng_queue_t *q = self->queues[i];
-        for (oq_link_t *l = q->ready.next; l != &q->ready; l = l->next) {
-            oq_eng_job_view(self, oq_container_of(l, oq_eng_job_t, link), &view);
-            fn(ctx, &view);
-        }
-    }
     struct s_each_ctx each = {self, fn, ctx};
+    for (size_t i = 0; i < self->queue_count; i++)
+        oq_eng_ready_each(self, self->queues[i], s_each_ready, &each);
     oq_overlap_each_waiting(self->overlap, s_each_waiting, &each);
     for (size_t i = 0; i < oq_heap_size(self->timers); i++) {
         oq_eng_job_t *job = oq_container_of(oq_heap_at(self->timers, i), oq_eng_job_t, u.t.timer);

@@ -1,6 +1,7 @@
 /*  heap.h: the broker's deadline heap. Every timed event of a job (a delayed
     job becoming ready, a lease running out, a retry's backoff ending) is one
-    node embedded in the job, keyed by its deadline in monotonic ms. The event
+    node embedded in the job, keyed by its deadline in monotonic ms, which
+    the heap keeps in its own array (a node holds only its slot). The event
     loop sleeps until the top's deadline, so it never wakes on a fixed tick.
     Nodes know their slot, so cancelling a deadline (an ack before the lease
     ends) is O(log n) with no search and no tombstones. */
@@ -12,8 +13,7 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t deadline_ms;
-    size_t slot; /* position in the heap + 1; 0 when not in the heap */
+    uint32_t slot; /* position in the heap + 1; 0 when not in the heap */
 } oq_heap_node_t;
 
 typedef struct oq_heap oq_heap_t;
@@ -25,7 +25,8 @@ oq_heap_t *oq_heap_new(void);
 void oq_heap_destroy(oq_heap_t **self_p);
 
 /* Insert node with the given deadline. The node must not be in the heap.
-   Returns 0, or -1 if memory runs out (the node is then not in the heap). */
+   Returns 0, or -1 if memory runs out or the heap holds UINT32_MAX - 1
+   nodes (the node is then not in the heap). */
 int oq_heap_push(oq_heap_t *self, oq_heap_node_t *node, int64_t deadline_ms);
 
 /* Remove node if it is in the heap; no-op otherwise. */
@@ -33,6 +34,9 @@ void oq_heap_remove(oq_heap_t *self, oq_heap_node_t *node);
 
 /* The node with the earliest deadline, or NULL if empty. Borrowed. */
 oq_heap_node_t *oq_heap_peek(const oq_heap_t *self);
+
+/* The deadline node was pushed with; node must be in this heap. */
+int64_t oq_heap_deadline(const oq_heap_t *self, const oq_heap_node_t *node);
 
 /* Remove and return the earliest node if its deadline is <= now_ms, else NULL. */
 oq_heap_node_t *oq_heap_pop_due(oq_heap_t *self, int64_t now_ms);

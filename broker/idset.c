@@ -1,8 +1,11 @@
-/*  idset.c: a power-of-two table of value pointers, kept at most 70% full
-    (linear probing degrades fast above that). Ids are sequential, so they
-    are mixed (a 64-bit finaliser) before they pick a slot. A probe reads
-    the id of the value in the slot, which touches that value: the price
-    of half the table. */
+/*  idset.c: a table of value pointers, kept at most 70% full (linear
+    probing degrades fast above that). It grows by half, not by doubling:
+    right after a growth it is 47% full rather than 35%, so a value costs
+    11.4 to 17.1 bytes of table instead of 11.4 to 22.9 (16.8 at a million
+    values with doubling, 12.1 now). The slot count is then no power of
+    two, so a hash picks its slot by remainder. Ids are sequential, so they
+    are mixed (a 64-bit finaliser) first. A probe reads the id of the value
+    in the slot, which touches that value: the price of half the table. */
 #include "idset.h"
 
 #include <assert.h>
@@ -13,7 +16,7 @@
 
 struct oq_idset {
     void **slots; /* NULL = empty slot */
-    size_t mask;  /* slot count - 1 */
+    size_t count; /* slots */
     size_t size;
     oq_idset_id_fn id_of;
 };
@@ -39,7 +42,7 @@ oq_idset_t *oq_idset_new(oq_idset_id_fn id_of)
         free(self);
         return NULL;
     }
-    self->mask = S_INITIAL_SLOTS - 1;
+    self->count = S_INITIAL_SLOTS;
     self->id_of = id_of;
     return self;
 }
@@ -54,44 +57,49 @@ void oq_idset_destroy(oq_idset_t **self_p)
     }
 }
 
-static size_t s_home(const oq_idset_t *self, const void *value, size_t mask)
+static size_t s_home(const oq_idset_t *self, const void *value, size_t count)
 {
-    return s_hash(self->id_of(value)) & mask;
+    return s_hash(self->id_of(value)) % count;
+}
+
+static size_t s_next(size_t i, size_t count)
+{
+    return i + 1 < count ? i + 1 : 0;
 }
 
 static int s_grow(oq_idset_t *self)
 {
-    size_t count = (self->mask + 1) * 2;
+    size_t count = self->count + self->count / 2;
     void **slots = calloc(count, sizeof *slots);
     if (!slots)
         return -1;
-    for (size_t i = 0; i <= self->mask; i++) {
+    for (size_t i = 0; i < self->count; i++) {
         if (!self->slots[i])
             continue;
-        size_t j = s_home(self, self->slots[i], count - 1);
+        size_t j = s_home(self, self->slots[i], count);
         while (slots[j])
-            j = (j + 1) & (count - 1);
+            j = s_next(j, count);
         slots[j] = self->slots[i];
     }
     free(self->slots);
     self->slots = slots;
-    self->mask = count - 1;
+    self->count = count;
     return 0;
 }
 
 /* The slot holding id, or the empty slot that ends its probe run. */
 static size_t s_find(const oq_idset_t *self, uint64_t id)
 {
-    size_t i = s_hash(id) & self->mask;
+    size_t i = s_hash(id) % self->count;
     while (self->slots[i] && self->id_of(self->slots[i]) != id)
-        i = (i + 1) & self->mask;
+        i = s_next(i, self->count);
     return i;
 }
 
 int oq_idset_insert(oq_idset_t *self, void *value)
 {
     assert(value && self->id_of(value) != 0);
-    if ((self->size + 1) * 100 > (self->mask + 1) * S_MAX_LOAD_PCT && s_grow(self) < 0)
+    if ((self->size + 1) * 100 > self->count * S_MAX_LOAD_PCT && s_grow(self) < 0)
         return -1;
     size_t i = s_find(self, self->id_of(value));
     if (self->slots[i])
@@ -120,10 +128,10 @@ void *oq_idset_remove(oq_idset_t *self, uint64_t id)
     size_t hole = i;
     size_t j = i;
     for (;;) {
-        j = (j + 1) & self->mask;
+        j = s_next(j, self->count);
         if (!self->slots[j])
             break;
-        size_t home = s_home(self, self->slots[j], self->mask);
+        size_t home = s_home(self, self->slots[j], self->count);
         /* Move j into the hole unless its home lies cyclically in (hole, j]. */
         int home_between = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (!home_between) {
@@ -142,5 +150,5 @@ size_t oq_idset_size(const oq_idset_t *self)
 
 size_t oq_idset_table_bytes(const oq_idset_t *self)
 {
-    return (self->mask + 1) * sizeof *self->slots;
+    return self->count * sizeof *self->slots;
 }

@@ -573,6 +573,13 @@ static void test_restore_rebuilds_without_reporting(void **state)
     assert_int_equal(oq_engine_restore_done(f->engine, 14), 0);
     assert_int_equal(oq_engine_restore_done(f->engine, 14), -1);
     assert_int_equal(oq_engine_restore_leased(f->engine, 99, 1), -1);
+    /* A job keeps its attempt in 16 bits: a record past that is refused,
+       and the job is left as it was. */
+    assert_int_equal(oq_engine_restore_leased(f->engine, 10, UINT16_MAX + 1u), -1);
+    assert_int_equal(oq_engine_restore_retry(f->engine, 10, UINT32_MAX, wall + 1000), -1);
+    assert_int_equal(oq_engine_restore_failed(f->engine, 10, UINT16_MAX + 1u, "x", wall), -1);
+    assert_int_equal(oq_engine_restore_review(f->engine, 10, UINT16_MAX + 1u, "x", wall), -1);
+    assert_string_equal(oq_engine_job_state(f->engine, 10), "ready");
     oq_engine_restore_next_id(f->engine, 50);
     assert_int_equal(e.count, 0); /* nothing reported */
 
@@ -643,6 +650,57 @@ static void test_job_each_goes_leased_ready_delayed_failed(void **state)
     assert_int_equal(w.states[2], OQ_STATE_DELAYED);
     assert_int_equal(w.ids[3], failed);
     assert_int_equal(w.states[3], OQ_STATE_FAILED);
+}
+
+static uint64_t s_dispatch_at(ef_fixture_t *f, const char *type, int32_t priority)
+{
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str(type),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .priority = priority,
+                        .has_priority = priority != 0};
+    uint64_t id = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    return id;
+}
+
+/* A ready job is on its type's lane only; the queue's order (priority
+   high to low, FIFO within, a job given back in front of its band) is the
+   merge of the lanes, both for the restart walk and for a worker that
+   takes every type. */
+static void test_ready_jobs_keep_the_queue_order_across_types(void **state)
+{
+    ef_fixture_t *f = *state;
+    uint64_t a1 = s_dispatch_at(f, "a", 0);
+    uint64_t b1 = s_dispatch_at(f, "b", 0);
+    uint64_t a2 = s_dispatch_at(f, "a", 5);
+    uint64_t c1 = s_dispatch_at(f, "c", 0);
+    uint64_t b2 = s_dispatch_at(f, "b", 5);
+    uint64_t a3 = s_dispatch_at(f, "a", 0);
+    oq_worker_t *w = ef_worker(f, 'w', 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(f->sent[0].id, a2);
+    uint64_t b3 = s_dispatch_at(f, "b", 5);
+    oq_engine_worker_remove(f->engine, &w, "killed"); /* a2 back in front of its band */
+    const uint64_t order[] = {a2, b2, b3, a1, b1, c1, a3};
+    enum { N = sizeof order / sizeof order[0] };
+
+    s_walk_t walk = {.count = 0};
+    oq_engine_job_each(f->engine, s_walk, &walk);
+    assert_int_equal(walk.count, N);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(walk.ids[i], order[i]);
+        assert_int_equal(walk.states[i], OQ_STATE_READY);
+    }
+
+    ef_worker(f, 'x', N);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), N);
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(f->sent[1 + i].id, order[i]);
 }
 
 /* ---- issue 11: bytes, restored timeouts, drain, the rule's message, paging -- */
@@ -1955,6 +2013,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restore_rebuilds_without_reporting, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_job_each_goes_leased_ready_delayed_failed, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_ready_jobs_keep_the_queue_order_across_types, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_dispatch_deliver_ack, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_credit_limits_deliveries, ef_setup, ef_teardown),

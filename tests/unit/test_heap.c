@@ -22,11 +22,12 @@ static void test_pops_in_deadline_order(void **state)
     assert_int_equal(oq_heap_size(heap), N);
     int64_t last = -1;
     for (int i = 0; i < N; i++) {
+        int64_t deadline = oq_heap_deadline(heap, oq_heap_peek(heap));
         oq_heap_node_t *top = oq_heap_pop_due(heap, INT64_MAX);
         assert_non_null(top);
-        assert_true(top->deadline_ms >= last);
+        assert_true(deadline >= last);
         assert_false(oq_heap_contains(top));
-        last = top->deadline_ms;
+        last = deadline;
     }
     assert_null(oq_heap_peek(heap));
     free(nodes);
@@ -67,10 +68,12 @@ static void test_remove_from_middle_keeps_order(void **state)
     int64_t last = -1;
     oq_heap_node_t *top;
     size_t count = 0;
-    while ((top = oq_heap_pop_due(heap, INT64_MAX)) != NULL) {
-        assert_true(top->deadline_ms >= last);
+    while ((top = oq_heap_peek(heap)) != NULL) {
+        int64_t deadline = oq_heap_deadline(heap, top);
+        assert_ptr_equal(oq_heap_pop_due(heap, INT64_MAX), top);
+        assert_true(deadline >= last);
         assert_true((top - nodes) % 3 != 0);
-        last = top->deadline_ms;
+        last = deadline;
         count++;
     }
     assert_int_equal(count, N - (N + 2) / 3);
@@ -86,9 +89,31 @@ static void test_reinsert_after_pop(void **state)
     oq_heap_push(heap, &a, 10);
     assert_ptr_equal(oq_heap_pop_due(heap, 10), &a);
     assert_int_equal(oq_heap_push(heap, &a, 5), 0);
-    assert_int_equal(oq_heap_peek(heap)->deadline_ms, 5);
+    assert_int_equal(oq_heap_deadline(heap, oq_heap_peek(heap)), 5);
     oq_heap_destroy(&heap);
     assert_false(oq_heap_contains(&a)); /* destroy detaches nodes */
+}
+
+/* The deadline lives in the heap's array, so a node is its slot only:
+   4 bytes in every job that embeds one. */
+static void test_a_node_is_its_slot_only(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof(oq_heap_node_t), sizeof(uint32_t));
+    oq_heap_t *heap = oq_heap_new();
+    oq_heap_node_t a = {0}, b = {0}, c = {0};
+    oq_heap_push(heap, &a, 30);
+    oq_heap_push(heap, &b, 10);
+    oq_heap_push(heap, &c, 20);
+    /* Every node keeps its own deadline as the others move around it. */
+    assert_int_equal(oq_heap_deadline(heap, &a), 30);
+    assert_int_equal(oq_heap_deadline(heap, &b), 10);
+    assert_int_equal(oq_heap_deadline(heap, &c), 20);
+    oq_heap_remove(heap, &b);
+    assert_int_equal(oq_heap_deadline(heap, &a), 30);
+    assert_int_equal(oq_heap_deadline(heap, &c), 20);
+    assert_ptr_equal(oq_heap_peek(heap), &c);
+    oq_heap_destroy(&heap);
 }
 
 int main(void)
@@ -98,6 +123,7 @@ int main(void)
         cmocka_unit_test(test_pop_due_respects_now),
         cmocka_unit_test(test_remove_from_middle_keeps_order),
         cmocka_unit_test(test_reinsert_after_pop),
+        cmocka_unit_test(test_a_node_is_its_slot_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,12 +18,38 @@ static size_t s_malloc_chunk(size_t request)
     return (request + 8 + 15) & ~(size_t)15;
 }
 
-static void test_a_100_byte_job_takes_at_most_192_bytes(void **state)
+static void test_a_100_byte_job_takes_at_most_176_bytes(void **state)
 {
     (void)state;
     assert_true(offsetof(oq_eng_job_t, payload) <= OQ_ENG_JOB_HEADER_BYTES);
     assert_int_equal(oq_eng_job_bytes(100, 0), offsetof(oq_eng_job_t, payload) + 100);
-    assert_true(s_malloc_chunk(oq_eng_job_bytes(100, 0)) <= 192);
+    assert_true(s_malloc_chunk(oq_eng_job_bytes(100, 0)) <= 176);
+}
+
+/* The fields that share a byte keep their values apart. */
+static void test_state_and_flags_share_a_byte_without_mixing(void **state)
+{
+    (void)state;
+    oq_eng_job_t job;
+    memset(&job, 0, sizeof job);
+    job.backoff_len = OQ_MAX_BACKOFF_STEPS;
+    for (int s = OQ_ENG_NEW; s <= OQ_ENG_DONE; s++) {
+        for (int flags = 0; flags < 4; flags++) {
+            job.state = (uint8_t)s;
+            job.returned = flags & 1;
+            job.timed = (flags >> 1) & 1;
+            assert_int_equal(job.state, s);
+            assert_int_equal(job.returned, flags & 1);
+            assert_int_equal(job.timed, (flags >> 1) & 1);
+            assert_int_equal(job.backoff_len, OQ_MAX_BACKOFF_STEPS);
+        }
+    }
+    job.priority = -OQ_MAX_PRIORITY;
+    assert_int_equal(job.priority, -OQ_MAX_PRIORITY);
+    job.attempt = OQ_ENG_MAX_ATTEMPT;
+    job.max_tries = OQ_MAX_TRIES_LIMIT;
+    assert_int_equal(job.attempt, OQ_ENG_MAX_ATTEMPT);
+    assert_int_equal(job.max_tries, OQ_MAX_TRIES_LIMIT);
 }
 
 static void test_backoff_steps_sit_aligned_past_the_payload(void **state)
@@ -62,7 +88,8 @@ static void test_payload_and_steps_keep_their_values(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_100_byte_job_takes_at_most_192_bytes),
+        cmocka_unit_test(test_a_100_byte_job_takes_at_most_176_bytes),
+        cmocka_unit_test(test_state_and_flags_share_a_byte_without_mixing),
         cmocka_unit_test(test_backoff_steps_sit_aligned_past_the_payload),
         cmocka_unit_test(test_payload_and_steps_keep_their_values),
     };

@@ -513,6 +513,122 @@ static void test_statement_timeout_from_job_timeout(void **state)
     s_worker_close(&w);
 }
 
+/* ---- BEGIN in one pipeline with the first statement ---------------------- */
+
+/* 1 if the session of pg is inside a transaction, as the server sees it. */
+static int64_t s_in_transaction(const oq_pg_t *pg)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND state LIKE "
+             "'idle in transaction%%'",
+             oq_pg_backend_pid(pg));
+    return oq_pg_fixture_sql_int(sql);
+}
+
+/* BEGIN waits for the transaction's first statement and goes with it (one
+   round trip for both): after oq_pg_begin the session is not in a
+   transaction yet, after the first statement it is, and the statement ran
+   inside it. A transaction without a statement sends nothing at all. */
+static void test_begin_goes_with_first_statement(void **state)
+{
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
+    oq_pg_error_t error;
+    const char *begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+    const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
+    const char *params[] = {"1", "5"};
+    assert_int_equal(oq_pg_begin(pg, begin, &error), 0);
+    assert_true(oq_pg_connected(pg));
+    assert_int_equal(s_in_transaction(pg), 0);
+    PGresult *res;
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, &res, &error), 0);
+    assert_string_equal(PQcmdTuples(res), "1");
+    PQclear(res);
+    assert_int_equal(s_in_transaction(pg), 1);
+    /* Inside it: a rollback undoes the statement. */
+    oq_pg_rollback(pg);
+    assert_int_equal(s_in_transaction(pg), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+
+    assert_int_equal(oq_pg_begin(pg, begin, &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
+    assert_int_equal(oq_pg_commit(pg, &error), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 10);
+
+    /* Nothing ran: COMMIT succeeds without a word to the server. */
+    assert_int_equal(oq_pg_begin(pg, begin, &error), 0);
+    assert_int_equal(oq_pg_commit(pg, &error), 0);
+    assert_int_equal(s_in_transaction(pg), 0);
+    oq_pg_destroy(&pg);
+}
+
+/* When what was sent as the transaction's BEGIN fails (here a statement
+   that fails when it runs, not when it is parsed), that is the error
+   reported, the statement sent with it does not run, and the connection
+   is fine for the next transaction. */
+static void test_failed_begin_skips_its_statement(void **state)
+{
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
+    oq_pg_error_t error;
+    const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
+    const char *params[] = {"1", "5"};
+    assert_int_equal(oq_pg_begin(pg, "SELECT 1 / 0", &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    assert_string_equal(error.sqlstate, "22012");
+    assert_true(oq_pg_connected(pg));
+    /* A body that went on regardless: nothing runs outside the
+       transaction, and nothing commits. */
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    assert_non_null(strstr(error.message, "BEGIN failed"));
+    assert_int_equal(oq_pg_commit(pg, &error), -1);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    assert_int_equal(oq_pg_begin(pg, "SELECT 1 / 0", &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    oq_pg_rollback(pg);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
+    assert_int_equal(oq_pg_commit(pg, &error), 0);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 5);
+    oq_pg_destroy(&pg);
+}
+
+/* The first statement's pipeline finds the connection dead (it died
+   while idle): BEGIN and the statement go again on a new connection,
+   once. A later statement of a transaction whose connection was lost
+   never connects again (it would run outside the transaction). */
+static void test_first_statement_reconnects_once(void **state)
+{
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_pipeline");
+    oq_pg_error_t error;
+    const char *add = "UPDATE point_balances SET balance = balance + $2 WHERE customer_id = $1";
+    const char *params[] = {"1", "5"};
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(oq_pg_commit(pg, &error), 0);
+    int pid = oq_pg_backend_pid(pg);
+    s_terminate(pg);
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), 0);
+    assert_int_not_equal(oq_pg_backend_pid(pg), pid);
+    assert_int_equal(s_in_transaction(pg), 1);
+    s_terminate(pg);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    assert_int_equal(error.cls, OQ_PG_ERR_CONNECTION);
+    assert_int_equal(oq_pg_exec(pg, add, 2, params, NULL, &error), -1);
+    assert_non_null(strstr(error.message, "lost inside a transaction"));
+    oq_pg_rollback(pg);
+    assert_int_equal(
+        oq_pg_fixture_sql_int("SELECT balance FROM point_balances WHERE customer_id = 1"), 0);
+    oq_pg_destroy(&pg);
+}
+
 /* ---- the onceq tool ----------------------------------------------------- */
 
 static void test_cli_commands(void **state)
@@ -567,6 +683,9 @@ int main(void)
         S_TEST(test_probe_and_release),
         S_TEST(test_shared_handle_is_one_connection),
         S_TEST(test_statement_timeout_from_job_timeout),
+        S_TEST(test_begin_goes_with_first_statement),
+        S_TEST(test_failed_begin_skips_its_statement),
+        S_TEST(test_first_statement_reconnects_once),
         S_TEST(test_cli_commands),
     };
     return cmocka_run_group_tests(tests, oq_pg_fixture_group_setup, oq_pg_fixture_group_teardown);

@@ -19,7 +19,15 @@
     statement (or per connection attempt), not a deadline from the job's
     start: time the worker process did not run (SIGSTOP, a suspended VM) is
     not time the server failed to answer, and the worker's watchdog too
-    leaves such time out of the job's. */
+    leaves such time out of the job's.
+
+    BEGIN waits for the transaction's first statement and goes with it in
+    one pipeline (libpq's pipeline mode: both sent, then one sync): its
+    answer decides nothing the statement would need, so a job spends one
+    round trip less waiting on the server. If BEGIN fails, the server skips
+    the statement, and BEGIN's error is the one reported. Later statements
+    of the transaction each wait for their answer, since the caller decides
+    on it (the grant's UPDATE only when its INSERT took the key). */
 #include "onceq/effects.h"
 
 #include <assert.h>
@@ -44,13 +52,15 @@
 #define S_STMT_NAME_LEN 16
 
 struct oq_pg {
-    char *conninfo;                 /* as given; "" = libpq's defaults */
-    char *application_name;         /* fallback_application_name */
-    PGconn *conn;                   /* NULL before the first use and after a loss */
-    bool in_txn;                    /* between BEGIN and COMMIT/ROLLBACK */
-    int64_t timeout_ms;             /* statement_timeout the current job wants; 0 = none */
-    int64_t grace_ms;               /* how much longer the client waits for an answer */
-    int64_t applied_timeout_ms;     /* what the session has, or S_TIMEOUT_UNKNOWN */
+    char *conninfo;             /* as given; "" = libpq's defaults */
+    char *application_name;     /* fallback_application_name */
+    PGconn *conn;               /* NULL before the first use and after a loss */
+    bool in_txn;                /* between BEGIN and COMMIT/ROLLBACK */
+    bool begin_pending;         /* in_txn, BEGIN not sent yet: it goes with the first statement */
+    char *begin_sql;            /* the pending transaction's BEGIN */
+    int64_t timeout_ms;         /* statement_timeout the current job wants; 0 = none */
+    int64_t grace_ms;           /* how much longer the client waits for an answer */
+    int64_t applied_timeout_ms; /* what the session has, or S_TIMEOUT_UNKNOWN */
     char *prepared[S_MAX_PREPARED]; /* SQL prepared on this connection as "oq_<index>" */
     int prepared_count;
 };
@@ -102,6 +112,7 @@ void oq_pg_destroy(oq_pg_t **self_p)
     if (!self)
         return;
     s_drop(self);
+    free(self->begin_sql);
     free(self->conninfo);
     free(self->application_name);
     free(self);
@@ -279,14 +290,16 @@ static void s_error(oq_pg_t *self, const PGresult *res, bool in_commit, oq_pg_er
         s_drop(self);
 }
 
-/* Read the answers to what was sent, within the answer budget. Keeps the first
-   error (later statements of a script are skipped by the server anyway),
+/* Read the answers to what was sent, within the answer budget (per
+   statement in a pipeline, up to its sync). Keeps the first error (later
+   statements of a script or a pipeline are skipped by the server anyway),
    else the last result, in *last if last is non-NULL. */
 static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error_t *error)
 {
     int64_t budget_ms = s_answer_budget_ms(self);
     PGresult *kept = NULL;
     bool failed = false;
+    bool pipeline = PQpipelineStatus(self->conn) != PQ_PIPELINE_OFF;
     for (;;) {
         while (PQisBusy(self->conn)) {
             int ready = s_poll(PQsocket(self->conn), POLLIN, &budget_ms);
@@ -308,9 +321,22 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
             }
         }
         PGresult *res = PQgetResult(self->conn);
+        if (!res && pipeline && PQstatus(self->conn) == CONNECTION_OK) {
+            /* The end of one statement's answers; the next statement's,
+               or the sync, follow. */
+            budget_ms = s_answer_budget_ms(self);
+            continue;
+        }
         if (!res)
             break;
         ExecStatusType status = PQresultStatus(res);
+        if (status == PGRES_PIPELINE_SYNC || status == PGRES_PIPELINE_ABORTED) {
+            /* Aborted: skipped after an error, which is kept already. */
+            PQclear(res);
+            if (status == PGRES_PIPELINE_SYNC)
+                break;
+            continue;
+        }
         bool ok =
             status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY;
         if (!ok && !failed) {
@@ -346,7 +372,7 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
 static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
 {
     if (!self->conn) {
-        if (self->in_txn) {
+        if (self->in_txn && !self->begin_pending) {
             /* Connecting again now would run the rest of the transaction
                outside of it. */
             oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
@@ -356,8 +382,9 @@ static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
         if (s_connect(self, error) < 0)
             return -1;
     }
-    /* Set outside transactions only: inside one, a rollback would undo it. */
-    if (self->applied_timeout_ms != self->timeout_ms && !self->in_txn) {
+    /* Set outside transactions only (a pending BEGIN has not opened one):
+       inside one, a rollback would undo it. */
+    if (self->applied_timeout_ms != self->timeout_ms && (!self->in_txn || self->begin_pending)) {
         char text[S_TIMEOUT_TEXT_LEN];
         snprintf(text, sizeof text, "%" PRId64, self->timeout_ms);
         const char *params[] = {text};
@@ -400,27 +427,147 @@ static int s_prepared(oq_pg_t *self, const char *sql, int nparams, bool in_commi
     return self->prepared_count++;
 }
 
-/* Send a statement (with parameters, or as a script if params is NULL and
-   nparams is -1) and collect its answer. */
-static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
-                 bool in_commit, PGresult **result, oq_pg_error_t *error)
+/* Whether a statement runs prepared: those with parameters, and the
+   transaction's own (prepare set: BEGIN and COMMIT, sent on every job);
+   other statements without parameters, which callers send once or rarely,
+   are not worth a slot. */
+static bool s_prepare_it(int nparams, bool prepare)
 {
-    if (s_ready(self, error) < 0)
-        return -1;
-    int sent;
-    int stmt = nparams > 0 ? s_prepared(self, sql, nparams, in_commit, error) : -1;
-    if (stmt == -2)
-        return -1;
+    return nparams > 0 || (prepare && nparams == 0);
+}
+
+/* Send one statement: prepared statement stmt (its index), or sql as is. */
+static bool s_send(oq_pg_t *self, int stmt, const char *sql, int nparams, const char *const *params)
+{
     if (stmt >= 0) {
         char name[S_STMT_NAME_LEN];
         snprintf(name, sizeof name, "oq_%d", stmt);
-        sent = PQsendQueryPrepared(self->conn, name, nparams, params, NULL, NULL, 0);
-    } else {
-        sent = nparams < 0
-                   ? PQsendQuery(self->conn, sql)
-                   : PQsendQueryParams(self->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        return PQsendQueryPrepared(self->conn, name, nparams, params, NULL, NULL, 0) != 0;
     }
-    if (!sent) {
+    if (nparams < 0)
+        return PQsendQuery(self->conn, sql) != 0;
+    return PQsendQueryParams(self->conn, sql, nparams, NULL, params, NULL, NULL, 0) != 0;
+}
+
+/* The transaction's COMMIT and then its BEGIN prepared on this connection
+   (once per connection, outside the transaction, so that a failure to
+   prepare COMMIT is never taken for a COMMIT of unknown outcome). The
+   index of BEGIN, -1 if it runs unprepared, -2 on error. */
+static int s_prepare_txn(oq_pg_t *self, oq_pg_error_t *error)
+{
+    if (s_prepared(self, "COMMIT", 0, false, error) == -2)
+        return -2;
+    return s_prepared(self, self->begin_sql, 0, false, error);
+}
+
+static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+                 bool prepare, bool in_commit, PGresult **result, oq_pg_error_t *error);
+
+/* The transaction's first statement, with the pending BEGIN before it in
+   one pipeline. A connection lost meanwhile rolled back whatever of the
+   two ran, as a lost idle connection would have before BEGIN. */
+static int s_run_first(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+                       bool prepare, PGresult **result, oq_pg_error_t *error)
+{
+    if (nparams < 0) {
+        /* A script cannot go in a pipeline: BEGIN alone first. */
+        if (s_ready(self, error) < 0)
+            return -1;
+        int begin = s_prepare_txn(self, error);
+        if (begin == -2)
+            return -1;
+        self->begin_pending = false;
+        if (!s_send(self, begin, self->begin_sql, 0, NULL)) {
+            s_error(self, NULL, false, error);
+            error->cls = OQ_PG_ERR_CONNECTION;
+            s_drop(self);
+            return -1;
+        }
+        if (s_collect(self, false, NULL, error) < 0)
+            return -1;
+        return s_run(self, sql, nparams, params, prepare, false, result, error);
+    }
+    if (s_ready(self, error) < 0)
+        return -1;
+    int begin = s_prepare_txn(self, error);
+    int stmt = begin == -2                      ? -2
+               : s_prepare_it(nparams, prepare) ? s_prepared(self, sql, nparams, false, error)
+                                                : -1;
+    if (stmt == -2)
+        return -1;
+    /* From here on BEGIN may have run: a later statement of this
+       transaction must not connect again and run outside it. */
+    self->begin_pending = false;
+    if (!PQenterPipelineMode(self->conn)) {
+        /* Nothing was sent; the connection goes, so that no later
+           statement can run on it outside the transaction. */
+        s_error(self, NULL, false, error);
+        error->cls = OQ_PG_ERR_CONNECTION;
+        s_drop(self);
+        return -1;
+    }
+    if (!s_send(self, begin, self->begin_sql, 0, NULL) ||
+        !s_send(self, stmt, sql, nparams, params) || !PQpipelineSync(self->conn)) {
+        /* What reached the server, if anything, is rolled back with the
+           session. */
+        s_error(self, NULL, false, error);
+        error->cls = OQ_PG_ERR_CONNECTION;
+        s_drop(self);
+        return -1;
+    }
+    int rc = s_collect(self, false, result, error);
+    if (self->conn && !PQexitPipelineMode(self->conn)) {
+        if (rc == 0) {
+            s_error(self, NULL, false, error);
+            if (result) {
+                PQclear(*result);
+                *result = NULL;
+            }
+        }
+        error->cls = OQ_PG_ERR_CONNECTION;
+        s_drop(self);
+        return -1;
+    }
+    return rc;
+}
+
+/* Send a statement (with parameters, or as a script if params is NULL and
+   nparams is -1) and collect its answer; the transaction's first one with
+   its BEGIN. */
+static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const *params,
+                 bool prepare, bool in_commit, PGresult **result, oq_pg_error_t *error)
+{
+    if (self->begin_pending) {
+        bool reused = self->conn != NULL;
+        if (s_run_first(self, sql, nparams, params, prepare, result, error) == 0)
+            return 0;
+        /* As at BEGIN (oq_pg_begin): a connection that died while idle is
+           found out here. Nothing of the transaction is left on the
+           server, so once only, BEGIN and the statement go again on a new
+           connection. */
+        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION || nparams < 0)
+            return -1;
+        oq_info("the database connection was lost while idle (%s); connecting again",
+                error->message);
+        oq_pg_errors_clear(error);
+        self->begin_pending = true;
+        return s_run_first(self, sql, nparams, params, prepare, result, error);
+    }
+    if (s_ready(self, error) < 0)
+        return -1;
+    if (self->in_txn && PQtransactionStatus(self->conn) == PQTRANS_IDLE) {
+        /* The transaction's BEGIN failed (its error went to the first
+           statement): what follows must not run, let alone commit, on its
+           own. */
+        oq_pg_errors_set(error, OQ_PG_ERR_TRANSIENT, NULL,
+                         "not inside the transaction: its BEGIN failed");
+        return -1;
+    }
+    int stmt =
+        s_prepare_it(nparams, prepare) ? s_prepared(self, sql, nparams, in_commit, error) : -1;
+    if (stmt == -2)
+        return -1;
+    if (!s_send(self, stmt, sql, nparams, params)) {
         s_error(self, NULL, in_commit, error);
         if (self->conn && error->cls != OQ_PG_ERR_UNKNOWN) {
             /* Not sent and the connection still up: nothing reached the
@@ -440,14 +587,30 @@ int oq_pg_exec(oq_pg_t *self, const char *sql, int nparams, const char *const *p
     oq_pg_errors_clear(error);
     if (result)
         *result = NULL;
-    return s_run(self, sql, nparams, params, false, result, error);
+    return s_run(self, sql, nparams, params, false, false, result, error);
 }
 
 int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error)
 {
     assert(self && sql && error);
     oq_pg_errors_clear(error);
-    return s_run(self, sql, -1, NULL, false, NULL, error);
+    return s_run(self, sql, -1, NULL, false, false, NULL, error);
+}
+
+/* Ready the connection for a transaction whose BEGIN goes with its first
+   statement: connected, the job's statement_timeout set, BEGIN and COMMIT
+   prepared. Each is a round trip only when it changes. */
+static int s_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
+{
+    if (!self->begin_sql || strcmp(self->begin_sql, begin_sql) != 0) {
+        free(self->begin_sql);
+        self->begin_sql = strdup(begin_sql);
+        assert(self->begin_sql);
+    }
+    if (s_ready(self, error) < 0 || s_prepare_txn(self, error) == -2)
+        return -1;
+    self->begin_pending = true;
+    return 0;
 }
 
 int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
@@ -456,7 +619,7 @@ int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
     assert(!self->in_txn);
     oq_pg_errors_clear(error);
     bool reused = self->conn != NULL;
-    if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0) {
+    if (s_begin(self, begin_sql, error) < 0) {
         /* A connection that died while idle (the server restarted, an
            idle timeout) is found out by the first statement sent on it.
            Nothing of this transaction has happened yet, so connecting
@@ -467,7 +630,7 @@ int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
         oq_info("the database connection was lost while idle (%s); connecting again",
                 error->message);
         oq_pg_errors_clear(error);
-        if (s_run(self, begin_sql, 0, NULL, false, NULL, error) < 0)
+        if (s_begin(self, begin_sql, error) < 0)
             return -1;
     }
     self->in_txn = true;
@@ -478,8 +641,14 @@ int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error)
 {
     assert(self && error);
     oq_pg_errors_clear(error);
+    if (self->begin_pending) {
+        /* No statement ran: nothing to commit, nothing was sent. */
+        self->begin_pending = false;
+        self->in_txn = false;
+        return 0;
+    }
     PGresult *res = NULL;
-    int rc = s_run(self, "COMMIT", 0, NULL, true, &res, error);
+    int rc = s_run(self, "COMMIT", 0, NULL, true, true, &res, error);
     /* Whatever the answer, the transaction is over: committed, rolled back
        by the server, or unknown with the connection gone. */
     self->in_txn = false;
@@ -510,6 +679,7 @@ void oq_pg_rollback(oq_pg_t *self)
         else if (s_collect(self, false, NULL, &error) < 0)
             oq_debug("ROLLBACK failed (%s): %s", oq_pg_errors_class_name(error.cls), error.message);
     }
+    self->begin_pending = false;
     self->in_txn = false;
 }
 

@@ -71,9 +71,8 @@
 #define OQ_LEASE_KEY_FILE  "lease.key"
 #define OQ_LEASE_KEY_BYTES 16
 /* Job types a worker that announced none has handed back ("return"), and so
-   is not sent again; and how many ready jobs its pick skips over for them. */
+   is not sent again. */
 #define OQ_MAX_REFUSED_TYPES 16
-#define OQ_MAX_PICK_SKIP     64
 
 /* Memory held by jobs */
 /* Bytes of live jobs held at most (--max-bytes). A job costs its encoded

@@ -185,9 +185,14 @@ int oq_pg_exec(oq_pg_t *self, const char *sql, int nparams, const char *const *p
 int oq_pg_exec_script(oq_pg_t *self, const char *sql, oq_pg_error_t *error);
 
 /* BEGIN with the given statement ("BEGIN ISOLATION LEVEL ..."), COMMIT,
-   ROLLBACK. oq_pg_commit fails unless the server answers COMMIT (an aborted
-   transaction answers ROLLBACK), and classifies a connection lost meanwhile
-   as OQ_PG_ERR_UNKNOWN. oq_pg_rollback ignores errors: after it the session
+   ROLLBACK. oq_pg_begin readies the connection (connected, the timeout
+   set, BEGIN and COMMIT prepared) and sends nothing else: BEGIN goes with
+   the transaction's first statement in one pipeline, and if BEGIN fails
+   that statement is skipped and BEGIN's error is its error. A transaction
+   without a statement commits without a round trip. oq_pg_commit fails
+   unless the server answers COMMIT (an aborted transaction answers
+   ROLLBACK), and classifies a connection lost meanwhile as
+   OQ_PG_ERR_UNKNOWN. oq_pg_rollback ignores errors: after it the session
    is out of the transaction or the connection is gone. Handlers use the
    transaction runner instead. */
 int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error);
