@@ -1,6 +1,6 @@
 /*  registry.c: job type -> handler. A flat array searched in order: a worker
     registers a handful of handlers, and one lookup per job costs nothing next
-    to the job itself. The registry is filled before the job thread starts and
+    to the job itself. The registry is filled before the worker loop starts and
     only read after that, so it needs no lock. */
 #include "registry.h"
 
@@ -16,7 +16,7 @@
 typedef struct {
     char type[OQ_MAX_NAME_LEN + 1]; /* the job type, NUL-terminated */
     oq_handler_fn fn;
-    void *state; /* handed to fn; used only on the job thread */
+    void *state; /* handed to fn; used only on the main thread */
     /* What the handler needs that can be down (oq_registry_set_resource). */
     oq_probe_fn probe;
     oq_release_fn release;

@@ -1,7 +1,7 @@
 /*  registry.h: what the runtime reads of a registry beyond the public API
     (onceq/worker.h): the flags the handlers added, which oq_worker_main
     parses with its own, and the resources handlers declared, probed and
-    released on the job thread. Not exported. */
+    released on the worker's main thread. Not exported. */
 #ifndef ONCEQ_WORKER_REGISTRY_H
 #define ONCEQ_WORKER_REGISTRY_H
 

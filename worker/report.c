@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <zmq.h>
-
+#include "keeper.h"
 #include "onceq/worker.h"
 
 void oq_report_ok(oq_report_t *report, oq_result_t result)
@@ -107,12 +106,11 @@ void oq_report_unavailable(oq_report_t *report, const char *format, ...)
 int oq_job_touch(const oq_job_t *job)
 {
     assert(job);
-    /* The job thread's end of its pipe to the worker's main thread; a job
-       built by hand (a test) has none. */
+    /* The worker's keeper, which queues it for whoever holds the link; a
+       job built by hand (a test) has none. */
     if (!job->runtime_)
         return -1;
-    uint64_t id = job->id;
-    return zmq_send(job->runtime_, &id, sizeof id, ZMQ_DONTWAIT) == sizeof id ? 0 : -1;
+    return oq_keeper_touch(job->runtime_, job->id);
 }
 
 const msgpack_object *oq_payload_get(const oq_job_t *job, const char *key)

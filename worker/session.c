@@ -25,8 +25,8 @@
 
 typedef enum {
     S_JOB_IDLE,    /* no job: credit 1 is out (unless stopping or paused) */
-    S_JOB_RUNNING, /* one job on the job thread */
-    S_JOB_PROBING, /* paused: the job thread probes what the handler needs */
+    S_JOB_RUNNING, /* one job (or batch) in its handler */
+    S_JOB_PROBING, /* paused: a probe of what the handler needs runs */
 } s_job_t;
 
 typedef enum {
@@ -83,7 +83,7 @@ struct oq_session {
     int64_t idle_since_ms;   /* the last job (or probe) ended */
     bool released;           /* nothing was opened since the last release */
 
-    /* The jobs on the job thread, as the watchdog, acks and the log need
+    /* The jobs in the handler, as the watchdog, acks and the log need
        them: one, or a batch of one type (each with its token, echoed in
        its ack and touches), until the last of them is reported. */
     s_held_t run[OQ_WORKER_PREFETCH_MAX];
@@ -107,7 +107,7 @@ struct oq_session {
        the oldest). */
     uint32_t prefetch; /* running + held never exceeds it */
     /* Credits of held jobs handed back behind a long job: given to the
-       broker again (ready) once the job thread is free. */
+       broker again (ready) once no handler runs. */
     uint32_t withheld;
     s_held_t held[OQ_WORKER_PREFETCH_MAX];
     size_t held_head, held_count;
@@ -145,7 +145,7 @@ static void s_set_link(oq_session_t *self, oq_link_state_t to)
     self->link = to;
 }
 
-/* IDLE -> RUNNING on a delivery, RUNNING -> IDLE on the job thread's report;
+/* IDLE -> RUNNING on a delivery, RUNNING -> IDLE on the handler's report;
    IDLE -> PROBING when a paused worker's probe is due, PROBING -> IDLE on
    its answer. (A job that overran is never idle again: the process exits.) */
 static void s_set_job(oq_session_t *self, s_job_t to)
@@ -548,7 +548,7 @@ static size_t s_batch_max(const oq_session_t *self, const char *type)
     return 1;
 }
 
-/* The job thread is free: start the oldest held job. Its lease ran from
+/* No handler runs: start the oldest held job. Its lease ran from
    its delivery, and the broker's timeout rule makes a lease at least the
    job's timeout plus the margin long; so one that waited half its timeout
    or more is handed back for a fresh lease rather than started (the worker
@@ -579,7 +579,7 @@ static bool s_hand_back_if_stale(oq_session_t *self, int64_t now_ms)
     return true;
 }
 
-/* The oldest held jobs go to the job thread: the oldest alone, or, if its
+/* The oldest held jobs go to the handler: the oldest alone, or, if its
    type has a batch function, with the held jobs of its type right behind
    it, as one batch (up to its most, capped by --batch). */
 static void s_start_held(oq_session_t *self, int64_t now_ms)
@@ -720,7 +720,7 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     size_t at = 0;
     while (at < self->run_count && self->run[at].id != done->id)
         at++;
-    assert(at < self->run_count); /* the job thread reports only what it was given */
+    assert(at < self->run_count); /* the runner reports only what it was given */
     s_held_t job = self->run[at];
     self->run[at] = self->run[--self->run_count];
     if (self->run_count == 0) {

@@ -6,12 +6,12 @@
     broker is dead, what credit to offer, which ack to send again, when the
     watchdog fires) is tested with a clock moved by hand.
 
-    Three states: the link to the broker (oq_link_state_t), the job thread
-    (idle, running a job, or probing), and whether the worker is available
+    Three states: the link to the broker (oq_link_state_t), the handler
+    slot (idle, running a job, or probing), and whether the worker is available
     or paused because a handler reported what it needs (its database) as
     unavailable. The rules they keep:
     - at most `prefetch` jobs are the worker's at once (running, or held in
-      delivery order for when the job thread is free): ready offers what is
+      delivery order for when no handler runs): ready offers what is
       free of them (none while stopping or paused, none for an ack owed
       that will give it back), and the ack of each job run gives its credit
       back (unless the worker has paused or is stopping meanwhile); with
@@ -25,7 +25,7 @@
       on a lost link or a broker
       that forgot the worker it is dropped, as the broker gives its lease
       back itself;
-    - when the job thread is free, the oldest held jobs of a type with a
+    - when no handler runs, the oldest held jobs of a type with a
       batch function go together in one call (as many as follow each other
       in the ring, up to the type's most and --batch); each is acked on
       its own, and the watchdog runs at the smallest of their timeouts;
@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "job_thread.h"
+#include "runner.h"
 #include "onceq/proto.h"
 
 typedef enum {
@@ -60,12 +60,12 @@ typedef enum {
     OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
     OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
-    OQ_ACTION_START_JOB, /* hand the job thread the job just received, or (held)
+    OQ_ACTION_START_JOB, /* run the job just received, or (held)
                             the count oldest held ones, as one batch if more */
     OQ_ACTION_HOLD,      /* keep the job just received, after those held already */
     OQ_ACTION_DROP_HELD, /* forget the oldest held job (handed back or given up) */
-    OQ_ACTION_PROBE,     /* ask the job thread to probe the resource of type */
-    OQ_ACTION_RELEASE,   /* ask the job thread to release every resource */
+    OQ_ACTION_PROBE,     /* probe the resource of type */
+    OQ_ACTION_RELEASE,   /* release every resource */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
 } oq_action_kind_t;
 
@@ -107,7 +107,7 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms);
 void oq_session_destroy(oq_session_t **self_p);
 
 /* Type has a batch function for up to max_jobs jobs a call (capped by the
-   config's batch): when the job thread is free and the oldest held jobs
+   config's batch): when no handler runs and the oldest held jobs
    are two or more of that type, they start together. */
 void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs);
 
@@ -126,11 +126,11 @@ void oq_session_on_bad_job(oq_session_t *self, uint64_t id, uint32_t attempt, co
 void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t attempt, bool has_lease,
                                   uint64_t lease, const char *reason, int64_t now_ms);
 
-/* The job thread's report on a running job (each job of a batch has its
+/* The report on a running job (each job of a batch has its
    own; the next jobs start after the last). */
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms);
 
-/* The job thread's answer to a probe: the worker takes jobs again if it
+/* The answer to a probe: the worker takes jobs again if it
    answers (or there was nothing to check), or probes again later. */
 void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms);
 

@@ -1,11 +1,16 @@
-/*  worker.c: the worker's main thread. One loop turn: poll the signalfd, the
-    job thread's pipe and the broker socket until the session's next deadline;
-    read everything that came from the broker, then the job thread's report,
-    then signals; then let the session act on the time. Reading before acting
-    on the time matters after the process was stopped (SIGSTOP): what the
-    broker sent meanwhile is proof of life and must be seen before the broker
-    is declared dead; and the time the process was stopped is not held
-    against the broker or the handler (oq_session_on_stall). */
+/*  worker.c: the worker's loop and the handlers' calls. One loop turn: poll
+    the signalfd and the broker socket until the session's next deadline;
+    read everything that came from the broker, then signals; then let the
+    session act on the time. Reading before acting on the time matters after
+    the process was stopped (SIGSTOP): what the broker sent meanwhile is
+    proof of life and must be seen before the broker is declared dead; and
+    the time the process was stopped is not held against the broker or the
+    handler (oq_session_on_stall).
+
+    What the session asks to run (a job, a batch, a probe, a release) is
+    queued as work and run by the main thread between turns, outside the
+    loop: the keeper (keeper.h) runs the turns meanwhile if it takes long,
+    so a short job is one turn and one call, on one thread. */
 #include "worker.h"
 
 #include <assert.h>
@@ -18,24 +23,44 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "job_thread.h"
+#include "keeper.h"
 #include "onceq/clock.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "registry.h"
+#include "runner.h"
 #include "session.h"
 #include "worker_limits.h"
+
+/* What the session asked to run, waiting for the main thread to leave the
+   loop: the session starts at most one job or batch, probe or release at a
+   time, and a release may be followed by a job while it runs. */
+typedef enum {
+    S_WORK_JOBS,    /* frames: one job, or a batch of one type */
+    S_WORK_PROBE,   /* type: probe its resource */
+    S_WORK_RELEASE, /* release every resource */
+} s_work_kind_t;
+
+typedef struct {
+    s_work_kind_t kind;
+    zmq_msg_t *frames; /* JOBS: the broker's frames, to decode again */
+    size_t count;      /* JOBS: how many */
+    char type[OQ_MAX_NAME_LEN + 1];
+} s_work_t;
+
+#define S_WORK_MAX 4
 
 typedef struct {
     const oq_worker_config_t *config;
     const oq_clock_t *clock;
-    void *ctx;             /* the broker socket's context (see job_thread.h) */
-    void *socket;          /* DEALER to the broker; NULL while the link is down */
-    oq_job_thread_t *jobs; /* runs the handlers */
-    oq_session_t *session; /* decides; this module only carries out */
-    int signal_fd;         /* SIGTERM and SIGINT */
-    const oq_msg_t *msg;   /* the broker message being handled, for START_JOB */
-    zmq_msg_t *frame;      /* the frame it came in, for HOLD */
+    void *ctx;               /* the broker socket's context */
+    void *socket;            /* DEALER to the broker; NULL while the link is down */
+    oq_registry_t *registry; /* the handlers; used by the main thread only */
+    oq_keeper_t *keeper;     /* holds the loop while a handler runs long */
+    oq_session_t *session;   /* decides; this module only carries out */
+    int signal_fd;           /* SIGTERM and SIGINT */
+    const oq_msg_t *msg;     /* the broker message being handled, for START_JOB */
+    zmq_msg_t *frame;        /* the frame it came in, for HOLD */
     /* The frames of the jobs the session holds, oldest first (its ring,
        mirrored: HOLD appends, START_JOB held and DROP_HELD take the oldest). */
     zmq_msg_t held[OQ_WORKER_PREFETCH_MAX];
@@ -44,6 +69,14 @@ typedef struct {
     const char *types[OQ_MAX_WORKER_TYPES];
     size_t type_count;
     const char *queues[OQ_MAX_WORKER_QUEUES];
+    /* The work queued, oldest first. */
+    s_work_t work[S_WORK_MAX];
+    size_t work_head, work_count;
+    /* The loop's clock: the last tick, and how much of the time since it
+       poll was asked to wait. After handler code (resume) it starts again
+       from the next turn, whichever thread runs it. */
+    int64_t last_tick, waited_ms;
+    bool resume;
     bool finished; /* the loop ends; status is the exit status */
     int status;
     /* Acks in one message: the most the broker's welcome allowed on this
@@ -183,36 +216,27 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
     msgpack_sbuffer_destroy(&buf);
 }
 
-/* Ask the job thread for a probe. If it cannot be asked, the answer is a
-   failed probe, so the worker stays paused and tries again later. */
-static void s_probe(s_worker_t *self, const char *type)
+/* Queue work for the main thread; the session never asks for more at once. */
+static s_work_t *s_push_work(s_worker_t *self, s_work_kind_t kind)
 {
-    if (oq_job_thread_probe(self->jobs, type) == 0)
-        return;
-    oq_probe_done_t probed;
-    memset(&probed, 0, sizeof probed);
-    probed.result = -1;
-    snprintf(probed.reason, sizeof probed.reason, "the worker could not ask its job thread");
-    oq_session_on_probed(self->session, &probed, s_now(self));
-}
-
-static void s_start_failed(s_worker_t *self, uint64_t id, uint32_t attempt, const char *why)
-{
-    oq_job_done_t done;
-    memset(&done, 0, sizeof done);
-    done.id = id;
-    done.attempt = attempt;
-    oq_report_retry(&done.report, "%s", why);
-    oq_session_on_done(self->session, &done, s_now(self));
+    assert(self->work_count < S_WORK_MAX);
+    s_work_t *work = &self->work[(self->work_head + self->work_count) % S_WORK_MAX];
+    memset(work, 0, sizeof *work);
+    work->kind = kind;
+    self->work_count++;
+    return work;
 }
 
 static void s_start_job(s_worker_t *self)
 {
-    assert(self->msg && self->msg->cmd == OQ_CMD_JOB);
-    if (oq_job_thread_start(self->jobs, &self->msg->job) == 0)
-        return;
-    s_start_failed(self, self->msg->job.id, self->msg->job.attempt,
-                   "the worker could not hand the job to its job thread");
+    assert(self->msg && self->msg->cmd == OQ_CMD_JOB && self->frame);
+    s_work_t *work = s_push_work(self, S_WORK_JOBS);
+    work->frames = calloc(1, sizeof *work->frames);
+    assert(work->frames);
+    work->count = 1;
+    zmq_msg_init(&work->frames[0]);
+    /* Shares the buffer (or copies a frame small enough to live inline). */
+    zmq_msg_copy(&work->frames[0], self->frame);
 }
 
 /* Keep the frame of the job just received: the session holds it. */
@@ -237,38 +261,18 @@ static void s_unhold(s_worker_t *self, zmq_msg_t *frame)
     self->held_count--;
 }
 
-/* Start the count oldest held jobs, as one batch if more than one: their
-   frames decoded once already, so they do again. */
+static void s_unhold(s_worker_t *self, zmq_msg_t *frame);
+
+/* Start the count oldest held jobs, as one batch if more than one. */
 static void s_start_held(s_worker_t *self, size_t count)
 {
     assert(count >= 1 && count <= self->held_count);
-    zmq_msg_t *frames = calloc(count, sizeof *frames);
-    oq_msg_t *msgs = calloc(count, sizeof *msgs);
-    const oq_job_msg_t **jobs = calloc(count, sizeof *jobs);
-    assert(frames && msgs && jobs);
-    for (size_t i = 0; i < count; i++) {
-        s_unhold(self, &frames[i]);
-        oq_err_t code;
-        char reason[256];
-        int rc = oq_proto_decode(&msgs[i], zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]),
-                                 &code, reason, sizeof reason);
-        /* The same bytes decoded when they came in. */
-        assert(rc == 0 && msgs[i].cmd == OQ_CMD_JOB);
-        (void)rc;
-        jobs[i] = &msgs[i].job;
-    }
-    if (oq_job_thread_start_batch(self->jobs, jobs, count) < 0) {
-        for (size_t i = 0; i < count && !self->finished; i++)
-            s_start_failed(self, jobs[i]->id, jobs[i]->attempt,
-                           "the worker could not hand the job to its job thread");
-    }
-    for (size_t i = 0; i < count; i++) {
-        oq_proto_msg_release(&msgs[i]);
-        zmq_msg_close(&frames[i]);
-    }
-    free(frames);
-    free(msgs);
-    free(jobs);
+    s_work_t *work = s_push_work(self, S_WORK_JOBS);
+    work->frames = calloc(count, sizeof *work->frames);
+    assert(work->frames);
+    work->count = count;
+    for (size_t i = 0; i < count; i++)
+        s_unhold(self, &work->frames[i]);
 }
 
 static void s_drop_held(s_worker_t *self)
@@ -294,8 +298,9 @@ static void s_exit(s_worker_t *self, int status)
     self->ctx = NULL;
     oq_info("exiting with status %d", status);
     if (status == OQ_EXIT_TIMEOUT) {
-        /* The job thread is still inside the handler and cannot be joined;
-           nothing else needs cleaning up in a process that ends now. */
+        /* The main thread is still inside the handler and cannot be
+           waited for; nothing else needs cleaning up in a process that
+           ends now. */
         _exit(status);
     }
     self->finished = true;
@@ -329,10 +334,10 @@ static void s_act(s_worker_t *self)
             s_drop_held(self);
             break;
         case OQ_ACTION_PROBE:
-            s_probe(self, action.type);
+            snprintf(s_push_work(self, S_WORK_PROBE)->type, sizeof action.type, "%s", action.type);
             break;
         case OQ_ACTION_RELEASE:
-            oq_job_thread_release(self->jobs);
+            s_push_work(self, S_WORK_RELEASE);
             break;
         case OQ_ACTION_EXIT:
             s_exit(self, action.status);
@@ -429,25 +434,6 @@ static void s_read_broker(s_worker_t *self)
     }
 }
 
-static void s_read_done(s_worker_t *self)
-{
-    oq_job_event_t event;
-    while (!self->finished && oq_job_thread_recv(self->jobs, &event) == 0) {
-        switch (event.kind) {
-        case OQ_JOB_EVENT_TOUCH:
-            oq_session_on_touch(self->session, event.touch_id, s_now(self));
-            break;
-        case OQ_JOB_EVENT_DONE:
-            oq_session_on_done(self->session, &event.done, s_now(self));
-            break;
-        case OQ_JOB_EVENT_PROBED:
-            oq_session_on_probed(self->session, &event.probed, s_now(self));
-            break;
-        }
-        s_act(self);
-    }
-}
-
 static void s_read_signals(s_worker_t *self)
 {
     struct signalfd_siginfo info;
@@ -458,58 +444,200 @@ static void s_read_signals(s_worker_t *self)
     }
 }
 
+/* Tell the session what happened while handler code ran and nobody, or
+   the keeper, held the loop: time the process did not run, a touch. */
+static void s_catch_up(s_worker_t *self)
+{
+    int64_t now = s_now(self);
+    if (self->resume) {
+        self->last_tick = now;
+        self->waited_ms = 0;
+        self->resume = false;
+    }
+    int64_t stalled_ms = oq_keeper_take_stall(self->keeper);
+    if (stalled_ms > 0)
+        oq_session_on_stall(self->session, stalled_ms, now);
+    uint64_t touch = oq_keeper_take_touch(self->keeper);
+    if (touch) {
+        oq_session_on_touch(self->session, touch, now);
+        s_act(self);
+    }
+}
+
+/* One turn of the loop. wake_fd >= 0: the keeper runs it, and polls its
+   fd too. 0, or -1 once the loop has finished. */
+static int s_turn(s_worker_t *self, int wake_fd)
+{
+    s_catch_up(self);
+    if (self->finished)
+        return -1;
+    /* Since the last tick the loop either waited in poll, as it asked, or
+       ran, which takes a blink. Anything more means the process did not
+       run (SIGSTOP) somewhere in that time: in the wait or in the reading,
+       wherever the stop fell. All of it counts as not running, so that a
+       handler that would have finished within its timeout still has the
+       time it needs. */
+    int64_t now = s_now(self);
+    if (now - self->last_tick - self->waited_ms > OQ_WORKER_STALL_MS)
+        oq_session_on_stall(self->session, now - self->last_tick, now);
+    self->last_tick = now;
+    oq_session_on_tick(self->session, now);
+    s_act(self);
+    if (self->finished)
+        return -1;
+
+    int64_t before = s_now(self);
+    int64_t wait_ms = oq_session_deadline(self->session) - before;
+    /* The main thread has work waiting: only a look at what came in. */
+    if (wait_ms < 0 || (wake_fd < 0 && self->work_count))
+        wait_ms = 0;
+    if (wait_ms > OQ_MAX_HEARTBEAT_MS)
+        wait_ms = OQ_MAX_HEARTBEAT_MS;
+    /* The signalfd, the keeper's fd on the keeper's turns, the socket
+       while there is one. */
+    zmq_pollitem_t items[3];
+    int count = 0, wake = -1, broker = -1;
+    items[count++] = (zmq_pollitem_t){NULL, self->signal_fd, ZMQ_POLLIN, 0};
+    if (wake_fd >= 0) {
+        wake = count;
+        items[count++] = (zmq_pollitem_t){NULL, wake_fd, ZMQ_POLLIN, 0};
+    }
+    if (self->socket) {
+        broker = count;
+        items[count++] = (zmq_pollitem_t){self->socket, 0, ZMQ_POLLIN, 0};
+    }
+    s_flush_acks(self); /* never held back: what this turn made goes before the wait */
+    if (zmq_poll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
+        oq_error("poll failed: %s", zmq_strerror(errno));
+        self->finished = true;
+        self->status = OQ_EXIT_BROKEN;
+        return -1;
+    }
+    /* A wait that ended early was only as long as it lasted. */
+    int64_t polled_ms = s_now(self) - before;
+    self->waited_ms = polled_ms < wait_ms ? polled_ms : wait_ms;
+
+    /* Only what poll found ready: each read that finds nothing is a
+       system call (and for a ZeroMQ socket a getpid and a poll of its
+       mailbox) spent on every turn, that is on every job. */
+    if (broker >= 0 && (items[broker].revents & ZMQ_POLLIN))
+        s_read_broker(self);
+    if (wake >= 0 && (items[wake].revents & ZMQ_POLLIN)) {
+        uint64_t tokens;
+        if (read(wake_fd, &tokens, sizeof tokens) < 0 && errno != EAGAIN)
+            oq_warn("cannot read the keeper's fd: %s", strerror(errno));
+    }
+    if (items[0].revents & ZMQ_POLLIN)
+        s_read_signals(self);
+    /* The keeper learns the heartbeat the broker gave. */
+    int64_t patience_ms = oq_session_heartbeat_ms(self->session) / OQ_WORKER_KEEPER_PER_HEARTBEAT;
+    oq_keeper_set_patience(self->keeper,
+                           patience_ms < OQ_WORKER_KEEPER_MS ? patience_ms : OQ_WORKER_KEEPER_MS);
+    return self->finished ? -1 : 0;
+}
+
+static int s_keeper_turn(void *arg, int wake_fd)
+{
+    return s_turn(arg, wake_fd);
+}
+
+/* Run the oldest work, outside the loop, then tell the session how it went. */
+static void s_run_work(s_worker_t *self)
+{
+    assert(self->work_count > 0);
+    s_work_t work = self->work[self->work_head];
+    self->work_head = (self->work_head + 1) % S_WORK_MAX;
+    self->work_count--;
+
+    oq_msg_t *msgs = NULL;
+    const oq_job_msg_t **jobs = NULL;
+    oq_job_done_t *done = NULL;
+    oq_job_done_t one_done;
+    oq_msg_t one_msg;
+    const oq_job_msg_t *one_job;
+    oq_probe_done_t probed;
+    if (work.kind == S_WORK_JOBS) {
+        msgs = work.count == 1 ? &one_msg : calloc(work.count, sizeof *msgs);
+        jobs = work.count == 1 ? &one_job : calloc(work.count, sizeof *jobs);
+        done = work.count == 1 ? &one_done : calloc(work.count, sizeof *done);
+        assert(msgs && jobs && done);
+        for (size_t i = 0; i < work.count; i++) {
+            oq_err_t code;
+            char reason[256];
+            int rc = oq_proto_decode(&msgs[i], zmq_msg_data(&work.frames[i]),
+                                     zmq_msg_size(&work.frames[i]), &code, reason, sizeof reason);
+            /* The same bytes decoded when they came in. */
+            assert(rc == 0 && msgs[i].cmd == OQ_CMD_JOB);
+            (void)rc;
+            jobs[i] = &msgs[i].job;
+        }
+    }
+
+    self->resume = true;
+    oq_keeper_leave(self->keeper);
+    switch (work.kind) {
+    case S_WORK_JOBS:
+        oq_runner_run(self->registry, jobs, work.count, self->keeper, done);
+        break;
+    case S_WORK_PROBE:
+        oq_runner_probe(self->registry, work.type, &probed);
+        break;
+    case S_WORK_RELEASE:
+        oq_registry_release_all(self->registry);
+        break;
+    }
+    oq_keeper_enter(self->keeper);
+
+    /* Unless the keeper ended the loop meanwhile: then the reports go
+       with the process, as a job cut off by the exit would. */
+    if (!self->finished) {
+        s_catch_up(self);
+        int64_t now = s_now(self);
+        if (work.kind == S_WORK_JOBS) {
+            for (size_t i = 0; i < work.count && !self->finished; i++) {
+                oq_session_on_done(self->session, &done[i], now);
+                s_act(self);
+            }
+        } else if (work.kind == S_WORK_PROBE) {
+            oq_session_on_probed(self->session, &probed, now);
+            s_act(self);
+        }
+    }
+    if (work.kind == S_WORK_JOBS) {
+        for (size_t i = 0; i < work.count; i++) {
+            oq_proto_msg_release(&msgs[i]);
+            zmq_msg_close(&work.frames[i]);
+        }
+        if (work.count > 1) {
+            free(msgs);
+            free(jobs);
+            free(done);
+        }
+        free(work.frames);
+    }
+}
+
+static void s_drop_work(s_worker_t *self)
+{
+    while (self->work_count) {
+        s_work_t *work = &self->work[self->work_head];
+        for (size_t i = 0; i < work->count; i++)
+            zmq_msg_close(&work->frames[i]);
+        free(work->frames);
+        self->work_head = (self->work_head + 1) % S_WORK_MAX;
+        self->work_count--;
+    }
+}
+
 static void s_loop(s_worker_t *self)
 {
-    int64_t last_tick = s_now(self);
-    int64_t waited_ms = 0; /* of the time since last_tick, what the poll was asked to wait */
+    self->last_tick = s_now(self);
+    self->waited_ms = 0;
     while (!self->finished) {
-        /* Since the last tick the loop either waited in poll, as it asked,
-           or ran, which takes a blink. Anything more means the process did
-           not run (SIGSTOP) somewhere in that time: in the wait or in the
-           reading, wherever the stop fell. All of it counts as not running,
-           so that a handler that would have finished within its timeout
-           still has the time it needs. */
-        int64_t now = s_now(self);
-        if (now - last_tick - waited_ms > OQ_WORKER_STALL_MS)
-            oq_session_on_stall(self->session, now - last_tick, now);
-        last_tick = now;
-        oq_session_on_tick(self->session, now);
-        s_act(self);
-        if (self->finished)
+        if (s_turn(self, -1) < 0)
             break;
-
-        int64_t before = s_now(self);
-        int64_t wait_ms = oq_session_deadline(self->session) - before;
-        if (wait_ms < 0)
-            wait_ms = 0;
-        if (wait_ms > OQ_MAX_HEARTBEAT_MS)
-            wait_ms = OQ_MAX_HEARTBEAT_MS;
-        s_flush_acks(self); /* never held back: what this turn made goes before the wait */
-        zmq_pollitem_t items[] = {
-            {NULL, self->signal_fd, ZMQ_POLLIN, 0},
-            {oq_job_thread_socket(self->jobs), 0, ZMQ_POLLIN, 0},
-            {self->socket, 0, ZMQ_POLLIN, 0},
-        };
-        int count = self->socket ? 3 : 2;
-        if (zmq_poll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
-            oq_error("poll failed: %s", zmq_strerror(errno));
-            self->finished = true;
-            self->status = OQ_EXIT_BROKEN;
-            break;
-        }
-        /* A wait that ended early was only as long as it lasted. */
-        int64_t polled_ms = s_now(self) - before;
-        waited_ms = polled_ms < wait_ms ? polled_ms : wait_ms;
-
-        /* Only what poll found ready: each read that finds nothing is a
-           system call (and for a ZeroMQ socket a getpid and a poll of its
-           mailbox) spent on every turn, that is on every job. */
-        if (count == 3 && (items[2].revents & ZMQ_POLLIN))
-            s_read_broker(self);
-        if (items[1].revents & ZMQ_POLLIN)
-            s_read_done(self);
-        if (items[0].revents & ZMQ_POLLIN)
-            s_read_signals(self);
+        if (self->work_count)
+            s_run_work(self);
     }
 }
 
@@ -568,9 +696,8 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         return OQ_EXIT_BROKEN;
     }
-    /* The types go to the broker in every ready; the job thread owns the
-       registry from here on, so the names are kept as they are now
-       (the registry, and so the strings, live as long as the thread). */
+    /* The types go to the broker in every ready; the names are the
+       registry's, which lives as long as the loop. */
     size_t types = oq_registry_count(*registry_p);
     if (types > OQ_MAX_WORKER_TYPES) {
         oq_error("the worker has %zu job types; a worker can announce at most %d", types,
@@ -586,7 +713,7 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         return OQ_EXIT_BROKEN;
     }
     /* Which types take batches, and how many jobs each: the session decides
-       when, without the registry the job thread is about to own. */
+       when, without the registry. */
     size_t batch_max[OQ_MAX_WORKER_TYPES];
     for (size_t i = 0; i < types; i++) {
         self.types[i] = oq_registry_type(*registry_p, i);
@@ -598,9 +725,11 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
     self.type_count = types;
     for (size_t i = 0; i < config->queue_count; i++)
         self.queues[i] = config->queues[i];
+    self.registry = *registry_p;
+    *registry_p = NULL;
     self.ctx = zmq_ctx_new();
-    self.jobs = self.ctx ? oq_job_thread_new(registry_p) : NULL;
-    if (self.jobs) {
+    self.keeper = self.ctx ? oq_keeper_new(s_keeper_turn, &self, OQ_WORKER_KEEPER_MS) : NULL;
+    if (self.keeper) {
         /* Workers forked together must not probe in step. */
         oq_session_config_t session_config = {
             .heartbeat_ms = config->heartbeat_ms,
@@ -616,15 +745,20 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
         oq_info("worker started (pid %d, broker %s)", (int)getpid(), config->endpoint);
         s_loop(&self);
     } else {
-        oq_error("cannot start: %s", self.ctx ? "no job thread" : zmq_strerror(errno));
+        oq_error("cannot start: %s", self.ctx ? "no keeper thread" : zmq_strerror(errno));
     }
 
+    oq_keeper_destroy(&self.keeper);
+    s_drop_work(&self);
     while (self.held_count)
         s_drop_held(&self);
     s_close(&self);
     if (self.ctx)
         zmq_ctx_term(self.ctx);
-    oq_job_thread_destroy(&self.jobs);
+    /* The worker stops: close what the handlers hold, so the database sees
+       a clean goodbye rather than a connection that drops. */
+    oq_registry_release_all(self.registry);
+    oq_registry_destroy(&self.registry);
     oq_session_destroy(&self.session);
     close(self.signal_fd);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);

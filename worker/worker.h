@@ -1,7 +1,8 @@
 /*  worker.h: one worker process. The main thread owns a DEALER connection to
-    the broker's back socket, the heartbeats and the watchdog; handlers run on
-    the job thread (job_thread.h); every protocol decision is the session's
-    (session.h). This module is the I/O around them: it polls until the
+    the broker's back socket, the heartbeats and the watchdog, and runs the
+    handlers between its loop turns (runner.h), the keeper thread holding the
+    link while one runs long (keeper.h); every protocol decision is the
+    session's (session.h). This module is the I/O around them: it polls until the
     session's next deadline and carries out what the session decides. */
 #ifndef ONCEQ_WORKER_WORKER_H
 #define ONCEQ_WORKER_WORKER_H

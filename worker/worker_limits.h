@@ -23,6 +23,17 @@
    between changes nothing, so a handler may call it in a tight loop. */
 #define OQ_WORKER_TOUCH_MIN_MS 250
 
+/* Handlers run on the worker's main thread; a handler that has run this
+   long (found within twice this) has the keeper thread take over the link
+   until it returns: heartbeats, touches, held jobs handed back, signals,
+   the watchdog. Well below the heartbeat and OQ_WORKER_HOLD_MAX_MS; with a
+   short heartbeat, a quarter of it instead. */
+#define OQ_WORKER_KEEPER_MS            20
+#define OQ_WORKER_KEEPER_PER_HEARTBEAT 4
+/* After this long without a handler starting, the keeper stops waking and
+   sleeps until one starts (an idle worker then wakes once a heartbeat). */
+#define OQ_WORKER_KEEPER_IDLE_MS 1000
+
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful
    is all a fleet of workers can use without starving its neighbours. */

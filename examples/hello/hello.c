@@ -57,7 +57,7 @@ static const char *const s_schema_lock_sql = "SELECT pg_advisory_xact_lock(hasht
 
 /* Per worker process. main makes one before oq_worker_main forks, so each
    worker process has its own copy, without a connection until its first
-   job: a connection must never cross a fork. Only the job thread uses it. */
+   job: a connection must never cross a fork. Only the main thread uses it. */
 typedef struct {
     oq_effects_t *fx;  /* this process's connection and runner; NULL before the first job */
     bool schema_ready; /* hello_greetings is known to exist */

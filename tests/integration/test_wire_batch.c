@@ -3,8 +3,8 @@
     that says jobs_per_msg gets the jobs one pump leases it as one "jobs"
     message, and one that does not gets a "job" message each; an "acks"
     message with one bad entry among good ones has the good ones applied
-    and the bad one refused alone, naming its place; and the real
-    onceq-worker with --prefetch 4 takes jobs and sends acks that way. */
+    and the bad one refused alone, naming its place; and a real worker
+    with --prefetch 8 takes jobs and sends a batch's acks that way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -214,14 +214,31 @@ static void test_old_worker_gets_one_job_a_message(void **state)
     msgpack_sbuffer_destroy(&buf);
 }
 
-/* onceq-worker --prefetch 4: jobs queued before it connects come in "jobs"
-   messages, and fast jobs' acks go out several at a time; all are done. */
+/* onceq-worker --prefetch 8 --batch 8 (onceq-test-worker, whose tally
+   type has a batch function): jobs queued before it connects come in
+   "jobs" messages, and the acks of a batch, made in one turn, go out in
+   one "acks" message; all are done. (A job run alone is acked before the
+   next starts, so its ack goes alone.) */
 static void test_worker_takes_jobs_and_sends_acks_together(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    s_noop_jobs(it, S_MANY);
-    const char *flags[] = {"--prefetch", "4", "--log-level", "debug", NULL};
+    for (int i = 0; i < S_MANY; i++) {
+        msgpack_sbuffer payload;
+        msgpack_sbuffer_init(&payload);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 2);
+        msgpack_pack_str_with_body(&pk, "ms", 2);
+        msgpack_pack_uint64(&pk, 0);
+        msgpack_pack_str_with_body(&pk, "fail", 4);
+        msgpack_pack_false(&pk);
+        oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
+        assert_true(it_dispatch(it, "tally", &payload, &options) > 0);
+        msgpack_sbuffer_destroy(&payload);
+    }
+    it_use_worker(it, "onceq-test-worker");
+    const char *flags[] = {"--prefetch", "8", "--batch", "8", "--log-level", "debug", NULL};
     assert_true(it_start_worker(it, "prefetcher", flags) > 0);
     it_stats_t s;
     uint64_t all = S_MANY;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "job_thread.h"
+#include "runner.h"
 #include "onceq/clock.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
@@ -92,7 +92,7 @@ static void s_silent_handler(const oq_job_t *job, void *state, oq_report_t *repo
     /* forgets to report */
 }
 
-/* Run a registered handler the way the job thread does. */
+/* Run a registered handler the way the runner does. */
 static void s_run(oq_registry_t *registry, const char *type, const oq_job_t *job,
                   oq_report_t *report)
 {
@@ -518,7 +518,7 @@ static void test_builtin_crash_aborts_the_process(void **unused)
     assert_false(WCOREDUMP(status));
 }
 
-/* ---- job thread ---------------------------------------------------------- */
+/* ---- runner -------------------------------------------------------------- */
 
 static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_sbuffer *payload)
 {
@@ -531,30 +531,19 @@ static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_
     job->payload_len = payload->size;
 }
 
-static void s_wait_event(oq_job_thread_t *jobs, oq_job_event_t *event)
+/* Run one job through the runner, as the worker does. */
+static void s_run_one(const oq_registry_t *registry, const oq_job_msg_t *job, oq_job_done_t *done)
 {
-    zmq_pollitem_t item = {oq_job_thread_socket(jobs), 0, ZMQ_POLLIN, 0};
-    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
-    assert_int_equal(oq_job_thread_recv(jobs, event), 0);
+    const oq_job_msg_t *jobs[] = {job};
+    oq_runner_run(registry, jobs, 1, NULL, done);
 }
 
-static void s_wait_done(oq_job_thread_t *jobs, oq_job_done_t *done)
-{
-    oq_job_event_t event;
-    s_wait_event(jobs, &event);
-    assert_int_equal(event.kind, OQ_JOB_EVENT_DONE);
-    *done = event.done;
-}
-
-static void test_job_thread_runs_handlers(void **unused)
+static void test_runner_runs_handlers(void **unused)
 {
     oq_registry_t *registry = s_builtins();
     int seen = 0;
     assert_int_equal(oq_registry_add(registry, "count", s_counting_handler, &seen), 0);
     assert_int_equal(oq_registry_add(registry, "silent", s_silent_handler, NULL), 0);
-    oq_job_thread_t *jobs = oq_job_thread_new(&registry);
-    assert_non_null(jobs);
-    assert_null(registry); /* taken */
 
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);
@@ -566,12 +555,9 @@ static void test_job_thread_runs_handlers(void **unused)
 
     oq_job_done_t done;
     oq_job_msg_t job;
-    oq_job_event_t event;
-    assert_int_equal(oq_job_thread_recv(jobs, &event), -1); /* nothing yet */
 
     s_job_msg(&job, 11, "sleep", &payload);
-    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
-    s_wait_done(jobs, &done);
+    s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 11);
     assert_int_equal(done.attempt, 2);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_OK);
@@ -579,15 +565,13 @@ static void test_job_thread_runs_handlers(void **unused)
 
     s_calls = 0;
     s_job_msg(&job, 12, "count", &payload);
-    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
-    s_wait_done(jobs, &done);
+    s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 12);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(done.report.result, OQ_RESULT_APPLIED);
 
     s_job_msg(&job, 13, "no_such_type", &payload);
-    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
-    s_wait_done(jobs, &done);
+    s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 13);
     /* Handed back, no try used: a worker that handles the type runs it. */
     assert_int_equal(done.report.outcome, OQ_OUTCOME_RETURN);
@@ -595,14 +579,21 @@ static void test_job_thread_runs_handlers(void **unused)
     assert_string_equal(done.report.error, "no handler for job type no_such_type");
 
     s_job_msg(&job, 14, "silent", &payload);
-    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
-    s_wait_done(jobs, &done);
+    s_run_one(registry, &job, &done);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
     assert_non_null(strstr(done.report.error, "without reporting an outcome"));
 
-    oq_job_thread_destroy(&jobs);
-    assert_null(jobs);
-    /* Read after the thread is joined: the handler ran there, once. */
+    /* A payload that is not a map fails, naming it. */
+    static const uint8_t not_a_map = 0x01;
+    job.id = 15;
+    job.payload = &not_a_map;
+    job.payload_len = 1;
+    s_run_one(registry, &job, &done);
+    assert_int_equal(done.id, 15);
+    assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
+    assert_string_equal(done.report.error, "the job's payload is not a msgpack map");
+
+    oq_registry_destroy(&registry);
     assert_int_equal(s_calls, 1);
     assert_int_equal(seen, 2);
     msgpack_sbuffer_destroy(&payload);
@@ -663,46 +654,25 @@ static void test_registry_resources(void **unused)
     oq_registry_destroy(&registry);
 }
 
-/* Probes and releases run on the job thread, between jobs; it releases
-   once more when it stops. */
-static void test_job_thread_probes_and_releases(void **unused)
+/* A probe is the declared resource's answer, timed. */
+static void test_runner_probes(void **unused)
 {
     oq_registry_t *registry = s_builtins();
     s_resource_t db = {0};
     assert_int_equal(oq_registry_add(registry, "grant_points", s_counting_handler, NULL), 0);
     assert_int_equal(oq_registry_set_resource(registry, "grant_points", s_probe, s_release, &db),
                      0);
-    oq_job_thread_t *jobs = oq_job_thread_new(&registry);
-    assert_non_null(jobs);
-
-    oq_job_event_t event;
-    assert_int_equal(oq_job_thread_probe(jobs, "grant_points"), 0);
-    s_wait_event(jobs, &event);
-    assert_int_equal(event.kind, OQ_JOB_EVENT_PROBED);
-    assert_int_equal(event.probed.result, -1);
-    assert_string_equal(event.probed.reason, "cannot connect to the database: connection refused");
-    assert_int_equal(oq_job_thread_probe(jobs, "noop"), 0);
-    s_wait_event(jobs, &event);
-    assert_int_equal(event.probed.result, 1);
-
-    assert_int_equal(oq_job_thread_release(jobs), 0);
-    /* A job after the release runs after it: its report proves it ran. */
-    msgpack_sbuffer payload;
-    msgpack_sbuffer_init(&payload);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 0);
-    oq_job_msg_t job;
-    s_job_msg(&job, 31, "noop", &payload);
-    assert_int_equal(oq_job_thread_start(jobs, &job), 0);
-    oq_job_done_t done;
-    s_wait_done(jobs, &done);
-    assert_int_equal(done.id, 31);
-    oq_job_thread_destroy(&jobs);
-    /* Read after the join: one probe that failed, two releases. */
-    assert_int_equal(db.probes, 1);
-    assert_int_equal(db.releases, 2);
-    msgpack_sbuffer_destroy(&payload);
+    oq_probe_done_t probed;
+    oq_runner_probe(registry, "grant_points", &probed);
+    assert_int_equal(probed.result, -1);
+    assert_string_equal(probed.reason, "cannot connect to the database: connection refused");
+    oq_runner_probe(registry, "noop", &probed);
+    assert_int_equal(probed.result, 1);
+    db.up = true;
+    oq_runner_probe(registry, "grant_points", &probed);
+    assert_int_equal(probed.result, 0);
+    assert_int_equal(db.probes, 2);
+    oq_registry_destroy(&registry);
 }
 
 /* ---- session ------------------------------------------------------------- */
@@ -1873,10 +1843,10 @@ int main(void)
         cmocka_unit_test(test_builtin_noop_and_sleep),
         cmocka_unit_test(test_builtin_fail),
         cmocka_unit_test(test_builtin_crash_aborts_the_process),
-        cmocka_unit_test(test_job_thread_runs_handlers),
+        cmocka_unit_test(test_runner_runs_handlers),
         cmocka_unit_test(test_registry_resources),
         cmocka_unit_test(test_registry_batch_functions),
-        cmocka_unit_test(test_job_thread_probes_and_releases),
+        cmocka_unit_test(test_runner_probes),
         cmocka_unit_test(test_session_unavailable_pauses_and_probes),
         cmocka_unit_test(test_session_paused_worker_registers_paused),
         cmocka_unit_test(test_session_sigterm_while_probing),

@@ -16,7 +16,8 @@
     It is written against the public SDK only (onceq/worker.h,
     onceq/effects.h, onceq/effects_worker.h), as a user's handler would be.
     Create the state in the process that runs the jobs (after fork): it
-    connects on the first job, on the job thread, and only that thread uses
+    connects on the first job, on the thread that runs handlers (the worker's
+    main thread), and only that thread uses
     it. The decode and report steps are public so that a test build can
     wrap the same handler (tests/support/points_hooks.h). */
 #ifndef ONCEQ_POINTS_HANDLER_H
@@ -57,7 +58,7 @@ oq_points_handler_t *oq_points_handler_new(const oq_points_config_t *config);
 oq_points_handler_t *oq_points_handler_new_on(oq_ledger_t *ledger, oq_txn_t *txn);
 
 /* Close the connection if open, free, and set *self_p to NULL. Call it
-   after the job thread has stopped. */
+   after the worker loop has returned. */
 void oq_points_handler_destroy(oq_points_handler_t **self_p);
 
 /* Register grant_points with self as its state; self must outlive the

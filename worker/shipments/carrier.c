@@ -166,7 +166,7 @@ void oq_carrier_post(const char *base_url, const char *key, const char *body, in
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)total_ms);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* a job thread: no SIGALRM */
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* a worker with threads: no SIGALRM */
     curl_easy_setopt(curl, CURLOPT_PROXY, "");    /* never an environment proxy */
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");

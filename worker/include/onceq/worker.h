@@ -1,13 +1,13 @@
 /*  onceq/worker.h: the worker SDK (libonceq-worker; pkg-config onceq-worker).
     A handler is a function registered under a job type; oq_worker_main
-    turns a program into a complete worker that runs it on its job thread,
+    turns a program into a complete worker that runs it on its main thread,
     one job at a time, and reports what it returns to the broker. Handlers must be idempotent in
    their effects: a job can run more than once (retries, lease expiry, a worker killed before its
    ack). Write effects in a database transaction guarded by a UNIQUE constraint, and key external
    calls by the business operation, never by the job id.
 
     A handler's state pointer is given at registration and only ever used on
-    the job thread, so per-process state (a database connection) needs no
+    the worker's main thread, so per-process state (a database connection) needs no
     lock. */
 #ifndef ONCEQ_WORKER_H
 #define ONCEQ_WORKER_H
@@ -23,7 +23,7 @@
 
 /* libonceq-worker is built with -fvisibility=hidden: what this header
    declares is its whole ABI, and nothing else of the runtime (session,
-   job thread, supervisor) is exported. The pragma marks every declaration
+   keeper, supervisor) is exported. The pragma marks every declaration
    below, so a function added here is exported without a second list to
    keep in step. */
 #pragma GCC visibility push(default)
@@ -124,7 +124,7 @@ int oq_registry_find(const oq_registry_t *self, const char *type, oq_handler_fn 
 
 /* What a handler needs beyond the broker that can be down for a while (its
    database): how to tell whether it answers again, and how to let go of
-   what it holds while the worker has no job. Both run on the job thread,
+   what it holds while the worker has no job. Both run on the worker's main thread,
    between jobs, with the ctx given here.
 
    probe: 0 if the resource answers now, or -1 with a reason (one line,
@@ -174,7 +174,7 @@ int oq_registry_add_flag(oq_registry_t *self, const oq_flag_t *flag);
    one transaction) may declare a batch function beside its handler. When
    the worker holds more than one leased job of that type (prefetch, see
    --prefetch), it may hand up to max_jobs of them, in delivery order, to
-   the batch function in one call on the job thread; with one job it calls
+   the batch function in one call on the worker's main thread; with one job it calls
    the handler. The state is the handler's (oq_registry_add).
 
    reports has count entries, zeroed, one per job in the same order: fill

@@ -16,8 +16,8 @@
     It knows nothing of the wire protocol or of the worker runtime: results
     are its own (oq_pg_error_t, oq_effects_verdict_t). onceq/effects_worker.h
     turns them into a job's report. Not thread-safe: a handle, its
-    connection and its runner belong to one thread (a worker's job thread,
-    or a command-line tool). The reasoning behind the error table is in
+    connection and its runner belong to one thread (a worker's main thread,
+    which runs its handlers, or a command-line tool). The reasoning behind the error table is in
     docs/handlers.md and docs/points.md. */
 #ifndef ONCEQ_EFFECTS_H
 #define ONCEQ_EFFECTS_H
@@ -387,8 +387,8 @@ oq_effects_t *oq_effects_new(const char *conninfo, oq_txn_isolation_t isolation,
    that the handlers of one worker process share one connection rather than
    holding one each. Match every call with an oq_effects_destroy: the last
    one closes and frees it. Like the handles themselves, not thread-safe:
-   call it on the thread that uses them (a worker's job thread, on its
-   first job). */
+   call it on the thread that uses them (a worker's main thread, on
+   its first job). */
 oq_effects_t *oq_effects_shared(const char *conninfo, oq_txn_isolation_t isolation,
                                 const char *application_name);
 

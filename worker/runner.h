@@ -1,0 +1,43 @@
+/*  runner.h: calling handlers. Given the registry and the decoded envelopes
+    of one job, or of a batch of one type, it decodes each payload, finds the
+    handler (or the type's batch function), calls it on the calling thread,
+    times it, and makes its report one the broker can use; it probes a
+    declared resource the same way. The worker calls it on its main thread,
+    without holding the session (keeper.h says who keeps the link meanwhile). */
+#ifndef ONCEQ_WORKER_RUNNER_H
+#define ONCEQ_WORKER_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/proto.h"
+#include "onceq/worker.h"
+
+/* The report on one job. */
+typedef struct {
+    uint64_t id;
+    uint32_t attempt;
+    int64_t elapsed_ms; /* time the handler ran */
+    oq_report_t report; /* outcome OK, RETRY, FAIL, RETURN or UNAVAILABLE */
+} oq_job_done_t;
+
+/* The answer of a probe (oq_runner_probe). */
+typedef struct {
+    int result;         /* 0 the resource answers, -1 it does not, 1 nothing to check */
+    int64_t elapsed_ms; /* time the probe took */
+    char reason[OQ_MAX_ERROR_LEN + 1]; /* with -1: why */
+} oq_probe_done_t;
+
+/* Run count jobs (1 ... OQ_WORKER_MAX_BATCH) of one type: one alone goes
+   to its handler; two or more go to the type's batch function in one call,
+   those whose payload decodes (the handler, one by one, if only one does
+   or the type has none). done[i] is job i's report. runtime is what
+   oq_job_touch gets back (job->runtime_), NULL for none. */
+void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *jobs, size_t count,
+                   void *runtime, oq_job_done_t *done);
+
+/* Probe the resource the handler of type declared (oq_registry_set_resource)
+   and time it; *probed is the answer. */
+void oq_runner_probe(const oq_registry_t *registry, const char *type, oq_probe_done_t *probed);
+
+#endif
