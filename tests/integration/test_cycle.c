@@ -32,16 +32,6 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers == *(const size_t *)arg;
-}
-
-static bool s_done_at_least(const it_stats_t *s, const void *arg)
-{
-    return s->done >= *(const uint64_t *)arg;
-}
-
 /* Count "job <id> ... outcome=ok" lines per id. */
 static void s_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
 {
@@ -68,8 +58,8 @@ static void test_thousand_noop_jobs_complete_once(void **state)
     pid_t supervisor = it_start_worker(it, "workers", worker_flags);
     assert_true(supervisor > 0);
     it_stats_t s;
-    size_t want_workers = S_WORKERS;
-    assert_true(it_wait_stats(it, s_workers_up, &want_workers, IT_WAIT_MS, &s) >= 0);
+    uint64_t want_workers = S_WORKERS;
+    assert_true(it_wait_stats(it, it_workers_are, &want_workers, IT_WAIT_MS, &s) >= 0);
 
     uint64_t first = 0, last = 0;
     for (int i = 0; i < S_JOBS; i++) {
@@ -82,7 +72,7 @@ static void test_thousand_noop_jobs_complete_once(void **state)
     }
     assert_int_equal(last - first + 1, S_JOBS);
     uint64_t want_done = S_JOBS;
-    assert_true(it_wait_stats(it, s_done_at_least, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &want_done, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.dispatched, S_JOBS);
     assert_int_equal(s.done, S_JOBS);
     assert_int_equal(s.redelivered, 0);

@@ -78,11 +78,6 @@ static void s_stop_broker(it_t *it)
     assert_true(it_wait_exit(it->broker, IT_WAIT_MS) == 0);
 }
 
-static bool s_ready_is(const it_stats_t *s, const void *arg)
-{
-    return s->ready == *(const uint64_t *)arg;
-}
-
 /* Files in dir whose name starts with prefix. */
 static int s_count_files(const char *dir, const char *prefix)
 {
@@ -152,7 +147,7 @@ static void test_a_damaged_journal_is_refused_and_repair_keeps_every_good_job(vo
     assert_true(it_start_broker(it, repair) > 0);
     uint64_t kept = S_JOBS - 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_ready_is, &kept, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_ready_is, &kept, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(it_log_count(it, "broker", "repair: journal"), 2);
     assert_int_equal(it_log_count(it, "broker", "kept 1499 records, skipped 1 damaged range"), 1);
     assert_int_equal(s_count_files(data_dir, "journal.damaged-"), 1);
@@ -160,7 +155,7 @@ static void test_a_damaged_journal_is_refused_and_repair_keeps_every_good_job(vo
 
     /* The repaired journal starts cleanly, with the same jobs. */
     assert_true(it_start_broker(it, NULL) > 0);
-    assert_true(it_wait_stats(it, s_ready_is, &kept, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_ready_is, &kept, IT_WAIT_MS, &s) >= 0);
     s_stop_broker(it);
 }
 

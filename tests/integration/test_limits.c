@@ -140,11 +140,6 @@ static uint64_t s_broker_u64(it_t *it, const char *key)
     return value;
 }
 
-static bool s_done_at_least(const it_stats_t *s, const void *arg)
-{
-    return s->done >= *(const uint64_t *)arg;
-}
-
 static bool s_failed_at_least(const it_stats_t *s, const void *arg)
 {
     return s->failed >= *(const uint64_t *)arg;
@@ -201,7 +196,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     /* A worker that connects now drains everything; the bytes are freed. */
     assert_true(it_start_worker(it, "worker", NULL) > 0);
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_done_at_least, &accepted, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &accepted, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.done, accepted);
     assert_int_equal(s.ready + s.leased + s.delayed + s.failed, 0);
     assert_int_equal(s_broker_u64(it, "bytes"), 0);
@@ -235,7 +230,7 @@ static void test_journal_over_the_byte_limit_replays_whole(void **state)
     assert_int_equal(s_dispatch_blob(it, "noop", 1, &id, &code, NULL, 0), OQ_CMD_ERROR);
     assert_int_equal(code, OQ_ERR_FULL);
     assert_true(it_start_worker(it, "worker", NULL) > 0);
-    assert_true(it_wait_stats(it, s_done_at_least, &accepted, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &accepted, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s_dispatch_blob(it, "noop", 1, &id, &code, NULL, 0), OQ_CMD_DISPATCHED);
 }
 
@@ -463,7 +458,7 @@ static void test_descriptor_exhaustion_refuses_new_peers_without_spinning(void *
     assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
     it_stats_t s;
     uint64_t one = 1;
-    assert_true(it_wait_stats(it, s_done_at_least, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &one, IT_WAIT_MS, &s) >= 0);
 }
 
 int main(void)

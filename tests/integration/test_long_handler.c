@@ -34,28 +34,13 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers == *(const size_t *)arg;
-}
-
-static bool s_leased(const it_stats_t *s, const void *arg)
-{
-    return s->leased == *(const uint64_t *)arg;
-}
-
-static bool s_done(const it_stats_t *s, const void *arg)
-{
-    return s->done == *(const uint64_t *)arg;
-}
-
-static pid_t s_worker(it_t *it, const char *log, const char *prefetch, size_t expect_workers)
+static pid_t s_worker(it_t *it, const char *log, const char *prefetch, uint64_t expect_workers)
 {
     const char *flags[] = {"--prefetch", prefetch, "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
     pid_t pid = it_start_worker(it, log, flags);
     assert_true(pid > 0);
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers_up, &expect_workers, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_are, &expect_workers, IT_WAIT_MS, &s) >= 0);
     return pid;
 }
 
@@ -93,18 +78,18 @@ static void test_blocking_handler_keeps_worker_alive_and_hands_held_back(void **
     s_sleep_job(it, 10, 0, 1);
     it_stats_t s;
     uint64_t three = 3, two = 2;
-    assert_true(it_wait_stats(it, s_leased, &three, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &three, IT_WAIT_MS, &s) >= 0);
     int64_t held_ms = it_now_ms();
     s_worker(it, "free", "1", 2);
     /* The held jobs went back at about a second of the long one and ran on
        the free worker while the long one still runs. */
-    assert_true(it_wait_stats(it, s_done, &two, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &two, IT_WAIT_MS, &s) >= 0);
     int64_t handed_ms = it_now_ms() - held_ms;
     print_message("held jobs done elsewhere %lld ms after the long job started\n",
                   (long long)handed_ms);
     assert_true(handed_ms < 2500);
     assert_int_equal(s.workers, 2);
-    assert_true(it_wait_stats(it, s_done, &three, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &three, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     assert_int_equal(s.redelivered, 0);
     assert_int_equal(it_log_count(it, "holder", "handing back 2 held job(s) for other workers"), 1);
@@ -125,11 +110,11 @@ static void test_touches_from_a_long_handler_reach_the_broker(void **state)
     uint64_t id = s_sleep_job(it, 4500, 200, 3);
     it_stats_t s;
     uint64_t one = 1;
-    assert_true(it_wait_stats(it, s_leased, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &one, IT_WAIT_MS, &s) >= 0);
     /* A second worker would get the job again (it has tries left) if the
        lease ran out, or if the first fell silent. */
     s_worker(it, "other", "1", 2);
-    assert_true(it_wait_stats(it, s_done, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &one, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.redelivered, 0);
     assert_int_equal(s.retried, 0);
     assert_int_equal(s.failed, 0);

@@ -39,21 +39,6 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers == *(const size_t *)arg;
-}
-
-static bool s_leased(const it_stats_t *s, const void *arg)
-{
-    return s->leased == *(const uint64_t *)arg;
-}
-
-static bool s_done(const it_stats_t *s, const void *arg)
-{
-    return s->done == *(const uint64_t *)arg;
-}
-
 static void s_start_broker(it_t *it)
 {
     const char *flags[] = {
@@ -61,13 +46,13 @@ static void s_start_broker(it_t *it)
     assert_true(it_start_broker(it, flags) > 0);
 }
 
-static pid_t s_worker(it_t *it, const char *log, const char *prefetch, size_t expect_workers)
+static pid_t s_worker(it_t *it, const char *log, const char *prefetch, uint64_t expect_workers)
 {
     const char *flags[] = {"--prefetch", prefetch, "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
     pid_t pid = it_start_worker(it, log, flags);
     assert_true(pid > 0);
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers_up, &expect_workers, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_are, &expect_workers, IT_WAIT_MS, &s) >= 0);
     return pid;
 }
 
@@ -96,7 +81,7 @@ static void test_stop_hands_held_jobs_back_unrun(void **state)
     /* One runs, three wait in the worker, all leased to it. */
     it_stats_t s;
     uint64_t all = S_HELD_JOBS;
-    assert_true(it_wait_stats(it, s_leased, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &all, IT_WAIT_MS, &s) >= 0);
 
     it_signal(holder, SIGTERM);
     int status = it_wait_exit(holder, IT_WAIT_MS);
@@ -109,7 +94,7 @@ static void test_stop_hands_held_jobs_back_unrun(void **state)
 
     /* Handed back without a try: another worker runs each as its first. */
     s_worker(it, "other", "1", 1);
-    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     assert_int_equal(s.retried, 0);
     char *log = it_read_log(it, "other");
@@ -126,13 +111,13 @@ static void test_killed_holder_jobs_run_elsewhere(void **state)
         s_sleep_job(it, 1000, 3, 0);
     it_stats_t s;
     uint64_t all = S_HELD_JOBS;
-    assert_true(it_wait_stats(it, s_leased, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &all, IT_WAIT_MS, &s) >= 0);
     s_worker(it, "other", "1", 2);
 
     int64_t killed_at = it_now_ms();
     it_signal(holder, SIGKILL);
     it_wait_exit(holder, IT_WAIT_MS);
-    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     int64_t completed_ms = it_now_ms() - killed_at;
     print_message("holder killed: its %d jobs done elsewhere after %lld ms\n", S_HELD_JOBS,
                   (long long)completed_ms);
@@ -153,7 +138,7 @@ static void test_held_job_that_waited_half_its_timeout_is_handed_back(void **sta
     s_sleep_job(it, 10, 1, 800);
     it_stats_t s;
     uint64_t two = 2;
-    assert_true(it_wait_stats(it, s_done, &two, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &two, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     char *log = it_read_log(it, "holder");
     assert_non_null(strstr(log, "handed back unrun for a fresh lease"));
@@ -170,9 +155,9 @@ static void test_held_jobs_behind_a_long_one_run_on_a_free_worker(void **state)
     s_sleep_job(it, 10, 1, 0);
     it_stats_t s;
     uint64_t three = 3;
-    assert_true(it_wait_stats(it, s_leased, &three, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &three, IT_WAIT_MS, &s) >= 0);
     s_worker(it, "free", "1", 2);
-    assert_true(it_wait_stats(it, s_done, &three, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &three, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     char *holder = it_read_log(it, "holder");
     char *free_log = it_read_log(it, "free");
@@ -222,9 +207,9 @@ static char *s_run_tallies(it_t *it, const char *batch, int n)
     it_use_worker(it, "onceq-test-worker");
     const char *flags[] = {"--prefetch", "8", "--batch", batch, NULL};
     assert_true(it_start_worker(it, "batcher", flags) > 0);
-    size_t one = 1;
+    uint64_t one = 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers_up, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_are, &one, IT_WAIT_MS, &s) >= 0);
     s_tally_job(it, 500, false);
     for (int i = 0; i < n; i++)
         s_tally_job(it, 0, i == 1);

@@ -36,26 +36,10 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers == *(const size_t *)arg;
-}
-
-static bool s_leased(const it_stats_t *s, const void *arg)
-{
-    (void)arg;
-    return s->leased == 1;
-}
-
 static bool s_redelivered(const it_stats_t *s, const void *arg)
 {
     (void)arg;
     return s->redelivered == 1 && s->leased == 1;
-}
-
-static bool s_done(const it_stats_t *s, const void *arg)
-{
-    return s->done == *(const uint64_t *)arg;
 }
 
 static bool s_ignored_acks(const it_stats_t *s, const void *arg)
@@ -76,9 +60,9 @@ static void s_two_workers(it_t *it, pid_t pids[2])
 {
     pids[0] = it_start_worker(it, "worker1", NULL);
     pids[1] = it_start_worker(it, "worker2", NULL);
-    size_t two = 2;
+    uint64_t two = 2;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers_up, &two, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_are, &two, IT_WAIT_MS, &s) >= 0);
 }
 
 static uint64_t s_sleep_job(it_t *it, uint64_t ms)
@@ -106,8 +90,9 @@ static void test_killed_worker_job_completes_within_heartbeat_window(void **stat
     s_two_workers(it, pids);
 
     s_sleep_job(it, S_JOB_MS);
+    uint64_t one = 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_leased, NULL, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &one, IT_WAIT_MS, &s) >= 0);
     uint32_t victim = s_leasing_pid(&s);
     assert_true(victim == (uint32_t)pids[0] || victim == (uint32_t)pids[1]);
 
@@ -116,8 +101,7 @@ static void test_killed_worker_job_completes_within_heartbeat_window(void **stat
     assert_true(it_wait_stats(it, s_redelivered, NULL, IT_WAIT_MS, &s) >= 0);
     int64_t redelivered_ms = it_now_ms() - killed_at;
     assert_int_not_equal(s_leasing_pid(&s), victim);
-    uint64_t one = 1;
-    assert_true(it_wait_stats(it, s_done, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &one, IT_WAIT_MS, &s) >= 0);
     int64_t completed_ms = it_now_ms() - killed_at;
     print_message("worker killed: job redelivered after %lld ms, completed after %lld ms "
                   "(heartbeat window %d ms, retry_after %d s)\n",
@@ -143,8 +127,9 @@ static void test_paused_worker_late_ack_is_not_counted_twice(void **state)
     s_two_workers(it, pids);
 
     uint64_t id = s_sleep_job(it, 1000);
+    uint64_t one = 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_leased, NULL, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_leased_is, &one, IT_WAIT_MS, &s) >= 0);
     uint32_t paused = s_leasing_pid(&s);
     assert_true(paused > 0);
     it_signal((pid_t)paused, SIGSTOP);
@@ -154,7 +139,6 @@ static void test_paused_worker_late_ack_is_not_counted_twice(void **state)
     it_signal((pid_t)paused, SIGCONT);
 
     /* Both deliveries finish; whichever acks second finds the job done. */
-    uint64_t one = 1;
     assert_true(it_wait_stats(it, s_ignored_acks, &one, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.done, 1);
     assert_int_equal(s.dispatched, 1);

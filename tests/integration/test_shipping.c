@@ -171,11 +171,6 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_workers(const it_stats_t *s, const void *arg)
-{
-    return s->workers >= 1;
-}
-
 /* Broker and one worker that knows the carrier (or url). */
 static void s_up(it_t *it, const char *url)
 {
@@ -183,8 +178,9 @@ static void s_up(it_t *it, const char *url)
     assert_true(it_start_broker(it, flags) > 0);
     const char *worker_flags[] = {"--carrier-url", url ? url : s_carrier_url, NULL};
     assert_true(it_start_worker(it, "worker", worker_flags) > 0);
+    uint64_t one = 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers, NULL, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_at_least, &one, IT_WAIT_MS, &s) >= 0);
 }
 
 /* A request_shipment job for order, with a small retry budget and a short

@@ -34,12 +34,6 @@ static bool s_failed(const it_stats_t *s, const void *arg)
     return s->failed == 1;
 }
 
-static bool s_one_worker(const it_stats_t *s, const void *arg)
-{
-    (void)arg;
-    return s->workers == 1;
-}
-
 static void test_overrun_restarts_worker_retries_then_fails(void **state)
 {
     it_t *it = *state;
@@ -55,8 +49,9 @@ static void test_overrun_restarts_worker_retries_then_fails(void **state)
     assert_true(it_start_broker(it, flags) > 0);
     const char *worker_flags[] = {"--processes", "1", NULL};
     assert_true(it_start_worker(it, "workers", worker_flags) > 0);
+    uint64_t one = 1;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_one_worker, NULL, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_are, &one, IT_WAIT_MS, &s) >= 0);
 
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);

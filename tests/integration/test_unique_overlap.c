@@ -66,16 +66,6 @@ static uint64_t s_dispatch(it_t *it, const char *type, const msgpack_sbuffer *pa
     return id;
 }
 
-static bool s_done(const it_stats_t *s, const void *arg)
-{
-    return s->done >= *(const uint64_t *)arg;
-}
-
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers >= *(const size_t *)arg;
-}
-
 /* Run `onceq dispatch noop --unique-key KEY`; returns its log. */
 static char *s_cli_dispatch(it_t *it, const char *log, const char *key)
 {
@@ -145,11 +135,11 @@ static void test_unique_key_holds_across_sigkill_and_compaction(void **state)
     assert_true(it_start_worker(it, "worker", NULL) > 0);
     uint64_t want_done = 3;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_done, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &want_done, IT_WAIT_MS, &s) >= 0);
     for (int i = 0; i < 300; i++)
         it_dispatch(it, "noop", NULL, NULL);
     want_done += 300;
-    assert_true(it_wait_stats(it, s_done, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &want_done, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(it_wait_log(it, "broker", "compacted the journal", 1, IT_WAIT_MS), 0);
 
     /* Done with "until done": the key is free again. Done with a window:
@@ -257,8 +247,9 @@ static void s_workers(it_t *it, size_t n)
         snprintf(log, sizeof log, "worker%zu", i + 1);
         assert_true(it_start_worker(it, log, NULL) > 0);
     }
+    uint64_t want = n;
     it_stats_t s;
-    assert_true(it_wait_stats(it, s_workers_up, &n, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_workers_at_least, &want, IT_WAIT_MS, &s) >= 0);
 }
 
 static uint64_t s_sleep_job_unique(it_t *it, uint64_t ms, const char *overlap_key,

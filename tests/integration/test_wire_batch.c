@@ -35,23 +35,13 @@ static int s_teardown(void **state)
     return 0;
 }
 
-static bool s_ready(const it_stats_t *s, const void *arg)
-{
-    return s->ready == *(const uint64_t *)arg;
-}
-
-static bool s_done(const it_stats_t *s, const void *arg)
-{
-    return s->done == *(const uint64_t *)arg;
-}
-
 static void s_noop_jobs(it_t *it, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
     it_stats_t s;
     uint64_t want = count;
-    assert_true(it_wait_stats(it, s_ready, &want, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_ready_is, &want, IT_WAIT_MS, &s) >= 0);
 }
 
 /* A raw worker on the back socket that registers with ready, saying
@@ -167,12 +157,12 @@ static void test_jobs_and_acks_with_a_bad_entry(void **state)
     oq_proto_msg_release(&error);
     it_stats_t s;
     uint64_t three = S_JOBS - 1, all = S_JOBS;
-    assert_true(it_wait_stats(it, s_done, &three, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &three, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.leased, 1);
 
     oq_proto_encode_ack(&buf, &acks[2]);
     it_send(sock, &buf);
-    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     msgpack_sbuffer_destroy(&buf);
 }
@@ -210,7 +200,7 @@ static void test_old_worker_gets_one_job_a_message(void **state)
     it_send(sock, &buf);
     it_stats_t s;
     uint64_t all = S_JOBS;
-    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -242,7 +232,7 @@ static void test_worker_takes_jobs_and_sends_acks_together(void **state)
     assert_true(it_start_worker(it, "prefetcher", flags) > 0);
     it_stats_t s;
     uint64_t all = S_MANY;
-    assert_true(it_wait_stats(it, s_done, &all, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     assert_int_equal(s.retried, 0);
     assert_true(it_log_count(it, "prefetcher", "received jobs (") >= 1);

@@ -100,16 +100,6 @@ static void test_bad_isolation_is_named(void **state)
     assert_int_equal(it_log_count(it, "bad_env", "invalid ONCEQ_DB_ISOLATION \"chaotic\""), 1);
 }
 
-static bool s_workers_up(const it_stats_t *s, const void *arg)
-{
-    return s->workers == *(const size_t *)arg;
-}
-
-static bool s_done_at_least(const it_stats_t *s, const void *arg)
-{
-    return s->done >= *(const uint64_t *)arg;
-}
-
 static void test_settings_reach_every_worker_process(void **state)
 {
     it_t *it = *state;
@@ -120,14 +110,14 @@ static void test_settings_reach_every_worker_process(void **state)
     pid_t supervisor = it_start_worker(it, "workers", flags);
     assert_true(supervisor > 0);
     it_stats_t s;
-    size_t want = S_PROCESSES;
-    assert_true(it_wait_stats(it, s_workers_up, &want, IT_WAIT_MS, &s) >= 0);
+    uint64_t want = S_PROCESSES;
+    assert_true(it_wait_stats(it, it_workers_are, &want, IT_WAIT_MS, &s) >= 0);
 
     for (int i = 0; i < S_JOBS; i++)
         assert_true(it_dispatch(it, "settings", NULL, NULL) > 0);
     assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
     uint64_t done = S_JOBS + 1;
-    assert_true(it_wait_stats(it, s_done_at_least, &done, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_wait_stats(it, it_done_at_least, &done, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     assert_int_equal(
         it_log_count(it, "workers", "settings: database_url=" S_DB_URL " isolation=serializable"),

@@ -484,6 +484,36 @@ int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_
     }
 }
 
+bool it_done_is(const it_stats_t *stats, const void *arg)
+{
+    return stats->done == *(const uint64_t *)arg;
+}
+
+bool it_done_at_least(const it_stats_t *stats, const void *arg)
+{
+    return stats->done >= *(const uint64_t *)arg;
+}
+
+bool it_ready_is(const it_stats_t *stats, const void *arg)
+{
+    return stats->ready == *(const uint64_t *)arg;
+}
+
+bool it_leased_is(const it_stats_t *stats, const void *arg)
+{
+    return stats->leased == *(const uint64_t *)arg;
+}
+
+bool it_workers_are(const it_stats_t *stats, const void *arg)
+{
+    return stats->workers == *(const uint64_t *)arg;
+}
+
+bool it_workers_at_least(const it_stats_t *stats, const void *arg)
+{
+    return stats->workers >= *(const uint64_t *)arg;
+}
+
 static bool s_pong(it_t *self)
 {
     msgpack_sbuffer buf;

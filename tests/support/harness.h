@@ -173,6 +173,15 @@ typedef bool (*it_cond_fn)(const it_stats_t *stats, const void *arg);
 int64_t it_wait_stats(it_t *self, it_cond_fn cond, const void *arg, int timeout_ms,
                       it_stats_t *stats);
 
+/* Conditions for it_wait_stats on one counter; arg points to a uint64_t n.
+   _is holds when the counter equals n, _at_least when it has reached n. */
+bool it_done_is(const it_stats_t *stats, const void *arg);
+bool it_done_at_least(const it_stats_t *stats, const void *arg);
+bool it_ready_is(const it_stats_t *stats, const void *arg);
+bool it_leased_is(const it_stats_t *stats, const void *arg);
+bool it_workers_are(const it_stats_t *stats, const void *arg);      /* connected workers == n */
+bool it_workers_at_least(const it_stats_t *stats, const void *arg); /* connected workers >= n */
+
 /* Read a whole log file from the test dir into a malloc'd string. */
 char *it_read_log(it_t *self, const char *log);
 
