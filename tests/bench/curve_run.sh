@@ -28,25 +28,11 @@ FLOOD_S=${FLOOD_S:-10}
 MAX_PRODUCERS=${MAX_PRODUCERS:-10}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-300}
 
-PORT_BASE=20000
-PORT_SPAN=20000
-START_ATTEMPTS=5
-READY_TRIES=50
-READY_SLEEP_S=0.1
-STOP_GRACE_TRIES=100
-EXTRA_TIMEOUT_S=30
-
 SCRIPT=curve_run.sh
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-BROKER_BIN=$(binary onceq-broker broker)
-WORKER_BIN=$(binary onceq-worker worker)
-CLI_BIN=$(binary onceq clients/cli)
-ONCEQ_BENCH=$(binary onceq-bench tests/bench)
-for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"; do
-    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
-done
+need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"
 for n in "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$FLOOD" "$FLOOD_S" "$MAX_PRODUCERS"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
 done
@@ -71,24 +57,7 @@ start_broker() {
     local mode=$1
     shift
     setup_keys "$CLI_BIN" "$mode"
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        FRONT_PORT=$(random_port)
-        FRONT=tcp://127.0.0.1:$FRONT_PORT
-        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
-        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --no-journal --log-level warn "${BROKER_AUTH[@]}" "$@") >>"$WORKDIR/broker.log" 2>&1 &
-        BROKER_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            if "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1; then
-                return 0
-            fi
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BROKER_PID"
-        BROKER_PID=""
-    done
-    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+    start_broker_with --no-journal --log-level warn "${BROKER_AUTH[@]}" "$@"
 }
 
 stop_all() {

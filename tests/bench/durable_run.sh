@@ -31,30 +31,17 @@ REPLAY_JOBS=${REPLAY_JOBS:-1000000}
 FILL_PRODUCERS=${FILL_PRODUCERS:-4}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-600}
 
-PORT_BASE=20000
-PORT_SPAN=20000
-START_ATTEMPTS=5
+SCRIPT=durable_run.sh
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
 READY_TRIES=600        # x READY_SLEEP_S: a server gets 60 s to come up (replay included)
-READY_SLEEP_S=0.1
-STOP_GRACE_TRIES=100   # x 0.1 s to exit on SIGTERM
-EXTRA_TIMEOUT_S=30
 PING_TIMEOUT_MS=20     # a ping that waits longer makes the replay timing coarser
 REPLAY_POLL_MAX=60000  # ping attempts while timing a replay (each about PING_TIMEOUT_MS)
 WARMUP_JOBS=200
 MAX_JOBS_HELD=4000000  # the broker's --max-jobs for the fill runs
 
-SCRIPT=durable_run.sh
-# shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
-
-BROKER_BIN=$(binary onceq-broker broker)
-WORKER_BIN=$(binary onceq-worker worker)
-CLI_BIN=$(binary onceq clients/cli)
-ONCEQ_BENCH=$(binary onceq-bench tests/bench)
-BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
-for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
-    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
-done
+need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
 for n in "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$REPLAY_JOBS" "$FILL_PRODUCERS" "$RUN_DEADLINE_S"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
@@ -76,35 +63,18 @@ per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", kb * 102
 
 # ---- onceq ---------------------------------------------------------------
 
-ping_ok() { "$CLI_BIN" --broker "$FRONT" --timeout-ms "$PING_TIMEOUT_MS" ping >/dev/null 2>&1; }
-
 # start_broker DATA_DIR FLAGS...: on fresh ports; waits until it answers.
 start_broker() {
     local data=$1
     shift
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        FRONT_PORT=$(random_port)
-        FRONT=tcp://127.0.0.1:$FRONT_PORT
-        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
-        launch_broker "$data" "$@"
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            ping_ok && return 0
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BROKER_PID"
-        BROKER_PID=""
-    done
-    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+    start_broker_with --data-dir "$data" --log-level info "${BROKER_AUTH[@]}" "$@"
 }
 
 # launch_broker DATA_DIR FLAGS...: on the current ports, without waiting.
 launch_broker() {
     local data=$1
     shift
-    (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-        --data-dir "$data" --log-level info "${BROKER_AUTH[@]}" "$@") >>"$WORKDIR/broker.log" 2>&1 &
-    BROKER_PID=$!
+    spawn_broker --data-dir "$data" --log-level info "${BROKER_AUTH[@]}" "$@"
 }
 
 start_workers() {

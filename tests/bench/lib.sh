@@ -1,7 +1,22 @@
-# Helpers shared by the benchmark scripts (run.sh, durable_run.sh,
-# curve_run.sh). Sourced, not run. The caller sets SCRIPT (its name, for messages), BUILD,
-# STOP_GRACE_TRIES, PORT_BASE, PORT_SPAN, and WORKDIR, BROKER_PID, WORKER_PID,
-# BEANSTALKD_PID, REDIS_PID (run.sh) and OK before the traps fire.
+# shellcheck shell=bash disable=SC2034 # its constants and binaries are used by the scripts that source it
+# Helpers shared by the benchmark scripts (run.sh, curve_run.sh, durable_run.sh,
+# memory_run.sh, profile_run.sh). Sourced, not run. The caller sets SCRIPT (its
+# name, for messages) and BUILD before sourcing it, and WORKDIR, BROKER_PID,
+# WORKER_PID, BEANSTALKD_PID, REDIS_PID (run.sh) and OK before the traps fire.
+# Sourcing it sets the constants below, resolves BUILD and finds the binaries;
+# a script that needs another value of a constant sets it after sourcing.
+
+# Port range for our own servers: high, unprivileged, below the usual
+# ephemeral range (32768+ on Linux is avoided only in part; a taken port is
+# detected and another one tried).
+PORT_BASE=20000
+PORT_SPAN=20000
+START_ATTEMPTS=5     # ports a server is tried on before giving up
+READY_TRIES=50       # x READY_SLEEP_S: how long a server gets to come up
+READY_SLEEP_S=0.1
+STOP_GRACE_TRIES=100 # x 0.1 s: how long a process gets to exit on SIGTERM
+EXTRA_TIMEOUT_S=30   # on top of a run's own deadline for the outer `timeout`
+PING_TIMEOUT_MS=200  # how long ping_ok waits for the broker's answer
 
 die() { echo "$SCRIPT: $*" >&2; exit 1; }
 
@@ -16,6 +31,21 @@ binary() {
     local name=$1 subdir=$2 build
     build=$(cd "$BUILD" && pwd) || die "no build directory $BUILD"
     if [[ -x $build/bin/$name ]]; then echo "$build/bin/$name"; else echo "$build/$subdir/$name"; fi
+}
+
+BROKER_BIN=$(binary onceq-broker broker)
+WORKER_BIN=$(binary onceq-worker worker)
+CLI_BIN=$(binary onceq clients/cli)
+ONCEQ_BENCH=$(binary onceq-bench tests/bench)
+BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
+REDIS_BENCH=$(binary redis-bench tests/bench)
+
+# need_binaries PATH...: stop unless each of the binaries a script runs is there.
+need_binaries() {
+    local bin
+    for bin in "$@"; do
+        [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
+    done
 }
 
 # Stop one process we started: SIGTERM (or the given signal), wait, SIGKILL
@@ -71,6 +101,39 @@ install_cleanup() {
 }
 
 random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
+
+# ping_ok: the broker on FRONT answers a ping within PING_TIMEOUT_MS.
+ping_ok() { "$CLI_BIN" --broker "$FRONT" --timeout-ms "$PING_TIMEOUT_MS" ping >/dev/null 2>&1; }
+
+# spawn_broker FLAGS...: onceq-broker on the current FRONT and BACK with these
+# flags, in WORKDIR and a session of its own, its output appended to
+# WORKDIR/broker.log; sets BROKER_PID and does not wait.
+spawn_broker() {
+    (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" "$@") \
+        >>"$WORKDIR/broker.log" 2>&1 &
+    BROKER_PID=$!
+}
+
+# start_broker_with FLAGS...: spawn_broker on a random FRONT port (BACK the
+# next one) and wait until it answers; on other ports if it dies or stays
+# silent, START_ATTEMPTS times at most.
+start_broker_with() {
+    local attempt i
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        FRONT_PORT=$(random_port)
+        FRONT=tcp://127.0.0.1:$FRONT_PORT
+        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
+        spawn_broker "$@"
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            ping_ok && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BROKER_PID"
+        BROKER_PID=""
+    done
+    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+}
 
 # CURVE for everything a script starts, as in production, unless INSECURE=1:
 # keys made in WORKDIR/keys (the broker's --keys) with an admin key for onceq

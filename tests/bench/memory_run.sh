@@ -21,26 +21,14 @@ WINDOW=${WINDOW:-64}
 FSYNC=${FSYNC:-always}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-600}
 
-PORT_BASE=20000
-PORT_SPAN=20000
-START_ATTEMPTS=5
-READY_TRIES=600 # x READY_SLEEP_S: a server gets 60 s to come up
-READY_SLEEP_S=0.1
-STOP_GRACE_TRIES=100
-EXTRA_TIMEOUT_S=30
-MAX_JOBS_HELD=4000000
-
 SCRIPT=memory_run.sh
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-BROKER_BIN=$(binary onceq-broker broker)
-CLI_BIN=$(binary onceq clients/cli)
-ONCEQ_BENCH=$(binary onceq-bench tests/bench)
-BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
-for bin in "$BROKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
-    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
-done
+READY_TRIES=600 # x READY_SLEEP_S: a server gets 60 s to come up
+MAX_JOBS_HELD=4000000
+
+need_binaries "$BROKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
 for n in "$JOBS" "$REPEATS" "$FILL_PRODUCERS" "$WINDOW" "$RUN_DEADLINE_S"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
@@ -58,27 +46,9 @@ setup_keys "$CLI_BIN"
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { printf "%.0f", kb * 1024 / n }'; }
 
-ping_ok() { "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1; }
-
 start_broker() {
-    local data=$1
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        FRONT_PORT=$(random_port)
-        FRONT=tcp://127.0.0.1:$FRONT_PORT
-        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
-        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --data-dir "$data" --log-level warn --fsync "$FSYNC" --max-jobs "$MAX_JOBS_HELD" \
-            "${BROKER_AUTH[@]}") >>"$WORKDIR/broker.log" 2>&1 &
-        BROKER_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            ping_ok && return 0
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BROKER_PID"
-        BROKER_PID=""
-    done
-    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+    start_broker_with --data-dir "$1" --log-level warn --fsync "$FSYNC" --max-jobs "$MAX_JOBS_HELD" \
+        "${BROKER_AUTH[@]}"
 }
 
 start_beanstalkd() {

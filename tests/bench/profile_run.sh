@@ -43,12 +43,6 @@ TOP=${TOP:-12}
 PASS_DEADLINE_S=${PASS_DEADLINE_S:-120}
 SLOW_JOBS=${SLOW_JOBS:-1000}
 
-PORT_BASE=20000
-PORT_SPAN=20000
-START_ATTEMPTS=5
-READY_TRIES=50          # x READY_SLEEP_S: how long a server gets to come up
-READY_SLEEP_S=0.1
-STOP_GRACE_TRIES=100    # x 0.1 s: how long a process gets to exit on SIGTERM
 TRACER_SETTLE_S=0.5     # perf and strace get this long to attach before a pass
 CALLER_STACK_BYTES=8192 # user stack copied per poll/getpid for DWARF unwinding
 CALLER_BUFFER_PAGES=4096 # perf's ring buffer for them (16 MiB), so none is lost
@@ -58,13 +52,7 @@ SCRIPT=profile_run.sh
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-BROKER_BIN=$(binary onceq-broker broker)
-WORKER_BIN=$(binary onceq-worker worker)
-CLI_BIN=$(binary onceq clients/cli)
-ONCEQ_BENCH=$(binary onceq-bench tests/bench)
-for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"; do
-    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
-done
+need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"
 for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$TOP" "$PASS_DEADLINE_S" "$SLOW_JOBS"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
 done
@@ -107,25 +95,6 @@ if ! perf record -q -g -o "$WORKDIR/probe.data" -- true >/dev/null 2>&1; then
 fi
 rm -f "$WORKDIR/probe.data"
 
-start_broker() {
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        FRONT_PORT=$(random_port)
-        FRONT=tcp://127.0.0.1:$FRONT_PORT
-        BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
-        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --no-journal --log-level warn "${BROKER_AUTH[@]}") >>"$WORKDIR/broker.log" 2>&1 &
-        BROKER_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1 && return 0
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BROKER_PID"
-        BROKER_PID=""
-    done
-    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
-}
-
 # One worker process, no supervisor: its PID is the process that runs jobs.
 start_worker() {
     (cd "$WORKDIR" && exec setsid "$WORKER_BIN" --broker "$BACK" --log-level warn) \
@@ -152,7 +121,7 @@ bench() {
     else
         args+=(--jobs 1 --warmup 0 --latency-jobs "${2:-$LATENCY_JOBS}")
     fi
-    timeout $((PASS_DEADLINE_S + 30)) "$ONCEQ_BENCH" "${args[@]}" || die "onceq-bench failed ($1)"
+    timeout $((PASS_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" "${args[@]}" || die "onceq-bench failed ($1)"
 }
 
 # Stop the tracers of a pass (SIGINT makes perf and strace write their
@@ -317,7 +286,7 @@ strace_per_job() { # strace_per_job FILE JOBS
 
 echo "$SCRIPT: broker and worker from $BUILD; ${BROKER_AUTH[0]}; prefetch" \
     "${ONCEQ_PREFETCH:-1 (default)}; phases: $PHASES" >&2
-start_broker
+start_broker_with --no-journal --log-level warn "${BROKER_AUTH[@]}"
 start_worker
 # Wait for the worker to be connected (onceq-bench --workers 1 does too).
 bench cycle >/dev/null 2>&1 || die "warm-up run failed (see $WORKDIR/*.log)"

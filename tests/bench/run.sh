@@ -26,31 +26,11 @@ WORKER_COUNTS=${WORKER_COUNTS:-"1 2 4"}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-300}
 read -r -a BROKER_EXTRA <<<"${BROKER_FLAGS:-}"
 
-# Port range for our own servers: high, unprivileged, below the usual
-# ephemeral range (32768+ on Linux is avoided only in part; a taken port is
-# detected and another one tried).
-PORT_BASE=20000
-PORT_SPAN=20000
-START_ATTEMPTS=5
-READY_TRIES=50          # x READY_SLEEP_S: how long a server gets to come up
-READY_SLEEP_S=0.1
-STOP_GRACE_TRIES=100    # x 0.1 s: how long a process gets to exit on SIGTERM
-EXTRA_TIMEOUT_S=30      # on top of RUN_DEADLINE_S for the outer `timeout`
-
 SCRIPT=run.sh
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-BROKER_BIN=$(binary onceq-broker broker)
-WORKER_BIN=$(binary onceq-worker worker)
-CLI_BIN=$(binary onceq clients/cli)
-ONCEQ_BENCH=$(binary onceq-bench tests/bench)
-BEANSTALK_BENCH=$(binary beanstalk-bench tests/bench)
-REDIS_BENCH=$(binary redis-bench tests/bench)
-
-for bin in "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"; do
-    [[ -x $bin ]] || die "missing $bin (build first: cmake --build $BUILD)"
-done
+need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
 WITH_REDIS=1
 if ! command -v redis-server >/dev/null; then
@@ -79,27 +59,10 @@ setup_keys "$CLI_BIN"
 
 # ---- onceq ---------------------------------------------------------------
 
+# In memory, like beanstalkd without -b: durable_run.sh compares the journals.
 start_broker() {
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        FRONT_PORT=$(random_port)
-        BACK_PORT=$((FRONT_PORT + 1))
-        FRONT=tcp://127.0.0.1:$FRONT_PORT
-        BACK=tcp://127.0.0.1:$BACK_PORT
-        # In memory, like beanstalkd without -b: durable_run.sh compares the journals.
-        (cd "$WORKDIR" && exec setsid "$BROKER_BIN" --front "$FRONT" --back "$BACK" \
-            --no-journal --log-level warn "${BROKER_AUTH[@]}" ${BROKER_EXTRA[@]+"${BROKER_EXTRA[@]}"}) >>"$WORKDIR/broker.log" 2>&1 &
-        BROKER_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            if "$CLI_BIN" --broker "$FRONT" --timeout-ms 200 ping >/dev/null 2>&1; then
-                return 0
-            fi
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BROKER_PID"
-        BROKER_PID=""
-    done
-    die "onceq-broker did not come up (see $WORKDIR/broker.log)"
+    start_broker_with --no-journal --log-level warn "${BROKER_AUTH[@]}" \
+        ${BROKER_EXTRA[@]+"${BROKER_EXTRA[@]}"}
 }
 
 start_workers() {
