@@ -90,28 +90,6 @@ onceq_bench() {
 
 # ---- beanstalkd ------------------------------------------------------------
 
-# start_beanstalkd FLAGS...: fresh port, waits until it answers.
-start_beanstalkd() {
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        BEANSTALKD_PORT=$(random_port)
-        launch_beanstalkd "$@"
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
-            bs_answers && return 0
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BEANSTALKD_PID"
-        BEANSTALKD_PID=""
-    done
-    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
-}
-
-launch_beanstalkd() {
-    (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" "$@") \
-        >>"$WORKDIR/beanstalkd.log" 2>&1 &
-    BEANSTALKD_PID=$!
-}
-
 beanstalk_bench() {
     timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$BEANSTALK_BENCH" --port "$BEANSTALKD_PORT" \
         --window "$WINDOW" --deadline "$RUN_DEADLINE_S" "$@"

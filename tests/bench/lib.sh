@@ -192,3 +192,31 @@ bs_answers() {
     exec 3>&-
     [[ $line == OK* ]]
 }
+
+# launch_beanstalkd FLAGS...: beanstalkd on BEANSTALKD_PORT with these flags,
+# in WORKDIR and a session of its own, its output appended to
+# WORKDIR/beanstalkd.log; sets BEANSTALKD_PID and does not wait.
+launch_beanstalkd() {
+    (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" "$@") \
+        >>"$WORKDIR/beanstalkd.log" 2>&1 &
+    BEANSTALKD_PID=$!
+}
+
+# start_beanstalkd FLAGS...: launch_beanstalkd on a random port and wait until
+# it answers (bs_answers); on another port if it dies or stays silent,
+# START_ATTEMPTS times at most.
+start_beanstalkd() {
+    local attempt i
+    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
+        BEANSTALKD_PORT=$(random_port)
+        launch_beanstalkd "$@"
+        for ((i = 0; i < READY_TRIES; i++)); do
+            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
+            bs_answers && return 0
+            sleep "$READY_SLEEP_S"
+        done
+        stop_pid "$BEANSTALKD_PID"
+        BEANSTALKD_PID=""
+    done
+    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
+}

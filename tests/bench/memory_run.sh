@@ -51,23 +51,6 @@ start_broker() {
         "${BROKER_AUTH[@]}"
 }
 
-start_beanstalkd() {
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        BEANSTALKD_PORT=$(random_port)
-        (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" "$@") \
-            >>"$WORKDIR/beanstalkd.log" 2>&1 &
-        BEANSTALKD_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
-            bs_answers && return 0
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BEANSTALKD_PID"
-        BEANSTALKD_PID=""
-    done
-    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
-}
-
 ONCEQ=()
 BEANSTALKD=()
 for ((r = 1; r <= REPEATS; r++)); do

@@ -81,25 +81,6 @@ run_onceq() {
 
 # ---- beanstalkd ----------------------------------------------------------
 
-start_beanstalkd() {
-    for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
-        BEANSTALKD_PORT=$(random_port)
-        (cd "$WORKDIR" && exec setsid beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT") \
-            >>"$WORKDIR/beanstalkd.log" 2>&1 &
-        BEANSTALKD_PID=$!
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
-            if (exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT") 2>/dev/null; then
-                return 0
-            fi
-            sleep "$READY_SLEEP_S"
-        done
-        stop_pid "$BEANSTALKD_PID"
-        BEANSTALKD_PID=""
-    done
-    die "beanstalkd did not come up (see $WORKDIR/beanstalkd.log)"
-}
-
 run_beanstalkd() {
     local workers=$1
     timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$BEANSTALK_BENCH" --port "$BEANSTALKD_PORT" \
