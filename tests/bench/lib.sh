@@ -114,21 +114,29 @@ spawn_broker() {
     BROKER_PID=$!
 }
 
+# wait_ready PID CHECK: true once the command CHECK succeeds, polled every
+# READY_SLEEP_S up to READY_TRIES times; false at once if PID has exited.
+wait_ready() {
+    local pid=$1 check=$2 i
+    for ((i = 0; i < READY_TRIES; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        "$check" && return 0
+        sleep "$READY_SLEEP_S"
+    done
+    return 1
+}
+
 # start_broker_with FLAGS...: spawn_broker on a random FRONT port (BACK the
 # next one) and wait until it answers; on other ports if it dies or stays
 # silent, START_ATTEMPTS times at most.
 start_broker_with() {
-    local attempt i
+    local attempt
     for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
         FRONT_PORT=$(random_port)
         FRONT=tcp://127.0.0.1:$FRONT_PORT
         BACK=tcp://127.0.0.1:$((FRONT_PORT + 1))
         spawn_broker "$@"
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BROKER_PID" 2>/dev/null || break
-            ping_ok && return 0
-            sleep "$READY_SLEEP_S"
-        done
+        wait_ready "$BROKER_PID" ping_ok && return 0
         stop_pid "$BROKER_PID"
         BROKER_PID=""
     done
@@ -206,15 +214,11 @@ launch_beanstalkd() {
 # it answers (bs_answers); on another port if it dies or stays silent,
 # START_ATTEMPTS times at most.
 start_beanstalkd() {
-    local attempt i
+    local attempt
     for ((attempt = 0; attempt < START_ATTEMPTS; attempt++)); do
         BEANSTALKD_PORT=$(random_port)
         launch_beanstalkd "$@"
-        for ((i = 0; i < READY_TRIES; i++)); do
-            kill -0 "$BEANSTALKD_PID" 2>/dev/null || break
-            bs_answers && return 0
-            sleep "$READY_SLEEP_S"
-        done
+        wait_ready "$BEANSTALKD_PID" bs_answers && return 0
         stop_pid "$BEANSTALKD_PID"
         BEANSTALKD_PID=""
     done
