@@ -34,6 +34,13 @@
    sleeps until one starts (an idle worker then wakes once a heartbeat). */
 #define OQ_WORKER_KEEPER_IDLE_MS 1000
 
+/* Acks of held jobs that ran back to back: while the next held job is
+   waiting, the acks made since the first of them may wait up to this long
+   (and up to half the prefetch in number) to go as one message; anything
+   else the loop does sends them at once, and a long next job has the
+   keeper send them within OQ_WORKER_KEEPER_MS or two. */
+#define OQ_WORKER_ACK_GATHER_US 1000
+
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful
    is all a fleet of workers can use without starving its neighbours. */

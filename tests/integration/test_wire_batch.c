@@ -4,7 +4,8 @@
     message, and one that does not gets a "job" message each; an "acks"
     message with one bad entry among good ones has the good ones applied
     and the bad one refused alone, naming its place; and a real worker
-    with --prefetch 8 takes jobs and sends a batch's acks that way. */
+    with --prefetch 8 takes jobs and sends a batch's acks that way, and
+    the acks of held jobs it ran back to back too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,8 +208,7 @@ static void test_old_worker_gets_one_job_a_message(void **state)
 /* onceq-worker --prefetch 8 --batch 8 (onceq-test-worker, whose tally
    type has a batch function): jobs queued before it connects come in
    "jobs" messages, and the acks of a batch, made in one turn, go out in
-   one "acks" message; all are done. (A job run alone is acked before the
-   next starts, so its ack goes alone.) */
+   one "acks" message; all are done. */
 static void test_worker_takes_jobs_and_sends_acks_together(void **state)
 {
     it_t *it = *state;
@@ -239,6 +239,25 @@ static void test_worker_takes_jobs_and_sends_acks_together(void **state)
     assert_true(it_log_count(it, "prefetcher", "sent acks") >= 1);
 }
 
+/* onceq-worker --prefetch 8 and noop jobs, each run alone: held jobs run
+   back to back, and the acks made within OQ_WORKER_ACK_GATHER_US of each
+   other (half the prefetch at most) go out as one "acks" message. Over
+   S_MANY jobs at least one such pair is met even on a loaded machine. */
+static void test_held_jobs_run_back_to_back_ack_together(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    s_noop_jobs(it, S_MANY);
+    const char *flags[] = {"--prefetch", "8", "--log-level", "debug", NULL};
+    assert_true(it_start_worker(it, "prefetcher", flags) > 0);
+    it_stats_t s;
+    uint64_t all = S_MANY;
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.retried, 0);
+    assert_true(it_log_count(it, "prefetcher", "sent acks") >= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +265,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_old_worker_gets_one_job_a_message, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_worker_takes_jobs_and_sends_acks_together, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_held_jobs_run_back_to_back_ack_together, s_setup,
                                         s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
