@@ -49,10 +49,8 @@ static void s_start_broker(it_t *it)
 static pid_t s_worker(it_t *it, const char *log, const char *prefetch, uint64_t expect_workers)
 {
     const char *flags[] = {"--prefetch", prefetch, "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
-    pid_t pid = it_start_worker(it, log, flags);
+    pid_t pid = it_start_worker_counted(it, log, flags, expect_workers);
     assert_true(pid > 0);
-    it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &expect_workers, IT_WAIT_MS, &s) >= 0);
     return pid;
 }
 

@@ -589,6 +589,16 @@ pid_t it_start_worker(it_t *self, const char *log, const char *const extra[])
     return it_spawn(self, log, argv);
 }
 
+pid_t it_start_worker_counted(it_t *self, const char *log, const char *const extra[],
+                              uint64_t workers)
+{
+    pid_t pid = it_start_worker(self, log, extra);
+    it_stats_t stats;
+    if (pid <= 0 || it_wait_stats(self, it_workers_are, &workers, IT_WAIT_MS, &stats) < 0)
+        return -1;
+    return pid;
+}
+
 char *it_read_log(it_t *self, const char *log)
 {
     char path[512];

@@ -143,6 +143,12 @@ void it_fresh_data_dir(it_t *self);
    against the broker's back socket. */
 pid_t it_start_worker(it_t *self, const char *log, const char *const extra[]);
 
+/* it_start_worker, then wait (IT_WAIT_MS at most) until the broker counts
+   workers connected workers: the pid, or -1 if it did not start or the
+   count was not reached. */
+pid_t it_start_worker_counted(it_t *self, const char *log, const char *const extra[],
+                              uint64_t workers);
+
 /* Send a signal to a tracked pid. */
 void it_signal(pid_t pid, int sig);
 
