@@ -84,11 +84,13 @@ void oq_waiters_destroy(oq_waiters_t **self_p)
     if (!self)
         return;
     if (self->deadlines) {
-        /* Every waiter is in the heap; free them, then their jobs' lists. */
-        for (size_t i = 0; i < oq_heap_size(self->deadlines); i++) {
-            s_waiter_t *w = s_of_node(oq_heap_at(self->deadlines, i));
-            s_job_t *job = self->jobs ? oq_idmap_remove(self->jobs, w->job_id) : NULL;
-            free(job);
+        /* Every waiter is in the heap (which writes to its nodes as they
+           leave it); free each as it leaves, and its job's list with it. */
+        oq_heap_node_t *top;
+        while ((top = oq_heap_peek(self->deadlines))) {
+            oq_heap_remove(self->deadlines, top);
+            s_waiter_t *w = s_of_node(top);
+            free(self->jobs ? oq_idmap_remove(self->jobs, w->job_id) : NULL);
             free(w);
         }
         oq_heap_destroy(&self->deadlines);
