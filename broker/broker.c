@@ -810,7 +810,13 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
 {
     oq_broker_t *self = ctx;
     const oq_engine_hooks_t *journal = &self->journal_hooks;
-    if (journal->changed && journal->changed(journal->ctx, event, job, dispatch) < 0)
+    int rc = journal->changed ? journal->changed(journal->ctx, event, job, dispatch) : 0;
+    /* An asked change the journal cannot keep is not made; any other has
+       happened already, and its waiters hear of it (their answers then
+       wait for the journal, and are answered "unavailable" if it fails). */
+    if (rc < 0 &&
+        (event == OQ_EVENT_CANCELLED || event == OQ_EVENT_FORGOTTEN ||
+         event == OQ_EVENT_DISPATCHED || event == OQ_EVENT_REQUEUED || event == OQ_EVENT_RESOLVED))
         return -1;
     s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
     switch (event) {
@@ -829,12 +835,12 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     case OQ_EVENT_FORGOTTEN:
         /* A failed job: its waiters were answered when it failed. */
         oq_waiters_remember_end(self->waiters, job->id, OQ_WAIT_FAILED);
-        return 0;
+        return rc;
     default:
-        return 0;
+        return rc;
     }
     oq_waiters_end(self->waiters, job->id, s_answer_ended, &ended);
-    return 0;
+    return rc;
 }
 
 /* `wait`: a job that has ended (or is in the failed or review store) is
