@@ -16,7 +16,8 @@
           the next, "full", naming the limit; once they time out it may
           wait again.
     (v)   After a SIGKILL and a restart the broker answers the same: done,
-          failed, not_found past its ids; a live job is waited for again;
+          failed, not_found past its ids; a live job is waited for again,
+          by two connections (one a REQ socket), each answered;
           `onceq wait` and `onceq dispatch --wait` exit as documented. */
 #include <setjmp.h>
 #include <signal.h>
@@ -313,9 +314,12 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     s_expect_refused(producer, 22, after_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
     /* the job leased before the restart is ready again: waited for, and done by a worker */
     s_send_wait(producer, 23, after_id, S_LONG_MS);
+    void *req_sock = it_socket(it, ZMQ_REQ, it->front); /* answered behind REQ's delimiter */
+    s_send_wait(req_sock, 24, after_id, S_LONG_MS);
     s_expect_quiet(producer);
     assert_true(it_start_worker(it, "worker", NULL) > 0);
     s_expect_waited(producer, after_id, OQ_WAIT_DONE, NULL, IT_WAIT_MS);
+    s_expect_waited(req_sock, after_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
 
     /* the tool: exit codes by how the job ended */
     char id_text[32];
