@@ -12,6 +12,7 @@
 #include "auth.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@
 #define S_ZAP_VERSION "1.0"
 
 struct oq_auth {
-    void *sock; /* REP bound to OQ_AUTH_ENDPOINT */
+    void *sock;      /* REP bound to OQ_AUTH_ENDPOINT */
+    oq_zsock_t wait; /* the same, as the broker's loop waits on it */
     const oq_keystore_t *store;
     oq_peers_t *peers; /* NULL: no per-role limits */
     const oq_clock_t *clock;
@@ -58,7 +60,7 @@ oq_auth_t *oq_auth_new(void *ctx, const oq_keystore_t *store, const oq_clock_t *
     int zero = 0;
     if (!self->unknown_log || !self->sock ||
         zmq_setsockopt(self->sock, ZMQ_LINGER, &zero, sizeof zero) < 0 ||
-        zmq_bind(self->sock, OQ_AUTH_ENDPOINT) < 0) {
+        zmq_bind(self->sock, OQ_AUTH_ENDPOINT) < 0 || oq_zsock_init(&self->wait, self->sock) < 0) {
         snprintf(reason, reason_len, "cannot start the ZAP handler on %s: %s", OQ_AUTH_ENDPOINT,
                  zmq_strerror(zmq_errno()));
         oq_auth_destroy(&self);
@@ -80,9 +82,9 @@ void oq_auth_destroy(oq_auth_t **self_p)
     *self_p = NULL;
 }
 
-void *oq_auth_socket(const oq_auth_t *self)
+oq_zsock_t *oq_auth_socket(oq_auth_t *self)
 {
-    return self->sock;
+    return &self->wait;
 }
 
 void oq_auth_set_peers(oq_auth_t *self, oq_peers_t *peers)
@@ -120,6 +122,8 @@ static int s_read(oq_auth_t *self, s_request_t *req)
         zmq_msg_t frame;
         zmq_msg_init(&frame);
         if (zmq_msg_recv(&frame, self->sock, req->count ? 0 : ZMQ_DONTWAIT) < 0) {
+            if (!req->count)
+                oq_zsock_recv_failed(&self->wait, errno);
             zmq_msg_close(&frame);
             return req->count ? 1 : 0;
         }
@@ -150,6 +154,7 @@ static void s_reply(oq_auth_t *self, const s_request_t *req, const char *status,
     zmq_send(self->sock, text, strlen(text), ZMQ_SNDMORE);
     zmq_send(self->sock, user_id, strlen(user_id), ZMQ_SNDMORE);
     zmq_send(self->sock, "", 0, 0);
+    oq_zsock_used(&self->wait);
 }
 
 static bool s_is(const s_request_t *req, int i, const char *text)

@@ -15,6 +15,7 @@
 
 #include "keystore.h"
 #include "onceq/clock.h"
+#include "onceq/zpoll.h"
 #include "peers.h"
 
 #define OQ_AUTH_ENDPOINT "inproc://zeromq.zap.01"
@@ -29,8 +30,9 @@ oq_auth_t *oq_auth_new(void *ctx, const oq_keystore_t *store, const oq_clock_t *
 /* Close the socket, free, set *self_p to NULL. */
 void oq_auth_destroy(oq_auth_t **self_p);
 
-/* The socket to poll for ZMQ_POLLIN. Borrowed. */
-void *oq_auth_socket(const oq_auth_t *self);
+/* The socket to wait on for input (onceq/zpoll.h). Borrowed; oq_auth_poll
+   keeps its state. */
+oq_zsock_t *oq_auth_socket(oq_auth_t *self);
 
 /* Refuse a key whose role is at its limit in peers (borrowed; NULL: no
    per-role limits, the default). */
@@ -39,7 +41,8 @@ void oq_auth_set_peers(oq_auth_t *self, oq_peers_t *peers);
 /* Answer from now on with this store (borrowed), after a reload. */
 void oq_auth_set_store(oq_auth_t *self, const oq_keystore_t *store);
 
-/* Answer every waiting request, at most batch of them. Never blocks. */
+/* Answer every waiting request, at most batch of them (more wait for the
+   next call: the socket stays ready). Never blocks. */
 void oq_auth_poll(oq_auth_t *self, int batch);
 
 /* Handshakes since start: accepted, refused for an unknown key, refused

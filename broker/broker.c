@@ -77,6 +77,7 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/proto.h"
+#include "onceq/zpoll.h"
 #include "outbox.h"
 #include "peers.h"
 #include "replay.h"
@@ -96,6 +97,8 @@ struct oq_broker {
     void *ctx;
     void *front;
     void *back;
+    oq_zsock_t front_wait; /* the sockets as the loop waits on them (onceq/zpoll.h) */
+    oq_zsock_t back_wait;
     oq_engine_t *engine;
     oq_journal_t *journal; /* NULL with --no-journal */
     oq_compact_t *compact; /* NULL with --no-journal */
@@ -407,6 +410,12 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    if (oq_zsock_init(&self->front_wait, self->front) < 0 ||
+        oq_zsock_init(&self->back_wait, self->back) < 0) {
+        snprintf(reason, reason_len, "cannot wait on the sockets: %s", zmq_strerror(zmq_errno()));
+        oq_broker_destroy(&self);
+        return NULL;
+    }
     void *const listening[] = {self->front, self->back};
     self->conns = oq_conns_new(self->ctx, listening, 2, config->max_conns);
     if (!self->conns)
@@ -482,11 +491,18 @@ oq_engine_t *oq_broker_engine(oq_broker_t *self)
 
 /* ---- sending ---------------------------------------------------------------- */
 
+static oq_zsock_t *s_wait_of(oq_broker_t *self, void *sock)
+{
+    return sock == self->front ? &self->front_wait : &self->back_wait;
+}
+
 /* Send self->out to the peer of env on sock, then clear the buffer.
    0 if it went out, -1 if the peer is unreachable. */
 static int s_send(oq_broker_t *self, void *sock, const void *identity, size_t identity_len,
                   bool delimiter)
 {
+    /* A send may take in the socket's news: the loop looks before it waits. */
+    oq_zsock_used(s_wait_of(self, sock));
     int rc = zmq_send(sock, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0 && delimiter)
         rc = zmq_send(sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -520,6 +536,7 @@ static int s_recv(oq_broker_t *self, void *sock, s_envelope_t *env, zmq_msg_t *b
     zmq_msg_t frame;
     zmq_msg_init(&frame);
     if (zmq_msg_recv(&frame, sock, ZMQ_DONTWAIT) < 0) {
+        oq_zsock_recv_failed(s_wait_of(self, sock), errno);
         zmq_msg_close(&frame);
         return 0;
     }
@@ -1223,7 +1240,8 @@ static void s_revoked(oq_broker_t *self, void *sock, const s_envelope_t *env, in
              "directories");
 }
 
-/* Read and handle up to one batch of messages from sock. */
+/* Read and handle messages from sock until it is empty, or up to one
+   batch of them. */
 static void s_drain_socket(oq_broker_t *self, void *sock)
 {
     oq_side_t side = sock == self->front ? OQ_SIDE_FRONT : OQ_SIDE_BACK;
@@ -1278,6 +1296,8 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         oq_proto_msg_release(&msg);
         zmq_msg_close(&body);
     }
+    /* The turn's share is read; more may wait, unsignalled. */
+    oq_zsock_used(s_wait_of(self, sock));
 }
 
 /* ---- keys: SIGHUP ---------------------------------------------------------------- */
@@ -1427,6 +1447,7 @@ static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, b
                          const void *body, size_t body_len)
 {
     oq_broker_t *self = ctx;
+    oq_zsock_used(&self->front_wait);
     int rc = zmq_send(self->front, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0 && delimiter)
         rc = zmq_send(self->front, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -1527,32 +1548,34 @@ static bool s_may_deliver(oq_broker_t *self)
 
 int oq_broker_turn(oq_broker_t *self, long timeout_ms)
 {
-    zmq_pollitem_t items[S_POLL_ITEMS] = {{self->front, 0, ZMQ_POLLIN, 0},
-                                          {self->back, 0, ZMQ_POLLIN, 0}};
-    int count = 2;
+    /* One poll(2) over the sockets' descriptors and the compaction's pipe;
+       a socket is asked for ZMQ_EVENTS only if it was used since it was
+       last found empty (onceq/zpoll.h). */
+    oq_zpoll_item_t items[S_POLL_ITEMS] = {{.sock = &self->front_wait}, {.sock = &self->back_wait}};
+    size_t count = 2;
     int compact_fd = self->compact ? oq_compact_fd(self->compact) : -1;
     int compact_at = -1, monitors_at = -1;
     if (compact_fd >= 0) {
-        compact_at = count;
-        items[count++] = (zmq_pollitem_t){NULL, compact_fd, ZMQ_POLLIN, 0};
+        compact_at = (int)count;
+        items[count++] = (oq_zpoll_item_t){.fd = compact_fd};
     }
     size_t monitors = 0;
     if (self->conns) {
-        void *const *pollers = oq_conns_pollers(self->conns, &monitors);
-        monitors_at = count;
+        oq_zsock_t *pollers = oq_conns_pollers(self->conns, &monitors);
+        monitors_at = (int)count;
         for (size_t i = 0; i < monitors && count < S_POLL_ITEMS - 1; i++)
-            items[count++] = (zmq_pollitem_t){pollers[i], 0, ZMQ_POLLIN, 0};
+            items[count++] = (oq_zpoll_item_t){.sock = &pollers[i]};
     }
-    int monitors_end = count;
+    int monitors_end = (int)count;
     int auth_at = -1;
     if (self->auth) {
-        auth_at = count;
-        items[count++] = (zmq_pollitem_t){oq_auth_socket(self->auth), 0, ZMQ_POLLIN, 0};
+        auth_at = (int)count;
+        items[count++] = (oq_zpoll_item_t){.sock = oq_auth_socket(self->auth)};
     }
-    if (zmq_poll(items, count, timeout_ms) < 0) {
-        if (zmq_errno() == EINTR)
+    if (oq_zpoll(items, count, timeout_ms) < 0) {
+        if (errno == EINTR)
             return 0;
-        oq_error("poll failed: %s", zmq_strerror(zmq_errno()));
+        oq_error("poll failed: %s", strerror(errno));
         return -1;
     }
     /* Closes first: a descriptor closed and reused is forgotten before the
@@ -1560,16 +1583,16 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
        the handshakes below is up to date. */
     bool monitor_events = false;
     for (int i = monitors_at; i >= 0 && i < monitors_end; i++)
-        monitor_events |= (items[i].revents & ZMQ_POLLIN) != 0;
+        monitor_events |= items[i].ready;
     if (monitor_events)
         oq_conns_poll(self->conns);
-    if (auth_at >= 0 && (items[auth_at].revents & ZMQ_POLLIN))
+    if (auth_at >= 0 && items[auth_at].ready)
         oq_auth_poll(self->auth, OQ_BROKER_BATCH_MSGS);
-    if (items[1].revents & ZMQ_POLLIN)
+    if (items[1].ready)
         s_drain_socket(self, self->back);
-    if (items[0].revents & ZMQ_POLLIN)
+    if (items[0].ready)
         s_drain_socket(self, self->front);
-    if (compact_at >= 0 && (items[compact_at].revents & ZMQ_POLLIN))
+    if (compact_at >= 0 && items[compact_at].ready)
         oq_compact_poll(self->compact);
     oq_engine_tick(self->engine);
     oq_waiters_expire(self->waiters, s_answer_pending, self);

@@ -30,12 +30,13 @@
 #define S_ENDPOINT_LEN 64
 
 struct oq_conns {
-    void *monitors[S_MAX_SOCKETS]; /* PAIR sockets reading each monitor */
-    size_t count;                  /* sockets watched */
-    size_t open;                   /* connections open now */
-    size_t max;                    /* the cap */
-    bool full;                     /* at the cap: logged, refusing */
-    bool accept_failed;            /* an accept failed in this episode: logged */
+    void *monitors[S_MAX_SOCKETS];   /* PAIR sockets reading each monitor */
+    oq_zsock_t waits[S_MAX_SOCKETS]; /* the same, as the broker's loop waits on them */
+    size_t count;                    /* sockets watched */
+    size_t open;                     /* connections open now */
+    size_t max;                      /* the cap */
+    bool full;                       /* at the cap: logged, refusing */
+    bool accept_failed;              /* an accept failed in this episode: logged */
     unsigned long long refused;
     unsigned long long failed_accepts;
     void (*watch)(void *ctx, int fd); /* told of every accept and close */
@@ -86,7 +87,8 @@ oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count, size_t 
             goto fail;
         self->count = i + 1;
         zmq_setsockopt(self->monitors[i], ZMQ_LINGER, &zero, sizeof zero);
-        if (zmq_connect(self->monitors[i], endpoint) < 0)
+        if (zmq_connect(self->monitors[i], endpoint) < 0 ||
+            oq_zsock_init(&self->waits[i], self->monitors[i]) < 0)
             goto fail;
     }
     oq_info("connections: at most %zu (open-file limit %zu, %zu in use, %d in reserve)", self->max,
@@ -111,10 +113,10 @@ void oq_conns_destroy(oq_conns_t **self_p)
     *self_p = NULL;
 }
 
-void *const *oq_conns_pollers(const oq_conns_t *self, size_t *count)
+oq_zsock_t *oq_conns_pollers(oq_conns_t *self, size_t *count)
 {
     *count = self->count;
-    return self->monitors;
+    return self->waits;
 }
 
 /* Shut a just-accepted peer down, if fd is still a connected socket. */
@@ -179,6 +181,7 @@ void oq_conns_poll(oq_conns_t *self)
             zmq_msg_t head, endpoint;
             zmq_msg_init(&head);
             if (zmq_msg_recv(&head, self->monitors[i], ZMQ_DONTWAIT) < 0) {
+                oq_zsock_recv_failed(&self->waits[i], errno);
                 zmq_msg_close(&head);
                 break;
             }

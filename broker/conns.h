@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "onceq/zpoll.h"
+
 typedef struct oq_conns oq_conns_t;
 
 /* Watch the listening sockets (borrowed; bound already) of ctx. The cap
@@ -29,11 +31,12 @@ oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count, size_t 
 /* Stop watching; set *self_p to NULL. Call before the sockets close. */
 void oq_conns_destroy(oq_conns_t **self_p);
 
-/* The monitor sockets to poll for ZMQ_POLLIN: count in *count. Borrowed. */
-void *const *oq_conns_pollers(const oq_conns_t *self, size_t *count);
+/* The monitor sockets to wait on for input (onceq/zpoll.h): count in
+ *count. Borrowed; oq_conns_poll keeps their state. */
+oq_zsock_t *oq_conns_pollers(oq_conns_t *self, size_t *count);
 
-/* Read every waiting monitor event: count accepts and closes, shut down
-   peers over the cap. Never blocks. */
+/* Read every waiting monitor event, until each monitor is empty: count
+   accepts and closes, shut down peers over the cap. Never blocks. */
 void oq_conns_poll(oq_conns_t *self);
 
 /* Connections open now (accepted, not yet closed), over every socket. */

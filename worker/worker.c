@@ -27,6 +27,7 @@
 #include "onceq/clock.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "onceq/zpoll.h"
 #include "registry.h"
 #include "runner.h"
 #include "session.h"
@@ -55,6 +56,7 @@ typedef struct {
     const oq_clock_t *clock;
     void *ctx;               /* the broker socket's context */
     void *socket;            /* DEALER to the broker; NULL while the link is down */
+    oq_zsock_t link;         /* the socket as the loop waits on it, while there is one */
     oq_registry_t *registry; /* the handlers; used by the main thread only */
     oq_keeper_t *keeper;     /* holds the loop while a handler runs long */
     oq_session_t *session;   /* decides; this module only carries out */
@@ -119,7 +121,8 @@ static void s_open(s_worker_t *self)
     int linger_ms = 0; /* a socket closed on a lost link drops what it held */
     self->socket = zmq_socket(self->ctx, ZMQ_DEALER);
     if (!self->socket || zmq_setsockopt(self->socket, ZMQ_LINGER, &linger_ms, sizeof linger_ms) ||
-        s_curve(self) < 0 || zmq_connect(self->socket, self->config->endpoint) < 0) {
+        s_curve(self) < 0 || zmq_connect(self->socket, self->config->endpoint) < 0 ||
+        oq_zsock_init(&self->link, self->socket) < 0) {
         oq_error("cannot connect to %s: %s", self->config->endpoint, zmq_strerror(errno));
         if (self->socket)
             zmq_close(self->socket);
@@ -144,7 +147,9 @@ static void s_close(s_worker_t *self)
 /* Queue buf's message on the socket; a failure is a lost link. */
 static void s_send_buf(s_worker_t *self, const msgpack_sbuffer *buf, const char *what)
 {
-    if (zmq_send(self->socket, buf->data, buf->size, ZMQ_DONTWAIT) < 0) {
+    int rc = zmq_send(self->socket, buf->data, buf->size, ZMQ_DONTWAIT);
+    oq_zsock_used(&self->link);
+    if (rc < 0) {
         oq_warn("cannot send %s to the broker: %s", what, zmq_strerror(errno));
         oq_session_on_send_error(self->session, s_now(self));
     } else {
@@ -415,12 +420,19 @@ static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
     oq_proto_msg_release(&msg);
 }
 
+/* Read until the socket is empty, which is what lets the loop wait on its
+   descriptor next (onceq/zpoll.h), or until the turn's share is read. */
 static void s_read_broker(s_worker_t *self)
 {
-    for (int i = 0; i < OQ_WORKER_BATCH_MSGS && self->socket && !self->finished; i++) {
+    for (int i = 0; self->socket && !self->finished; i++) {
+        if (i == OQ_WORKER_BATCH_MSGS) {
+            oq_zsock_used(&self->link); /* more may wait: the next turn looks first */
+            break;
+        }
         zmq_msg_t frame;
         zmq_msg_init(&frame);
         if (zmq_msg_recv(&frame, self->socket, ZMQ_DONTWAIT) < 0) {
+            oq_zsock_recv_failed(&self->link, errno);
             zmq_msg_close(&frame);
             break;
         }
@@ -512,22 +524,24 @@ static int s_turn(s_worker_t *self, int wake_fd)
         wait_ms = 0;
     if (wait_ms > OQ_MAX_HEARTBEAT_MS)
         wait_ms = OQ_MAX_HEARTBEAT_MS;
+    s_flush_acks(self); /* never held back: what this turn made goes before the wait */
     /* The signalfd, the keeper's fd on the keeper's turns, the socket
-       while there is one. */
-    zmq_pollitem_t items[3];
-    int count = 0, wake = -1, broker = -1;
-    items[count++] = (zmq_pollitem_t){NULL, self->signal_fd, ZMQ_POLLIN, 0};
+       while there is one: one poll(2), and ZMQ_EVENTS only if the socket
+       was used since it was last found empty (onceq/zpoll.h). */
+    oq_zpoll_item_t items[3];
+    size_t count = 0;
+    int wake = -1, broker = -1;
+    items[count++] = (oq_zpoll_item_t){.fd = self->signal_fd};
     if (wake_fd >= 0) {
-        wake = count;
-        items[count++] = (zmq_pollitem_t){NULL, wake_fd, ZMQ_POLLIN, 0};
+        wake = (int)count;
+        items[count++] = (oq_zpoll_item_t){.fd = wake_fd};
     }
     if (self->socket) {
-        broker = count;
-        items[count++] = (zmq_pollitem_t){self->socket, 0, ZMQ_POLLIN, 0};
+        broker = (int)count;
+        items[count++] = (oq_zpoll_item_t){.sock = &self->link};
     }
-    s_flush_acks(self); /* never held back: what this turn made goes before the wait */
-    if (zmq_poll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
-        oq_error("poll failed: %s", zmq_strerror(errno));
+    if (oq_zpoll(items, count, (long)wait_ms) < 0 && errno != EINTR) {
+        oq_error("poll failed: %s", strerror(errno));
         self->finished = true;
         self->status = OQ_EXIT_BROKEN;
         return -1;
@@ -539,14 +553,14 @@ static int s_turn(s_worker_t *self, int wake_fd)
     /* Only what poll found ready: each read that finds nothing is a
        system call (and for a ZeroMQ socket a getpid and a poll of its
        mailbox) spent on every turn, that is on every job. */
-    if (broker >= 0 && (items[broker].revents & ZMQ_POLLIN))
+    if (broker >= 0 && items[broker].ready)
         s_read_broker(self);
-    if (wake >= 0 && (items[wake].revents & ZMQ_POLLIN)) {
+    if (wake >= 0 && items[wake].ready) {
         uint64_t tokens;
         if (read(wake_fd, &tokens, sizeof tokens) < 0 && errno != EAGAIN)
             oq_warn("cannot read the keeper's fd: %s", strerror(errno));
     }
-    if (items[0].revents & ZMQ_POLLIN)
+    if (items[0].ready)
         s_read_signals(self);
     /* The keeper learns the heartbeat the broker gave. */
     int64_t patience_ms = oq_session_heartbeat_ms(self->session) / OQ_WORKER_KEEPER_PER_HEARTBEAT;
