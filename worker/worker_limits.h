@@ -49,7 +49,7 @@
 /* --prefetch auto (the default): the worker holds as many jobs as fit
    this much expected work behind the running one, from the moving
    average of its handlers' run times (prefetch.h), and at most the cap:
-   sub-millisecond jobs hold the cap, jobs of 4 ms or more one at a time.
+   sub-millisecond jobs hold the cap, jobs of more than 4 ms one at a time.
    The budget is what a held job may expect to wait; a round trip to the
    broker, which holding saves, is a few hundred µs. */
 #define OQ_WORKER_PREFETCH_AUTO_CAP  8

@@ -210,8 +210,8 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
              "jobs the worker may hold at once, the running one included: the next ones wait "
              "here leased (handed back unrun if they wait half their timeout) so no round trip "
              "to the broker comes between two jobs. auto: as many as fit %d ms of work at its "
-             "handlers' average run time, from 1 up to %d (short jobs hold %d, jobs of %d ms "
-             "or more run one at a time); N: always N; 1: one job at a time",
+             "handlers' average run time, from 1 up to %d (short jobs hold %d, jobs of more "
+             "than %d ms run one at a time); N: always N; 1: one job at a time",
              OQ_WORKER_PREFETCH_BUDGET_US / 1000, OQ_WORKER_PREFETCH_AUTO_CAP,
              OQ_WORKER_PREFETCH_AUTO_CAP, OQ_WORKER_PREFETCH_BUDGET_US / 1000);
     char batch_def[S_DEFAULT_LEN];

@@ -60,7 +60,7 @@ static void test_a_long_run_drops_the_limit_to_one_at_once(void **unused)
     oq_prefetch_destroy(&p);
 }
 
-static void test_runs_of_the_budget_or_more_hold_one(void **unused)
+static void test_runs_longer_than_the_budget_hold_one(void **unused)
 {
     (void)unused;
     oq_prefetch_t *p = oq_prefetch_new(S_CAP, S_BUDGET_US);
@@ -122,7 +122,7 @@ int main(void)
         cmocka_unit_test(test_no_run_yet_holds_one),
         cmocka_unit_test(test_short_runs_grow_the_limit_to_the_cap_one_by_one),
         cmocka_unit_test(test_a_long_run_drops_the_limit_to_one_at_once),
-        cmocka_unit_test(test_runs_of_the_budget_or_more_hold_one),
+        cmocka_unit_test(test_runs_longer_than_the_budget_hold_one),
         cmocka_unit_test(test_middling_runs_hold_what_fits_the_budget),
         cmocka_unit_test(test_bounds),
     };
