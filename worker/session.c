@@ -443,8 +443,10 @@ static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
         if (self->acks[i].state == S_ACK_SENT)
             self->acks[i].state = S_ACK_OWED;
     /* The broker gives a vanished worker's leases back: held jobs go to
-       others, and this worker's new socket is a stranger to them. */
+       others, and this worker's new socket is a stranger to them. Its
+       credit goes with it. */
     s_drop_held(self);
+    self->credit_out = 0;
     self->reconnect_ms = now_ms + self->backoff_ms;
     oq_warn("%s; reconnecting in %lld ms", why, (long long)self->backoff_ms);
     self->backoff_ms *= 2;
