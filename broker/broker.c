@@ -44,7 +44,15 @@
     workers are served as usual: their acks only add records, which wait in
     memory until a write succeeds. On a full disk the journal frees its
     reserve and a compaction may run whatever its thresholds; dispatches are
-    accepted again once the reserve is back, with no operator action. */
+    accepted again once the reserve is back, with no operator action.
+
+    Waits. A producer may wait for a job to end ("wait", waiters.h). The
+    broker hears of every end through the engine's observer, which it
+    installs in front of the journal's: once the journal has taken a
+    record of a job's end (done, failed, review, cancelled), that job's
+    waiters are answered through the outbox like a dispatch, so an answer
+    never says more than a restart would keep. A wait whose timeout passes
+    is answered "pending" at once. */
 #include "broker.h"
 
 #include <assert.h>
@@ -76,6 +84,7 @@
 #include "siphash.h"
 #include "stats.h"
 #include "throttle.h"
+#include "waiters.h"
 
 #define S_MAX_IDENTITY 255
 /* front, back, a compaction's child while one runs, 2 monitors, the ZAP handler */
@@ -101,8 +110,11 @@ struct oq_broker {
     msgpack_sbuffer out;          /* reused encoding buffer */
     int64_t started_ms;
     int64_t next_heartbeat_ms;
-    oq_metrics_http_t *metrics; /* serving GET /metrics; NULL without --metrics */
-    int64_t next_metrics_ms;    /* when the loop renders the metrics next */
+    oq_metrics_http_t *metrics;      /* serving GET /metrics; NULL without --metrics */
+    int64_t next_metrics_ms;         /* when the loop renders the metrics next */
+    oq_waiters_t *waiters;           /* producers waiting for a job to end */
+    oq_engine_hooks_t journal_hooks; /* the journal's observer; changed NULL without one */
+    msgpack_sbuffer wait_out;        /* encoding buffer of answers to waits (see s_changed) */
 };
 
 oq_broker_config_t oq_broker_config_default(void)
@@ -247,8 +259,7 @@ static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
         oq_warn("journal: %zu jobs restored, over --max-jobs %zu; every one is kept, dispatches "
                 "are refused (full) until workers bring it below the limit",
                 oq_engine_job_count(self->engine), c->engine.max_jobs);
-    oq_engine_hooks_t hooks = oq_journal_hooks(self->journal);
-    oq_engine_set_hooks(self->engine, &hooks);
+    self->journal_hooks = oq_journal_hooks(self->journal);
     self->compact = oq_compact_new(&c->compact, self->journal, self->engine, self->clock);
     if (!self->compact) {
         snprintf(reason, reason_len, "out of memory");
@@ -320,6 +331,9 @@ static int s_auth_start(oq_broker_t *self, char *reason, size_t reason_len)
     return self->auth ? 0 : -1;
 }
 
+static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                     const oq_job_msg_t *dispatch);
+
 /* conns.h: a descriptor opened or closed; its binding is stale. */
 static void s_forget_fd(void *ctx, int fd)
 {
@@ -337,10 +351,12 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     self->config = *config;
     self->clock = clock;
     msgpack_sbuffer_init(&self->out);
+    msgpack_sbuffer_init(&self->wait_out);
     self->engine = oq_engine_new(&config->engine, clock);
     self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES);
+    self->waiters = oq_waiters_new(OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, clock);
     self->ctx = zmq_ctx_new();
-    if (!self->engine || !self->outbox || !self->ctx) {
+    if (!self->engine || !self->outbox || !self->waiters || !self->ctx) {
         snprintf(reason, reason_len, "out of memory");
         oq_broker_destroy(&self);
         return NULL;
@@ -379,6 +395,9 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         return NULL;
     }
     oq_engine_set_lease_key(self->engine, lease_key);
+    /* After replay: the journal's observer, then the waits (s_changed). */
+    oq_engine_hooks_t hooks = {s_changed, self};
+    oq_engine_set_hooks(self->engine, &hooks);
     if (s_auth_start(self, reason, reason_len) < 0 ||
         !(self->front =
               s_bind(self->ctx, config->front_endpoint, self->keys, "front", reason, reason_len)) ||
@@ -448,7 +467,9 @@ void oq_broker_destroy(oq_broker_t **self_p)
     oq_journal_destroy(&self->journal);
     oq_engine_destroy(&self->engine);
     oq_outbox_destroy(&self->outbox);
+    oq_waiters_destroy(&self->waiters);
     msgpack_sbuffer_destroy(&self->out);
+    msgpack_sbuffer_destroy(&self->wait_out);
     free(self);
     *self_p = NULL;
 }
@@ -738,6 +759,128 @@ static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, c
     s_promise(self, env, req, s_appended(self));
 }
 
+/* ---- waits: a producer waiting for a job to end ------------------------------------ */
+
+static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
+                         const void *body, size_t body_len);
+
+/* Send the answer in self->wait_out to a waiter once the journal is
+   durable up to where it is now (the record of the end it reports), as a
+   dispatch's answer waits; with the outbox full, at once. */
+static void s_wait_answer(oq_broker_t *self, const void *identity, size_t identity_len,
+                          bool delimiter, int64_t req)
+{
+    if (oq_outbox_add(self->outbox, s_appended(self), req, identity, identity_len, delimiter,
+                      self->wait_out.data, self->wait_out.size) < 0)
+        s_outbox_send(self, identity, identity_len, delimiter, self->wait_out.data,
+                      self->wait_out.size);
+    msgpack_sbuffer_clear(&self->wait_out);
+}
+
+typedef struct {
+    oq_broker_t *broker;
+    oq_wait_state_t state;
+    const char *error; /* the failed job's error, the reviewed job's reason; or NULL */
+} s_ended_t;
+
+static void s_answer_ended(void *ctx, const oq_waiter_view_t *w)
+{
+    s_ended_t *ended = ctx;
+    oq_proto_encode_waited(&ended->broker->wait_out, w->req, w->job_id, ended->state, ended->error);
+    s_wait_answer(ended->broker, w->identity, w->identity_len, w->delimiter, w->req);
+}
+
+static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
+{
+    oq_broker_t *self = ctx;
+    oq_proto_encode_waited(&self->wait_out, w->req, w->job_id, OQ_WAIT_PENDING, NULL);
+    if (s_outbox_send(self, w->identity, w->identity_len, w->delimiter, self->wait_out.data,
+                      self->wait_out.size) < 0)
+        oq_debug("a waiter for job %llu went away before its timeout",
+                 (unsigned long long)w->job_id);
+    msgpack_sbuffer_clear(&self->wait_out);
+}
+
+/* The engine's observer: the journal records the change first (and may
+   refuse an asked one), then the waiters of a job that ended are
+   answered. Called inside engine calls: it touches only the waiters, the
+   outbox and its own buffer. */
+static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
+                     const oq_job_msg_t *dispatch)
+{
+    oq_broker_t *self = ctx;
+    const oq_engine_hooks_t *journal = &self->journal_hooks;
+    int rc = journal->changed ? journal->changed(journal->ctx, event, job, dispatch) : 0;
+    /* An asked change the journal cannot keep is not made; any other has
+       happened already, and its waiters hear of it (their answers then
+       wait for the journal, and are answered "unavailable" if it fails). */
+    if (rc < 0 &&
+        (event == OQ_EVENT_CANCELLED || event == OQ_EVENT_FORGOTTEN ||
+         event == OQ_EVENT_DISPATCHED || event == OQ_EVENT_REQUEUED || event == OQ_EVENT_RESOLVED))
+        return -1;
+    s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
+    switch (event) {
+    case OQ_EVENT_DONE:
+        break;
+    case OQ_EVENT_FAILED:
+        ended = (s_ended_t){self, OQ_WAIT_FAILED, job->error};
+        break;
+    case OQ_EVENT_REVIEW:
+        ended = (s_ended_t){self, OQ_WAIT_REVIEW, job->error};
+        break;
+    case OQ_EVENT_CANCELLED:
+        ended.state = OQ_WAIT_CANCELLED;
+        oq_waiters_remember_end(self->waiters, job->id, OQ_WAIT_CANCELLED);
+        break;
+    case OQ_EVENT_FORGOTTEN:
+        /* A failed job: its waiters were answered when it failed. */
+        oq_waiters_remember_end(self->waiters, job->id, OQ_WAIT_FAILED);
+        return rc;
+    default:
+        return rc;
+    }
+    oq_waiters_end(self->waiters, job->id, s_answer_ended, &ended);
+    return rc;
+}
+
+/* `wait`: a job that has ended (or is in the failed or review store) is
+   answered at once, one that is live is waited for, an id the broker never
+   issued is refused. A job the broker no longer holds has ended: ids only
+   grow, and the journal keeps the next one, so below it an id not held is
+   a job that completed, unless it is remembered as cancelled or deleted
+   from the failed store. */
+static void s_wait(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    char reason[256];
+    oq_job_view_t view;
+    s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
+    if (oq_engine_job_view(self->engine, msg->id, &view) == 0) {
+        if (view.state == OQ_STATE_FAILED || view.state == OQ_STATE_REVIEW) {
+            ended.state = view.state == OQ_STATE_FAILED ? OQ_WAIT_FAILED : OQ_WAIT_REVIEW;
+            ended.error = view.error;
+        } else if (msg->wait_ms == 0) {
+            oq_waiter_view_t now = {msg->id, req, env->identity, env->identity_len, env->delimiter};
+            s_answer_pending(self, &now);
+            return;
+        } else {
+            if (oq_waiters_add(self->waiters, msg->id, msg->wait_ms, env->identity,
+                               env->identity_len, env->delimiter, req, reason, sizeof reason) < 0)
+                s_reply_error(self, self->front, env, req, OQ_ERR_FULL, reason);
+            return;
+        }
+    } else if (msg->id >= oq_engine_next_id(self->engine)) {
+        snprintf(
+            reason, sizeof reason, "job %llu was never issued: this broker's newest job id is %llu",
+            (unsigned long long)msg->id, (unsigned long long)(oq_engine_next_id(self->engine) - 1));
+        s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
+        return;
+    } else {
+        oq_waiters_recall_end(self->waiters, msg->id, &ended.state);
+    }
+    oq_waiter_view_t now = {msg->id, req, env->identity, env->identity_len, env->delimiter};
+    s_answer_ended(&ended, &now);
+}
+
 /* The journal's and auth's numbers, for "stats" and the metrics. */
 static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_auth_t *auth)
 {
@@ -857,6 +1000,9 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     case OQ_CMD_PING:
         oq_proto_encode_simple(&self->out, OQ_CMD_PONG, req);
         break;
+    case OQ_CMD_WAIT:
+        s_wait(self, env, req, msg);
+        return;
     case OQ_CMD_REVIEW:
     case OQ_CMD_REVIEW_SHOW:
     case OQ_CMD_RESOLVE:
@@ -1005,7 +1151,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
     if (sock == self->front)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
-               cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE;
+               cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE ||
+               cmd == OQ_CMD_WAIT;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_ACKS || cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT ||
            cmd == OQ_CMD_TOUCH || cmd == OQ_CMD_STATUS;
@@ -1416,6 +1563,7 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
     if (compact_at >= 0 && (items[compact_at].revents & ZMQ_POLLIN))
         oq_compact_poll(self->compact);
     oq_engine_tick(self->engine);
+    oq_waiters_expire(self->waiters, s_answer_pending, self);
     int64_t now = oq_clock_now_ms(self->clock);
     if (now >= self->next_heartbeat_ms) {
         s_heartbeat(self);
@@ -1442,6 +1590,9 @@ static long s_timeout_ms(const oq_broker_t *self)
         wake = deadline;
     if (self->metrics && self->next_metrics_ms < wake)
         wake = self->next_metrics_ms;
+    deadline = oq_waiters_next_deadline(self->waiters);
+    if (deadline >= 0 && deadline < wake)
+        wake = deadline;
     return wake > now ? (long)(wake - now) : 0;
 }
 

@@ -19,7 +19,18 @@ enum {
     OQ_CLI_EXIT_REFUSED = 1,  /* the broker or the database answered with an error */
     OQ_CLI_EXIT_USAGE = 2,    /* bad command line */
     OQ_CLI_EXIT_NO_REPLY = 3, /* no (readable) answer in time, or no connection */
+    /* wait, dispatch --wait: how the job ended (done is OQ_CLI_EXIT_OK) */
+    OQ_CLI_EXIT_FAILED = 4,    /* in the failed store (or deleted from it) */
+    OQ_CLI_EXIT_REVIEW = 5,    /* in the review store: a person decides */
+    OQ_CLI_EXIT_CANCELLED = 6, /* withdrawn before it ran */
+    OQ_CLI_EXIT_PENDING = 7,   /* not ended within the wait's --timeout */
 };
+
+/* The exit codes of wait, as --help shows them. */
+#define OQ_CLI_WAIT_EXIT_HELP                                                                      \
+    "Exit status 0 done, 4 failed, 5 in review, 6 cancelled, 7 still pending at the\n"             \
+    "end of the timeout; 1 refused (the reason is printed: e.g. an id the broker never\n"          \
+    "issued), 2 bad command line, 3 no answer in time.\n"
 
 /* Environment fallbacks of the global options. */
 #define OQ_CLI_ENV_BROKER     "ONCEQ_BROKER"
@@ -79,6 +90,12 @@ int oq_cmd_customer(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_job(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_wait(oq_cli_t *cli, int argc, char **argv);
+
+/* Wait for job id to end, for at most wait_ms (< 0: until it ends), in
+   waits of at most OQ_MAX_WAIT_MS; print "job ID STATE[: ERROR]" and
+   return the exit code of its state (or of the failure). */
+int oq_cli_wait_job(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms);
 /* `db prune`, reached through oq_cmd_db (argv as it got it). */
 int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_keygen(oq_cli_t *cli, int argc, char **argv);

@@ -45,6 +45,10 @@ static void s_help(void)
            "                     without using tries\n"
            "  --retries N        send again, with the same dispatch id, up to N times when\n"
            "                     the broker does not answer in time, 0 to %d (default %d)\n"
+           "  --wait             then wait until the job has ended, print \"job ID STATE\"\n"
+           "                     (as 'onceq wait ID') and exit with its status (below)\n"
+           "  --wait-timeout S   with --wait: give up after S seconds (default: wait until\n"
+           "                     the job ends)\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
            "  --timeout-ms N     how long to wait for each answer (env %s, default "
            "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n"
@@ -55,7 +59,10 @@ static void s_help(void)
            "--dispatch-id. If the broker does not answer at all, the job may still\n"
            "have been queued: run the command again with the dispatch id it prints.\n"
            "Unique and overlap keys save work; they are not what keeps effects right\n"
-           "(the handler's guard row is).\n",
+           "(the handler's guard row is).\n"
+           "\n"
+           "Exit status 0 queued (with --wait: done), 1 refused, 2 bad command line,\n"
+           "3 no answer in time. With --wait, as 'onceq wait':\n" OQ_CLI_WAIT_EXIT_HELP,
            OQ_DEFAULT_QUEUE, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES, OQ_DEFAULT_TIMEOUT_MS / 1000,
            -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN, OQ_MAX_JOB_KEY_LEN,
            OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000, OQ_MAX_CLIENT_RETRIES,
@@ -76,6 +83,8 @@ enum {
     S_OPT_UNIQUE_KEY,
     S_OPT_UNIQUE_FOR,
     S_OPT_OVERLAP_KEY,
+    S_OPT_WAIT,
+    S_OPT_WAIT_TIMEOUT,
 };
 
 /* Parse --payload into buf as a msgpack map. Returns an exit code. */
@@ -222,12 +231,16 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         {"unique-key", required_argument, NULL, S_OPT_UNIQUE_KEY},
         {"unique-for", required_argument, NULL, S_OPT_UNIQUE_FOR},
         {"overlap-key", required_argument, NULL, S_OPT_OVERLAP_KEY},
+        {"wait", no_argument, NULL, S_OPT_WAIT},
+        {"wait-timeout", required_argument, NULL, S_OPT_WAIT_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
     oq_job_msg_t job;
     memset(&job, 0, sizeof job);
     const char *payload = NULL;
     uint64_t retries = OQ_DEFAULT_CLIENT_RETRIES;
+    bool wait = false;
+    int64_t wait_ms = -1;
     char made_id[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
     int opt;
     while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -248,6 +261,16 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
             job.dispatch_id = oq_str(optarg);
             continue;
         }
+        if (opt == S_OPT_WAIT) {
+            wait = true;
+            continue;
+        }
+        if (opt == S_OPT_WAIT_TIMEOUT) {
+            if (oq_config_seconds(optarg, OQ_MAX_DELAY_MS, &wait_ms) < 0)
+                return oq_cli_usage_error(cli, "--wait-timeout '%s' must be seconds from 0 to %lld",
+                                          optarg, OQ_MAX_DELAY_MS / 1000);
+            continue;
+        }
         if (opt == S_OPT_RETRIES) {
             if (oq_config_uint(optarg, 0, OQ_MAX_CLIENT_RETRIES, &retries) < 0)
                 return oq_cli_usage_error(cli, "--retries '%s' must be a whole number from 0 to %d",
@@ -263,6 +286,8 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     if (optind + 1 < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s' after the job type",
                                   argv[optind + 1]);
+    if (wait_ms >= 0 && !wait)
+        return oq_cli_usage_error(cli, "--wait-timeout needs --wait");
     if (job.unique_for_ms && !job.unique_key.len)
         return oq_cli_usage_error(cli, "--unique-for needs --unique-key");
     const char *type = argv[optind];
@@ -303,6 +328,10 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                 fprintf(stderr,
                         "onceq: job %" PRIu64 " holds unique key %.*s: nothing new was queued\n",
                         id, (int)job.unique_key.len, job.unique_key.ptr);
+            if (wait) {
+                fflush(stdout);
+                rc = oq_cli_wait_job(cli, client, id, wait_ms);
+            }
         } else {
             rc = oq_cli_report(cli, client);
             if (rc == OQ_CLI_EXIT_NO_REPLY)

@@ -611,6 +611,33 @@ int oq_client_horizon(oq_client_t *self, int timeout_ms, oq_msg_t *reply)
     return s_request(self, req, timeout_ms, OQ_CMD_HORIZON, reply);
 }
 
+int oq_client_wait(oq_client_t *self, uint64_t id, int64_t wait_ms, int timeout_ms,
+                   oq_wait_state_t *state, char *error, size_t error_len)
+{
+    assert(self && state && timeout_ms >= 0);
+    if (error_len)
+        error[0] = 0;
+    uint64_t req = s_next_req(self);
+    if (wait_ms < 0 || wait_ms > OQ_MAX_WAIT_MS) {
+        s_fail(self, OQ_ERR_BAD_REQUEST, "a wait lasts 0 to %lld ms, not %lld",
+               (long long)OQ_MAX_WAIT_MS, (long long)wait_ms);
+        return -1;
+    }
+    oq_proto_encode_wait(&self->buf, (int64_t)req, id, wait_ms);
+    oq_msg_t reply;
+    /* The broker answers when the wait ends: give it that long and then
+       the usual time for an answer. */
+    int64_t patience = wait_ms + timeout_ms;
+    if (s_request(self, req, patience > INT32_MAX ? INT32_MAX : (int)patience, OQ_CMD_WAITED,
+                  &reply) < 0)
+        return -1;
+    *state = reply.wait_state;
+    if (error && error_len)
+        oq_str_copy(reply.err_text, error, error_len);
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
 int oq_client_ping(oq_client_t *self, int timeout_ms)
 {
     assert(self);

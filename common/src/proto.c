@@ -47,6 +47,8 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_STATUS] = "status",
     [OQ_CMD_JOBS] = "jobs",
     [OQ_CMD_ACKS] = "acks",
+    [OQ_CMD_WAIT] = "wait",
+    [OQ_CMD_WAITED] = "waited",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -70,6 +72,8 @@ static const char *s_outcome_names[] = {NULL,      "ok",     "retry",  "fail",
 static const char *s_action_names[] = {NULL, "done", "retry", "fail"};
 static const char *s_status_names[] = {NULL, "ready", "unavailable"};
 static const char *s_result_names[] = {"none", "applied", "already_applied"};
+static const char *s_wait_state_names[] = {NULL,     "pending", "done",
+                                           "failed", "review",  "cancelled"};
 
 const char *oq_proto_cmd_name(oq_cmd_t cmd)
 {
@@ -86,6 +90,12 @@ const char *oq_proto_outcome_name(oq_outcome_t outcome)
     return (outcome >= OQ_OUTCOME_OK && outcome <= OQ_OUTCOME_UNAVAILABLE)
                ? s_outcome_names[outcome]
                : "unknown";
+}
+
+const char *oq_proto_wait_state_name(oq_wait_state_t state)
+{
+    return (state >= OQ_WAIT_PENDING && state <= OQ_WAIT_CANCELLED) ? s_wait_state_names[state]
+                                                                    : "unknown";
 }
 
 const char *oq_proto_status_name(oq_worker_status_t status)
@@ -562,6 +572,28 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"unique\" must be a boolean");
         msg->unique = unique && unique->via.boolean;
         return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    }
+    case OQ_CMD_WAIT: {
+        bool present;
+        if (s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL) < 0 ||
+            s_get_seconds(ctx, root, "timeout", OQ_MAX_WAIT_MS, &msg->wait_ms, &present) < 0)
+            return -1;
+        if (!present)
+            msg->wait_ms = OQ_DEFAULT_WAIT_MS;
+        return 0;
+    }
+    case OQ_CMD_WAITED: {
+        if (s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL) < 0 ||
+            s_get_str(ctx, root, "state", true, OQ_MAX_NAME_LEN, &s) < 0 ||
+            s_get_str(ctx, root, "error", false, OQ_MAX_ERROR_LEN, &msg->err_text) < 0)
+            return -1;
+        for (size_t k = 1; k < sizeof s_wait_state_names / sizeof *s_wait_state_names; k++)
+            if (oq_str_eq(s, s_wait_state_names[k]))
+                msg->wait_state = (oq_wait_state_t)k;
+        if (!msg->wait_state)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"state\" must be one of pending, done, failed, review, cancelled");
+        return 0;
     }
     case OQ_CMD_REVIEW_SHOW:
         /* A request carries "id"; a reply carries "job". */
@@ -1354,6 +1386,38 @@ void oq_proto_encode_status(msgpack_sbuffer *buf, oq_worker_status_t status, int
     oq_proto_pack_cstr(&pk, oq_proto_status_name(status));
     oq_proto_pack_cstr(&pk, "since");
     s_pack_seconds(&pk, since_ms < 0 ? 0 : since_ms > OQ_MAX_DELAY_MS ? OQ_MAX_DELAY_MS : since_ms);
+    if (has_error) {
+        oq_proto_pack_cstr(&pk, "error");
+        size_t n = strlen(error);
+        msgpack_pack_str(&pk, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+        msgpack_pack_str_body(&pk, error, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+    }
+}
+
+void oq_proto_encode_wait(msgpack_sbuffer *buf, int64_t req, uint64_t id, int64_t timeout_ms)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_WAIT, req, 2);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+    oq_proto_pack_cstr(&pk, "timeout");
+    s_pack_seconds(&pk, timeout_ms < 0                ? 0
+                        : timeout_ms > OQ_MAX_WAIT_MS ? OQ_MAX_WAIT_MS
+                                                      : timeout_ms);
+}
+
+void oq_proto_encode_waited(msgpack_sbuffer *buf, int64_t req, uint64_t id, oq_wait_state_t state,
+                            const char *error)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_error = error && error[0];
+    oq_proto_begin(&pk, OQ_CMD_WAITED, req, 2 + has_error);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+    oq_proto_pack_cstr(&pk, "state");
+    oq_proto_pack_cstr(&pk, oq_proto_wait_state_name(state));
     if (has_error) {
         oq_proto_pack_cstr(&pk, "error");
         size_t n = strlen(error);

@@ -2,23 +2,29 @@
     and its workers get through noop jobs. It is a benchmark, not a test: it
     prints numbers and fails only when the system does not answer.
 
-    The broker tells a producer when a job is queued ("dispatched"), never
-    when it is done, and a worker cannot talk to the producer. So completion
-    is read from the broker's own counter, the `done` field of the queue in
-    `stats`:
+    The broker tells a producer when a job is queued ("dispatched"), and,
+    when asked with "wait", when it is done; a worker never talks to the
+    producer.
 
     - throughput: N jobs are dispatched through one DEALER with at most
       --window dispatches unanswered; the clock runs from the first dispatch
-      until a stats reply shows done == baseline + N. Stats are polled every
-      S_DRAIN_POLL_US only after the last dispatch was answered, so polling
-      costs the broker nothing while it is busiest and adds at most that
-      interval to a run of seconds.
-    - latency: one job at a time. The job is dispatched and stats are polled
-      back to back until done moves; the sample is the time from sending the
-      dispatch to receiving that stats reply. The job finished somewhere
-      between the previous stats request and this reply, so a sample is an
-      upper bound, too high by at most one stats round trip (printed as
-      poll_rtt_us).
+      until a stats reply shows the queue's done counter at baseline + N.
+      Stats are polled every S_DRAIN_POLL_US only after the last dispatch
+      was answered, so polling costs the broker nothing while it is busiest
+      and adds at most that interval to a run of seconds.
+    - latency, one job at a time, --latency-mode wait (the default): the job
+      is dispatched, and as soon as its id comes back a "wait" for it is
+      sent, which the broker answers when the worker's ok has made it done.
+      The sample is the time from sending the dispatch to receiving that
+      answer: it includes the broker's half hop back to us after the job
+      was done, and nothing else after it.
+    - latency, --latency-mode poll: the job is dispatched and stats are
+      polled back to back until done moves; the sample is the time from
+      sending the dispatch to receiving that stats reply. The job finished
+      somewhere between the previous stats request and this reply, so a
+      sample is an upper bound, too high by at most one stats round trip
+      (printed as poll_rtt_us). The polling also takes the broker's CPU
+      while the job is in flight.
 
     With --producers N the throughput phase is dispatched by N forked
     processes, each with its own connection and window, sharing the jobs;
@@ -109,6 +115,7 @@ typedef struct {
     uint64_t flood;           /* --flood: connections kept open; 0: the normal run */
     uint64_t flood_s;         /* how long */
     bool flood_unknown;       /* each flood connection with a fresh, unknown key */
+    bool latency_poll;        /* latency read by polling stats instead of a wait */
 } s_opts_t;
 
 /* CURVE, when --key and --broker-key are given. */
@@ -406,6 +413,24 @@ static int s_throughput(const s_opts_t *opts, void *sock, oq_client_t *client, u
 }
 
 /* Latency: one job at a time, dispatch to a stats reply that shows it done. */
+/* A wait for job id until it is done: *at_us gets the time the answer came. */
+static int s_wait_job(oq_client_t *client, uint64_t id, int64_t *at_us)
+{
+    oq_wait_state_t state;
+    char error[OQ_MAX_ERROR_LEN + 1];
+    if (oq_client_wait(client, id, S_REQUEST_MS, S_REQUEST_MS, &state, error, sizeof error) < 0) {
+        fprintf(stderr, "onceq-bench: wait for job %" PRIu64 ": %s\n", id, oq_client_error(client));
+        return -1;
+    }
+    *at_us = oq_clock_mono_us();
+    if (state != OQ_WAIT_DONE) {
+        fprintf(stderr, "onceq-bench: job %" PRIu64 " is %s after %d ms, not done%s%s\n", id,
+                oq_proto_wait_state_name(state), S_REQUEST_MS, error[0] ? ": " : "", error);
+        return -1;
+    }
+    return 0;
+}
+
 static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
                      oq_samples_t *latency, oq_samples_t *rtt)
 {
@@ -418,7 +443,8 @@ static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
             return -1;
         }
         int64_t end_us;
-        if (s_wait_done(opts, client, *done + 1, 0, &end_us, rtt) < 0)
+        if (opts->latency_poll ? s_wait_done(opts, client, *done + 1, 0, &end_us, rtt)
+                               : s_wait_job(client, id, &end_us))
             return -1;
         (*done)++;
         oq_samples_add(latency, end_us - start_us);
@@ -508,8 +534,9 @@ static void s_help(void)
     printf("Usage: onceq-bench [options]\n"
            "\n"
            "Dispatch noop jobs with a %d-byte payload to onceq-broker and measure\n"
-           "throughput (pipelined) and end-to-end latency (one job at a time), reading\n"
-           "completion from the broker's stats. Workers must be running already.\n"
+           "throughput (pipelined; completion read from the broker's stats) and\n"
+           "end-to-end latency (one job at a time; completion told by a wait). Workers\n"
+           "must be running already.\n"
            "\n"
            "  --broker ENDPOINT   broker front socket (default %s)\n"
            "  --queue Q           queue to use (default bench)\n"
@@ -518,6 +545,9 @@ static void s_help(void)
            "  --latency-jobs M    jobs in the latency phase, 0 to skip (default %d)\n"
            "  --warmup N          jobs run first and not measured (default %d)\n"
            "  --gap-us U          pause between two latency jobs (default %d)\n"
+           "  --latency-mode M    wait: a latency sample ends when the broker answers a\n"
+           "                      wait for the job, done (the default); poll: when a stats\n"
+           "                      reply, polled back to back, shows the queue's done moved\n"
            "  --workers W         wait until W workers are connected (default 0)\n"
            "  --deadline S        give up after S seconds in all (default %d)\n"
            "  --grant C           grant_points jobs (new order each, customers 1..C) instead\n"
@@ -562,7 +592,8 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         O_BROKER_KEY,
         O_FLOOD,
         O_FLOOD_S,
-        O_FLOOD_UNKNOWN
+        O_FLOOD_UNKNOWN,
+        O_LATENCY_MODE
     };
     static const struct option options[] = {
         {"broker", required_argument, NULL, O_BROKER},
@@ -583,6 +614,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"flood", required_argument, NULL, O_FLOOD},
         {"flood-s", required_argument, NULL, O_FLOOD_S},
         {"flood-unknown", no_argument, NULL, O_FLOOD_UNKNOWN},
+        {"latency-mode", required_argument, NULL, O_LATENCY_MODE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -658,6 +690,10 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
             break;
         case O_FLOOD_UNKNOWN:
             opts->flood_unknown = true;
+            break;
+        case O_LATENCY_MODE:
+            opts->latency_poll = strcmp(optarg, "poll") == 0;
+            bad = !opts->latency_poll && strcmp(optarg, "wait") != 0;
             break;
         default:
             bad = 1;
@@ -756,11 +792,12 @@ int main(int argc, char **argv)
     if (rc == 0 && !opts.dispatch_only)
         printf("system=onceq producers=%" PRIu64 " workers=%" PRIu64 " jobs=%" PRIu64
                " window=%" PRIu64 " seconds=%.3f jobs_per_s=%.0f latency_jobs=%zu p50_us=%" PRId64
-               " p99_us=%" PRId64 " max_us=%" PRId64 " poll_rtt_us=%" PRId64 "\n",
+               " p99_us=%" PRId64 " max_us=%" PRId64 " poll_rtt_us=%" PRId64 " latency_mode=%s\n",
                opts.producers, opts.workers, opts.jobs, opts.window, seconds,
                (double)opts.jobs / seconds, oq_samples_count(latency),
                oq_samples_percentile(latency, 50), oq_samples_percentile(latency, 99),
-               oq_samples_percentile(latency, 100), oq_samples_percentile(rtt, 50));
+               oq_samples_percentile(latency, 100), oq_samples_percentile(rtt, 50),
+               opts.latency_poll ? "poll" : "wait");
 
     oq_samples_destroy(&latency);
     oq_samples_destroy(&rtt);

@@ -119,7 +119,7 @@ bench() {
     if [[ $1 == cycle ]]; then
         args+=(--jobs "${2:-$JOBS}" --latency-jobs 0)
     else
-        args+=(--jobs 1 --warmup 0 --latency-jobs "${2:-$LATENCY_JOBS}")
+        args+=(--jobs 1 --warmup 0 --latency-jobs "${2:-$LATENCY_JOBS}" --latency-mode poll)
     fi
     timeout $((PASS_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" "${args[@]}" || die "onceq-bench failed ($1)"
 }

@@ -13,7 +13,9 @@
 # WORKER_COUNTS ("1 2 4"), RUN_DEADLINE_S (300, per benchmark run), INSECURE
 # (1: onceq in plaintext, like beanstalkd; by default it speaks CURVE),
 # BROKER_FLAGS (more onceq-broker flags, split on spaces: "--metrics
-# 127.0.0.1:9751").
+# 127.0.0.1:9751"), LATENCY_MODE (wait: onceq's latency sample ends when the
+# broker answers a wait for the job; poll: when stats, polled back to back,
+# show it done; see README.md).
 # Builds nothing: build the tree first (cmake --build BUILD_DIR).
 set -euo pipefail
 
@@ -25,6 +27,7 @@ REPEATS=${REPEATS:-3}
 WORKER_COUNTS=${WORKER_COUNTS:-"1 2 4"}
 RUN_DEADLINE_S=${RUN_DEADLINE_S:-300}
 read -r -a BROKER_EXTRA <<<"${BROKER_FLAGS:-}"
+LATENCY_MODE=${LATENCY_MODE:-wait}
 
 SCRIPT=run.sh
 # shellcheck source=lib.sh
@@ -46,6 +49,7 @@ for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$REPEATS" "$RUN_DEADLINE_S"; do
     [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
 done
 ((REPEATS >= 1)) || die "REPEATS must be at least 1"
+[[ $LATENCY_MODE == wait || $LATENCY_MODE == poll ]] || die "LATENCY_MODE must be wait or poll"
 
 WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-bench.XXXXXX")
 BROKER_PID=""
@@ -76,7 +80,7 @@ run_onceq() {
     local workers=$1
     timeout $((RUN_DEADLINE_S + EXTRA_TIMEOUT_S)) "$ONCEQ_BENCH" --broker "$FRONT" \
         --workers "$workers" --jobs "$JOBS" --window "$WINDOW" \
-        --latency-jobs "$LATENCY_JOBS" --deadline "$RUN_DEADLINE_S"
+        --latency-jobs "$LATENCY_JOBS" --latency-mode "$LATENCY_MODE" --deadline "$RUN_DEADLINE_S"
 }
 
 # ---- beanstalkd ----------------------------------------------------------
@@ -138,7 +142,8 @@ measure() {
 declare -A ONCEQ BEANSTALKD REDIS
 
 echo "onceq: broker and workers from $BUILD; $JOBS jobs, window $WINDOW," \
-    "$LATENCY_JOBS latency jobs, $REPEATS runs each; ${BROKER_AUTH[0]}" >&2
+    "$LATENCY_JOBS latency jobs (onceq's by $LATENCY_MODE), $REPEATS runs each;" \
+    "${BROKER_AUTH[0]}" >&2
 start_broker
 for w in $WORKER_COUNTS; do
     start_workers "$w"

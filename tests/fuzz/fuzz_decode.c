@@ -128,6 +128,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (msg.cmd == OQ_CMD_READY)
             S_CHECK(msg.credit <= OQ_MAX_CREDIT && msg.jobs_per_msg >= 1 &&
                     msg.jobs_per_msg <= OQ_MAX_JOBS_PER_MSG);
+        if (msg.cmd == OQ_CMD_WAIT)
+            S_CHECK(msg.id > 0 && msg.wait_ms >= 0 && msg.wait_ms <= OQ_MAX_WAIT_MS);
+        if (msg.cmd == OQ_CMD_WAITED)
+            S_CHECK(msg.id > 0 && msg.wait_state >= OQ_WAIT_PENDING &&
+                    msg.wait_state <= OQ_WAIT_CANCELLED && msg.err_text.len <= OQ_MAX_ERROR_LEN);
         if (msg.cmd == OQ_CMD_WELCOME)
             S_CHECK(msg.acks_per_msg <= OQ_MAX_ACKS_PER_MSG);
         if (msg.cmd == OQ_CMD_JOBS || msg.cmd == OQ_CMD_ACKS)

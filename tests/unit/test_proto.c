@@ -553,6 +553,55 @@ static void test_roundtrip_failed_request(void **state)
     oq_proto_msg_release(&msg);
 }
 
+/* wait and waited: a job id and a timeout in seconds (the default when
+   absent), the end state by name with the job's error. */
+static void test_roundtrip_wait(void **state)
+{
+    (void)state;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_msg_t msg;
+    oq_proto_encode_wait(&buf, 9, 42, 2500);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_WAIT);
+    assert_int_equal(msg.req, 9);
+    assert_int_equal(msg.id, 42);
+    assert_int_equal(msg.wait_ms, 2500);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    s_decode_text_ok(&msg, "{v:1, cmd:wait, req:1, id:3}");
+    assert_int_equal(msg.wait_ms, OQ_DEFAULT_WAIT_MS);
+    oq_proto_msg_release(&msg);
+    s_decode_text_ok(&msg, "{v:1, cmd:wait, req:1, id:3, timeout:0}");
+    assert_int_equal(msg.wait_ms, 0);
+    oq_proto_msg_release(&msg);
+    s_decode_bad_text("{v:1, cmd:wait, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:wait, req:1, id:0}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:wait, req:1, id:-3}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:wait, req:1, id:3, timeout:-1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:wait, req:1, id:3, timeout:3601}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:wait, req:1, id:3, timeout:soon}", OQ_ERR_BAD_REQUEST);
+
+    const oq_wait_state_t states[] = {OQ_WAIT_PENDING, OQ_WAIT_DONE, OQ_WAIT_FAILED, OQ_WAIT_REVIEW,
+                                      OQ_WAIT_CANCELLED};
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
+        oq_proto_encode_waited(&buf, 4, 42, states[i], states[i] == OQ_WAIT_FAILED ? "boom" : NULL);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, OQ_CMD_WAITED);
+        assert_int_equal(msg.id, 42);
+        assert_int_equal(msg.wait_state, states[i]);
+        if (states[i] == OQ_WAIT_FAILED)
+            s_str_equal(msg.err_text, "boom");
+        else
+            assert_null(msg.err_text.ptr);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:waited, req:1, id:3, state:finished}", OQ_ERR_BAD_REQUEST);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 /* The admin commands on the failed store and waiting jobs, and the failed
    list's whole cursor. */
 static void test_roundtrip_store_commands(void **state)
@@ -1943,6 +1992,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_error),
         cmocka_unit_test(test_roundtrip_simple),
         cmocka_unit_test(test_roundtrip_failed_request),
+        cmocka_unit_test(test_roundtrip_wait),
         cmocka_unit_test(test_roundtrip_store_commands),
         cmocka_unit_test(test_roundtrip_ready),
         cmocka_unit_test(test_roundtrip_welcome),

@@ -107,6 +107,27 @@ final class Client
         return ['id' => $reply['id'], 'unique' => ($reply['unique'] ?? false) === true];
     }
 
+    /**
+     * Wait until job $id has ended, for at most $timeout seconds (0 to 3600;
+     * 0 only asks): ['state' => 'done'|'failed'|'review'|'cancelled'|'pending',
+     * 'error' => the failed job's error or the reviewed job's reason, else ''].
+     * 'pending': the job had not ended by then; wait again. A job the broker
+     * no longer holds has ended (docs/protocol.md §5, wait). An id the broker
+     * never issued is a NotFoundException.
+     */
+    public function wait(int $id, int|float $timeout = 30): array
+    {
+        if ($timeout < 0 || $timeout > 3600) {
+            throw new ConfigException("onceq: a wait lasts 0 to 3600 seconds, not $timeout");
+        }
+        $reply = $this->request('wait', ['id' => $id, 'timeout' => $timeout], 'waited', null,
+            (int)ceil($timeout * 1000));
+        if (!is_string($reply['state'] ?? null)) {
+            throw new ProtocolException('onceq: a waited reply without a state');
+        }
+        return ['state' => $reply['state'], 'error' => is_string($reply['error'] ?? null) ? $reply['error'] : ''];
+    }
+
     /** The broker's stats map (docs/protocol.md §5, stats). */
     public function stats(): array
     {
@@ -122,16 +143,18 @@ final class Client
 
     /**
      * One request and its reply, resent on silence. $fields go next to v,
-     * cmd and req; the reply is the broker's map.
+     * cmd and req; the reply is the broker's map. $holdMs: how long the
+     * broker may hold the answer on purpose (a wait), on top of the timeout.
      */
-    public function request(string $cmd, array $fields, string $expect, ?string $dispatchId = null): array
+    public function request(string $cmd, array $fields, string $expect, ?string $dispatchId = null,
+        int $holdMs = 0): array
     {
         $req = $this->nextReq++;
         $message = ['cmd' => $cmd, 'req' => $req] + $fields;
         for ($try = 1; $try <= $this->tries; $try++) {
             $this->connection ??= new Connection($this->endpoint, $this->curve);
             $this->connection->send($message);
-            $deadline = hrtime(true) + $this->timeoutMs * 1_000_000;
+            $deadline = hrtime(true) + ($this->timeoutMs + $holdMs) * 1_000_000;
             while (($left = intdiv($deadline - hrtime(true), 1_000_000)) > 0) {
                 $reply = $this->connection->receive($left);
                 if ($reply === null || ($reply['req'] ?? null) !== $req) {

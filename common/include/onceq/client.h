@@ -127,6 +127,16 @@ int oq_client_review_show(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg
 int oq_client_resolve(oq_client_t *self, uint64_t id, oq_review_action_t action, const char *note,
                       int timeout_ms);
 
+/* Wait until job id has ended, for at most wait_ms (0 ... OQ_MAX_WAIT_MS;
+   0: only ask): 0 with *state, OQ_WAIT_PENDING if it had not ended by
+   then, and for a failed job its error, for one in review its reason, in
+   error[error_len] ("" otherwise; error may be NULL); or -1 (see
+   oq_client_error): not_found for an id the broker never issued, full
+   while it holds too many waits, or no answer within wait_ms + timeout_ms.
+   A wait changes nothing, so a caller may simply wait again. */
+int oq_client_wait(oq_client_t *self, uint64_t id, int64_t wait_ms, int timeout_ms,
+                   oq_wait_state_t *state, char *error, size_t error_len);
+
 /* Round trip a ping. 0 if the broker answered in time, -1 otherwise. */
 int oq_client_ping(oq_client_t *self, int timeout_ms);
 

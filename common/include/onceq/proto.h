@@ -61,8 +61,10 @@ typedef enum {
     OQ_CMD_STATUS,      /* worker -> broker: ready, or paused while what it needs is down */
     /* several in one message (docs/protocol.md, "Several jobs or acks per
        message"); read each entry with oq_proto_decode_entry */
-    OQ_CMD_JOBS, /* broker -> worker: deliveries, to a worker whose ready allowed them */
-    OQ_CMD_ACKS, /* worker -> broker: acks, to a broker whose welcome allowed them */
+    OQ_CMD_JOBS,   /* broker -> worker: deliveries, to a worker whose ready allowed them */
+    OQ_CMD_ACKS,   /* worker -> broker: acks, to a broker whose welcome allowed them */
+    OQ_CMD_WAIT,   /* front: answer once this job has ended, or its timeout has passed */
+    OQ_CMD_WAITED, /* its reply: the job's end state, or pending */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -108,6 +110,15 @@ typedef enum {
     OQ_REVIEW_RETRY,    /* run it again: ready, with attempt 0 and its full budget */
     OQ_REVIEW_FAIL,     /* give up: to the failed store, with the note */
 } oq_review_action_t;
+
+/* What a "waited" reply says of its job (docs/protocol.md, "wait"). */
+typedef enum {
+    OQ_WAIT_PENDING = 1, /* not ended within the wait's timeout */
+    OQ_WAIT_DONE,        /* completed (or no longer held, and not known to have ended otherwise) */
+    OQ_WAIT_FAILED,      /* in the failed store (or deleted from it) */
+    OQ_WAIT_REVIEW,      /* in the review store: a person decides */
+    OQ_WAIT_CANCELLED,   /* withdrawn by an operator before it ran */
+} oq_wait_state_t;
 
 typedef enum { OQ_RESULT_NONE = 0, OQ_RESULT_APPLIED, OQ_RESULT_ALREADY_APPLIED } oq_result_t;
 
@@ -173,10 +184,12 @@ typedef struct {
     oq_job_msg_t job; /* dispatch, job */
     oq_ack_msg_t ack; /* ack; touch (id, attempt, lease) */
     uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled,
-                         review_show, resolve, resolved */
-    uint64_t count;   /* flushed, requeued_all: how many jobs */
-    bool unique;      /* dispatched: the id is an earlier job's, holding the same unique_key */
-    uint32_t credit;  /* ready */
+                         review_show, resolve, resolved, wait, waited */
+    int64_t wait_ms;  /* wait: how long to wait (OQ_DEFAULT_WAIT_MS when absent) */
+    oq_wait_state_t wait_state; /* waited: the job's end state, or pending */
+    uint64_t count;             /* flushed, requeued_all: how many jobs */
+    bool unique;     /* dispatched: the id is an earlier job's, holding the same unique_key */
+    uint32_t credit; /* ready */
     /* ready: deliveries the worker takes in one "jobs" message (1 when
        absent: one "job" message each), 1 ... OQ_MAX_JOBS_PER_MSG */
     uint32_t jobs_per_msg;
@@ -202,8 +215,9 @@ typedef struct {
     int64_t status_ms;               /* status: how long it has been in it */
     uint32_t heartbeat_ms, liveness; /* welcome */
     oq_err_t err_code;               /* error */
-    oq_str_t err_text;               /* error, reconnect; status: the last error */
-    msgpack_object root;             /* the whole decoded map (for stats and failed replies) */
+    oq_str_t err_text;   /* error, reconnect; status: the last error; waited: the job's error or
+                            reason (failed, review), empty otherwise */
+    msgpack_object root; /* the whole decoded map (for stats and failed replies) */
     /* private */
     msgpack_unpacked unpacked_;
     msgpack_sbuffer payload_;
@@ -244,6 +258,7 @@ const char *oq_proto_err_name(oq_err_t code);
 const char *oq_proto_outcome_name(oq_outcome_t outcome);
 const char *oq_proto_result_name(oq_result_t result);
 const char *oq_proto_status_name(oq_worker_status_t status);
+const char *oq_proto_wait_state_name(oq_wait_state_t state);
 
 /* Look up a name; 0 on success, -1 if unknown. */
 int oq_proto_outcome_parse(const char *name, size_t len, oq_outcome_t *outcome);
@@ -363,6 +378,13 @@ void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job);
    message; the caller keeps the message within OQ_MAX_JOBS_MSG_BYTES. */
 void oq_proto_encode_jobs(msgpack_sbuffer *buf, const oq_job_msg_t *jobs, size_t count);
 void oq_proto_encode_reconnect(msgpack_sbuffer *buf, const char *reason);
+/* "wait" {id, timeout}: answer once job id has ended, or after timeout_ms
+   (0 ... OQ_MAX_WAIT_MS; sent as seconds). */
+void oq_proto_encode_wait(msgpack_sbuffer *buf, int64_t req, uint64_t id, int64_t timeout_ms);
+/* "waited" {id, state, error?}: error (NULL or "": none) is the failed
+   job's error or the reason a job is in review, cut at OQ_MAX_ERROR_LEN. */
+void oq_proto_encode_waited(msgpack_sbuffer *buf, int64_t req, uint64_t id, oq_wait_state_t state,
+                            const char *error);
 
 /* Start a message with `extra` more key/value pairs after v, cmd and (if
    req >= 0) req; the caller packs those pairs with pk. Used for the stats and

@@ -347,6 +347,24 @@ final class FleetTest extends TestCase
         $this->client('php-worker')->dispatch('grant_points', ['order_id' => 4001, 'customer_id' => 4, 'points' => 1]);
     }
 
+    public function testAProducerWaitsForItsJobToEnd(): void
+    {
+        $client = $this->client();
+        $id = $client->dispatch('noop', [], ['queue' => 'c']);
+        $this->assertSame(['state' => 'done', 'error' => ''], $client->wait($id, self::WAIT_S));
+        $this->assertSame('done', $client->wait($id, 0)['state']); // ended: answered at once
+        $later = $client->dispatch('noop', [], ['queue' => 'c', 'delay' => 600]);
+        $started = microtime(true);
+        $this->assertSame('pending', $client->wait($later, 0.3)['state']);
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $started);
+        $failed = $client->dispatch('fail', ['permanent' => true], ['queue' => 'c']);
+        $end = $client->wait($failed, self::WAIT_S);
+        $this->assertSame('failed', $end['state']);
+        $this->assertStringContainsString('failed on purpose', $end['error']);
+        $this->expectException(NotFoundException::class);
+        $client->wait($later + 1000000, 1);
+    }
+
     public function testAnAdminCommandOnAJobTheBrokerDoesNotHoldIsNotFound(): void
     {
         $this->expectException(NotFoundException::class);

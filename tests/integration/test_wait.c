@@ -1,0 +1,345 @@
+/*  test_wait: a producer waits for a job to end, with the real broker and
+    the onceq tool; the worker is a raw socket, so that each outcome comes
+    exactly when the test sends it.
+
+    (i)   A wait sent while the job is leased is not answered until the ok
+          comes, then answered done; one on a job that fails for good is
+          answered failed with the error; one on a job sent to review is
+          answered review with the reason; one on a waiting job an admin
+          cancels is answered cancelled. A producer key may wait.
+    (ii)  A wait whose timeout passes is answered pending, not before it;
+          a wait of 0 is answered at once.
+    (iii) A wait on a job that ended already is answered at once, as it
+          ended; an id never issued is not_found; a wait without an id,
+          with id 0 or with a timeout over the limit is a bad_request.
+    (iv)  One connection holding OQ_MAX_WAITERS_PER_PEER waits is refused
+          the next, "full", naming the limit; once they time out it may
+          wait again.
+    (v)   After a SIGKILL and a restart the broker answers the same: done,
+          failed, not_found past its ids; a live job is waited for again,
+          by two connections (one a REQ socket), each answered;
+          `onceq wait` and `onceq dispatch --wait` exit as documented. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <zmq.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "onceq/limits.h"
+#include "support.h"
+
+#define S_CALL_MS     5000
+#define S_QUIET_MS    300 /* a wait must stay unanswered at least this long */
+#define S_TIMEOUT_MS  400 /* the timeout of the waits that must end pending */
+#define S_LONG_MS     30000
+#define S_CAP_WAIT_MS 1500 /* the waits that fill a connection's limit */
+
+static int s_setup(void **state)
+{
+    *state = it_new("wait");
+    return *state ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
+static void s_send_wait(void *sock, int64_t req, uint64_t id, int64_t timeout_ms)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_wait(&buf, req, id, timeout_ms);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* The next "waited" on sock: for job id, in state want, with error
+   containing needle (NULL: no error). */
+static void s_expect_waited(void *sock, uint64_t id, oq_wait_state_t want, const char *needle,
+                            int timeout_ms)
+{
+    oq_msg_t msg;
+    if (it_expect(sock, OQ_CMD_WAITED, &msg, timeout_ms) < 0)
+        fail_msg("no answer to a wait for job %llu", (unsigned long long)id);
+    assert_int_equal(msg.id, id);
+    if (msg.wait_state != want)
+        fail_msg("job %llu: %s, wanted %s", (unsigned long long)id,
+                 oq_proto_wait_state_name(msg.wait_state), oq_proto_wait_state_name(want));
+    char error[OQ_MAX_ERROR_LEN + 1];
+    oq_str_copy(msg.err_text, error, sizeof error);
+    if (needle && !strstr(error, needle))
+        fail_msg("job %llu: error \"%s\", wanted \"%s\" in it", (unsigned long long)id, error,
+                 needle);
+    if (!needle)
+        assert_string_equal(error, "");
+    oq_proto_msg_release(&msg);
+}
+
+/* Nothing arrives on sock for S_QUIET_MS. */
+static void s_expect_quiet(void *sock)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, S_QUIET_MS), 0);
+}
+
+/* A wait answered by an error with code, the message containing needle. */
+static void s_expect_refused(void *sock, int64_t req, uint64_t id, int64_t timeout_ms,
+                             oq_err_t code, const char *needle)
+{
+    s_send_wait(sock, req, id, timeout_ms);
+    oq_msg_t msg;
+    assert_int_equal(it_expect(sock, OQ_CMD_ERROR, &msg, S_CALL_MS), 0);
+    assert_int_equal(msg.err_code, code);
+    char text[OQ_MAX_ERROR_LEN + 1];
+    oq_str_copy(msg.err_text, text, sizeof text);
+    if (!strstr(text, needle))
+        fail_msg("expected \"%s\" in: %s", needle, text);
+    oq_proto_msg_release(&msg);
+}
+
+/* A raw worker: registered with credit 1, welcomed. */
+static void *s_worker(it_t *it)
+{
+    void *w = it_socket(it, ZMQ_DEALER, it->back);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ready(&buf, 1, "raw", 1);
+    it_send(w, &buf);
+    msgpack_sbuffer_destroy(&buf);
+    oq_msg_t msg;
+    assert_int_equal(it_expect(w, OQ_CMD_WELCOME, &msg, S_CALL_MS), 0);
+    oq_proto_msg_release(&msg);
+    return w;
+}
+
+/* The raw worker takes its next job (it must be job id) and reports
+   outcome with error text, giving its credit back. */
+static void s_take(void *w, uint64_t id, oq_msg_t *job)
+{
+    assert_int_equal(it_expect(w, OQ_CMD_JOB, job, S_CALL_MS), 0);
+    assert_int_equal(job->job.id, id);
+}
+
+static void s_report(void *w, const oq_msg_t *job, oq_outcome_t outcome, const char *error)
+{
+    oq_ack_msg_t ack = {
+        .id = job->job.id,
+        .attempt = job->job.attempt,
+        .outcome = outcome,
+        .error = oq_str(error ? error : ""),
+        .credit = 1,
+        .lease = job->job.lease,
+        .has_lease = true,
+    };
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ack(&buf, &ack);
+    it_send(w, &buf);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* Dispatch a job of type noop on queue "default" with max_tries 1 (and a
+   delay, if delay_ms > 0). */
+static uint64_t s_dispatch(it_t *it, int64_t delay_ms)
+{
+    oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
+    if (delay_ms > 0) {
+        options.delay_ms = delay_ms;
+        options.has_delay = true;
+    }
+    uint64_t id = it_dispatch(it, "noop", NULL, &options);
+    assert_true(id > 0);
+    return id;
+}
+
+/* Run `onceq --broker FRONT ARGS...` (NULL-terminated); assert its exit
+   status and that its output contains needle. */
+static void s_cli(it_t *it, const char *log, int want_exit, const char *needle, ...)
+{
+    const char *argv[16] = {it_bin("onceq"), "--broker", it->front};
+    size_t n = 3;
+    va_list args;
+    va_start(args, needle);
+    const char *arg;
+    while ((arg = va_arg(args, const char *)) != NULL && n < 15)
+        argv[n++] = arg;
+    va_end(args);
+    argv[n] = NULL;
+    pid_t pid = it_spawn(it, log, argv);
+    assert_true(pid > 0);
+    int status = it_wait_exit(pid, IT_WAIT_MS);
+    char *out = it_read_log(it, log);
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != want_exit)
+        fail_msg("onceq %s %s: exit %d, wanted %d: %s", argv[3], argv[4] ? argv[4] : "",
+                 status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, want_exit, out);
+    if (!strstr(out, needle))
+        fail_msg("expected \"%s\" in: %s", needle, out);
+    free(out);
+}
+
+static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    void *w = s_worker(it);
+    void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
+    oq_msg_t job;
+
+    /* (i) done: the wait is held while the job is leased. */
+    uint64_t done_id = s_dispatch(it, 0);
+    s_take(w, done_id, &job);
+    s_send_wait(producer, 1, done_id, S_LONG_MS);
+    s_expect_quiet(producer);
+    s_report(w, &job, OQ_OUTCOME_OK, NULL);
+    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
+    oq_proto_msg_release(&job);
+
+    /* failed for good, with its error */
+    uint64_t failed_id = s_dispatch(it, 0);
+    s_take(w, failed_id, &job);
+    s_send_wait(producer, 2, failed_id, S_LONG_MS);
+    s_expect_quiet(producer);
+    s_report(w, &job, OQ_OUTCOME_FAIL, "the order does not exist");
+    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
+    oq_proto_msg_release(&job);
+
+    /* to review, with the handler's reason */
+    uint64_t review_id = s_dispatch(it, 0);
+    s_take(w, review_id, &job);
+    s_send_wait(producer, 3, review_id, S_LONG_MS);
+    s_expect_quiet(producer);
+    s_report(w, &job, OQ_OUTCOME_REVIEW, "carrier timed out");
+    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
+    oq_proto_msg_release(&job);
+
+    /* cancelled by an admin while it waits for its delay */
+    uint64_t cancelled_id = s_dispatch(it, 600000);
+    s_send_wait(producer, 4, cancelled_id, S_LONG_MS);
+    s_expect_quiet(producer);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(it);
+    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, cancelled_id);
+    oq_msg_t reply;
+    assert_int_equal(it_call(it, &buf, req, &reply, S_CALL_MS), 0);
+    assert_int_equal(reply.cmd, OQ_CMD_CANCELLED);
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_destroy(&buf);
+    s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
+
+    /* (ii) a timeout: pending, and not before it */
+    uint64_t live_id = s_dispatch(it, 600000);
+    int64_t sent = it_now_ms();
+    s_send_wait(producer, 5, live_id, S_TIMEOUT_MS);
+    s_expect_waited(producer, live_id, OQ_WAIT_PENDING, NULL, IT_WAIT_MS);
+    int64_t took = it_now_ms() - sent;
+    if (took < S_TIMEOUT_MS - 5)
+        fail_msg("a wait of %d ms answered pending after %lld ms", S_TIMEOUT_MS, (long long)took);
+    s_send_wait(producer, 6, live_id, 0);
+    s_expect_waited(producer, live_id, OQ_WAIT_PENDING, NULL, S_CALL_MS);
+
+    /* (iii) ended already: answered at once, as it ended */
+    s_send_wait(producer, 7, done_id, S_LONG_MS);
+    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
+    s_send_wait(producer, 8, failed_id, S_LONG_MS);
+    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
+    s_send_wait(producer, 9, review_id, S_LONG_MS);
+    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
+    s_send_wait(producer, 10, cancelled_id, S_LONG_MS);
+    s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
+    s_expect_refused(producer, 11, live_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
+    /* bad input, refused with the field named; the broker goes on */
+    const struct {
+        bool has_id;
+        uint64_t id;
+        bool has_timeout;
+        int64_t timeout_s;
+    } bad[] = {
+        {false, 0, false, 0}, {true, 0, false, 0}, {true, 1, true, 3601}, {true, 1, true, -1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        msgpack_sbuffer_init(&buf);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+        oq_proto_begin(&pk, OQ_CMD_WAIT, 12, bad[i].has_id + bad[i].has_timeout);
+        if (bad[i].has_id) {
+            oq_proto_pack_cstr(&pk, "id");
+            msgpack_pack_uint64(&pk, bad[i].id);
+        }
+        if (bad[i].has_timeout) {
+            oq_proto_pack_cstr(&pk, "timeout");
+            msgpack_pack_int64(&pk, bad[i].timeout_s);
+        }
+        it_send(producer, &buf);
+        msgpack_sbuffer_destroy(&buf);
+        assert_int_equal(it_expect(producer, OQ_CMD_ERROR, &reply, S_CALL_MS), 0);
+        assert_int_equal(reply.err_code, OQ_ERR_BAD_REQUEST);
+        oq_proto_msg_release(&reply);
+    }
+
+    /* (iv) one connection's limit */
+    void *greedy = it_socket(it, ZMQ_DEALER, it->front);
+    for (int i = 0; i < OQ_MAX_WAITERS_PER_PEER; i++)
+        s_send_wait(greedy, 100 + i, live_id, S_CAP_WAIT_MS);
+    s_expect_refused(greedy, 99, live_id, S_CAP_WAIT_MS, OQ_ERR_FULL, "per connection");
+    /* another connection is not held up by it */
+    s_send_wait(producer, 16, live_id, 0);
+    s_expect_waited(producer, live_id, OQ_WAIT_PENDING, NULL, S_CALL_MS);
+    for (int i = 0; i < OQ_MAX_WAITERS_PER_PEER; i++)
+        s_expect_waited(greedy, live_id, OQ_WAIT_PENDING, NULL, IT_WAIT_MS);
+    s_send_wait(greedy, 98, live_id, 0);
+    s_expect_waited(greedy, live_id, OQ_WAIT_PENDING, NULL, S_CALL_MS);
+
+    /* (v) a restart: the journal keeps the ids and the ends */
+    uint64_t after_id = s_dispatch(it, 0);
+    s_take(w, after_id, &job);
+    oq_proto_msg_release(&job);
+    it_signal(it->broker, SIGKILL);
+    assert_true(it_wait_exit(it->broker, IT_WAIT_MS) >= 0);
+    assert_true(it_start_broker(it, NULL) > 0);
+    s_send_wait(producer, 20, done_id, S_LONG_MS);
+    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, IT_WAIT_MS);
+    s_send_wait(producer, 21, failed_id, S_LONG_MS);
+    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
+    s_expect_refused(producer, 22, after_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
+    /* the job leased before the restart is ready again: waited for, and done by a worker */
+    s_send_wait(producer, 23, after_id, S_LONG_MS);
+    void *req_sock = it_socket(it, ZMQ_REQ, it->front); /* answered behind REQ's delimiter */
+    s_send_wait(req_sock, 24, after_id, S_LONG_MS);
+    s_expect_quiet(producer);
+    assert_true(it_start_worker(it, "worker", NULL) > 0);
+    s_expect_waited(producer, after_id, OQ_WAIT_DONE, NULL, IT_WAIT_MS);
+    s_expect_waited(req_sock, after_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
+
+    /* the tool: exit codes by how the job ended */
+    char id_text[32];
+    snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)done_id);
+    s_cli(it, "wait-done", 0, "done", "wait", id_text, NULL);
+    snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)failed_id);
+    s_cli(it, "wait-failed", 4, "failed: the order does not exist", "wait", id_text, NULL);
+    snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)live_id);
+    s_cli(it, "wait-pending", 7, "pending", "wait", id_text, "--timeout", "0.2", NULL);
+    s_cli(it, "wait-unknown", 1, "never issued", "wait", "999999", NULL);
+    s_cli(it, "dispatch-wait", 0, "done", "dispatch", "noop", "--wait", NULL);
+    s_cli(it, "dispatch-wait-fail", 4, "failed", "dispatch", "fail", "--payload",
+          "{\"permanent\": true}", "--wait", "--wait-timeout", "30", NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_wait_for_each_end_timeouts_limits_and_restart, s_setup,
+                                        s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
