@@ -106,6 +106,7 @@ struct oq_broker {
     oq_peers_t *peers;            /* connections per role, with keys and conns */
     oq_throttle_t *forbidden_log; /* a refused command is logged once a minute per key */
     uint64_t forbidden;           /* commands refused for the sender's key or role */
+    oq_stats_messages_t messages; /* deliveries sent and acks received, per message */
     bool paused;                  /* deliveries paused: too many records wait for the disk */
     msgpack_sbuffer out;          /* reused encoding buffer */
     int64_t started_ms;
@@ -926,7 +927,7 @@ static void s_stats(oq_broker_t *self, int64_t req)
     oq_stats_auth_t a;
     s_gather(self, &j, &a);
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
-                    &j, &a);
+                    &j, &a, &self->messages);
 }
 
 /* The review store's commands (docs/protocol.md, "review"). */
@@ -1040,6 +1041,8 @@ static void s_ack(oq_broker_t *self, oq_worker_t *w, const oq_ack_msg_t *ack)
 static void s_acks(oq_broker_t *self, const s_envelope_t *env, oq_worker_t *w, const oq_msg_t *msg)
 {
     uint32_t count = oq_proto_entry_count(msg);
+    self->messages.acks_received++;
+    self->messages.acks_entries += count;
     for (uint32_t i = 0; i < count; i++) {
         oq_msg_t entry;
         oq_err_t code;
@@ -1106,6 +1109,7 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
             s_send_reconnect(self, env, "unknown worker: send ready");
         break;
     case OQ_CMD_ACK:
+        self->messages.ack_received++;
         s_ack(self, w, &msg->ack);
         if (!w)
             s_send_reconnect(self, env, "unknown worker: ack applied, send ready");
@@ -1374,6 +1378,10 @@ static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_vie
                 zmq_strerror(zmq_errno()));
         return -1;
     }
+    bool several = count > 1;
+    self->messages.job_sent += !several;
+    self->messages.jobs_sent += several;
+    self->messages.jobs_entries += several ? count : 0;
     return 0;
 }
 
@@ -1486,6 +1494,7 @@ static void s_publish_metrics(oq_broker_t *self, int64_t now)
         .engine = self->engine,
         .journal = &j,
         .auth = &a,
+        .messages = &self->messages,
         .fsync_latency = self->journal ? oq_journal_fsync_latency(self->journal) : NULL,
         .uptime_ms = now - self->started_ms,
     };

@@ -299,6 +299,30 @@ static void s_render_auth(FILE *out, const oq_stats_auth_t *a)
         fprintf(out, "onceq_connections{role=\"%s\"} %zu\n", roles[r], a->connected[r]);
 }
 
+/* ---- the back socket's messages ---- */
+
+/* A message of each command that carries deliveries or acks, and what it
+   carried: sum(entries) / sum(messages) over job and jobs (or ack and
+   acks) is the batching ratio. */
+static void s_render_messages(FILE *out, const oq_stats_messages_t *m)
+{
+    static const char messages[] = "onceq_worker_messages_total";
+    static const char entries[] = "onceq_worker_message_entries_total";
+    s_family(out, messages, "counter",
+             "Messages to workers that carry deliveries (job, jobs) and from them that carry acks "
+             "(ack, acks).");
+    fprintf(out, "%s{cmd=\"job\"} %llu\n", messages, (unsigned long long)m->job_sent);
+    fprintf(out, "%s{cmd=\"jobs\"} %llu\n", messages, (unsigned long long)m->jobs_sent);
+    fprintf(out, "%s{cmd=\"ack\"} %llu\n", messages, (unsigned long long)m->ack_received);
+    fprintf(out, "%s{cmd=\"acks\"} %llu\n", messages, (unsigned long long)m->acks_received);
+    s_family(out, entries, "counter",
+             "Deliveries or acks those messages carried (a job or an ack message carries one).");
+    fprintf(out, "%s{cmd=\"job\"} %llu\n", entries, (unsigned long long)m->job_sent);
+    fprintf(out, "%s{cmd=\"jobs\"} %llu\n", entries, (unsigned long long)m->jobs_entries);
+    fprintf(out, "%s{cmd=\"ack\"} %llu\n", entries, (unsigned long long)m->ack_received);
+    fprintf(out, "%s{cmd=\"acks\"} %llu\n", entries, (unsigned long long)m->acks_entries);
+}
+
 char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
 {
     char *text = NULL;
@@ -308,6 +332,7 @@ char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
         return NULL;
     __fsetlocking(out, FSETLOCKING_BYCALLER); /* the stream is this call's alone */
     s_render_broker(out, source);
+    s_render_messages(out, source->messages);
     s_render_queues(out, source->engine);
     s_render_latency(out, source->engine);
     s_render_types(out, source->engine);

@@ -7,15 +7,16 @@
 
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS   18
-#define S_WORKER_FIELDS  11
-#define S_JOB_FIELDS     8
-#define S_TYPE_FIELDS    8
-#define S_JOURNAL_FIELDS 12
-#define S_BROKER_FIELDS  10
-#define S_AUTH_FIELDS    8
-#define S_ROLES          3 /* producers, workers, admins: oq_role_t 1 to 3 */
-#define S_HORIZON_FIELDS 4
+#define S_QUEUE_FIELDS    18
+#define S_WORKER_FIELDS   11
+#define S_JOB_FIELDS      8
+#define S_TYPE_FIELDS     8
+#define S_JOURNAL_FIELDS  12
+#define S_BROKER_FIELDS   10
+#define S_AUTH_FIELDS     8
+#define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
+#define S_HORIZON_FIELDS  4
+#define S_MESSAGES_FIELDS 6
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -99,13 +100,27 @@ static void s_pack_auth(msgpack_packer *pk, const oq_stats_auth_t *auth)
     s_pack_roles(pk, "max", auth->max);
 }
 
+static void s_pack_messages(msgpack_packer *pk, const oq_stats_messages_t *m)
+{
+    s_key(pk, "messages");
+    msgpack_pack_map(pk, S_MESSAGES_FIELDS);
+    s_kv_u64(pk, "job_sent", m->job_sent);
+    s_kv_u64(pk, "jobs_sent", m->jobs_sent);
+    s_kv_u64(pk, "jobs_entries", m->jobs_entries);
+    s_kv_u64(pk, "ack_received", m->ack_received);
+    s_kv_u64(pk, "acks_received", m->acks_received);
+    s_kv_u64(pk, "acks_entries", m->acks_entries);
+}
+
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
-                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth)
+                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
+                     const oq_stats_messages_t *messages)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 7);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 8);
     s_pack_auth(&pk, auth);
+    s_pack_messages(&pk, messages);
 
     s_key(&pk, "journal");
     msgpack_pack_map(&pk, S_JOURNAL_FIELDS);

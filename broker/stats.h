@@ -32,9 +32,23 @@ typedef struct {
     size_t keys[4], connected[4], max[4];
 } oq_stats_auth_t;
 
+/* The numbers of the "messages" map: the back socket's messages that carry
+   deliveries (sent) and acks (received), and how many each carried, so the
+   batching ratio shows (docs/protocol.md §6, "Several jobs or acks per
+   message"). Counted since start. */
+typedef struct {
+    uint64_t job_sent;      /* "job" messages sent: one delivery each */
+    uint64_t jobs_sent;     /* "jobs" messages sent */
+    uint64_t jobs_entries;  /* the deliveries those carried */
+    uint64_t ack_received;  /* "ack" messages received: one ack each */
+    uint64_t acks_received; /* "acks" messages received (not those refused whole) */
+    uint64_t acks_entries;  /* the entries those carried, refused ones included */
+} oq_stats_messages_t;
+
 /* Append a "stats" reply for request req to buf. */
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
-                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth);
+                     const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
+                     const oq_stats_messages_t *messages);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

@@ -117,11 +117,16 @@ static void *s_run(void *arg)
 
         int64_t now_ms = oq_clock_mono_us() / 1000;
         uint64_t running = atomic_load(&self->running);
-        /* Woken this much later than asked, with one handler running
-           throughout: the process did not run (SIGSTOP), which is not the
-           handler's time. */
+        /* Woken this much later than asked, with a handler running: the
+           process did not run (SIGSTOP), which is not the handler's time.
+           Also when this handler began after the last wake: jobs shorter
+           than the patience are always so, and a stop that lands in one
+           is still to be left out of it (else the watchdog fires as the
+           handler goes on after SIGCONT). Part of the stop may have come
+           before the handler began; the session never moves a deadline
+           past a fresh start now, so counting it all costs nothing. */
         int64_t late_ms = now_ms - last_ms - patience_ms;
-        if (running && running == seen && late_ms > OQ_WORKER_STALL_MS)
+        if (running && late_ms > OQ_WORKER_STALL_MS)
             atomic_fetch_add(&self->stalled_ms, late_ms);
         if (running && running == seen && !finished) {
             s_keep(self, running, &finished);

@@ -22,7 +22,10 @@ die() { echo "$SCRIPT: $*" >&2; exit 1; }
 
 # The build directory as an absolute path: a relative one ("build") would
 # make the binaries' paths look like command names to setsid and exec.
-BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || die "no build directory: $BUILD (build first: bash deploy/build.sh)"
+# The message names the path as given: a failed substitution would leave
+# BUILD empty if it were assigned directly.
+BUILD_ABS=$(cd "$BUILD" 2>/dev/null && pwd) || die "no build directory: $BUILD (build first: bash deploy/build.sh)"
+BUILD=$BUILD_ABS
 
 # A binary of the build: in BUILD/bin (the tree's layout), or else next to
 # the CMakeLists.txt that declares it.

@@ -55,11 +55,9 @@ static void test_thousand_noop_jobs_complete_once(void **state)
     const char *broker_flags[] = {"--heartbeat-ms", "200", NULL};
     assert_true(it_start_broker(it, broker_flags) > 0);
     const char *worker_flags[] = {"--processes", "3", NULL};
-    pid_t supervisor = it_start_worker(it, "workers", worker_flags);
+    pid_t supervisor = it_start_worker_counted(it, "workers", worker_flags, S_WORKERS);
     assert_true(supervisor > 0);
     it_stats_t s;
-    uint64_t want_workers = S_WORKERS;
-    assert_true(it_wait_stats(it, it_workers_are, &want_workers, IT_WAIT_MS, &s) >= 0);
 
     uint64_t first = 0, last = 0;
     for (int i = 0; i < S_JOBS; i++) {

@@ -141,12 +141,6 @@ static uint32_t s_leasing_pid(const it_stats_t *s)
     return 0;
 }
 
-static void s_workers_up(it_t *it, uint64_t count)
-{
-    it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &count, IT_WAIT_MS, &s) >= 0);
-}
-
 /* (a) The handler fails after its effect committed; the retry finds the
    grant and does nothing. */
 static void test_failure_after_commit_is_retried_without_double_grant(void **state)
@@ -154,8 +148,7 @@ static void test_failure_after_commit_is_retried_without_double_grant(void **sta
     it_t *it = *state;
     const char *flags[] = {"--heartbeat-ms", "200", NULL};
     assert_true(it_start_broker(it, flags) > 0);
-    assert_true(it_start_worker(it, "worker", NULL) > 0);
-    s_workers_up(it, 1);
+    assert_true(it_start_worker_counted(it, "worker", NULL, 1) > 0);
 
     s_grant(it, 1001, 7, 50, "test_fail_after_commit_attempt", 1, NULL, 0);
     uint64_t one = 1;
@@ -184,8 +177,7 @@ static void s_overlap(it_t *it, const char *isolation)
     assert_true(it_start_broker(it, flags) > 0);
     const char *worker_flags[] = {"--isolation", isolation, NULL};
     assert_true(it_start_worker(it, "worker1", worker_flags) > 0);
-    assert_true(it_start_worker(it, "worker2", worker_flags) > 0);
-    s_workers_up(it, 2);
+    assert_true(it_start_worker_counted(it, "worker2", worker_flags, 2) > 0);
 
     /* The logs live on across the tests of this program: count from now. */
     const char *pause_line = "pausing inside transaction";
@@ -247,8 +239,7 @@ static void test_kill_after_commit_before_ack(void **state)
     const char *flags[] = {"--heartbeat-ms", "200", NULL};
     assert_true(it_start_broker(it, flags) > 0);
     assert_true(it_start_worker(it, "worker1", NULL) > 0);
-    assert_true(it_start_worker(it, "worker2", NULL) > 0);
-    s_workers_up(it, 2);
+    assert_true(it_start_worker_counted(it, "worker2", NULL, 2) > 0);
 
     s_grant(it, 3003, 11, 70, "test_kill_after_commit_attempt", 1, NULL, 0);
     uint64_t one = 1;
@@ -268,8 +259,7 @@ static void test_same_order_dispatched_twice(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    assert_true(it_start_worker(it, "worker", NULL) > 0);
-    s_workers_up(it, 1);
+    assert_true(it_start_worker_counted(it, "worker", NULL, 1) > 0);
 
     uint64_t a = s_grant(it, 4004, 13, 25, NULL, 0, NULL, 0);
     uint64_t b = s_grant(it, 4004, 13, 25, NULL, 0, NULL, 0);
@@ -291,8 +281,7 @@ static void test_many_workers_many_redispatches(void **state)
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
     const char *worker_flags[] = {"--processes", "8", NULL};
-    assert_true(it_start_worker(it, "workers", worker_flags) > 0);
-    s_workers_up(it, 8);
+    assert_true(it_start_worker_counted(it, "workers", worker_flags, 8) > 0);
 
     static uint32_t order_customer[MAX_ORDERS + 1], order_points[MAX_ORDERS + 1];
     int64_t expected[S_CUSTOMERS + 1] = {0};

@@ -216,10 +216,8 @@ static char *s_run_tallies(it_t *it, const char *batch, int n)
     s_start_broker(it);
     it_use_worker(it, "onceq-test-worker");
     const char *flags[] = {"--prefetch", "8", "--batch", batch, NULL};
-    assert_true(it_start_worker(it, "batcher", flags) > 0);
-    uint64_t one = 1;
+    assert_true(it_start_worker_counted(it, "batcher", flags, 1) > 0);
     it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &one, IT_WAIT_MS, &s) >= 0);
     s_tally_job(it, 500, false);
     for (int i = 0; i < n; i++)
         s_tally_job(it, 0, i == 1);

@@ -59,10 +59,9 @@ static uint32_t s_leasing_pid(const it_stats_t *s)
 static void s_two_workers(it_t *it, pid_t pids[2])
 {
     pids[0] = it_start_worker(it, "worker1", NULL);
-    pids[1] = it_start_worker(it, "worker2", NULL);
-    uint64_t two = 2;
-    it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &two, IT_WAIT_MS, &s) >= 0);
+    assert_true(pids[0] > 0);
+    pids[1] = it_start_worker_counted(it, "worker2", NULL, 2);
+    assert_true(pids[1] > 0);
 }
 
 static uint64_t s_sleep_job(it_t *it, uint64_t ms)

@@ -102,12 +102,6 @@ static uint64_t s_stat(it_t *it, const char *type, const char *key)
     return value;
 }
 
-static void s_wait_workers(it_t *it, uint64_t count)
-{
-    it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &count, IT_WAIT_MS, &s) >= 0);
-}
-
 /* ---- tests ------------------------------------------------------------------ */
 
 static void test_blind_acks_change_nothing(void **state)
@@ -159,8 +153,7 @@ static void test_rolling_deploy_waits_then_runs_once(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    assert_true(it_start_worker(it, "worker", NULL) > 0);
-    s_wait_workers(it, 1);
+    assert_true(it_start_worker_counted(it, "worker", NULL, 1) > 0);
     for (int i = 0; i < S_HELLO_JOBS; i++)
         assert_true(it_dispatch(it, "hello", NULL, NULL) > 0);
     uint64_t noop = it_dispatch(it, "noop", NULL, NULL);
@@ -245,8 +238,7 @@ static void test_touch_keeps_a_long_job_from_redelivery(void **state)
     const char *flags[] = {"--retry-after", "8", "--timeout", "2", "--timeout-margin", "5", NULL};
     assert_true(it_start_broker(it, flags) > 0);
     assert_true(it_start_worker(it, "worker1", NULL) > 0);
-    assert_true(it_start_worker(it, "worker2", NULL) > 0);
-    s_wait_workers(it, 2);
+    assert_true(it_start_worker_counted(it, "worker2", NULL, 2) > 0);
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);
     msgpack_packer pk;

@@ -177,10 +177,7 @@ static void s_up(it_t *it, const char *url)
     const char *flags[] = {"--heartbeat-ms", "200", NULL};
     assert_true(it_start_broker(it, flags) > 0);
     const char *worker_flags[] = {"--carrier-url", url ? url : s_carrier_url, NULL};
-    assert_true(it_start_worker(it, "worker", worker_flags) > 0);
-    uint64_t one = 1;
-    it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_at_least, &one, IT_WAIT_MS, &s) >= 0);
+    assert_true(it_start_worker_counted(it, "worker", worker_flags, 1) > 0);
 }
 
 /* A request_shipment job for order, with a small retry budget and a short

@@ -48,10 +48,8 @@ static void test_overrun_restarts_worker_retries_then_fails(void **state)
                            NULL};
     assert_true(it_start_broker(it, flags) > 0);
     const char *worker_flags[] = {"--processes", "1", NULL};
-    assert_true(it_start_worker(it, "workers", worker_flags) > 0);
-    uint64_t one = 1;
+    assert_true(it_start_worker_counted(it, "workers", worker_flags, 1) > 0);
     it_stats_t s;
-    assert_true(it_wait_stats(it, it_workers_are, &one, IT_WAIT_MS, &s) >= 0);
 
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);

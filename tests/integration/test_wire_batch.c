@@ -5,7 +5,8 @@
     message with one bad entry among good ones has the good ones applied
     and the bad one refused alone, naming its place; and a real worker
     with --prefetch 8 takes jobs and sends a batch's acks that way, and
-    the acks of held jobs it ran back to back too. */
+    the acks of held jobs it ran back to back too. The broker counts each
+    kind of message and what it carried (stats "messages"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +44,44 @@ static void s_noop_jobs(it_t *it, size_t count)
     it_stats_t s;
     uint64_t want = count;
     assert_true(it_wait_stats(it, it_ready_is, &want, IT_WAIT_MS, &s) >= 0);
+}
+
+/* The "messages" map of stats: deliveries sent and acks received, per
+   message (docs/protocol.md §5, stats). */
+typedef struct {
+    uint64_t job_sent, jobs_sent, jobs_entries, ack_received, acks_received, acks_entries;
+} s_messages_t;
+
+static uint64_t s_field(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = oq_proto_map_get(map, key);
+    if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        fail_msg("stats.messages has no count \"%s\"", key);
+    return o->via.u64;
+}
+
+static s_messages_t s_messages(it_t *it)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(it);
+    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
+    oq_msg_t reply;
+    assert_int_equal(it_call(it, &buf, req, &reply, S_REPLY_MS), 0);
+    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(reply.cmd, OQ_CMD_STATS);
+    const msgpack_object *map = oq_proto_map_get(&reply.root, "messages");
+    assert_non_null(map);
+    s_messages_t m = {
+        .job_sent = s_field(map, "job_sent"),
+        .jobs_sent = s_field(map, "jobs_sent"),
+        .jobs_entries = s_field(map, "jobs_entries"),
+        .ack_received = s_field(map, "ack_received"),
+        .acks_received = s_field(map, "acks_received"),
+        .acks_entries = s_field(map, "acks_entries"),
+    };
+    oq_proto_msg_release(&reply);
+    return m;
 }
 
 /* A raw worker on the back socket that registers with ready, saying
@@ -166,6 +205,16 @@ static void test_jobs_and_acks_with_a_bad_entry(void **state)
     assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.failed, 0);
     msgpack_sbuffer_destroy(&buf);
+
+    /* One "jobs" of 4 out; one "acks" of 4 (the bad entry counted too)
+       and one "ack" in. */
+    s_messages_t m = s_messages(it);
+    assert_int_equal(m.job_sent, 0);
+    assert_int_equal(m.jobs_sent, 1);
+    assert_int_equal(m.jobs_entries, S_JOBS);
+    assert_int_equal(m.acks_received, 1);
+    assert_int_equal(m.acks_entries, S_JOBS);
+    assert_int_equal(m.ack_received, 1);
 }
 
 /* A worker that did not say jobs_per_msg gets one "job" message a job, as
@@ -203,6 +252,15 @@ static void test_old_worker_gets_one_job_a_message(void **state)
     uint64_t all = S_JOBS;
     assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
     msgpack_sbuffer_destroy(&buf);
+
+    /* A "job" each out; the "acks" refused whole is not counted. */
+    s_messages_t m = s_messages(it);
+    assert_int_equal(m.job_sent, S_JOBS);
+    assert_int_equal(m.jobs_sent, 0);
+    assert_int_equal(m.jobs_entries, 0);
+    assert_int_equal(m.acks_received, 1);
+    assert_int_equal(m.acks_entries, S_JOBS);
+    assert_int_equal(m.ack_received, 0);
 }
 
 /* onceq-worker --prefetch 8 --batch 8 (onceq-test-worker, whose tally
@@ -237,6 +295,15 @@ static void test_worker_takes_jobs_and_sends_acks_together(void **state)
     assert_int_equal(s.retried, 0);
     assert_true(it_log_count(it, "prefetcher", "received jobs (") >= 1);
     assert_true(it_log_count(it, "prefetcher", "sent acks") >= 1);
+
+    /* Every delivery and every ack is counted in its message, and a
+       "jobs" message carries two jobs or more (one goes as a "job"). */
+    s_messages_t m = s_messages(it);
+    assert_true(m.jobs_sent >= 1 && m.acks_received >= 1);
+    assert_true(m.job_sent + m.jobs_entries >= S_MANY);
+    assert_true(m.ack_received + m.acks_entries >= S_MANY);
+    assert_true(m.jobs_entries >= 2 * m.jobs_sent);
+    assert_true(m.acks_entries >= m.acks_received);
 }
 
 /* onceq-worker --prefetch 8 and noop jobs, each run alone: held jobs run

@@ -107,11 +107,9 @@ static void test_settings_reach_every_worker_process(void **state)
     it_use_worker(it, S_WORKER);
     const char *flags[] = {"--processes",  "2", "--database", S_DB_URL, "--isolation",
                            "serializable", NULL};
-    pid_t supervisor = it_start_worker(it, "workers", flags);
+    pid_t supervisor = it_start_worker_counted(it, "workers", flags, S_PROCESSES);
     assert_true(supervisor > 0);
     it_stats_t s;
-    uint64_t want = S_PROCESSES;
-    assert_true(it_wait_stats(it, it_workers_are, &want, IT_WAIT_MS, &s) >= 0);
 
     for (int i = 0; i < S_JOBS; i++)
         assert_true(it_dispatch(it, "settings", NULL, NULL) > 0);

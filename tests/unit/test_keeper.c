@@ -2,7 +2,9 @@
     past its patience, runs turns until the handler returns, and gives the
     loop back, also after it slept through an idle spell; touches queued
     from handler code wait for whoever holds the loop, and one while the
-    keeper holds it wakes its turn. */
+    keeper holds it wakes its turn; a stop (SIGSTOP) in a handler counts as
+    time the process did not run, also before the keeper has seen that
+    handler run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,9 @@
 
 #include <cmocka.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,12 +126,73 @@ static void test_keeper_queues_touches(void **unused)
     oq_keeper_destroy(&loop.keeper);
 }
 
+/* The child of the test below: a keeper whose first wake is a long
+   patience away, and a handler that begins at once, is stopped by the
+   parent, and goes on for a while after SIGCONT. Exit status 0 when the
+   keeper counted the stop. */
+#define S_LONG_PATIENCE_MS 1000
+#define S_THREAD_START_MS  300 /* for the keeper's thread to begin its wait */
+#define S_STOP_MS          2000
+#define S_AFTER_STOP_MS    500
+
+static void s_stopped_handler(int ready_fd)
+{
+    s_loop_t loop = {0};
+    loop.keeper = oq_keeper_new(s_turn, &loop, S_LONG_PATIENCE_MS);
+    if (!loop.keeper)
+        _exit(2);
+    /* A worker's keeper has long been waiting when a job begins; a new
+       thread may not have run yet on a busy machine. */
+    s_sleep_ms(S_THREAD_START_MS);
+    oq_keeper_leave(loop.keeper);
+    char started = 1;
+    if (write(ready_fd, &started, 1) != 1)
+        _exit(2);
+    /* Stopped in here; a relative sleep's clock runs on through a stop. */
+    s_sleep_ms(S_STOP_MS + S_AFTER_STOP_MS);
+    oq_keeper_enter(loop.keeper);
+    int64_t stalled_ms = oq_keeper_take_stall(loop.keeper);
+    oq_keeper_destroy(&loop.keeper);
+    fprintf(stderr, "keeper counted %lld ms not run\n", (long long)stalled_ms);
+    /* The keeper woke about S_STOP_MS + S_THREAD_START_MS -
+       S_LONG_PATIENCE_MS late. */
+    _exit(stalled_ms >= (S_STOP_MS - S_LONG_PATIENCE_MS) / 2 ? 0 : 1);
+}
+
+/* The stop lands before the keeper's first look at the handler (every
+   job shorter than the patience is so): the keeper still counts it. */
+static void test_keeper_counts_a_stop_before_it_saw_the_handler(void **unused)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        s_stopped_handler(ready[1]);
+    }
+    close(ready[1]);
+    char started;
+    assert_int_equal(read(ready[0], &started, 1), 1);
+    close(ready[0]);
+    int status;
+    assert_int_equal(kill(child, SIGSTOP), 0);
+    assert_int_equal(waitpid(child, &status, WUNTRACED), child);
+    assert_true(WIFSTOPPED(status));
+    s_sleep_ms(S_STOP_MS);
+    assert_int_equal(kill(child, SIGCONT), 0);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keeper_holds_the_loop_only_for_a_long_handler),
         cmocka_unit_test(test_keeper_wakes_from_idle_for_a_long_handler),
         cmocka_unit_test(test_keeper_queues_touches),
+        cmocka_unit_test(test_keeper_counts_a_stop_before_it_saw_the_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

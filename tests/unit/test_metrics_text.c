@@ -44,8 +44,13 @@ static char *s_render(oq_engine_t *engine, const oq_histogram_t *fsync, size_t *
 {
     oq_stats_journal_t j = {.enabled = fsync != NULL, .error = "", .fsync = "always"};
     oq_stats_auth_t a = {.curve = true};
-    oq_metrics_source_t source = {
-        .engine = engine, .journal = &j, .auth = &a, .fsync_latency = fsync, .uptime_ms = 1500};
+    oq_stats_messages_t m = {.job_sent = 3, .jobs_sent = 2, .jobs_entries = 11};
+    oq_metrics_source_t source = {.engine = engine,
+                                  .journal = &j,
+                                  .auth = &a,
+                                  .messages = &m,
+                                  .fsync_latency = fsync,
+                                  .uptime_ms = 1500};
     char *text = oq_metrics_render(&source, len);
     assert_non_null(text);
     assert_int_equal(strlen(text), *len);
@@ -74,6 +79,9 @@ static void test_labels_are_escaped_and_histograms_cumulative(void **state)
     assert_non_null(strstr(text, "onceq_journal_fsync_duration_seconds_sum 0.003075\n"));
     assert_non_null(strstr(text, "onceq_journal_fsync_duration_seconds_count 2\n"));
     assert_non_null(strstr(text, "onceq_uptime_seconds 1.500\n"));
+    assert_non_null(strstr(text, "onceq_worker_messages_total{cmd=\"jobs\"} 2\n"));
+    assert_non_null(strstr(text, "onceq_worker_message_entries_total{cmd=\"jobs\"} 11\n"));
+    assert_non_null(strstr(text, "onceq_worker_message_entries_total{cmd=\"job\"} 3\n"));
     /* Each family's TYPE line once. */
     assert_non_null(strstr(text, "# TYPE onceq_queue_done_total counter\n"));
     const char *first = strstr(text, "# TYPE onceq_queue_done_total");

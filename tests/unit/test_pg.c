@@ -513,6 +513,58 @@ static void test_statement_timeout_from_job_timeout(void **state)
     s_worker_close(&w);
 }
 
+/* The time of one statement on the session of pg: 0 if it answered,
+   else its error's SQLSTATE in sqlstate. */
+static int s_sleep(oq_pg_t *pg, const char *seconds, char sqlstate[6])
+{
+    oq_pg_error_t error;
+    const char *params[] = {seconds};
+    int rc = oq_pg_exec(pg, "SELECT pg_sleep($1)", 1, params, NULL, &error);
+    snprintf(sqlstate, 6, "%s", rc < 0 ? error.sqlstate : "");
+    if (rc < 0)
+        assert_int_equal(error.cls, OQ_PG_ERR_TRANSIENT);
+    return rc;
+}
+
+/* A job's statements share its timeout: the second of two that each wait
+   most of it gets what the first left and ends with 57014 before the
+   job's timeout (a grant's INSERT behind another run of its order, then
+   its UPDATE behind a stopped worker's balance row, reached the watchdog
+   so). A transaction after it in the same job (a batch's fallback) gets
+   no more; the next job gets the whole bound again. A tool's
+   oq_pg_set_timeout keeps it per statement. */
+static void test_job_statements_share_the_job_timeout(void **state)
+{
+    oq_pg_t *pg = oq_pg_new(oq_pg_fixture_url(), "test_pg_job_timeout");
+    oq_pg_error_t error;
+    char sqlstate[6];
+    const int64_t job_timeout_ms = 3000; /* statement_timeout 2.7 s */
+    oq_pg_set_job_timeout(pg, job_timeout_ms);
+    assert_int_equal(oq_pg_connect(pg, &error), 0);
+    int64_t start_ms = oq_clock_now_ms(oq_clock_system());
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(s_sleep(pg, "1.8", sqlstate), 0);
+    assert_int_equal(s_sleep(pg, "1.8", sqlstate), -1);
+    int64_t took_ms = oq_clock_now_ms(oq_clock_system()) - start_ms;
+    assert_string_equal(sqlstate, "57014");
+    assert_true(took_ms < job_timeout_ms);
+    oq_pg_rollback(pg);
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(s_sleep(pg, "0.3", sqlstate), -1);
+    assert_string_equal(sqlstate, "57014");
+    oq_pg_rollback(pg);
+
+    oq_pg_set_job_timeout(pg, job_timeout_ms);
+    assert_int_equal(s_sleep(pg, "0.3", sqlstate), 0);
+
+    oq_pg_set_timeout(pg, 1000); /* statement_timeout 0.9 s each */
+    assert_int_equal(oq_pg_begin(pg, "BEGIN", &error), 0);
+    assert_int_equal(s_sleep(pg, "0.6", sqlstate), 0);
+    assert_int_equal(s_sleep(pg, "0.6", sqlstate), 0);
+    assert_int_equal(oq_pg_commit(pg, &error), 0);
+    oq_pg_destroy(&pg);
+}
+
 /* ---- BEGIN in one pipeline with the first statement ---------------------- */
 
 /* 1 if the session of pg is inside a transaction, as the server sees it. */
@@ -683,6 +735,7 @@ int main(void)
         S_TEST(test_probe_and_release),
         S_TEST(test_shared_handle_is_one_connection),
         S_TEST(test_statement_timeout_from_job_timeout),
+        S_TEST(test_job_statements_share_the_job_timeout),
         S_TEST(test_begin_goes_with_first_statement),
         S_TEST(test_failed_begin_skips_its_statement),
         S_TEST(test_first_statement_reconnects_once),

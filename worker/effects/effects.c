@@ -83,7 +83,7 @@ void oq_effects_destroy(oq_effects_t **self_p)
 void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms)
 {
     assert(self);
-    oq_pg_set_timeout(self->pg, timeout_ms);
+    oq_pg_set_job_timeout(self->pg, timeout_ms);
 }
 
 int oq_effects_run(oq_effects_t *self, oq_txn_body_fn body, void *ctx, oq_pg_error_t *error)

@@ -21,6 +21,17 @@
     not time the server failed to answer, and the worker's watchdog too
     leaves such time out of the job's.
 
+    statement_timeout bounds one statement; a job runs several (a grant's
+    INSERT and UPDATE, a batch's, a batch's fallback one item at a time),
+    and two that each wait on a lock for most of it would together outlast
+    the job. So for a job (oq_pg_set_job_timeout; oq_pg_set_timeout keeps
+    the bound per statement, for a tool's long maintenance) the waits for
+    answers since it began are added up, and once what is left of its
+    statement time falls more than the client's grace below what the
+    server would allow, the next statement gets what is left: set for the
+    session between transactions, with SET LOCAL (one round trip, only
+    then) inside one. A job that waited little never pays for it.
+
     BEGIN waits for the transaction's first statement and goes with it in
     one pipeline (libpq's pipeline mode: both sent, then one sync): its
     answer decides nothing the statement would need, so a job spends one
@@ -61,6 +72,9 @@ struct oq_pg {
     int64_t timeout_ms;         /* statement_timeout the current job wants; 0 = none */
     int64_t grace_ms;           /* how much longer the client waits for an answer */
     int64_t applied_timeout_ms; /* what the session has, or S_TIMEOUT_UNKNOWN */
+    int64_t local_timeout_ms;   /* set LOCAL in the open transaction; 0 = none */
+    int64_t waited_ms;          /* for answers since the job began (oq_pg_set_job_timeout) */
+    bool shared;                /* the statements share the bound: a job's */
     char *prepared[S_MAX_PREPARED]; /* SQL prepared on this connection as "oq_<index>" */
     int prepared_count;
 };
@@ -103,6 +117,7 @@ static void s_drop(oq_pg_t *self)
     self->conn = NULL;
     s_forget_prepared(self);
     self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
+    self->local_timeout_ms = 0;
 }
 
 void oq_pg_destroy(oq_pg_t **self_p)
@@ -122,6 +137,8 @@ void oq_pg_destroy(oq_pg_t **self_p)
 void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms)
 {
     assert(self);
+    self->waited_ms = 0;
+    self->shared = false;
     if (timeout_ms <= 0) {
         self->timeout_ms = 0;
         self->grace_ms = 0;
@@ -135,11 +152,43 @@ void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms)
     self->grace_ms = margin_ms / 2;
 }
 
+void oq_pg_set_job_timeout(oq_pg_t *self, int64_t timeout_ms)
+{
+    oq_pg_set_timeout(self, timeout_ms);
+    self->shared = timeout_ms > 0;
+}
+
 /* How long the client waits for the answer to one statement, or -1 for as
    long as it takes. */
 static int64_t s_answer_budget_ms(const oq_pg_t *self)
 {
     return self->timeout_ms ? self->timeout_ms + self->grace_ms : -1;
+}
+
+/* The statement_timeout the next statement should have: what is left of
+   the job's statement time (at least 1 ms: 0 would mean none). */
+static int64_t s_left_ms(const oq_pg_t *self)
+{
+    int64_t left_ms = self->timeout_ms - (self->shared ? self->waited_ms : 0);
+    return left_ms > 0 ? left_ms : 1;
+}
+
+/* The statement_timeout the server applies to the next statement now. */
+static int64_t s_server_timeout_ms(const oq_pg_t *self)
+{
+    return self->local_timeout_ms ? self->local_timeout_ms : self->applied_timeout_ms;
+}
+
+/* How long the client waits for one answer: the server's own bound plus
+   the grace, so that the server's 57014 comes first. */
+static int64_t s_statement_budget_ms(const oq_pg_t *self)
+{
+    if (!self->timeout_ms)
+        return -1;
+    int64_t server_ms = s_server_timeout_ms(self);
+    if (server_ms <= 0 || server_ms > self->timeout_ms)
+        server_ms = self->timeout_ms;
+    return server_ms + self->grace_ms;
 }
 
 /* Wait until fd is ready for events, spending at most *budget_ms (-1: no
@@ -296,13 +345,16 @@ static void s_error(oq_pg_t *self, const PGresult *res, bool in_commit, oq_pg_er
    else the last result, in *last if last is non-NULL. */
 static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error_t *error)
 {
-    int64_t budget_ms = s_answer_budget_ms(self);
+    int64_t budget_ms = s_statement_budget_ms(self);
     PGresult *kept = NULL;
     bool failed = false;
     bool pipeline = PQpipelineStatus(self->conn) != PQ_PIPELINE_OFF;
     for (;;) {
         while (PQisBusy(self->conn)) {
+            int64_t before_ms = budget_ms;
             int ready = s_poll(PQsocket(self->conn), POLLIN, &budget_ms);
+            if (before_ms > 0)
+                self->waited_ms += before_ms - budget_ms;
             if (ready <= 0 || !PQconsumeInput(self->conn)) {
                 if (ready == 0) {
                     /* Not even the server's own statement_timeout came
@@ -310,7 +362,7 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
                        connection up; the server rolls back what it had. */
                     oq_pg_errors_set(error, in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION,
                                      NULL, "no answer from the database within %" PRId64 " ms",
-                                     self->timeout_ms + self->grace_ms);
+                                     s_statement_budget_ms(self));
                 } else {
                     s_error(self, NULL, in_commit, error);
                     error->cls = in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION;
@@ -324,7 +376,7 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
         if (!res && pipeline && PQstatus(self->conn) == CONNECTION_OK) {
             /* The end of one statement's answers; the next statement's,
                or the sync, follow. */
-            budget_ms = s_answer_budget_ms(self);
+            budget_ms = s_statement_budget_ms(self);
             continue;
         }
         if (!res)
@@ -368,8 +420,10 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
 }
 
 /* Make the connection ready for a statement: connected (unless that would
-   silently leave a transaction), and with the job's statement_timeout. */
-static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
+   silently leave a transaction), and with the job's statement_timeout
+   (inside a transaction only if local, and only while it is sound: never
+   before COMMIT, which waits on no lock, nor after an error). */
+static int s_ready(oq_pg_t *self, bool local, oq_pg_error_t *error)
 {
     if (!self->conn) {
         if (self->in_txn && !self->begin_pending) {
@@ -382,20 +436,36 @@ static int s_ready(oq_pg_t *self, oq_pg_error_t *error)
         if (s_connect(self, error) < 0)
             return -1;
     }
-    /* Set outside transactions only (a pending BEGIN has not opened one):
-       inside one, a rollback would undo it. */
-    if (self->applied_timeout_ms != self->timeout_ms && (!self->in_txn || self->begin_pending)) {
+    /* For the session outside transactions (a pending BEGIN has not opened
+       one): inside one, a rollback would undo it. Inside one, SET LOCAL,
+       which ends with it. */
+    bool outside = !self->in_txn || self->begin_pending;
+    int64_t want_ms = self->timeout_ms ? s_left_ms(self) : 0;
+    int64_t has_ms = outside ? self->applied_timeout_ms : s_server_timeout_ms(self);
+    bool set = outside ? has_ms != want_ms : false;
+    if (!outside && (!local || PQtransactionStatus(self->conn) != PQTRANS_INTRANS))
+        return 0;
+    if (self->timeout_ms && has_ms != S_TIMEOUT_UNKNOWN) {
+        /* Within the grace above what is left: close enough, no round trip
+           (the client's wait covers it). Below it only at a new job. */
+        set = has_ms > want_ms + self->grace_ms || (outside && has_ms < want_ms);
+    }
+    if (set) {
         char text[S_TIMEOUT_TEXT_LEN];
-        snprintf(text, sizeof text, "%" PRId64, self->timeout_ms);
+        snprintf(text, sizeof text, "%" PRId64, want_ms);
         const char *params[] = {text};
-        if (PQsendQueryParams(self->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
-                              NULL, params, NULL, NULL, 0) == 0) {
+        const char *sql = outside ? "SELECT set_config('statement_timeout', $1, false)"
+                                  : "SELECT set_config('statement_timeout', $1, true)";
+        if (PQsendQueryParams(self->conn, sql, 1, NULL, params, NULL, NULL, 0) == 0) {
             s_error(self, NULL, false, error);
             return -1;
         }
         if (s_collect(self, false, NULL, error) < 0)
             return -1;
-        self->applied_timeout_ms = self->timeout_ms;
+        if (outside)
+            self->applied_timeout_ms = want_ms;
+        else
+            self->local_timeout_ms = want_ms;
     }
     return 0;
 }
@@ -471,7 +541,7 @@ static int s_run_first(oq_pg_t *self, const char *sql, int nparams, const char *
 {
     if (nparams < 0) {
         /* A script cannot go in a pipeline: BEGIN alone first. */
-        if (s_ready(self, error) < 0)
+        if (s_ready(self, true, error) < 0)
             return -1;
         int begin = s_prepare_txn(self, error);
         if (begin == -2)
@@ -487,7 +557,7 @@ static int s_run_first(oq_pg_t *self, const char *sql, int nparams, const char *
             return -1;
         return s_run(self, sql, nparams, params, prepare, false, result, error);
     }
-    if (s_ready(self, error) < 0)
+    if (s_ready(self, true, error) < 0)
         return -1;
     int begin = s_prepare_txn(self, error);
     int stmt = begin == -2                      ? -2
@@ -553,7 +623,7 @@ static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const 
         self->begin_pending = true;
         return s_run_first(self, sql, nparams, params, prepare, result, error);
     }
-    if (s_ready(self, error) < 0)
+    if (s_ready(self, !in_commit, error) < 0)
         return -1;
     if (self->in_txn && PQtransactionStatus(self->conn) == PQTRANS_IDLE) {
         /* The transaction's BEGIN failed (its error went to the first
@@ -607,7 +677,7 @@ static int s_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
         self->begin_sql = strdup(begin_sql);
         assert(self->begin_sql);
     }
-    if (s_ready(self, error) < 0 || s_prepare_txn(self, error) == -2)
+    if (s_ready(self, true, error) < 0 || s_prepare_txn(self, error) == -2)
         return -1;
     self->begin_pending = true;
     return 0;
@@ -645,6 +715,7 @@ int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error)
         /* No statement ran: nothing to commit, nothing was sent. */
         self->begin_pending = false;
         self->in_txn = false;
+        self->local_timeout_ms = 0;
         return 0;
     }
     PGresult *res = NULL;
@@ -652,6 +723,7 @@ int oq_pg_commit(oq_pg_t *self, oq_pg_error_t *error)
     /* Whatever the answer, the transaction is over: committed, rolled back
        by the server, or unknown with the connection gone. */
     self->in_txn = false;
+    self->local_timeout_ms = 0;
     if (rc < 0)
         return -1;
     /* COMMIT of a transaction that had failed answers "ROLLBACK", with no
@@ -681,6 +753,7 @@ void oq_pg_rollback(oq_pg_t *self)
     }
     self->begin_pending = false;
     self->in_txn = false;
+    self->local_timeout_ms = 0;
 }
 
 bool oq_pg_connected(const oq_pg_t *self)

@@ -163,6 +163,13 @@ void oq_pg_destroy(oq_pg_t **self_p);
    that, then drops the connection. timeout_ms 0 removes both bounds. */
 void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms);
 
+/* The same for a job: the statements that follow, until the next call of
+   either, share the bound. Each gets at most what the waits for the
+   answers before it left of the job's statement time (within the client's
+   grace), so that several statements that each wait on a lock still end
+   before the job's timeout, with 57014 (transient). */
+void oq_pg_set_job_timeout(oq_pg_t *self, int64_t timeout_ms);
+
 /* Connect now if not connected. 0, or -1 with error (OQ_PG_ERR_CONNECTION,
    with the server's SQLSTATE when it refused us: 53300 too many
    connections, 57P03 starting up or shutting down, 28P01, 3D000, ...). */
@@ -397,8 +404,8 @@ oq_effects_t *oq_effects_shared(const char *conninfo, oq_txn_isolation_t isolati
    and freed when its last user destroys it. */
 void oq_effects_destroy(oq_effects_t **self_p);
 
-/* Bound the statements of the job about to run by its timeout (as
-   oq_pg_set_timeout). Call it at the start of every job. */
+/* Bound the statements of the job about to run, together, by its timeout
+   (as oq_pg_set_job_timeout). Call it at the start of every job. */
 void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms);
 
 /* Run body in a transaction (oq_txn_run on the handle's runner). */
