@@ -108,11 +108,12 @@ void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *job
         assert(reports);
         int64_t started_us = oq_clock_mono_us();
         batch(calls, n, state, reports);
-        int64_t elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+        int64_t elapsed_us = oq_clock_mono_us() - started_us;
         for (size_t k = 0; k < n; k++) {
             oq_job_done_t *d = &done[index[k]];
             d->report = reports[k];
-            d->elapsed_ms = elapsed_ms;
+            d->elapsed_ms = elapsed_us / 1000;
+            d->elapsed_us = elapsed_us / (int64_t)n;
             if (d->report.outcome == 0)
                 oq_report_retry(&d->report, "the batch left no report for this job");
             s_check_report(&d->report, type);
@@ -123,7 +124,8 @@ void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *job
             oq_job_done_t *d = &done[index[k]];
             int64_t started_us = oq_clock_mono_us();
             fn(calls[k], state, &d->report);
-            d->elapsed_ms = (oq_clock_mono_us() - started_us) / 1000;
+            d->elapsed_us = oq_clock_mono_us() - started_us;
+            d->elapsed_ms = d->elapsed_us / 1000;
             s_check_report(&d->report, type);
         }
     } else {

@@ -18,6 +18,7 @@ typedef struct {
     uint64_t id;
     uint32_t attempt;
     int64_t elapsed_ms; /* time the handler ran */
+    int64_t elapsed_us; /* the same in µs; each job of a batch counts an equal share */
     oq_report_t report; /* outcome OK, RETRY, FAIL, RETURN or UNAVAILABLE */
 } oq_job_done_t;
 

@@ -11,6 +11,7 @@
 
 #include "onceq/limits.h"
 #include "onceq/log.h"
+#include "prefetch.h"
 #include "worker_limits.h"
 
 /* Acks one session may owe at once: one per job it held or ran, and as
@@ -38,8 +39,9 @@ typedef enum {
 /* One ack owed to the broker. */
 typedef struct {
     s_ack_t state;
-    bool returns_credit; /* false for a delivery refused, or a held job handed back
-                            while stopping or paused */
+    bool returns_credit; /* false for a delivery refused, a held job handed back
+                            while stopping or paused, or a credit kept back
+                            because the limit shrank */
     oq_ack_msg_t ack;    /* credit is filled in when it is sent */
     char error[OQ_MAX_ERROR_LEN + 1];
 } s_owed_t;
@@ -105,10 +107,15 @@ struct oq_session {
     /* Held deliveries, oldest first: a ring the worker loop mirrors with
        the jobs' frames (HOLD appends, START_JOB held and DROP_HELD take
        the oldest). */
-    uint32_t prefetch; /* running + held never exceeds it */
-    /* Credits of held jobs handed back behind a long job: given to the
-       broker again (ready) once no handler runs. */
-    uint32_t withheld;
+    uint32_t prefetch;        /* running + held never exceeds it */
+    oq_prefetch_t *estimator; /* --prefetch auto: the limit; NULL: the limit is prefetch */
+    /* The credit the broker holds for this worker, as far as it knows:
+       what its ready and acks gave on this link, less what was delivered
+       since (none after a registration, a pause or a drain, which the
+       broker clears). The jobs running, held and owed acks that give
+       credit back, and this, are the credit in circulation, which the
+       acks and readies keep at the limit. */
+    uint32_t credit_out;
     s_held_t held[OQ_WORKER_PREFETCH_MAX];
     size_t held_head, held_count;
 
@@ -180,25 +187,67 @@ static void s_send(oq_session_t *self, oq_cmd_t cmd, int64_t now_ms)
     self->sent_ms = now_ms;
 }
 
-/* The credit a ready offers: the jobs of prefetch the worker neither runs
-   nor holds, nor will get back from an ack still to be sent; none while
-   stopping or paused (or probing, which only a paused worker does). */
+/* Jobs the worker may have at once now: the prefetch, or what the
+   estimator allows. */
+static uint32_t s_limit(const oq_session_t *self)
+{
+    return self->estimator ? oq_prefetch_limit(self->estimator) : self->prefetch;
+}
+
+/* The worker's own part of the credit in circulation: jobs running (each
+   of a batch) and held, and acks owed that will give credit back. */
+static size_t s_used(const oq_session_t *self)
+{
+    size_t used = (self->job == S_JOB_RUNNING ? self->run_count : 0) + self->held_count;
+    for (size_t i = 0; i < S_ACKS_MAX; i++)
+        used += self->acks[i].state == S_ACK_OWED && self->acks[i].returns_credit;
+    return used;
+}
+
+/* Whether a slot the worker gives up (a job acked, a held job handed back)
+   may have its credit given back: only while the rest in circulation is
+   below the limit. So a limit that shrank takes effect as slots free up. */
+static bool s_credit_back(const oq_session_t *self)
+{
+    return s_used(self) + self->credit_out < s_limit(self);
+}
+
+/* The credit a ready offers: the jobs of the limit the worker neither
+   runs nor holds, nor will get back from an ack still to be sent; none
+   while stopping or paused (or probing, which only a paused worker does).
+   Only where the broker holds no credit for it (a new registration, after
+   a pause). */
 static uint32_t s_free_credit(const oq_session_t *self)
 {
     if (self->draining || self->unavailable || self->job == S_JOB_PROBING)
         return 0;
-    size_t used = (self->job == S_JOB_RUNNING ? 1 : 0) + self->held_count;
-    for (size_t i = 0; i < S_ACKS_MAX; i++)
-        used += self->acks[i].state == S_ACK_OWED && self->acks[i].returns_credit;
-    return used < self->prefetch ? (uint32_t)(self->prefetch - used) : 0;
+    size_t used = s_used(self);
+    return used < s_limit(self) ? (uint32_t)(s_limit(self) - used) : 0;
+}
+
+static void s_send_ready_credit(oq_session_t *self, uint32_t credit, int64_t now_ms)
+{
+    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
+    action->cmd = OQ_CMD_READY;
+    action->credit = credit;
+    self->credit_out += credit;
+    self->sent_ms = now_ms;
 }
 
 static void s_send_ready(oq_session_t *self, int64_t now_ms)
 {
-    oq_action_t *action = s_push(self, OQ_ACTION_SEND);
-    action->cmd = OQ_CMD_READY;
-    action->credit = s_free_credit(self);
-    self->sent_ms = now_ms;
+    s_send_ready_credit(self, s_free_credit(self), now_ms);
+}
+
+/* After a job ends: the credit that brings the circulation up to the limit
+   (a limit that grew, credits kept back behind a long job), if any. */
+static void s_top_up(oq_session_t *self, int64_t now_ms)
+{
+    if (self->link != OQ_LINK_UP || self->draining || self->unavailable)
+        return;
+    size_t circulating = s_used(self) + self->credit_out;
+    if (circulating < s_limit(self))
+        s_send_ready_credit(self, (uint32_t)(s_limit(self) - circulating), now_ms);
 }
 
 static void s_send_ack(oq_session_t *self, s_owed_t *owed, int64_t now_ms)
@@ -208,6 +257,7 @@ static void s_send_ack(oq_session_t *self, s_owed_t *owed, int64_t now_ms)
     action->cmd = OQ_CMD_ACK;
     action->ack = owed->ack;
     action->ack.credit = owed->returns_credit && !self->draining && !self->unavailable ? 1 : 0;
+    self->credit_out += action->ack.credit;
     action->ack.error = oq_str(owed->error);
     owed->state = S_ACK_SENT;
     self->sent_ms = now_ms;
@@ -288,11 +338,11 @@ static void s_held_pop(oq_session_t *self)
 static void s_hand_back_oldest(oq_session_t *self, const char *why, bool returns_credit,
                                int64_t now_ms)
 {
-    const s_held_t *h = s_held_oldest(self);
-    s_owe_ack_held(self, h->id, h->attempt, h->has_lease, h->lease, OQ_OUTCOME_RETURN,
-                   OQ_RESULT_NONE, why, -1, returns_credit, true, now_ms);
-    s_push(self, OQ_ACTION_DROP_HELD);
+    s_held_t h = *s_held_oldest(self);
     s_held_pop(self);
+    s_owe_ack_held(self, h.id, h.attempt, h.has_lease, h.lease, OQ_OUTCOME_RETURN, OQ_RESULT_NONE,
+                   why, -1, returns_credit && s_credit_back(self), true, now_ms);
+    s_push(self, OQ_ACTION_DROP_HELD);
 }
 
 /* Forget every held job without a word: the link is gone, or the broker
@@ -315,6 +365,8 @@ static void s_send_status(oq_session_t *self, int64_t now_ms)
     action->state = self->unavailable ? OQ_STATUS_UNAVAILABLE : OQ_STATUS_READY;
     action->state_ms = now_ms - self->state_since_ms;
     action->error = self->unavailable ? self->unavailable_error : "";
+    if (self->unavailable)
+        self->credit_out = 0; /* the broker clears a paused worker's credit */
     self->sent_ms = now_ms;
 }
 
@@ -322,7 +374,7 @@ static void s_send_status(oq_session_t *self, int64_t now_ms)
    socket, a broker that forgot us), the status that says so. */
 static void s_register(oq_session_t *self, int64_t now_ms)
 {
-    self->withheld = 0; /* a fresh registration offers what is free */
+    self->credit_out = 0; /* a fresh registration offers what is free */
     s_send_ready(self, now_ms);
     if (self->unavailable)
         s_send_status(self, now_ms);
@@ -379,7 +431,6 @@ static void s_pause(oq_session_t *self, const char *type, const char *error, int
     snprintf(why, sizeof why, "held, and the worker paused: %.*s", OQ_MAX_ERROR_LEN - 40, error);
     while (self->held_count)
         s_hand_back_oldest(self, why, false, now_ms);
-    self->withheld = 0; /* the next ready, after a probe, offers what is free */
 }
 
 static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
@@ -392,8 +443,10 @@ static void s_lose_link(oq_session_t *self, const char *why, int64_t now_ms)
         if (self->acks[i].state == S_ACK_SENT)
             self->acks[i].state = S_ACK_OWED;
     /* The broker gives a vanished worker's leases back: held jobs go to
-       others, and this worker's new socket is a stranger to them. */
+       others, and this worker's new socket is a stranger to them. Its
+       credit goes with it. */
     s_drop_held(self);
+    self->credit_out = 0;
     self->reconnect_ms = now_ms + self->backoff_ms;
     oq_warn("%s; reconnecting in %lld ms", why, (long long)self->backoff_ms);
     self->backoff_ms *= 2;
@@ -439,6 +492,8 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
     self->random = config->seed ? config->seed : 1;
     self->prefetch = config->prefetch ? config->prefetch : 1;
     assert(self->prefetch <= OQ_WORKER_PREFETCH_MAX);
+    if (config->prefetch_auto)
+        self->estimator = oq_prefetch_new(self->prefetch, OQ_WORKER_PREFETCH_BUDGET_US);
     self->batch_cap = config->batch ? config->batch : 1;
     return self;
 }
@@ -446,6 +501,8 @@ oq_session_t *oq_session_new(const oq_session_config_t *config, int64_t now_ms)
 void oq_session_destroy(oq_session_t **self_p)
 {
     assert(self_p);
+    if (*self_p)
+        oq_prefetch_destroy(&(*self_p)->estimator);
     free(*self_p);
     *self_p = NULL;
 }
@@ -606,8 +663,16 @@ static void s_start_held(oq_session_t *self, int64_t now_ms)
     }
 }
 
+/* A delivery used one of the credits the broker held. */
+static void s_delivered(oq_session_t *self)
+{
+    if (self->credit_out > 0)
+        self->credit_out--;
+}
+
 static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
 {
+    s_delivered(self);
     if (!s_may_take(self)) {
         s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
         return;
@@ -699,6 +764,7 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
     if (self->exiting || self->link == OQ_LINK_DOWN)
         return;
     s_heard(self, now_ms);
+    s_delivered(self);
     if (!s_may_take(self)) {
         s_refuse(self, id, attempt, has_lease, lease, now_ms);
         return;
@@ -706,8 +772,8 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
     char error[OQ_MAX_ERROR_LEN + 1];
     snprintf(error, sizeof error, "the worker could not decode the job: %s", reason);
     oq_warn("job %llu failed: %s", (unsigned long long)id, error);
-    s_owe_ack(self, id, attempt, has_lease, lease, OQ_OUTCOME_FAIL, OQ_RESULT_NONE, error, -1, true,
-              now_ms);
+    s_owe_ack(self, id, attempt, has_lease, lease, OQ_OUTCOME_FAIL, OQ_RESULT_NONE, error, -1,
+              s_credit_back(self), now_ms);
 }
 
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms)
@@ -738,9 +804,16 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     /* Paused before the ack goes: it then gives no credit back. */
     if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
         s_pause(self, job.type, report->error, now_ms);
+    if (self->estimator) {
+        uint32_t was = oq_prefetch_limit(self->estimator);
+        uint32_t limit = oq_prefetch_observe(self->estimator, done->elapsed_us);
+        if (limit != was)
+            oq_debug("prefetch auto: holding up to %u job(s), handlers ran %lld us on average",
+                     limit, (long long)oq_prefetch_average_us(self->estimator));
+    }
     s_owe_ack(self, done->id, done->attempt, job.has_lease, job.lease, report->outcome,
-              report->result, report->error, report->has_delay ? report->delay_ms : -1, true,
-              now_ms);
+              report->result, report->error, report->has_delay ? report->delay_ms : -1,
+              s_credit_back(self), now_ms);
     if (self->job == S_JOB_RUNNING)
         return; /* the rest of a batch is still to be reported */
     if (self->draining) {
@@ -748,14 +821,8 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
         return;
     }
     s_start_held(self, now_ms);
-    /* The credits held back behind the long job that just ended. */
-    if (self->withheld && self->link == OQ_LINK_UP && !self->unavailable) {
-        oq_action_t *ready = s_push(self, OQ_ACTION_SEND);
-        ready->cmd = OQ_CMD_READY;
-        ready->credit = self->withheld;
-        self->sent_ms = now_ms;
-    }
-    self->withheld = 0;
+    /* What the limit grew by, or was kept back behind a long job. */
+    s_top_up(self, now_ms);
 }
 
 void oq_session_on_probed(oq_session_t *self, const oq_probe_done_t *probed, int64_t now_ms)
@@ -834,6 +901,7 @@ void oq_session_on_signal(oq_session_t *self, int64_t now_ms)
         oq_info("stopping");
     if (self->link != OQ_LINK_DOWN)
         s_send(self, OQ_CMD_DRAIN, now_ms);
+    self->credit_out = 0; /* drain clears it */
     /* The jobs held go back now, to run elsewhere while this one ends. */
     while (self->held_count)
         s_hand_back_oldest(self, "held, and the worker is stopping", false, now_ms);
@@ -865,6 +933,13 @@ void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms)
     if (self->job == S_JOB_RUNNING)
         self->job_deadline_ms =
             s_min(self->job_deadline_ms + stalled_ms, now_ms + self->job_timeout_ms);
+}
+
+/* How long held jobs wait behind a running one before they go back: with
+   auto, a job that runs this long was not what the average promised. */
+static int64_t s_hold_max_ms(const oq_session_t *self)
+{
+    return self->estimator ? OQ_WORKER_PREFETCH_AUTO_HOLD_MS : OQ_WORKER_HOLD_MAX_MS;
 }
 
 /* The handler overran: report it and leave. The handler's thread cannot be
@@ -899,14 +974,13 @@ void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
         return;
     }
     if (self->job == S_JOB_RUNNING && self->held_count &&
-        now_ms - self->job_started_ms >= OQ_WORKER_HOLD_MAX_MS) {
+        now_ms - self->job_started_ms >= s_hold_max_ms(self)) {
         /* A long job: what waits behind it may run on a free worker now.
-           Their credits stay back until it ends, or they would only come
-           back to wait here again. */
+           Their credits stay back until it ends (s_top_up), or they would
+           only come back to wait here again. */
         oq_info("job %llu has run %lld ms: handing back %zu held job(s) for other workers",
                 (unsigned long long)self->run[0].id, (long long)(now_ms - self->job_started_ms),
                 self->held_count);
-        self->withheld += (uint32_t)self->held_count;
         while (self->held_count)
             s_hand_back_oldest(self, "held behind a long job: handed back unrun for a free worker",
                                false, now_ms);
@@ -966,7 +1040,7 @@ int64_t oq_session_deadline(const oq_session_t *self)
     if (self->job == S_JOB_RUNNING)
         deadline = self->job_deadline_ms;
     if (self->job == S_JOB_RUNNING && self->held_count)
-        deadline = s_min(deadline, self->job_started_ms + OQ_WORKER_HOLD_MAX_MS);
+        deadline = s_min(deadline, self->job_started_ms + s_hold_max_ms(self));
     if (self->job == S_JOB_IDLE && !self->draining) {
         if (self->unavailable)
             deadline = s_min(deadline, self->probe_at_ms);
@@ -1017,6 +1091,12 @@ size_t oq_session_held(const oq_session_t *self)
 {
     assert(self);
     return self->held_count;
+}
+
+uint32_t oq_session_limit(const oq_session_t *self)
+{
+    assert(self);
+    return s_limit(self);
 }
 
 bool oq_session_unavailable(const oq_session_t *self)

@@ -10,17 +10,25 @@
     slot (idle, running a job, or probing), and whether the worker is available
     or paused because a handler reported what it needs (its database) as
     unavailable. The rules they keep:
-    - at most `prefetch` jobs are the worker's at once (running, or held in
-      delivery order for when no handler runs): ready offers what is
-      free of them (none while stopping or paused, none for an ack owed
-      that will give it back), and the ack of each job run gives its credit
-      back (unless the worker has paused or is stopping meanwhile); with
-      prefetch 1 that is one credit out, offered only when idle;
+    - at most `limit` jobs are the worker's at once (running, or held in
+      delivery order for when no handler runs), counting the credit the
+      broker still holds for it: ready offers what is free of them (none
+      while stopping or paused, none for an ack owed that will give it
+      back), and the ack of each job run gives its credit back while the
+      worker holds fewer than the limit (and has not paused or begun to
+      stop meanwhile); with a limit of 1 that is one credit out, offered
+      only when idle. With a fixed prefetch the limit is it; with auto it
+      follows the handlers' run times (prefetch.h), from 1 up to the
+      prefetch: a limit that grows gives the new credit with a ready after
+      an ack, one that shrinks keeps the credit of the acks until the jobs
+      the worker holds and the credit out have run down to it, and
+      deliveries the broker sent on older credit are still taken;
     - a held job is the worker's from its delivery (its lease runs from
       then): it is started, with a touch that restarts its lease if it
       waited OQ_WORKER_TOUCH_MIN_MS or more, unless it waited half its
       timeout or more, the job before it has run OQ_WORKER_HOLD_MAX_MS
-      (then its credit waits for that job's end), or the worker stops or
+      (OQ_WORKER_PREFETCH_AUTO_HOLD_MS with auto; then its credit waits
+      for that job's end), or the worker stops or
       pauses: then it is handed back unrun (return, held), using no try;
       on a lost link or a broker
       that forgot the worker it is dropped, as the broker gives its lease
@@ -92,7 +100,9 @@ typedef struct {
     int64_t idle_release_ms; /* release resources after this long without a job; 0: never */
     uint64_t seed;           /* for the probes' jitter; 0 is taken as 1 */
     uint32_t prefetch;       /* jobs the worker may hold at once, running one included
-                                (1 ... OQ_WORKER_PREFETCH_MAX); 0 is taken as 1 */
+                                (1 ... OQ_WORKER_PREFETCH_MAX); 0 is taken as 1;
+                                with prefetch_auto the most the limit may grow to */
+    bool prefetch_auto;      /* the limit follows the handlers' run times (prefetch.h) */
     uint32_t batch;          /* --batch: the most jobs of a batch, whatever the type's
                                 own most; 0 or 1: no batches */
 } oq_session_config_t;
@@ -170,6 +180,9 @@ int64_t oq_session_deadline(const oq_session_t *self);
 oq_link_state_t oq_session_link(const oq_session_t *self);
 bool oq_session_busy(const oq_session_t *self);
 size_t oq_session_held(const oq_session_t *self);
+/* Jobs the worker may hold now, the running one included (the prefetch,
+   or with auto what the run times allow). */
+uint32_t oq_session_limit(const oq_session_t *self);
 bool oq_session_unavailable(const oq_session_t *self);
 bool oq_session_exiting(const oq_session_t *self);
 uint32_t oq_session_heartbeat_ms(const oq_session_t *self);

@@ -482,11 +482,11 @@ static void s_catch_up(s_worker_t *self)
 /* Whether the acks made so far may wait for the held job the main thread
    is about to run (OQ_WORKER_ACK_GATHER_US): fast jobs then ack several to
    a message, and the broker leases their successors as one. Never more
-   than half the prefetch, so that the next jobs are on their way while
-   the rest run. */
+   than half the prefetch limit, so that the next jobs are on their way
+   while the rest run. */
 static bool s_gathering_acks(const s_worker_t *self)
 {
-    uint32_t most = self->config->prefetch / 2;
+    uint32_t most = oq_session_limit(self->session) / 2;
     return self->ack_count > 0 && self->ack_count < most && self->work_count &&
            oq_clock_mono_us() - self->first_ack_us < OQ_WORKER_ACK_GATHER_US;
 }
@@ -770,6 +770,7 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
             .idle_release_ms = config->idle_release_ms,
             .seed = ((uint64_t)getpid() << 32) ^ (uint64_t)oq_clock_mono_us(),
             .prefetch = config->prefetch,
+            .prefetch_auto = config->prefetch_auto,
             .batch = config->batch,
         };
         self.session = oq_session_new(&session_config, s_now(&self));

@@ -22,8 +22,10 @@ typedef struct {
        (oq_registry_set_resource); 0: never. */
     int64_t idle_release_ms;
     /* Jobs it may hold at once, the running one included (--prefetch;
-       1 ... OQ_WORKER_PREFETCH_MAX; 0 is taken as 1). */
+       1 ... OQ_WORKER_PREFETCH_MAX; 0 is taken as 1); with prefetch_auto
+       the most, the limit following the handlers' run times. */
     uint32_t prefetch;
+    bool prefetch_auto;
     /* The most jobs of one type handed to its batch function at once
        (--batch; 0 or 1: none), within the type's own most. */
     uint32_t batch;

@@ -44,12 +44,26 @@
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful
    is all a fleet of workers can use without starving its neighbours. */
-#define OQ_WORKER_PREFETCH_MAX     64
-#define OQ_WORKER_PREFETCH_DEFAULT 1
+#define OQ_WORKER_PREFETCH_MAX 64
 
-/* A held job waits at most this long behind a job that runs: past it the
-   worker hands its held jobs back (unrun, no try used) for the workers
-   that are free, and takes no more until the running job ends. */
+/* --prefetch auto (the default): the worker holds as many jobs as fit
+   this much expected work behind the running one, from the moving
+   average of its handlers' run times (prefetch.h), and at most the cap:
+   sub-millisecond jobs hold the cap, jobs of more than 4 ms one at a time.
+   The budget is what a held job may expect to wait; a round trip to the
+   broker, which holding saves, is a few hundred µs. */
+#define OQ_WORKER_PREFETCH_AUTO_CAP  8
+#define OQ_WORKER_PREFETCH_BUDGET_US 4000
+/* With auto, a job that has run this long was not what the average
+   promised: the jobs held behind it go back at once (found within the
+   keeper's patience, OQ_WORKER_KEEPER_MS, or twice it), instead of after
+   OQ_WORKER_HOLD_MAX_MS. */
+#define OQ_WORKER_PREFETCH_AUTO_HOLD_MS 20
+
+/* A held job waits at most this long behind a job that runs (with a fixed
+   --prefetch N): past it the worker hands its held jobs back (unrun, no
+   try used) for the workers that are free, and takes no more until the
+   running job ends. */
 #define OQ_WORKER_HOLD_MAX_MS 1000
 
 /* Broker messages read per loop turn, so a flood cannot starve the job

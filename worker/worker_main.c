@@ -2,6 +2,7 @@
     registry: the flag table (onceq/flags.h; flags fall back to environment
     variables, then to the defaults in onceq/limits.h), then a single worker
     or, with --processes, a supervisor of that many. */
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,28 @@ static int s_parse_name(const char *value, void *dest, char *why, size_t why_len
 static int s_parse_queues(const char *value, void *dest, char *why, size_t why_len)
 {
     return oq_worker_parse_queues(dest, value, why, why_len);
+}
+
+/* --prefetch auto, or a fixed N (1 ... OQ_WORKER_PREFETCH_MAX). With auto
+   the worker may hold up to OQ_WORKER_PREFETCH_AUTO_CAP as its handlers'
+   run times allow (prefetch.h). */
+static int s_parse_prefetch(const char *value, void *dest, char *why, size_t why_len)
+{
+    oq_worker_config_t *worker = dest;
+    if (strcmp(value, "auto") == 0) {
+        worker->prefetch = OQ_WORKER_PREFETCH_AUTO_CAP;
+        worker->prefetch_auto = true;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-' || value[0] == '+' || n < 1 ||
+        n > OQ_WORKER_PREFETCH_MAX)
+        return -1; /* the error says the flag's expected */
+    worker->prefetch = (uint32_t)n;
+    worker->prefetch_auto = false;
+    return 0;
 }
 
 /* --key and --broker-key: both or neither; each file is read here, so a
@@ -179,8 +202,18 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
-    char idle_def[S_DEFAULT_LEN], prefetch_def[S_DEFAULT_LEN];
-    snprintf(prefetch_def, sizeof prefetch_def, "%d", OQ_WORKER_PREFETCH_DEFAULT);
+    char idle_def[S_DEFAULT_LEN], prefetch_expected[S_DEFAULT_LEN * 2];
+    snprintf(prefetch_expected, sizeof prefetch_expected, "auto or a number from 1 to %d",
+             OQ_WORKER_PREFETCH_MAX);
+    char prefetch_help[512];
+    snprintf(prefetch_help, sizeof prefetch_help,
+             "jobs the worker may hold at once, the running one included: the next ones wait "
+             "here leased (handed back unrun if they wait half their timeout) so no round trip "
+             "to the broker comes between two jobs. auto: as many as fit %d ms of work at its "
+             "handlers' average run time, from 1 up to %d (short jobs hold %d, jobs of more "
+             "than %d ms run one at a time); N: always N; 1: one job at a time",
+             OQ_WORKER_PREFETCH_BUDGET_US / 1000, OQ_WORKER_PREFETCH_AUTO_CAP,
+             OQ_WORKER_PREFETCH_AUTO_CAP, OQ_WORKER_PREFETCH_BUDGET_US / 1000);
     char batch_def[S_DEFAULT_LEN];
     snprintf(batch_def, sizeof batch_def, "%d", OQ_WORKER_MAX_BATCH);
     snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);
@@ -242,16 +275,13 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .help = "heartbeat interval until the broker's welcome sets its own"},
         {.name = "prefetch",
          .env = "ONCEQ_PREFETCH",
-         .kind = OQ_FLAG_U32,
-         .arg = "N",
-         .min = 1,
-         .max = OQ_WORKER_PREFETCH_MAX,
-         .def = prefetch_def,
-         .dest = &run.worker.prefetch,
-         .help = "jobs the worker may hold at once, the running one included: the next "
-                 "ones wait here leased (handed back unrun if they wait half their timeout) "
-                 "so no round trip to the broker comes between two jobs; 1: one job at a "
-                 "time"},
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "auto|N",
+         .parse = s_parse_prefetch,
+         .expected = prefetch_expected,
+         .def = "auto",
+         .dest = &run.worker,
+         .help = prefetch_help},
         {.name = "batch",
          .env = "ONCEQ_BATCH",
          .kind = OQ_FLAG_U32,
@@ -264,7 +294,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .help = "the most held jobs of one type handed to its batch function in one call "
                  "(a type that declared one, oq_registry_set_batch); each is still acked on "
                  "its own; 1: no batches. Batches form only from jobs held: --prefetch "
-                 "above 2"},
+                 "auto or above 2"},
         {.name = "processes",
          .env = "ONCEQ_WORKER_PROCESSES",
          .kind = OQ_FLAG_U32,

@@ -8,7 +8,12 @@
     worker. Every
     job is dispatched with max_tries 1 where a try used by mistake would
     fail it. Jobs held of a type with a batch function (onceq-test-worker's
-    tally) run in one call, up to --batch, each acked on its own. */
+    tally) run in one call, up to --batch, each acked on its own.
+
+    With --prefetch auto (the default) a worker that has run short jobs
+    gives the broker credit for several and holds them; a short job that
+    lands behind a long one goes back within a few tens of ms for a free
+    worker, not after a second. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +30,13 @@
 
 #define S_HEARTBEAT_MS "200"
 #define S_HELD_JOBS    4
+/* --prefetch auto: its cap (OQ_WORKER_PREFETCH_AUTO_CAP), the short jobs
+   dispatched behind a long one, and the bound on their wait: well below
+   the second a fixed prefetch holds them (OQ_WORKER_HOLD_MAX_MS), far
+   above the tens of ms auto takes. */
+#define S_AUTO_CAP       8
+#define S_SHORT_JOBS     6
+#define S_SHORT_BOUND_MS 800
 
 static int s_setup(void **state)
 {
@@ -241,6 +253,109 @@ static void test_batch_one_runs_each_alone(void **state)
     free(log);
 }
 
+/* ---- --prefetch auto ---------------------------------------------------- */
+
+static uint64_t s_noop_job(it_t *it)
+{
+    msgpack_sbuffer payload;
+    msgpack_sbuffer_init(&payload);
+    it_payload_uint(&payload, "n", 1);
+    oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
+    uint64_t id = it_dispatch(it, "noop", &payload, &options);
+    msgpack_sbuffer_destroy(&payload);
+    assert_true(id > 0);
+    return id;
+}
+
+/* Every connected worker has exactly *arg credits at the broker. */
+static bool s_credits_are(const it_stats_t *s, const void *arg)
+{
+    uint32_t want = *(const uint32_t *)arg;
+    for (size_t i = 0; i < s->workers; i++)
+        if (s->worker_credit[i] != want)
+            return false;
+    return s->workers > 0;
+}
+
+/* Short jobs, one after another: the workers' limits grow to the cap,
+   and each gives the broker that much credit while idle. */
+static void s_warm_up(it_t *it, uint64_t jobs)
+{
+    for (uint64_t i = 0; i < jobs; i++)
+        s_noop_job(it);
+    it_stats_t s;
+    assert_true(it_wait_stats(it, it_done_is, &jobs, IT_WAIT_MS, &s) >= 0);
+    uint32_t cap = S_AUTO_CAP;
+    assert_true(it_wait_stats(it, s_credits_are, &cap, IT_WAIT_MS, &s) >= 0);
+}
+
+static void test_auto_worker_of_short_jobs_holds_several(void **state)
+{
+    it_t *it = *state;
+    /* A heartbeat long enough that the stop below is not a death. */
+    const char *broker_flags[] = {"--heartbeat-ms", "1000", "--timeout", "10", NULL};
+    assert_true(it_start_broker(it, broker_flags) > 0);
+    const char *flags[] = {"--prefetch", "auto", "--log-level", "debug", NULL};
+    pid_t worker = it_start_worker_counted(it, "auto", flags, 1);
+    assert_true(worker > 0);
+    /* Before any job it takes one at a time. */
+    it_stats_t s;
+    assert_true(it_stats(it, &s) == 0);
+    assert_int_equal(s.worker_credit[0], 1);
+    s_warm_up(it, 50);
+
+    /* Stopped, it cannot take the jobs that come now: the broker leases it
+       as many as its credit, the cap, and keeps the rest; they wait in the
+       worker, held, and run one after another once it goes on. */
+    it_signal(worker, SIGSTOP);
+    for (int i = 0; i < 20; i++)
+        s_noop_job(it);
+    uint64_t cap = S_AUTO_CAP;
+    assert_true(it_wait_stats(it, it_leased_is, &cap, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.worker_leased[0], S_AUTO_CAP);
+    assert_int_equal(s.ready, 20 - S_AUTO_CAP);
+    it_signal(worker, SIGCONT);
+    uint64_t all = 70;
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.retried, 0);
+    /* Its limit grew to the cap from the run times, as its log says. */
+    assert_true(it_log_count(it, "auto", "prefetch auto: holding up to 8 job(s)") >= 1);
+}
+
+static void test_auto_short_job_does_not_wait_behind_a_long_one(void **state)
+{
+    it_t *it = *state;
+    s_start_broker(it);
+    const char *flags[] = {"--prefetch", "auto", "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
+    assert_true(it_start_worker_counted(it, "a", flags, 1) > 0);
+    assert_true(it_start_worker_counted(it, "b", flags, 2) > 0);
+    s_warm_up(it, 100);
+
+    /* A long job, then short ones: round-robin gives some of them to the
+       worker of the long job, with credit for several. With a fixed
+       prefetch they would wait there a second (OQ_WORKER_HOLD_MAX_MS)
+       before going back; with auto they go back within the keeper's
+       patience and the other worker runs them. */
+    s_sleep_job(it, 3000, 1, 0);
+    int64_t start = it_now_ms();
+    for (int i = 0; i < S_SHORT_JOBS; i++)
+        s_noop_job(it);
+    uint64_t shorts_done = 100 + S_SHORT_JOBS;
+    it_stats_t s;
+    assert_true(it_wait_stats(it, it_done_is, &shorts_done, IT_WAIT_MS, &s) >= 0);
+    int64_t waited_ms = it_now_ms() - start;
+    print_message("%d short jobs done %lld ms after their dispatch began, beside a 3 s job\n",
+                  S_SHORT_JOBS, (long long)waited_ms);
+    assert_int_equal(s.leased, 1); /* the long one still runs */
+    assert_true(waited_ms < S_SHORT_BOUND_MS);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.retried, 0);
+    uint64_t all = shorts_done + 1;
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +369,10 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_flag_caps_a_call, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_runs_each_alone, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_auto_worker_of_short_jobs_holds_several, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_auto_short_job_does_not_wait_behind_a_long_one,
+                                        s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -464,6 +464,7 @@ int it_stats(it_t *self, it_stats_t *s)
     for (uint32_t i = 0; workers && i < workers->via.array.size && i < IT_MAX_WORKERS; i++) {
         s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
         s->worker_leased[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
+        s->worker_credit[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "credit");
         s->workers++;
     }
     s->unknown_acks = s_u64(oq_proto_map_get(&reply.root, "broker"), "unknown_acks");

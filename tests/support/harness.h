@@ -77,6 +77,7 @@ typedef struct {
     size_t workers;
     uint32_t worker_pid[IT_MAX_WORKERS];
     uint32_t worker_leased[IT_MAX_WORKERS];
+    uint32_t worker_credit[IT_MAX_WORKERS]; /* jobs the broker may still send it */
 } it_stats_t;
 
 /* A new fixture: temp dir, two free loopback ports, a ZeroMQ context. */

@@ -1737,6 +1737,147 @@ static void test_session_prefetch_pause_hands_held_jobs_back(void **unused)
     oq_session_destroy(&session);
 }
 
+/* ---- session: prefetch auto ------------------------------------------------ */
+
+/* A session with --prefetch auto up to cap, connected at 0 and welcomed
+   at 1: before any job has run it offers one credit. */
+static oq_session_t *s_session_auto(uint32_t cap)
+{
+    oq_session_config_t config = {
+        .heartbeat_ms = 1000, .liveness = 3, .prefetch = cap, .prefetch_auto = true};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 1);
+    return session;
+}
+
+/* The report of a job whose handler ran run_us. */
+static void s_finish_us(oq_session_t *session, uint64_t id, int64_t run_us, int64_t now)
+{
+    oq_job_done_t done;
+    memset(&done, 0, sizeof done);
+    done.id = id;
+    done.attempt = 1;
+    done.elapsed_us = run_us;
+    done.elapsed_ms = run_us / 1000;
+    done.report.outcome = OQ_OUTCOME_OK;
+    oq_session_on_done(session, &done, now);
+}
+
+static void test_session_prefetch_auto_credit_follows_run_times(void **unused)
+{
+    oq_session_t *session = s_session_auto(8);
+    /* A short job: the limit grows to 2; its ack gives its credit back
+       and a ready the new one. */
+    s_deliver_leased(session, 1, 11, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_finish_us(session, 1, 50, 11);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 2);
+
+    /* Both credits used: one runs, one is held; the next short job grows
+       it to 3, the held one starts, and one more credit goes out. */
+    s_deliver_leased(session, 2, 12, 60000, 12);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 3, 13, 60000, 12);
+    s_next(session, OQ_ACTION_HOLD);
+    s_finish_us(session, 2, 50, 13);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    assert_true(s_next(session, OQ_ACTION_START_JOB).held);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 3);
+
+    /* A job of a second: the limit falls to 1 at once, and with two
+       credits still at the broker its ack gives none back. */
+    s_finish_us(session, 3, 1000000, 1020);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 0);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 1);
+
+    /* The broker uses the two it had: both are taken, and the credit
+       comes back only once the worker is down to the limit. */
+    s_deliver_leased(session, 4, 14, 60000, 1030);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 5, 15, 60000, 1030);
+    s_next(session, OQ_ACTION_HOLD);
+    s_finish_us(session, 4, 50, 1031);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 0);
+    assert_true(s_next(session, OQ_ACTION_START_JOB).held);
+    s_no_action(session);
+    s_finish_us(session, 5, 50, 1032);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 1);
+
+    /* Short jobs one at a time bring it back up to the cap, never past. */
+    uint32_t credit = 1; /* at the broker */
+    for (uint64_t id = 6; id < 200; id++) {
+        assert_true(credit >= 1);
+        s_deliver_leased(session, id, id, 60000, 1040);
+        credit--;
+        s_next(session, OQ_ACTION_START_JOB);
+        s_finish_us(session, id, 50, 1040);
+        oq_action_t action;
+        while (oq_session_next(session, &action) == 0) {
+            assert_int_equal(action.kind, OQ_ACTION_SEND);
+            credit += action.cmd == OQ_CMD_ACK ? action.ack.credit : action.credit;
+        }
+        assert_int_equal(credit, oq_session_limit(session));
+    }
+    assert_int_equal(oq_session_limit(session), 8);
+
+    /* A new registration offers the whole limit. */
+    s_receive(session, OQ_CMD_RECONNECT, 1050);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 8);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+static void test_session_prefetch_auto_jobs_behind_a_long_one_go_back_soon(void **unused)
+{
+    oq_session_t *session = s_session_auto(8);
+    for (uint64_t id = 1; id <= 3; id++) {
+        s_deliver_leased(session, id, id, 60000, 10);
+        s_next(session, OQ_ACTION_START_JOB);
+        s_finish_us(session, id, 50, 10);
+        while (oq_session_next(session, &(oq_action_t){0}) == 0)
+            ;
+    }
+    assert_int_equal(oq_session_limit(session), 4);
+    s_deliver_leased(session, 4, 14, 60000, 20);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 5, 15, 60000, 20);
+    s_next(session, OQ_ACTION_HOLD);
+    /* Job 4 runs past what the average promised: the held one goes back
+       after OQ_WORKER_PREFETCH_AUTO_HOLD_MS, not a second, its credit
+       kept back. */
+    assert_int_equal(oq_session_deadline(session), 20 + OQ_WORKER_PREFETCH_AUTO_HOLD_MS);
+    s_tick_alive(session, 20 + OQ_WORKER_PREFETCH_AUTO_HOLD_MS - 1);
+    s_no_action(session);
+    s_tick_alive(session, 20 + OQ_WORKER_PREFETCH_AUTO_HOLD_MS);
+    oq_action_t back = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(back.ack.id, 5);
+    assert_int_equal(back.ack.outcome, OQ_OUTCOME_RETURN);
+    assert_true(back.ack.held);
+    assert_int_equal(back.ack.credit, 0);
+    s_next(session, OQ_ACTION_DROP_HELD);
+    s_no_action(session);
+    /* It ends after 2 s: the limit is 1, and the two credits still at the
+       broker are more than that: nothing comes back. */
+    s_finish_us(session, 4, 2000000, 2020);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 0);
+    s_no_action(session);
+    assert_int_equal(oq_session_limit(session), 1);
+    oq_session_destroy(&session);
+}
+
 static void test_session_batch_starts_held_jobs_of_a_type_together(void **unused)
 {
     oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 5, .batch = 3};
@@ -1877,6 +2018,8 @@ int main(void)
         cmocka_unit_test(test_session_prefetch_jobs_behind_a_long_one_go_back),
         cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),
         cmocka_unit_test(test_session_prefetch_pause_hands_held_jobs_back),
+        cmocka_unit_test(test_session_prefetch_auto_credit_follows_run_times),
+        cmocka_unit_test(test_session_prefetch_auto_jobs_behind_a_long_one_go_back_soon),
         cmocka_unit_test(test_session_batch_starts_held_jobs_of_a_type_together),
         cmocka_unit_test(test_session_batch_timeout_reports_every_job),
         cmocka_unit_test(test_supervisor_restart_delay),
