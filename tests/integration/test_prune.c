@@ -62,29 +62,10 @@ static int s_teardown(void **state)
     return 0;
 }
 
-/* Run `onceq --broker FRONT db prune ARGS...`; assert its exit status;
-   return its output (free it). */
-static char *s_prune(it_t *it, const char *log, int want_exit, ...)
-{
-    const char *argv[24] = {it_bin("onceq"), "--broker", it->front, "--timeout-ms",
-                            "2000",          "db",       "prune"};
-    size_t n = 7;
-    va_list args;
-    va_start(args, want_exit);
-    const char *arg;
-    while ((arg = va_arg(args, const char *)) != NULL && n < 23)
-        argv[n++] = arg;
-    va_end(args);
-    argv[n] = NULL;
-    pid_t pid = it_spawn(it, log, argv);
-    assert_true(pid > 0);
-    int status = it_wait_exit(pid, IT_WAIT_MS);
-    char *out = it_read_log(it, log);
-    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != want_exit)
-        fail_msg("db prune (%s): exit %d, wanted %d: %s", log,
-                 status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, want_exit, out);
-    return out;
-}
+/* Run `onceq db prune ARGS...` (NULL-terminated) with a short request
+   timeout, as it_cli does. */
+#define s_prune(it, log, want_exit, ...)                                                           \
+    it_cli(it, log, want_exit, "--timeout-ms", "2000", "db", "prune", __VA_ARGS__)
 
 static void s_has(const char *out, const char *needle)
 {

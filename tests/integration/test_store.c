@@ -46,39 +46,6 @@ static int s_teardown(void **state)
     return 0;
 }
 
-/* Run `onceq --broker FRONT ARGS...` (NULL-terminated); assert its exit
-   status; return its output, stdout and stderr (free it). */
-static char *s_cli(it_t *it, const char *log, int want_exit, ...)
-{
-    const char *argv[32] = {it_bin("onceq"), "--broker", it->front};
-    size_t n = 3;
-    va_list args;
-    va_start(args, want_exit);
-    const char *arg;
-    while ((arg = va_arg(args, const char *)) != NULL && n < 31)
-        argv[n++] = arg;
-    va_end(args);
-    argv[n] = NULL;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.log", it->dir, log);
-    remove(path);
-    pid_t pid = it_spawn(it, log, argv);
-    assert_true(pid > 0);
-    int status = it_wait_exit(pid, IT_WAIT_MS);
-    char *out = it_read_log(it, log);
-    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != want_exit)
-        fail_msg("onceq %s %s: exit %d, wanted %d: %s", argv[3], argv[4] ? argv[4] : "",
-                 status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, want_exit, out);
-    return out;
-}
-
-static void s_expect_output(char *out, const char *needle)
-{
-    if (!strstr(out, needle))
-        fail_msg("expected \"%s\" in: %s", needle, out);
-    free(out);
-}
-
 static uint64_t s_u64(const msgpack_object *map, const char *key)
 {
     const msgpack_object *o = oq_proto_map_get(map, key);
@@ -202,17 +169,17 @@ static void test_forget_flush_and_retry_all_survive_a_kill(void **state)
     char id[32], name[48];
     snprintf(id, sizeof id, "%llu", (unsigned long long)a[0]);
     snprintf(name, sizeof name, "job %llu ", (unsigned long long)a[0]);
-    s_expect_output(s_cli(it, "forget", 0, "failed", "forget", id, NULL), "deleted");
-    char *out = s_cli(it, "forget2", 1, "failed", "forget", id, NULL);
+    it_expect_output(it_cli(it, "forget", 0, "failed", "forget", id, NULL), "deleted");
+    char *out = it_cli(it, "forget2", 1, "failed", "forget", id, NULL);
     assert_non_null(strstr(out, name));
-    s_expect_output(out, "not_found");
-    s_expect_output(s_cli(it, "forget3", 1, "failed", "forget", "999999", NULL),
-                    "job 999999 is unknown");
-    s_expect_output(s_cli(it, "flush", 0, "failed", "flush", "--queue", "alpha", NULL),
-                    "2 failed job(s) of queue alpha deleted");
-    s_expect_output(s_cli(it, "retry", 0, "failed", "retry", "--all", "--queue", "beta", NULL),
-                    "3 failed job(s) of queue beta ready again");
-    s_expect_output(s_cli(it, "usage", 2, "failed", "retry", "--all", id, NULL), "not both");
+    it_expect_output(out, "not_found");
+    it_expect_output(it_cli(it, "forget3", 1, "failed", "forget", "999999", NULL),
+                     "job 999999 is unknown");
+    it_expect_output(it_cli(it, "flush", 0, "failed", "flush", "--queue", "alpha", NULL),
+                     "2 failed job(s) of queue alpha deleted");
+    it_expect_output(it_cli(it, "retry", 0, "failed", "retry", "--all", "--queue", "beta", NULL),
+                     "3 failed job(s) of queue beta ready again");
+    it_expect_output(it_cli(it, "usage", 2, "failed", "retry", "--all", id, NULL), "not both");
 
     s_restart_broker(it);
     assert_int_equal(s_failed_total(it), 0);
@@ -220,14 +187,14 @@ static void test_forget_flush_and_retry_all_survive_a_kill(void **state)
     assert_int_equal(s_queue(it, "beta", "ready"), 3);
     assert_int_equal(s_queue(it, "beta", "failed"), 0);
     snprintf(id, sizeof id, "%llu", (unsigned long long)b[0]);
-    s_expect_output(s_cli(it, "forget4", 1, "failed", "forget", id, NULL), "is ready");
+    it_expect_output(it_cli(it, "forget4", 1, "failed", "forget", id, NULL), "is ready");
 
     /* The requeued jobs fail again; a flush of every queue, then a kill. */
     worker = it_start_worker(it, "worker2", NULL);
     assert_true(worker > 0);
     s_wait_failed(it, 3);
     s_kill(worker);
-    s_expect_output(s_cli(it, "flush2", 0, "failed", "flush", NULL), "3 failed job(s) deleted");
+    it_expect_output(it_cli(it, "flush2", 0, "failed", "flush", NULL), "3 failed job(s) deleted");
     s_restart_broker(it);
     assert_int_equal(s_failed_total(it), 0);
     assert_int_equal(s_queue(it, "beta", "ready"), 0);
@@ -270,7 +237,7 @@ static void test_list_is_oldest_failure_first_across_queues(void **state)
     s_wait_failed(it, 4);
     s_kill(worker);
 
-    char *page = s_cli(it, "page1", 0, "failed", "list", "--limit", "2", "--json", NULL);
+    char *page = it_cli(it, "page1", 0, "failed", "list", "--limit", "2", "--json", NULL);
     const uint64_t first[] = {b1, b2};
     s_expect_order(page, first, 2);
     assert_null(s_at(page, a1));
@@ -285,7 +252,7 @@ static void test_list_is_oldest_failure_first_across_queues(void **state)
     free(page);
 
     page =
-        s_cli(it, "page2", 0, "failed", "list", "--limit", "2", "--after", cursor, "--json", NULL);
+        it_cli(it, "page2", 0, "failed", "list", "--limit", "2", "--after", cursor, "--json", NULL);
     const uint64_t second[] = {a1, a2};
     s_expect_order(page, second, 2);
     assert_null(s_at(page, b1));
@@ -293,13 +260,13 @@ static void test_list_is_oldest_failure_first_across_queues(void **state)
     free(page);
 
     /* The table prints the cursor it pages by. */
-    page = s_cli(it, "table", 0, "failed", "list", "--limit", "3", NULL);
+    page = it_cli(it, "table", 0, "failed", "list", "--limit", "3", NULL);
     snprintf(key, sizeof key, "--after %llu@", (unsigned long long)a1);
     assert_non_null(strstr(page, key));
     free(page);
 
     s_restart_broker(it);
-    page = s_cli(it, "after-restart", 0, "failed", "list", "--json", NULL);
+    page = it_cli(it, "after-restart", 0, "failed", "list", "--json", NULL);
     const uint64_t all[] = {b1, b2, a1, a2};
     s_expect_order(page, all, 4);
     free(page);
@@ -318,18 +285,18 @@ static void test_cancel_waiting_jobs_but_not_a_leased_one(void **state)
 
     char id[32];
     snprintf(id, sizeof id, "%llu", (unsigned long long)ready);
-    s_expect_output(s_cli(it, "ready", 0, "job", "cancel", id, NULL), "cancelled");
+    it_expect_output(it_cli(it, "ready", 0, "job", "cancel", id, NULL), "cancelled");
     snprintf(id, sizeof id, "%llu", (unsigned long long)delayed);
-    s_expect_output(s_cli(it, "delayed", 0, "job", "cancel", id, NULL), "cancelled");
+    it_expect_output(it_cli(it, "delayed", 0, "job", "cancel", id, NULL), "cancelled");
     snprintf(id, sizeof id, "%llu", (unsigned long long)leased);
-    char *out = s_cli(it, "leased", 1, "job", "cancel", id, NULL);
+    char *out = it_cli(it, "leased", 1, "job", "cancel", id, NULL);
     assert_non_null(strstr(out, "wrong_state"));
     assert_non_null(strstr(out, "is leased"));
-    s_expect_output(out, "effect may be under way");
-    s_expect_output(s_cli(it, "unknown", 1, "job", "cancel", "424242", NULL),
-                    "job 424242 is unknown");
+    it_expect_output(out, "effect may be under way");
+    it_expect_output(it_cli(it, "unknown", 1, "job", "cancel", "424242", NULL),
+                     "job 424242 is unknown");
     snprintf(id, sizeof id, "%llu", (unsigned long long)ready);
-    s_expect_output(s_cli(it, "again", 1, "job", "cancel", id, NULL), "not_found");
+    it_expect_output(it_cli(it, "again", 1, "job", "cancel", id, NULL), "not_found");
 
     assert_int_equal(s_queue(it, "default", "cancelled"), 2);
     assert_int_equal(s_queue(it, "default", "ready"), 0);

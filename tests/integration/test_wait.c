@@ -163,31 +163,6 @@ static uint64_t s_dispatch(it_t *it, int64_t delay_ms)
     return id;
 }
 
-/* Run `onceq --broker FRONT ARGS...` (NULL-terminated); assert its exit
-   status and that its output contains needle. */
-static void s_cli(it_t *it, const char *log, int want_exit, const char *needle, ...)
-{
-    const char *argv[16] = {it_bin("onceq"), "--broker", it->front};
-    size_t n = 3;
-    va_list args;
-    va_start(args, needle);
-    const char *arg;
-    while ((arg = va_arg(args, const char *)) != NULL && n < 15)
-        argv[n++] = arg;
-    va_end(args);
-    argv[n] = NULL;
-    pid_t pid = it_spawn(it, log, argv);
-    assert_true(pid > 0);
-    int status = it_wait_exit(pid, IT_WAIT_MS);
-    char *out = it_read_log(it, log);
-    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != want_exit)
-        fail_msg("onceq %s %s: exit %d, wanted %d: %s", argv[3], argv[4] ? argv[4] : "",
-                 status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, want_exit, out);
-    if (!strstr(out, needle))
-        fail_msg("expected \"%s\" in: %s", needle, out);
-    free(out);
-}
-
 static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
 {
     it_t *it = *state;
@@ -324,15 +299,18 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     /* the tool: exit codes by how the job ended */
     char id_text[32];
     snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)done_id);
-    s_cli(it, "wait-done", 0, "done", "wait", id_text, NULL);
+    it_expect_output(it_cli(it, "wait-done", 0, "wait", id_text, NULL), "done");
     snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)failed_id);
-    s_cli(it, "wait-failed", 4, "failed: the order does not exist", "wait", id_text, NULL);
+    it_expect_output(it_cli(it, "wait-failed", 4, "wait", id_text, NULL),
+                     "failed: the order does not exist");
     snprintf(id_text, sizeof id_text, "%llu", (unsigned long long)live_id);
-    s_cli(it, "wait-pending", 7, "pending", "wait", id_text, "--timeout", "0.2", NULL);
-    s_cli(it, "wait-unknown", 1, "never issued", "wait", "999999", NULL);
-    s_cli(it, "dispatch-wait", 0, "done", "dispatch", "noop", "--wait", NULL);
-    s_cli(it, "dispatch-wait-fail", 4, "failed", "dispatch", "fail", "--payload",
-          "{\"permanent\": true}", "--wait", "--wait-timeout", "30", NULL);
+    it_expect_output(it_cli(it, "wait-pending", 7, "wait", id_text, "--timeout", "0.2", NULL),
+                     "pending");
+    it_expect_output(it_cli(it, "wait-unknown", 1, "wait", "999999", NULL), "never issued");
+    it_expect_output(it_cli(it, "dispatch-wait", 0, "dispatch", "noop", "--wait", NULL), "done");
+    it_expect_output(it_cli(it, "dispatch-wait-fail", 4, "dispatch", "fail", "--payload",
+                            "{\"permanent\": true}", "--wait", "--wait-timeout", "30", NULL),
+                     "failed");
 }
 
 int main(void)

@@ -617,6 +617,41 @@ char *it_read_log(it_t *self, const char *log)
     return text;
 }
 
+char *it_cli(it_t *self, const char *log, int want_exit, ...)
+{
+    const char *argv[IT_CLI_MAX_ARGS + 4] = {it_bin("onceq"), "--broker", self->front};
+    size_t n = 3;
+    va_list args;
+    va_start(args, want_exit);
+    const char *arg;
+    while ((arg = va_arg(args, const char *)) != NULL) {
+        if (n == IT_CLI_MAX_ARGS + 3)
+            fail_msg("it_cli: more than %d arguments", IT_CLI_MAX_ARGS);
+        argv[n++] = arg;
+    }
+    va_end(args);
+    argv[n] = NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.log", self->dir, log);
+    remove(path);
+    pid_t pid = it_spawn(self, log, argv);
+    assert_true(pid > 0);
+    int status = it_wait_exit(pid, IT_WAIT_MS);
+    char *out = it_read_log(self, log);
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != want_exit)
+        fail_msg("onceq %s %s (%s): exit %d, wanted %d: %s", argv[3] ? argv[3] : "",
+                 argv[3] && argv[4] ? argv[4] : "", log,
+                 status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, want_exit, out);
+    return out;
+}
+
+void it_expect_output(char *out, const char *needle)
+{
+    if (!strstr(out, needle))
+        fail_msg("expected \"%s\" in: %s", needle, out);
+    free(out);
+}
+
 size_t it_log_count(it_t *self, const char *log, const char *needle)
 {
     char *text = it_read_log(self, log);

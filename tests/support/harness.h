@@ -192,6 +192,16 @@ bool it_workers_at_least(const it_stats_t *stats, const void *arg); /* connected
 /* Read a whole log file from the test dir into a malloc'd string. */
 char *it_read_log(it_t *self, const char *log);
 
+/* Run `onceq --broker FRONT ARGS...` (ARGS NULL-terminated, at most
+   IT_CLI_MAX_ARGS) with its output in a fresh DIR/<log>.log; fail the test
+   unless it exits with want_exit. Returns its output, stdout and stderr
+   (free it). */
+#define IT_CLI_MAX_ARGS 28
+char *it_cli(it_t *self, const char *log, int want_exit, ...);
+
+/* Fail the test unless out contains needle; free out either way. */
+void it_expect_output(char *out, const char *needle);
+
 /* Start a PostgreSQL cluster of this fixture's own (deploy/pg.sh, on a free
    loopback port, in DIR/pg), create the database and apply the migrations;
    set ONCEQ_DATABASE_URL for the processes started afterwards. 0 or -1.
