@@ -171,8 +171,10 @@ pids+=("$dispatcher")
 while kill -0 "$dispatcher" 2>/dev/null; do
   if [ "$killed" -lt "$kills" ]; then
     victim=$(stats | jq -r '[.workers[] | select(.leased > 0) | .pid][0] // empty')
-    if [ -n "$victim" ]; then
-      kill -KILL "$victim"; killed=$((killed + 1))
+    # The victim may have gone in the meantime (a worker the demo's own
+    # hook kills after COMMIT): then look again.
+    if [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null; then
+      killed=$((killed + 1))
       echo "   killed worker pid $victim with SIGKILL mid-job"
       sleep 1
     fi
