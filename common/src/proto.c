@@ -944,6 +944,13 @@ void oq_proto_pack_str(msgpack_packer *pk, oq_str_t s)
         msgpack_pack_str_body(pk, s.ptr, s.len);
 }
 
+/* text, cut to its first max bytes (error texts, notes). */
+static void s_pack_capped(msgpack_packer *pk, const char *text, size_t max)
+{
+    size_t n = strlen(text);
+    oq_proto_pack_str(pk, (oq_str_t){text, n > max ? max : n});
+}
+
 static void s_pack_seconds(msgpack_packer *pk, int64_t ms)
 {
     if (ms % 1000 == 0)
@@ -1108,11 +1115,7 @@ void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, con
     oq_proto_pack_cstr(&pk, "code");
     oq_proto_pack_cstr(&pk, oq_proto_err_name(code));
     oq_proto_pack_cstr(&pk, "message");
-    size_t n = strlen(text);
-    if (n > OQ_MAX_ERROR_LEN)
-        n = OQ_MAX_ERROR_LEN;
-    msgpack_pack_str(&pk, n);
-    msgpack_pack_str_body(&pk, text, n);
+    s_pack_capped(&pk, text, OQ_MAX_ERROR_LEN);
 }
 
 void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req)
@@ -1217,10 +1220,8 @@ void oq_proto_encode_resolve(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, ui
     oq_proto_pack_cstr(&pk, "action");
     oq_proto_pack_cstr(&pk, oq_proto_review_action_name(action));
     if (has_note) {
-        size_t n = strlen(note);
         oq_proto_pack_cstr(&pk, "note");
-        oq_proto_pack_str(
-            &pk, (oq_str_t){note, n > OQ_MAX_REVIEW_NOTE_LEN ? OQ_MAX_REVIEW_NOTE_LEN : n});
+        s_pack_capped(&pk, note, OQ_MAX_REVIEW_NOTE_LEN);
     }
 }
 
@@ -1388,9 +1389,7 @@ void oq_proto_encode_status(msgpack_sbuffer *buf, oq_worker_status_t status, int
     s_pack_seconds(&pk, since_ms < 0 ? 0 : since_ms > OQ_MAX_DELAY_MS ? OQ_MAX_DELAY_MS : since_ms);
     if (has_error) {
         oq_proto_pack_cstr(&pk, "error");
-        size_t n = strlen(error);
-        msgpack_pack_str(&pk, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
-        msgpack_pack_str_body(&pk, error, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+        s_pack_capped(&pk, error, OQ_MAX_ERROR_LEN);
     }
 }
 
@@ -1420,9 +1419,7 @@ void oq_proto_encode_waited(msgpack_sbuffer *buf, int64_t req, uint64_t id, oq_w
     oq_proto_pack_cstr(&pk, oq_proto_wait_state_name(state));
     if (has_error) {
         oq_proto_pack_cstr(&pk, "error");
-        size_t n = strlen(error);
-        msgpack_pack_str(&pk, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
-        msgpack_pack_str_body(&pk, error, n > OQ_MAX_ERROR_LEN ? OQ_MAX_ERROR_LEN : n);
+        s_pack_capped(&pk, error, OQ_MAX_ERROR_LEN);
     }
 }
 
