@@ -6,7 +6,8 @@
     and the bad one refused alone, naming its place; and a real worker
     with --prefetch 8 takes jobs and sends a batch's acks that way, and
     the acks of held jobs it ran back to back too. The broker counts each
-    kind of message and what it carried (stats "messages"). */
+    kind of message and what it carried (stats "messages", and its line
+    in `onceq stats`). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,6 +216,10 @@ static void test_jobs_and_acks_with_a_bad_entry(void **state)
     assert_int_equal(m.acks_received, 1);
     assert_int_equal(m.acks_entries, S_JOBS);
     assert_int_equal(m.ack_received, 1);
+    /* onceq stats prints them in a line. */
+    it_expect_output(it_cli(it, "stats", 0, "stats", NULL),
+                     "worker messages: sent 0 job, 1 jobs (4 deliveries)  "
+                     "received 1 ack, 1 acks (4 acks)\n");
 }
 
 /* A worker that did not say jobs_per_msg gets one "job" message a job, as
@@ -261,6 +266,9 @@ static void test_old_worker_gets_one_job_a_message(void **state)
     assert_int_equal(m.acks_received, 1);
     assert_int_equal(m.acks_entries, S_JOBS);
     assert_int_equal(m.ack_received, 0);
+    it_expect_output(it_cli(it, "stats", 0, "stats", NULL),
+                     "worker messages: sent 4 job, 0 jobs (0 deliveries)  "
+                     "received 0 ack, 1 acks (4 acks)\n");
 }
 
 /* onceq-worker --prefetch 8 --batch 8 (onceq-test-worker, whose tally
