@@ -98,6 +98,11 @@ static void s_help(void)
            "acks they carried. Deliveries or acks per message above 1 is the batching\n"
            "of --prefetch and --batch.\n"
            "\n"
+           "The waits line: the waits for a job to end ('onceq wait', 'onceq dispatch\n"
+           "--wait') the broker holds now, until their job ends or they time out, and\n"
+           "how many it holds at most, in all and from one connection (past either a\n"
+           "wait is refused).\n"
+           "\n"
            "Options:\n"
            "  --json             print the broker's reply as one line of JSON\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
@@ -235,6 +240,20 @@ static void s_print_messages(const msgpack_object *reply)
            job, jobs, deliveries, ack, acks, entries);
 }
 
+/* The "waits" map in one line: the waits held now and the limits; nothing
+   from a broker that sends none. */
+static void s_print_waits(const msgpack_object *reply)
+{
+    const msgpack_object *w = oq_proto_map_get(reply, "waits");
+    uint64_t held = 0, max = 0, per_peer = 0;
+    if (!w || oq_cli_get_uint(w, "held", &held) < 0)
+        return;
+    oq_cli_get_uint(w, "max", &max);
+    oq_cli_get_uint(w, "max_per_peer", &per_peer);
+    printf("waits: %" PRIu64 " held (at most %" PRIu64 ", %" PRIu64 " from one connection)\n", held,
+           max, per_peer);
+}
+
 /* One line per paused worker: who, for how long, and the error that paused it. */
 static void s_print_paused(const msgpack_object *workers)
 {
@@ -313,6 +332,7 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
     s_print_keys(reply);
     s_print_auth(reply);
     s_print_messages(reply);
+    s_print_waits(reply);
     printf("\n");
 
     int rc = 0;
