@@ -381,18 +381,12 @@ int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     bool json = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (opt == S_OPT_JSON)
             json = true;
-        else
-            oq_cli_global_option(cli, opt, optarg);
     }
     if (optind < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);
