@@ -34,13 +34,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 typedef struct {
     char *text;
     size_t len;
@@ -251,8 +244,8 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_metrics_follow_the_jobs, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_metrics_address_is_refused, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_follow_the_jobs, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_metrics_address_is_refused, s_setup, it_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

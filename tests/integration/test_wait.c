@@ -52,13 +52,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static void s_send_wait(void *sock, int64_t req, uint64_t id, int64_t timeout_ms)
 {
     msgpack_sbuffer buf;
@@ -386,8 +379,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_wait_for_each_end_timeouts_limits_and_restart, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_stats_count_the_waits_held, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_stats_count_the_waits_held, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

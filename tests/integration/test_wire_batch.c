@@ -31,13 +31,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static void s_noop_jobs(it_t *it, size_t count)
 {
     for (size_t i = 0; i < count; i++)
@@ -63,14 +56,8 @@ static uint64_t s_field(const msgpack_object *map, const char *key)
 
 static s_messages_t s_messages(it_t *it)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_REPLY_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
-    assert_int_equal(reply.cmd, OQ_CMD_STATS);
+    assert_int_equal(it_stats_reply(it, &reply, S_REPLY_MS), 0);
     const msgpack_object *map = oq_proto_map_get(&reply.root, "messages");
     assert_non_null(map);
     s_messages_t m = {
@@ -336,13 +323,13 @@ static void test_held_jobs_run_back_to_back_ack_together(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_jobs_and_acks_with_a_bad_entry, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_and_acks_with_a_bad_entry, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_old_worker_gets_one_job_a_message, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_worker_takes_jobs_and_sends_acks_together, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_run_back_to_back_ack_together, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
