@@ -205,13 +205,9 @@ static void test_metrics_follow_the_jobs(void **state)
     oq_proto_encode_wait(&buf, 1, id, S_WAIT_S * 1000);
     it_send(producer, &buf);
     free(s_scrape_until(url, "onceq_waits_held", 1));
-    int64_t req = it_req(it);
-    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, id);
-    oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_CALL_MS), 0);
-    assert_int_equal(reply.cmd, OQ_CMD_CANCELLED);
-    oq_proto_msg_release(&reply);
     msgpack_sbuffer_destroy(&buf);
+    it_cancel(it, id);
+    oq_msg_t reply;
     assert_int_equal(it_expect(producer, OQ_CMD_WAITED, &reply, S_CALL_MS), 0);
     assert_int_equal(reply.wait_state, OQ_WAIT_CANCELLED);
     oq_proto_msg_release(&reply);

@@ -199,15 +199,7 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     uint64_t cancelled_id = s_dispatch(it, 600000);
     s_send_wait(producer, 4, cancelled_id, S_LONG_MS);
     s_expect_quiet(producer);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, cancelled_id);
-    oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_CALL_MS), 0);
-    assert_int_equal(reply.cmd, OQ_CMD_CANCELLED);
-    oq_proto_msg_release(&reply);
-    msgpack_sbuffer_destroy(&buf);
+    it_cancel(it, cancelled_id);
     s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
 
     /* (ii) a timeout: pending, and not before it */
@@ -239,6 +231,8 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
         int64_t timeout_s;
     } bad[] = {
         {false, 0, false, 0}, {true, 0, false, 0}, {true, 1, true, 3601}, {true, 1, true, -1}};
+    msgpack_sbuffer buf;
+    oq_msg_t reply;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         msgpack_sbuffer_init(&buf);
         msgpack_packer pk;

@@ -436,6 +436,21 @@ int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
     return 0;
 }
 
+void it_cancel(it_t *self, uint64_t id)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(self);
+    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, id);
+    oq_msg_t reply;
+    int rc = it_call(self, &buf, req, &reply, S_CALL_MS);
+    msgpack_sbuffer_destroy(&buf);
+    if (rc < 0 || reply.cmd != OQ_CMD_CANCELLED)
+        fail_msg("job %llu was not cancelled (%s)", (unsigned long long)id,
+                 rc < 0 ? "no answer" : "refused");
+    oq_proto_msg_release(&reply);
+}
+
 int it_stats(it_t *self, it_stats_t *s)
 {
     memset(s, 0, sizeof *s);

@@ -180,6 +180,10 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
    reply came within timeout_ms (nothing to release). */
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
 
+/* Cancel job id as an admin (docs/protocol.md, "cancel"); fail the test
+   unless the broker answers that it is cancelled. */
+void it_cancel(it_t *self, uint64_t id);
+
 /* Read the stats of queue "default" and the workers. 0, or -1. */
 int it_stats(it_t *self, it_stats_t *stats);
 
