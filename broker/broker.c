@@ -899,8 +899,10 @@ static void s_wait(oq_broker_t *self, const s_envelope_t *env, int64_t req, cons
     s_answer_ended(&ended, &now);
 }
 
-/* The journal's and auth's numbers, for "stats" and the metrics. */
-static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_auth_t *auth)
+/* The journal's, auth's and the waits' numbers, for "stats" and the
+   metrics. */
+static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_auth_t *auth,
+                     oq_stats_waits_t *waits)
 {
     oq_stats_journal_t j = {
         .enabled = self->journal != NULL,
@@ -936,15 +938,21 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
     }
     *journal = j;
     *auth = a;
+    *waits = (oq_stats_waits_t){
+        .held = oq_waiters_count(self->waiters),
+        .max = oq_waiters_max(self->waiters),
+        .max_per_peer = oq_waiters_max_per_peer(self->waiters),
+    };
 }
 
 static void s_stats(oq_broker_t *self, int64_t req)
 {
     oq_stats_journal_t j;
     oq_stats_auth_t a;
-    s_gather(self, &j, &a);
+    oq_stats_waits_t w;
+    s_gather(self, &j, &a, &w);
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
-                    &j, &a, &self->messages);
+                    &j, &a, &self->messages, &w);
 }
 
 /* The review store's commands (docs/protocol.md, "review"). */
@@ -1510,12 +1518,14 @@ static void s_publish_metrics(oq_broker_t *self, int64_t now)
     clock_gettime(CLOCK_MONOTONIC, &started);
     oq_stats_journal_t j;
     oq_stats_auth_t a;
-    s_gather(self, &j, &a);
+    oq_stats_waits_t w;
+    s_gather(self, &j, &a, &w);
     oq_metrics_source_t source = {
         .engine = self->engine,
         .journal = &j,
         .auth = &a,
         .messages = &self->messages,
+        .waits = &w,
         .fsync_latency = self->journal ? oq_journal_fsync_latency(self->journal) : NULL,
         .uptime_ms = now - self->started_ms,
     };

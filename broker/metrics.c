@@ -323,6 +323,17 @@ static void s_render_messages(FILE *out, const oq_stats_messages_t *m)
     fprintf(out, "%s{cmd=\"acks\"} %llu\n", entries, (unsigned long long)m->acks_entries);
 }
 
+/* ---- waits ---- */
+
+static void s_render_waits(FILE *out, const oq_stats_waits_t *w)
+{
+    s_metric(out, "onceq_waits_held", "gauge",
+             "Waits for a job to end held now (answered when it ends or they time out).", w->held);
+    s_metric(out, "onceq_waits_max", "gauge", "The most waits held at once, in all.", w->max);
+    s_metric(out, "onceq_waits_max_per_connection", "gauge",
+             "The most waits held at once from one connection.", w->max_per_peer);
+}
+
 char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
 {
     char *text = NULL;
@@ -333,6 +344,7 @@ char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
     __fsetlocking(out, FSETLOCKING_BYCALLER); /* the stream is this call's alone */
     s_render_broker(out, source);
     s_render_messages(out, source->messages);
+    s_render_waits(out, source->waits);
     s_render_queues(out, source->engine);
     s_render_latency(out, source->engine);
     s_render_types(out, source->engine);

@@ -1,6 +1,6 @@
 /*  metrics.h: the broker's numbers in the Prometheus text exposition format
-    (version 0.0.4), rendered from the same engine, journal, auth and
-    message counters the "stats" reply carries, plus the latency histograms. The
+    (version 0.0.4), rendered from the same engine, journal, auth, message
+    and wait counters the "stats" reply carries, plus the latency histograms. The
     broker's loop renders; metrics_http.c only serves what it was given
     (docs/operations.md, "Metrics", lists every metric). */
 #ifndef ONCEQ_METRICS_H
@@ -19,6 +19,7 @@ typedef struct {
     const oq_stats_journal_t *journal;
     const oq_stats_auth_t *auth;
     const oq_stats_messages_t *messages;
+    const oq_stats_waits_t *waits;
     const oq_histogram_t *fsync_latency; /* NULL with --no-journal */
     int64_t uptime_ms;
 } oq_metrics_source_t;

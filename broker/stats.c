@@ -17,6 +17,7 @@
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
 #define S_MESSAGES_FIELDS 6
+#define S_WAITS_FIELDS    3
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -112,15 +113,25 @@ static void s_pack_messages(msgpack_packer *pk, const oq_stats_messages_t *m)
     s_kv_u64(pk, "acks_entries", m->acks_entries);
 }
 
+static void s_pack_waits(msgpack_packer *pk, const oq_stats_waits_t *w)
+{
+    s_key(pk, "waits");
+    msgpack_pack_map(pk, S_WAITS_FIELDS);
+    s_kv_u64(pk, "held", w->held);
+    s_kv_u64(pk, "max", w->max);
+    s_kv_u64(pk, "max_per_peer", w->max_per_peer);
+}
+
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
-                     const oq_stats_messages_t *messages)
+                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 8);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, 9);
     s_pack_auth(&pk, auth);
     s_pack_messages(&pk, messages);
+    s_pack_waits(&pk, waits);
 
     s_key(&pk, "journal");
     msgpack_pack_map(&pk, S_JOURNAL_FIELDS);

@@ -45,10 +45,18 @@ typedef struct {
     uint64_t acks_entries;  /* the entries those carried, refused ones included */
 } oq_stats_messages_t;
 
+/* The numbers of the "waits" map: the waits (docs/protocol.md, "wait")
+   held now, and the limits on them. */
+typedef struct {
+    uint64_t held;         /* waits held now, until their job ends or they time out */
+    uint64_t max;          /* held at most, in all */
+    uint64_t max_per_peer; /* held at most from one connection */
+} oq_stats_waits_t;
+
 /* Append a "stats" reply for request req to buf. */
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
-                     const oq_stats_messages_t *messages);
+                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

@@ -255,6 +255,16 @@ size_t oq_waiters_count(const oq_waiters_t *self)
     return self->count;
 }
 
+size_t oq_waiters_max(const oq_waiters_t *self)
+{
+    return self->max_total;
+}
+
+size_t oq_waiters_max_per_peer(const oq_waiters_t *self)
+{
+    return self->max_per_peer;
+}
+
 size_t oq_waiters_of_peer(const oq_waiters_t *self, const void *identity, size_t identity_len)
 {
     char key[2 * S_MAX_IDENTITY + 1];

@@ -66,6 +66,10 @@ int64_t oq_waiters_next_deadline(const oq_waiters_t *self);
 size_t oq_waiters_count(const oq_waiters_t *self);
 size_t oq_waiters_of_peer(const oq_waiters_t *self, const void *identity, size_t identity_len);
 
+/* The limits given to oq_waiters_new: in all, and from one peer. */
+size_t oq_waiters_max(const oq_waiters_t *self);
+size_t oq_waiters_max_per_peer(const oq_waiters_t *self);
+
 /* Job job_id left the broker without completing, as state (cancelled, or
    failed for a job deleted from the failed store): remember it, forgetting
    the oldest past OQ_WAIT_ENDS_REMEMBERED. */

@@ -49,6 +49,10 @@ bin=$top/build/bin
 export PATH=$bin:$PATH
 
 run=$(mktemp -d /tmp/onceq-demo-XXXXXX)
+# Every process the demo starts in the background goes into pids as soon as
+# it is started; the cleanup stops them by pid (TERM, then KILL after 10 s),
+# whether the demo passed, failed mid-way or was stopped (bash runs the EXIT
+# trap on TERM and INT too).
 pids=()
 own_pg=0
 cleanup() {
@@ -98,13 +102,15 @@ for _ in $(seq 20); do
   onceq-broker --front "$ONCEQ_BROKER" --back "$back" --heartbeat-ms 250 --data-dir "$run/data" \
     --keys "$run/keys" >"$run/broker.log" 2>&1 &
   broker=$!
+  pids+=("$broker")
   sleep 0.3
   if kill -0 "$broker" 2>/dev/null && onceq ping >/dev/null 2>&1; then break; fi
   kill "$broker" 2>/dev/null || true
+  wait "$broker" 2>/dev/null || true
+  unset 'pids[-1]' # gone: its pid must not be signalled again once reused
   broker=""
 done
 [ -n "$broker" ] || { echo "demo: could not start the broker"; cat "$run/broker.log"; exit 1; }
-pids+=("$broker")
 echo "== broker on $ONCEQ_BROKER (workers on $back), CURVE; logs in $run"
 
 # The carrier's API (onceq-carrier, the mock of docs/carrier.md), with faults
@@ -160,11 +166,26 @@ done
 echo "== confirming $distinct orders (grant its points, request its shipment), $redispatched of them a second time, while killing workers"
 # An order's confirmation dispatches both jobs; shipments go to their own
 # queue with room for the carrier's faults (503s retried with backoff).
-paste -d '\n' "$run/dispatches" "$run/shipments" | while read -r grant && read -r ship; do
-  onceq dispatch grant_points --payload "$grant" >/dev/null
-  onceq dispatch request_shipment --queue shipments --max-tries "$shipment_tries" --backoff 1 \
-    --timeout 10 --payload "$ship" >/dev/null
-done &
+# The dispatcher runs each `onceq dispatch` as a child it waits for, and
+# stops the one in flight when it is stopped itself: the cleanup's TERM
+# reaches a shell, which would otherwise leave its child dispatching on
+# after the demo ended. (A trapped TERM interrupts `wait`, not a command in
+# the foreground.)
+paste -d '\n' "$run/dispatches" "$run/shipments" >"$run/confirmations"
+confirm_all() {
+  local child=""
+  trap '[ -z "$child" ] || { kill -TERM "$child" 2>/dev/null; wait "$child"; }; exit 143' TERM
+  while read -r grant && read -r ship; do
+    onceq dispatch grant_points --payload "$grant" >/dev/null &
+    child=$!
+    wait "$child"
+    onceq dispatch request_shipment --queue shipments --max-tries "$shipment_tries" --backoff 1 \
+      --timeout 10 --payload "$ship" >/dev/null &
+    child=$!
+    wait "$child"
+  done <"$run/confirmations"
+}
+confirm_all &
 dispatcher=$!
 pids+=("$dispatcher")
 # Meanwhile, kill a worker that holds a job, now and then.

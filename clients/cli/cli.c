@@ -63,6 +63,25 @@ int oq_cli_option_error(const oq_cli_t *cli, int opt, char **argv)
     return oq_cli_usage_error(cli, "unknown option '%s'", word);
 }
 
+int oq_cli_next_option(oq_cli_t *cli, int argc, char **argv, const struct option *options,
+                       void (*help)(void), int *exit_code)
+{
+    for (;;) {
+        int opt = getopt_long(argc, argv, ":h", options, NULL);
+        if (opt == 'h') {
+            help();
+            *exit_code = OQ_CLI_EXIT_OK;
+            return OQ_CLI_OPT_STOP;
+        }
+        if (opt == '?' || opt == ':') {
+            *exit_code = oq_cli_option_error(cli, opt, argv);
+            return OQ_CLI_OPT_STOP;
+        }
+        if (opt == -1 || oq_cli_global_option(cli, opt, optarg) < 0)
+            return opt;
+    }
+}
+
 int oq_cli_connect(oq_cli_t *cli, oq_client_t **client)
 {
     cli->endpoint = oq_config_str(cli->broker, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT);

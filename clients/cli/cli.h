@@ -107,6 +107,18 @@ int oq_cli_global_option(oq_cli_t *cli, int opt, const char *arg);
 /* Report a getopt_long error ('?' or ':') for argv; returns OQ_CLI_EXIT_USAGE. */
 int oq_cli_option_error(const oq_cli_t *cli, int opt, char **argv);
 
+/* What oq_cli_next_option returns when the subcommand must end at once. */
+#define OQ_CLI_OPT_STOP (-2)
+
+/* The next of a subcommand's own options in argv, by getopt_long over
+   options: a global option is recorded in cli and skipped, -h and --help
+   print help, and a bad option or one without its value is reported.
+   Returns the option (its value in optarg), -1 after the last one, or
+   OQ_CLI_OPT_STOP with *exit_code set: OQ_CLI_EXIT_OK after the help,
+   OQ_CLI_EXIT_USAGE after an error. */
+int oq_cli_next_option(oq_cli_t *cli, int argc, char **argv, const struct option *options,
+                       void (*help)(void), int *exit_code);
+
 /* Print "onceq: <message>" and a hint to --help to stderr; returns
    OQ_CLI_EXIT_USAGE. */
 int oq_cli_usage_error(const oq_cli_t *cli, const char *format, ...)

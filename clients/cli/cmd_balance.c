@@ -29,15 +29,9 @@ int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv)
         OQ_CLI_GLOBAL_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (oq_cli_global_option(cli, opt, optarg) < 0)
-            return oq_cli_option_error(cli, opt, argv);
-    }
+    int stop; /* only the global options: none comes back */
+    if (oq_cli_next_option(cli, argc, argv, options, s_help, &stop) == OQ_CLI_OPT_STOP)
+        return stop;
     if (optind >= argc)
         return oq_cli_usage_error(cli, "no customer given");
     if (optind + 1 < argc)

@@ -53,17 +53,27 @@ static void s_applied(void *ctx, uint32_t version, const char *name)
 }
 
 /* The action word: the first argument that is not an option or an
-   option's value. NULL if there is none. */
+   option's value (the global options' values, --sql-dir's and db prune's
+   --older-than's). NULL if there is none. */
 static const char *s_action(int argc, char **argv)
 {
-    static const char *const with_value[] = {"--broker", "--timeout-ms", "--database", "--sql-dir",
-                                             "--older-than"};
+    static const struct option options[] = {
+        OQ_CLI_GLOBAL_OPTIONS,
+        {"sql-dir", required_argument, NULL, 0},
+        {"older-than", required_argument, NULL, 0},
+        {NULL, 0, NULL, 0},
+    };
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] != '-')
             return argv[i];
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
-            if (strcmp(argv[i], with_value[k]) == 0)
+        for (const struct option *o = options; o->name; o++) {
+            /* "--name VALUE": skip the value ("--name=VALUE" is one word) */
+            if (o->has_arg == required_argument && strncmp(argv[i], "--", 2) == 0 &&
+                strcmp(argv[i] + 2, o->name) == 0) {
                 i++;
+                break;
+            }
+        }
     }
     return NULL;
 }
@@ -80,18 +90,12 @@ int oq_cmd_db(oq_cli_t *cli, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *sql_dir = NULL;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (opt == S_OPT_SQL_DIR)
             sql_dir = optarg;
-        else
-            oq_cli_global_option(cli, opt, optarg);
     }
     if (optind >= argc)
         return oq_cli_usage_error(cli, "no action given (expected: migrate or prune)");

@@ -242,16 +242,10 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     bool wait = false;
     int64_t wait_ms = -1;
     char made_id[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
-        if (oq_cli_global_option(cli, opt, optarg) == 0)
-            continue;
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (opt == S_OPT_DISPATCH_ID) {
             if (!oq_proto_dispatch_id_valid(optarg, strlen(optarg)))
                 return oq_cli_usage_error(cli,

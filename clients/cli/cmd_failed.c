@@ -80,16 +80,13 @@ static int s_parse(oq_cli_t *cli, int argc, char **argv, unsigned allowed, s_arg
     };
     *a = (s_args_t){.limit = OQ_DEFAULT_FAILED_LIST, .after_at = -1};
     *done = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
         uint64_t u;
-        if (opt == 'h') {
-            s_help();
-            *done = true;
-            return OQ_CLI_EXIT_OK;
+        if (opt == OQ_CLI_OPT_STOP) {
+            *done = true; /* after --help, or a bad option */
+            return stop;
         }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
         if (opt >= S_OPT_QUEUE && !(allowed & (1u << (opt - S_OPT_QUEUE))))
             return oq_cli_usage_error(cli, "option '%s' does not go with '%s'", argv[optind - 1],
                                       cli->command);
@@ -119,9 +116,6 @@ static int s_parse(oq_cli_t *cli, int argc, char **argv, unsigned allowed, s_arg
             break;
         case S_OPT_ALL:
             a->all = true;
-            break;
-        default:
-            oq_cli_global_option(cli, opt, optarg);
             break;
         }
     }

@@ -88,22 +88,16 @@ int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *order_text = NULL, *customer_text = NULL, *points_text = NULL;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (opt == S_OPT_ORDER)
             order_text = optarg;
         else if (opt == S_OPT_CUSTOMER)
             customer_text = optarg;
         else if (opt == S_OPT_POINTS)
             points_text = optarg;
-        else
-            oq_cli_global_option(cli, opt, optarg);
     }
     if (optind < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);

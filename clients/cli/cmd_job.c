@@ -35,16 +35,9 @@ static void s_help(void)
 static int s_cancel(oq_cli_t *cli, int argc, char **argv)
 {
     static const struct option options[] = {OQ_CLI_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
-        oq_cli_global_option(cli, opt, optarg);
-    }
+    int stop; /* only the global options: none comes back */
+    if (oq_cli_next_option(cli, argc, argv, options, s_help, &stop) == OQ_CLI_OPT_STOP)
+        return stop;
     if (optind + 1 != argc)
         return oq_cli_usage_error(cli, "job cancel needs exactly one job ID, e.g. "
                                        "'onceq job cancel 42'");

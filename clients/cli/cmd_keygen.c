@@ -67,21 +67,14 @@ int oq_cmd_keygen(oq_cli_t *cli, int argc, char **argv)
     };
     const char *dir = ".";
     bool force = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        case S_OPT_DIR:
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
+        if (opt == S_OPT_DIR)
             dir = optarg;
-            break;
-        case S_OPT_FORCE:
+        else if (opt == S_OPT_FORCE)
             force = true;
-            break;
-        default:
-            return oq_cli_option_error(cli, opt, argv);
-        }
     }
     if (optind >= argc)
         return oq_cli_usage_error(cli, "no NAME given (the files are DIR/NAME.key and "

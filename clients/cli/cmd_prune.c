@@ -262,15 +262,11 @@ int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv)
     cli->command = "db prune";
     const char *older = NULL;
     bool defaults = false, dry = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
         switch (opt) {
-        case 'h':
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        case '?':
-        case ':':
-            return oq_cli_option_error(cli, opt, argv);
+        case OQ_CLI_OPT_STOP:
+            return stop;
         case S_OPT_OLDER:
             older = optarg;
             break;
@@ -279,9 +275,6 @@ int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv)
             break;
         case S_OPT_DRY:
             dry = true;
-            break;
-        default:
-            oq_cli_global_option(cli, opt, optarg);
             break;
         }
     }

@@ -165,16 +165,12 @@ int oq_cmd_review(oq_cli_t *cli, int argc, char **argv)
     bool json = false;
     oq_review_action_t action = 0;
     int actions = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
         uint64_t u;
         switch (opt) {
-        case 'h':
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        case '?':
-        case ':':
-            return oq_cli_option_error(cli, opt, argv);
+        case OQ_CLI_OPT_STOP:
+            return stop;
         case S_OPT_QUEUE:
             if (!oq_proto_name_valid(optarg, strlen(optarg)))
                 return oq_cli_usage_error(
@@ -211,9 +207,6 @@ int oq_cmd_review(oq_cli_t *cli, int argc, char **argv)
                 return oq_cli_usage_error(cli, "--note is %zu bytes, at most %d", strlen(optarg),
                                           OQ_MAX_REVIEW_NOTE_LEN);
             note = optarg;
-            break;
-        default:
-            oq_cli_global_option(cli, opt, optarg);
             break;
         }
     }

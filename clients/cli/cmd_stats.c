@@ -92,6 +92,17 @@ static void s_help(void)
            "their limits per role; handshakes refused (unknown key, over a role's limit)\n"
            "and commands refused (forbidden for the key's role).\n"
            "\n"
+           "The worker messages line, since the broker started: the job messages sent\n"
+           "(one delivery each) and the jobs messages with the deliveries they carried;\n"
+           "the ack messages received (one ack each) and the acks messages with the\n"
+           "acks they carried. Deliveries or acks per message above 1 is the batching\n"
+           "of --prefetch and --batch.\n"
+           "\n"
+           "The waits line: the waits for a job to end ('onceq wait', 'onceq dispatch\n"
+           "--wait') the broker holds now, until their job ends or they time out, and\n"
+           "how many it holds at most, in all and from one connection (past either a\n"
+           "wait is refused).\n"
+           "\n"
            "Options:\n"
            "  --json             print the broker's reply as one line of JSON\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
@@ -210,6 +221,39 @@ static void s_print_keys(const msgpack_object *reply)
            unique, hits, held, waiting);
 }
 
+/* The "messages" map in one line: the messages to workers that carried
+   deliveries and those from them that carried acks, each kind with what
+   it carried; nothing from a broker that sends none. */
+static void s_print_messages(const msgpack_object *reply)
+{
+    const msgpack_object *m = oq_proto_map_get(reply, "messages");
+    uint64_t job = 0, jobs = 0, deliveries = 0, ack = 0, acks = 0, entries = 0;
+    if (!m || oq_cli_get_uint(m, "job_sent", &job) < 0)
+        return;
+    oq_cli_get_uint(m, "jobs_sent", &jobs);
+    oq_cli_get_uint(m, "jobs_entries", &deliveries);
+    oq_cli_get_uint(m, "ack_received", &ack);
+    oq_cli_get_uint(m, "acks_received", &acks);
+    oq_cli_get_uint(m, "acks_entries", &entries);
+    printf("worker messages: sent %" PRIu64 " job, %" PRIu64 " jobs (%" PRIu64
+           " deliveries)  received %" PRIu64 " ack, %" PRIu64 " acks (%" PRIu64 " acks)\n",
+           job, jobs, deliveries, ack, acks, entries);
+}
+
+/* The "waits" map in one line: the waits held now and the limits; nothing
+   from a broker that sends none. */
+static void s_print_waits(const msgpack_object *reply)
+{
+    const msgpack_object *w = oq_proto_map_get(reply, "waits");
+    uint64_t held = 0, max = 0, per_peer = 0;
+    if (!w || oq_cli_get_uint(w, "held", &held) < 0)
+        return;
+    oq_cli_get_uint(w, "max", &max);
+    oq_cli_get_uint(w, "max_per_peer", &per_peer);
+    printf("waits: %" PRIu64 " held (at most %" PRIu64 ", %" PRIu64 " from one connection)\n", held,
+           max, per_peer);
+}
+
 /* One line per paused worker: who, for how long, and the error that paused it. */
 static void s_print_paused(const msgpack_object *workers)
 {
@@ -287,6 +331,8 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
     s_print_journal(reply);
     s_print_keys(reply);
     s_print_auth(reply);
+    s_print_messages(reply);
+    s_print_waits(reply);
     printf("\n");
 
     int rc = 0;
@@ -335,18 +381,12 @@ int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     bool json = false;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (opt == S_OPT_JSON)
             json = true;
-        else
-            oq_cli_global_option(cli, opt, optarg);
     }
     if (optind < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);

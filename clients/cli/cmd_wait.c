@@ -75,16 +75,10 @@ int oq_cmd_wait(oq_cli_t *cli, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int64_t wait_ms = -1;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            s_help();
-            return OQ_CLI_EXIT_OK;
-        }
-        if (opt == '?' || opt == ':')
-            return oq_cli_option_error(cli, opt, argv);
-        if (oq_cli_global_option(cli, opt, optarg) == 0)
-            continue;
+    int opt, stop;
+    while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
+        if (opt == OQ_CLI_OPT_STOP)
+            return stop;
         if (oq_config_seconds(optarg, OQ_MAX_DELAY_MS, &wait_ms) < 0)
             return oq_cli_usage_error(cli, "--timeout '%s' must be seconds from 0 to %lld", optarg,
                                       OQ_MAX_DELAY_MS / 1000);

@@ -15,6 +15,10 @@
 # pgbench tps. When onceq-worker has --batch (the runtime's prefetch), the
 # grant jobs also run end to end with ONCEQ_PREFETCH=PREFETCH (default
 # BATCH) and ONCEQ_BATCH=BATCH. E2E=0 skips both end-to-end onceq runs.
+# Those two columns run BATCH_JOBS jobs each (default 50000): batched, 5,000
+# jobs took some 0.3 s at 8 workers, so one hiccup of the shared machine
+# moved the figure by half; 50,000 last some 2 to 3 s there (and longer at
+# fewer workers).
 #
 # The effects SDK sends a transaction's BEGIN together with its first
 # statement in one libpq pipeline (three round trips for a grant, not four).
@@ -31,6 +35,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-${BUILD:-$top/build}}" && pwd)
 bin=$build/bin
 jobs=${JOBS:-5000}
+batch_jobs=${BATCH_JOBS:-50000}
 repeats=${REPEATS:-3}
 worker_counts=${WORKER_COUNTS:-1 2 4 8}
 customers=${CUSTOMERS:-1000}
@@ -181,7 +186,7 @@ for w in $worker_counts; do
     fi
     pipe_rates+=("$(pgbench_tps "$run/grant-pipe.sql" "$w")")
     line=$("$bin/grant-batch-bench" --database "$ONCEQ_DATABASE_URL" --workers "$w" \
-             --jobs "$jobs" --batch "$batch" --customers "$customers")
+             --jobs "$batch_jobs" --batch "$batch" --customers "$customers")
     fn_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
   done
   if [ "$e2e" = 1 ]; then
@@ -192,7 +197,7 @@ for w in $worker_counts; do
       --processes "$w" --log-level warn >"$run/workers-batch.log" 2>&1 &
     wpid=$!
     for r in $(seq "$repeats"); do
-      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$jobs" \
+      line=$("$bin/onceq-bench" --broker "$front" --grant "$customers" --jobs "$batch_jobs" \
                --latency-jobs 0 --warmup 100 --workers "$w" 2>/dev/null)
       e2e_rates+=("$(sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")")
     done
@@ -223,9 +228,10 @@ echo "ratio = each column / pgbench, same transaction (INSERT ... ON CONFLICT DO
 echo "same connection count, $jobs transactions (jobs) per run, median of $repeats runs"
 echo "pgbench pipe: the same transaction with BEGIN and the INSERT in one pipeline (\\startpipeline), as the"
 echo "  effects SDK sends it (three round trips); its ratio is onceq jobs/s over it"
-echo "batch fn: grant_points' batch function called directly, $batch jobs per transaction (grant-batch-bench)"
+echo "batch fn: grant_points' batch function called directly, $batch jobs per transaction (grant-batch-bench),"
+echo "  $batch_jobs jobs per run (BATCH_JOBS), as onceq+batch"
 if [ "$batched_e2e" = 1 ]; then
-  echo "onceq+batch: end to end with ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch"
+  echo "onceq+batch: end to end with ONCEQ_PREFETCH=$prefetch ONCEQ_BATCH=$batch, $batch_jobs jobs per run"
 elif [ "$e2e" = 1 ]; then
   echo "onceq+batch: -, this onceq-worker has no --batch"
 fi

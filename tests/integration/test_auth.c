@@ -60,13 +60,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* ---- raw peers -------------------------------------------------------------- */
 
 /* True if nothing at all arrives on sock within timeout_ms. */
@@ -123,13 +116,8 @@ static bool s_pings(void *sock)
 /* auth.KEY, or auth.GROUP.KEY with group ("connected", "keys", "max"). */
 static uint64_t s_auth(it_t *it, const char *group, const char *key)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
     const msgpack_object *map = oq_proto_map_get(&reply.root, "auth");
     if (group)
         map = oq_proto_map_get(map, group);
@@ -694,18 +682,18 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_peers_without_an_allowed_key_get_nothing, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_a_producer_key_cannot_work, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_each_role_gets_its_commands, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_a_producer_key_cannot_work, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_each_role_gets_its_commands, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_blind_acks_under_curve_change_nothing, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_sighup_revokes_a_key_at_once, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_keygen_writes_a_pair_that_loads, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_plaintext_only_when_asked, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_sighup_revokes_a_key_at_once, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_keygen_writes_a_pair_that_loads, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_plaintext_only_when_asked, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_over_the_producer_limit_is_refused_without_a_spin,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_max_conns_caps_every_peer, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_broker_flags_have_variables, s_setup, s_teardown),
+                                        s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_max_conns_caps_every_peer, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_broker_flags_have_variables, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

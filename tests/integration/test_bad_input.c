@@ -20,13 +20,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* Send frames and return the reply's command, with the error code in *code.
    OQ_CMD_UNKNOWN if nothing came back within the timeout. */
 static oq_cmd_t s_exchange(void *sock, const void *const *frames, const size_t *sizes, size_t count,
@@ -230,8 +223,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_messages_get_errors_and_broker_keeps_serving,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_too_large_echoes_req, s_setup, s_teardown),
+                                        s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_too_large_echoes_req, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

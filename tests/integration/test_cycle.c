@@ -25,13 +25,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* Count "job <id> ... outcome=ok" lines per id. */
 static void s_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
 {
@@ -99,7 +92,8 @@ static void test_thousand_noop_jobs_complete_once(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_thousand_noop_jobs_complete_once, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_thousand_noop_jobs_complete_once, s_setup,
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

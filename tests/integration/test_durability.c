@@ -51,13 +51,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* One message from sock if there is one: 1 with *msg (release it), 0 if none. */
 static int s_recv(void *sock, oq_msg_t *msg)
 {
@@ -238,13 +231,8 @@ static void test_confirmed_dispatches_survive_sigkill(void **state)
 
 static uint64_t s_journal_u64(it_t *it, const char *key)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
     const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, "journal"), key);
     uint64_t v = o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
     oq_proto_msg_release(&reply);
@@ -365,13 +353,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_confirmed_dispatches_survive_sigkill, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(
-            test_confirmed_dispatches_survive_sigkill_across_compactions, s_setup, s_teardown),
+            test_confirmed_dispatches_survive_sigkill_across_compactions, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_dispatch_id_maps_to_the_same_job_after_a_restart,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_lazy_pirate_resends_until_the_broker_answers, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

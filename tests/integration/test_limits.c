@@ -63,13 +63,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static long s_rss_kib(pid_t pid)
 {
     char path[64], line[256];
@@ -123,12 +116,8 @@ static oq_cmd_t s_dispatch_blob(it_t *it, const char *type, size_t blob_len, uin
 /* broker.KEY from the stats reply. */
 static uint64_t s_broker_u64(it_t *it, const char *key)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
+    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
     const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
     assert_non_null(broker);
     const msgpack_object *v = oq_proto_map_get(broker, key);
@@ -136,7 +125,6 @@ static uint64_t s_broker_u64(it_t *it, const char *key)
     assert_int_equal(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
     uint64_t value = v->via.u64;
     oq_proto_msg_release(&reply);
-    msgpack_sbuffer_destroy(&buf);
     return value;
 }
 
@@ -465,18 +453,18 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_payload_flood_ends_in_full_and_a_late_worker_drains_it,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_journal_over_the_byte_limit_replays_whole, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_restored_timeout_is_clamped_to_a_shorter_retry_after,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_queue_flag_with_no_legal_timeout_names_the_retry_after,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_ready_after_drain_gets_jobs_again, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_failed_list_pages_with_after, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_list_pages_with_after, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(
-            test_descriptor_exhaustion_refuses_new_peers_without_spinning, s_setup, s_teardown),
+            test_descriptor_exhaustion_refuses_new_peers_without_spinning, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

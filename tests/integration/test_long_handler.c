@@ -27,13 +27,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static pid_t s_worker(it_t *it, const char *log, const char *prefetch, uint64_t expect_workers)
 {
     const char *flags[] = {"--prefetch", prefetch, "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
@@ -128,9 +121,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
-            test_blocking_handler_keeps_worker_alive_and_hands_held_back, s_setup, s_teardown),
+            test_blocking_handler_keeps_worker_alive_and_hands_held_back, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_touches_from_a_long_handler_reach_the_broker, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

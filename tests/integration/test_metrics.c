@@ -1,6 +1,8 @@
 /*  test_metrics: a broker started with --metrics serves GET /metrics; the
     text passes `promtool check metrics`, and its counters follow the jobs
-    a worker runs (done from 0 to N, the latency histogram's count N). A
+    a worker runs (done from 0 to N, the latency histogram's count N) and
+    the waits held (up while a producer waits for a job, down once it is
+    answered). A
     bad address is refused at start with a reason. Without promtool the
     check is skipped with a message, unless CI is set: then it fails. */
 #include <setjmp.h>
@@ -15,24 +17,21 @@
 #include <curl/curl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "harness.h"
+#include "onceq/limits.h"
 
 #define S_JOBS           20
 #define S_POLL_MS        50
 #define S_HTTP_TIMEOUT_S 10
+#define S_CALL_MS        5000
+#define S_WAIT_S         600 /* a wait answered by its job's end, not by this */
 
 static int s_setup(void **state)
 {
     *state = it_new("metrics");
     return *state ? 0 : -1;
-}
-
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
 }
 
 typedef struct {
@@ -189,6 +188,30 @@ static void test_metrics_follow_the_jobs(void **state)
     assert_true(fsyncs > 0);
     assert_true(s_value(text, "onceq_journal_fsync_duration_seconds_count") == fsyncs);
     assert_true(s_value(text, "onceq_auth_curve") == 1);
+    assert_true(s_value(text, "onceq_waits_held") == 0);
+    assert_true(s_value(text, "onceq_waits_max") == OQ_MAX_WAITERS);
+    assert_true(s_value(text, "onceq_waits_max_per_connection") == OQ_MAX_WAITERS_PER_PEER);
+    s_promtool_check(it, text);
+    free(text);
+
+    /* A producer waits for a delayed job: held; cancelled: answered, and
+       no longer held. */
+    oq_job_msg_t later = {.delay_ms = 600000, .has_delay = true};
+    uint64_t id = it_dispatch(it, "noop", NULL, &later);
+    assert_true(id > 0);
+    void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_wait(&buf, 1, id, S_WAIT_S * 1000);
+    it_send(producer, &buf);
+    free(s_scrape_until(url, "onceq_waits_held", 1));
+    msgpack_sbuffer_destroy(&buf);
+    it_cancel(it, id);
+    oq_msg_t reply;
+    assert_int_equal(it_expect(producer, OQ_CMD_WAITED, &reply, S_CALL_MS), 0);
+    assert_int_equal(reply.wait_state, OQ_WAIT_CANCELLED);
+    oq_proto_msg_release(&reply);
+    text = s_scrape_until(url, "onceq_waits_held", 0);
     s_promtool_check(it, text);
     free(text);
 
@@ -217,8 +240,8 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_metrics_follow_the_jobs, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_metrics_address_is_refused, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_follow_the_jobs, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_metrics_address_is_refused, s_setup, it_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

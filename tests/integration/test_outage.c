@@ -59,17 +59,9 @@ static uint64_t s_u64(const msgpack_object *map, const char *key)
 static int s_view(it_t *it, s_view_t *v)
 {
     memset(v, 0, sizeof *v);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    int rc = it_call(it, &buf, req, &reply, 5000);
-    msgpack_sbuffer_destroy(&buf);
-    if (rc < 0 || reply.cmd != OQ_CMD_STATS) {
-        oq_proto_msg_release(&reply);
+    if (it_stats_reply(it, &reply, 5000) < 0)
         return -1;
-    }
     const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
     for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
         const msgpack_object *q = &queues->via.array.ptr[i];
@@ -208,13 +200,6 @@ static int s_setup_with(void **state, const char *name, const char *server_opts)
     }
     s_customers(it);
     *state = it;
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
     return 0;
 }
 
@@ -368,11 +353,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_outage_longer_than_tries_fails_nothing, s_setup_outage,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_more_workers_than_connections_fails_nothing,
-                                        s_setup_slots, s_teardown),
+                                        s_setup_slots, it_teardown),
         cmocka_unit_test_setup_teardown(test_one_connection_per_worker_process,
-                                        s_setup_one_connection, s_teardown),
+                                        s_setup_one_connection, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,13 +44,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static void s_start_broker(it_t *it)
 {
     const char *flags[] = {
@@ -359,20 +352,21 @@ static void test_auto_short_job_does_not_wait_behind_a_long_one(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_stop_hands_held_jobs_back_unrun, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_killed_holder_jobs_run_elsewhere, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_stop_hands_held_jobs_back_unrun, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_killed_holder_jobs_run_elsewhere, s_setup,
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_held_job_that_waited_half_its_timeout_is_handed_back,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_behind_a_long_one_run_on_a_free_worker,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_of_a_batch_type_run_in_one_call, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_batch_flag_caps_a_call, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_batch_one_runs_each_alone, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_flag_caps_a_call, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_one_runs_each_alone, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_auto_worker_of_short_jobs_holds_several, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_auto_short_job_does_not_wait_behind_a_long_one,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

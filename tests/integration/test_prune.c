@@ -120,6 +120,18 @@ static void test_only_rows_older_than_the_window_go(void **state)
     out = s_prune(it, "dry", 0, "--older-than", "90m", "--dry-run", NULL);
     s_has(out, "point_grants: 2 row(s) would be deleted");
     free(out);
+    /* The same with a global option before the action, one that takes a
+       value (--key): still db prune, not db migrate. */
+    const char *key = getenv("ONCEQ_KEY");
+    assert_non_null(key);
+    out = it_cli(it, "dry-key", 0, "--timeout-ms", "2000", "db", "--key", key, "prune",
+                 "--older-than", "90m", "--dry-run", NULL);
+    s_has(out, "point_grants: 2 row(s) would be deleted");
+    free(out);
+    /* An option without its value, last: a usage error. */
+    out = it_cli(it, "no-value", 2, "db", "--sql-dir", NULL);
+    s_has(out, "option '--sql-dir' needs a value");
+    free(out);
     assert_int_equal(s_rows(it), rows);
 
     out = s_prune(it, "prune", 0, "--older-than", "90m", NULL);

@@ -29,13 +29,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static bool s_redelivered(const it_stats_t *s, const void *arg)
 {
     (void)arg;
@@ -164,9 +157,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_killed_worker_job_completes_within_heartbeat_window,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_paused_worker_late_ack_is_not_counted_twice, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,13 +32,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* ---- a raw worker peer ---------------------------------------------------- */
 
 /* A registered peer with credit and the given lists (NULL: absent). */
@@ -78,13 +71,8 @@ static void s_peer_ack(void *sock, const oq_job_msg_t *job, oq_outcome_t outcome
 /* A number from the stats reply: broker.KEY, or types[name=TYPE].KEY. */
 static uint64_t s_stat(it_t *it, const char *type, const char *key)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
     const msgpack_object *map = oq_proto_map_get(&reply.root, "broker");
     if (type) {
         map = NULL;
@@ -340,15 +328,16 @@ static void test_returned_job_keeps_its_attempt(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_rolling_deploy_waits_then_runs_once, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_queue_priority_drains_high_first, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_queue_priority_drains_high_first, s_setup,
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_touch_keeps_a_long_job_from_redelivery, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_release_comes_back_after_its_delay, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_returned_job_keeps_its_attempt, s_setup, s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_returned_job_keeps_its_attempt, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

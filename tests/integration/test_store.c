@@ -39,13 +39,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 static uint64_t s_u64(const msgpack_object *map, const char *key)
 {
     const msgpack_object *o = oq_proto_map_get(map, key);
@@ -55,13 +48,8 @@ static uint64_t s_u64(const msgpack_object *map, const char *key)
 /* Counter key of queue name from the broker's stats (0 if no such queue). */
 static uint64_t s_queue(it_t *it, const char *name, const char *key)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_CALL_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
+    assert_int_equal(it_stats_reply(it, &reply, S_CALL_MS), 0);
     uint64_t value = 0;
     const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
     for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
@@ -313,11 +301,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forget_flush_and_retry_all_survive_a_kill, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_list_is_oldest_failure_first_across_queues, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_waiting_jobs_but_not_a_leased_one, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

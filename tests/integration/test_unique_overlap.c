@@ -30,13 +30,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* Dispatch type with a unique key (unique_for_ms 0: until done) and an
    overlap key (NULL: none) on the front socket; *unique: the reply said the
    key was held. Returns the id. */
@@ -383,11 +376,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unique_key_holds_across_sigkill_and_compaction,
-                                        s_setup, s_teardown),
+                                        s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_overlap_waiter_leased_when_the_lease_runs_out, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_overlap_waiter_leased_when_the_holder_dies, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,10 @@
     (v)   After a SIGKILL and a restart the broker answers the same: done,
           failed, not_found past its ids; a live job is waited for again,
           by two connections (one a REQ socket), each answered;
-          `onceq wait` and `onceq dispatch --wait` exit as documented. */
+          `onceq wait` and `onceq dispatch --wait` exit as documented.
+    (vi)  stats counts the waits held now, with the limits: up while held,
+          down when answered by the job's end or by their timeout; so do
+          `onceq stats` and its waits line. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,18 +44,12 @@
 #define S_TIMEOUT_MS  400 /* the timeout of the waits that must end pending */
 #define S_LONG_MS     30000
 #define S_CAP_WAIT_MS 1500 /* the waits that fill a connection's limit */
+#define S_HELD_MS     2000 /* a wait that stats must see held, then expire */
 
 static int s_setup(void **state)
 {
     *state = it_new("wait");
     return *state ? 0 : -1;
-}
-
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
 }
 
 static void s_send_wait(void *sock, int64_t req, uint64_t id, int64_t timeout_ms)
@@ -202,15 +199,7 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     uint64_t cancelled_id = s_dispatch(it, 600000);
     s_send_wait(producer, 4, cancelled_id, S_LONG_MS);
     s_expect_quiet(producer);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, cancelled_id);
-    oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_CALL_MS), 0);
-    assert_int_equal(reply.cmd, OQ_CMD_CANCELLED);
-    oq_proto_msg_release(&reply);
-    msgpack_sbuffer_destroy(&buf);
+    it_cancel(it, cancelled_id);
     s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
 
     /* (ii) a timeout: pending, and not before it */
@@ -242,6 +231,8 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
         int64_t timeout_s;
     } bad[] = {
         {false, 0, false, 0}, {true, 0, false, 0}, {true, 1, true, 3601}, {true, 1, true, -1}};
+    msgpack_sbuffer buf;
+    oq_msg_t reply;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         msgpack_sbuffer_init(&buf);
         msgpack_packer pk;
@@ -313,11 +304,77 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
                      "failed");
 }
 
+/* The "waits" map of a stats reply asked on sock, after what sock sent
+   before it (a connection's messages are read in order): held, and the
+   limits checked. */
+static uint64_t s_waits_held(void *sock, int64_t req)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+    oq_msg_t reply;
+    assert_int_equal(it_expect(sock, OQ_CMD_STATS, &reply, S_CALL_MS), 0);
+    const msgpack_object *waits = oq_proto_map_get(&reply.root, "waits");
+    const msgpack_object *held = oq_proto_map_get(waits, "held");
+    const msgpack_object *max = oq_proto_map_get(waits, "max");
+    const msgpack_object *per_peer = oq_proto_map_get(waits, "max_per_peer");
+    if (!held || held->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !max ||
+        max->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !per_peer ||
+        per_peer->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        fail_msg("stats has no waits map of held, max and max_per_peer");
+    assert_int_equal(max->via.u64, OQ_MAX_WAITERS);
+    assert_int_equal(per_peer->via.u64, OQ_MAX_WAITERS_PER_PEER);
+    uint64_t n = held->via.u64;
+    oq_proto_msg_release(&reply);
+    return n;
+}
+
+static void test_stats_count_the_waits_held(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    void *w = s_worker(it);
+    void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
+    assert_int_equal(s_waits_held(producer, 1), 0);
+
+    /* Held: two waits on a leased job. */
+    uint64_t id = s_dispatch(it, 0);
+    oq_msg_t job;
+    s_take(w, id, &job);
+    s_send_wait(producer, 2, id, S_LONG_MS);
+    s_send_wait(producer, 3, id, S_LONG_MS);
+    assert_int_equal(s_waits_held(producer, 4), 2);
+    char want[96];
+    snprintf(want, sizeof want, "waits: 2 held (at most %d, %d from one connection)\n",
+             OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER);
+    it_expect_output(it_cli(it, "stats-held", 0, "stats", NULL), want);
+
+    /* Answered: the job ends, both are answered, none is held. */
+    s_report(w, &job, OQ_OUTCOME_OK, NULL);
+    oq_proto_msg_release(&job);
+    s_expect_waited(producer, id, OQ_WAIT_DONE, NULL, S_CALL_MS);
+    s_expect_waited(producer, id, OQ_WAIT_DONE, NULL, S_CALL_MS);
+    assert_int_equal(s_waits_held(producer, 5), 0);
+
+    /* Expired: a wait on a delayed job is held until its timeout, then
+       answered pending and gone. */
+    uint64_t delayed = s_dispatch(it, 600000);
+    s_send_wait(producer, 6, delayed, S_HELD_MS);
+    assert_int_equal(s_waits_held(producer, 7), 1);
+    s_expect_waited(producer, delayed, OQ_WAIT_PENDING, NULL, IT_WAIT_MS);
+    assert_int_equal(s_waits_held(producer, 8), 0);
+    snprintf(want, sizeof want, "waits: 0 held (at most %d, ", OQ_MAX_WAITERS);
+    it_expect_output(it_cli(it, "stats-none", 0, "stats", NULL), want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_wait_for_each_end_timeouts_limits_and_restart, s_setup,
-                                        s_teardown),
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_stats_count_the_waits_held, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

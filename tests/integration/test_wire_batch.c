@@ -6,7 +6,8 @@
     and the bad one refused alone, naming its place; and a real worker
     with --prefetch 8 takes jobs and sends a batch's acks that way, and
     the acks of held jobs it ran back to back too. The broker counts each
-    kind of message and what it carried (stats "messages"). */
+    kind of message and what it carried (stats "messages", and its line
+    in `onceq stats`). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,13 +29,6 @@ static int s_setup(void **state)
 {
     *state = it_new("wirebatch");
     return *state ? 0 : -1;
-}
-
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
 }
 
 static void s_noop_jobs(it_t *it, size_t count)
@@ -62,14 +56,8 @@ static uint64_t s_field(const msgpack_object *map, const char *key)
 
 static s_messages_t s_messages(it_t *it)
 {
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    int64_t req = it_req(it);
-    oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
     oq_msg_t reply;
-    assert_int_equal(it_call(it, &buf, req, &reply, S_REPLY_MS), 0);
-    msgpack_sbuffer_destroy(&buf);
-    assert_int_equal(reply.cmd, OQ_CMD_STATS);
+    assert_int_equal(it_stats_reply(it, &reply, S_REPLY_MS), 0);
     const msgpack_object *map = oq_proto_map_get(&reply.root, "messages");
     assert_non_null(map);
     s_messages_t m = {
@@ -215,6 +203,10 @@ static void test_jobs_and_acks_with_a_bad_entry(void **state)
     assert_int_equal(m.acks_received, 1);
     assert_int_equal(m.acks_entries, S_JOBS);
     assert_int_equal(m.ack_received, 1);
+    /* onceq stats prints them in a line. */
+    it_expect_output(it_cli(it, "stats", 0, "stats", NULL),
+                     "worker messages: sent 0 job, 1 jobs (4 deliveries)  "
+                     "received 1 ack, 1 acks (4 acks)\n");
 }
 
 /* A worker that did not say jobs_per_msg gets one "job" message a job, as
@@ -261,6 +253,9 @@ static void test_old_worker_gets_one_job_a_message(void **state)
     assert_int_equal(m.acks_received, 1);
     assert_int_equal(m.acks_entries, S_JOBS);
     assert_int_equal(m.ack_received, 0);
+    it_expect_output(it_cli(it, "stats", 0, "stats", NULL),
+                     "worker messages: sent 4 job, 0 jobs (0 deliveries)  "
+                     "received 0 ack, 1 acks (4 acks)\n");
 }
 
 /* onceq-worker --prefetch 8 --batch 8 (onceq-test-worker, whose tally
@@ -328,13 +323,13 @@ static void test_held_jobs_run_back_to_back_ack_together(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_jobs_and_acks_with_a_bad_entry, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_and_acks_with_a_bad_entry, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_old_worker_gets_one_job_a_message, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_worker_takes_jobs_and_sends_acks_together, s_setup,
-                                        s_teardown),
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_run_back_to_back_ack_together, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,13 +29,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static int s_teardown(void **state)
-{
-    it_t *it = *state;
-    it_destroy(&it);
-    return 0;
-}
-
 /* Run the test worker with args to its end; its exit status, output in log. */
 static int s_run(it_t *it, const char *log, const char *const args[])
 {
@@ -130,11 +123,11 @@ static void test_settings_reach_every_worker_process(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_help_lists_registered_types, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_no_handlers_is_refused, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_isolation_is_named, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_help_lists_registered_types, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_no_handlers_is_refused, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_isolation_is_named, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_settings_reach_every_worker_process, s_setup,
-                                        s_teardown),
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,6 +206,13 @@ void it_destroy(it_t **self_p)
     *self_p = NULL;
 }
 
+int it_teardown(void **state)
+{
+    it_t *it = *state;
+    it_destroy(&it);
+    return 0;
+}
+
 void it_send(void *sock, msgpack_sbuffer *buf)
 {
     assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
@@ -414,20 +421,42 @@ static uint64_t s_u64(const msgpack_object *map, const char *key)
     return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
 }
 
-int it_stats(it_t *self, it_stats_t *s)
+int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
 {
-    memset(s, 0, sizeof *s);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     int64_t req = it_req(self);
     oq_proto_encode_simple(&buf, OQ_CMD_STATS, req);
+    int rc = it_call(self, &buf, req, reply, timeout_ms);
+    msgpack_sbuffer_destroy(&buf);
+    if (rc < 0 || reply->cmd != OQ_CMD_STATS) {
+        oq_proto_msg_release(reply);
+        return -1;
+    }
+    return 0;
+}
+
+void it_cancel(it_t *self, uint64_t id)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    int64_t req = it_req(self);
+    oq_proto_encode_job_id(&buf, OQ_CMD_CANCEL, req, id);
     oq_msg_t reply;
     int rc = it_call(self, &buf, req, &reply, S_CALL_MS);
     msgpack_sbuffer_destroy(&buf);
-    if (rc < 0 || reply.cmd != OQ_CMD_STATS) {
-        oq_proto_msg_release(&reply);
+    if (rc < 0 || reply.cmd != OQ_CMD_CANCELLED)
+        fail_msg("job %llu was not cancelled (%s)", (unsigned long long)id,
+                 rc < 0 ? "no answer" : "refused");
+    oq_proto_msg_release(&reply);
+}
+
+int it_stats(it_t *self, it_stats_t *s)
+{
+    memset(s, 0, sizeof *s);
+    oq_msg_t reply;
+    if (it_stats_reply(self, &reply, S_CALL_MS) < 0)
         return -1;
-    }
     const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
     for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
         const msgpack_object *q = &queues->via.array.ptr[i];

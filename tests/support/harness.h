@@ -87,6 +87,10 @@ it_t *it_new(const char *name);
    remove the temp dir unless ONCEQ_KEEP_TEST_DIR is set; NULL *self_p. */
 void it_destroy(it_t **self_p);
 
+/* A cmocka teardown: it_destroy of the fixture in *state (one a setup
+   made with it_new). Returns 0. */
+int it_teardown(void **state);
+
 /* A socket of the given type connected to endpoint, linger 0, closed by
    it_destroy (so a failed assertion cannot leave the context hanging).
    With CURVE it speaks as the admin on the front, the worker on the back. */
@@ -170,6 +174,15 @@ uint64_t it_dispatch(it_t *self, const char *type, const msgpack_sbuffer *payloa
 
 /* Build a payload map with one unsigned field. */
 void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
+
+/* The broker's whole stats reply (docs/protocol.md §5), asked on the
+   fixture's admin socket: 0 with *reply (release it), or -1 if no stats
+   reply came within timeout_ms (nothing to release). */
+int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
+
+/* Cancel job id as an admin (docs/protocol.md, "cancel"); fail the test
+   unless the broker answers that it is cancelled. */
+void it_cancel(it_t *self, uint64_t id);
 
 /* Read the stats of queue "default" and the workers. 0, or -1. */
 int it_stats(it_t *self, it_stats_t *stats);

@@ -45,10 +45,12 @@ static char *s_render(oq_engine_t *engine, const oq_histogram_t *fsync, size_t *
     oq_stats_journal_t j = {.enabled = fsync != NULL, .error = "", .fsync = "always"};
     oq_stats_auth_t a = {.curve = true};
     oq_stats_messages_t m = {.job_sent = 3, .jobs_sent = 2, .jobs_entries = 11};
+    oq_stats_waits_t w = {.held = 7, .max = 65536, .max_per_peer = 256};
     oq_metrics_source_t source = {.engine = engine,
                                   .journal = &j,
                                   .auth = &a,
                                   .messages = &m,
+                                  .waits = &w,
                                   .fsync_latency = fsync,
                                   .uptime_ms = 1500};
     char *text = oq_metrics_render(&source, len);
@@ -82,6 +84,9 @@ static void test_labels_are_escaped_and_histograms_cumulative(void **state)
     assert_non_null(strstr(text, "onceq_worker_messages_total{cmd=\"jobs\"} 2\n"));
     assert_non_null(strstr(text, "onceq_worker_message_entries_total{cmd=\"jobs\"} 11\n"));
     assert_non_null(strstr(text, "onceq_worker_message_entries_total{cmd=\"job\"} 3\n"));
+    assert_non_null(strstr(text, "# TYPE onceq_waits_held gauge\nonceq_waits_held 7\n"));
+    assert_non_null(strstr(text, "onceq_waits_max 65536\n"));
+    assert_non_null(strstr(text, "onceq_waits_max_per_connection 256\n"));
     /* Each family's TYPE line once. */
     assert_non_null(strstr(text, "# TYPE onceq_queue_done_total counter\n"));
     const char *first = strstr(text, "# TYPE onceq_queue_done_total");

@@ -119,6 +119,8 @@ static void test_limits_refuse_and_free_their_room(void **state)
     (void)state;
     s_now_ms = 0;
     oq_waiters_t *w = oq_waiters_new(4, 2, &s_clock);
+    assert_int_equal(oq_waiters_max(w), 4); /* as stats shows them */
+    assert_int_equal(oq_waiters_max_per_peer(w), 2);
     char reason[256];
     assert_int_equal(s_add(w, 1, 1000, "a", 1), 0);
     assert_int_equal(s_add(w, 2, 1000, "a", 2), 0);
