@@ -34,6 +34,17 @@
    sleeps until one starts (an idle worker then wakes once a heartbeat). */
 #define OQ_WORKER_KEEPER_IDLE_MS 1000
 
+/* Acks of held jobs that ran back to back: while the next held job is
+   waiting, the acks made since the first of them may wait up to this long
+   (and up to half the prefetch in number) to go as one message; anything
+   else the loop does sends them at once, and a long next job has the
+   keeper send them within OQ_WORKER_KEEPER_MS or two. The keeper's
+   patience, so that no ack waits longer than one already could behind a
+   long job: every message saved is a wake-up of both sides' ZeroMQ I/O
+   threads and a turn of the broker's loop, and jobs that wait a few ms on
+   a busy database (or on a CPU) still go several to a message. */
+#define OQ_WORKER_ACK_GATHER_US (OQ_WORKER_KEEPER_MS * 1000)
+
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful
    is all a fleet of workers can use without starving its neighbours. */
@@ -47,17 +58,6 @@
    broker, which holding saves, is a few hundred µs. */
 #define OQ_WORKER_PREFETCH_AUTO_CAP  8
 #define OQ_WORKER_PREFETCH_BUDGET_US 4000
-
-/* Acks of held jobs that ran back to back: while the next held job is
-   waiting, the acks made since the first of them may wait up to this long
-   (and up to half the prefetch in number) to go as one message; anything
-   else the loop does sends them at once, and a long next job has the
-   keeper send them within OQ_WORKER_KEEPER_MS or two. As long as the
-   budget above, so that an ack waits no longer than holding lets a job
-   wait: every message saved is a wake-up of both sides' ZeroMQ I/O
-   threads and a turn of the broker's loop, and jobs that wait on a busy
-   database for a few ms would otherwise go two to a message at most. */
-#define OQ_WORKER_ACK_GATHER_US OQ_WORKER_PREFETCH_BUDGET_US
 /* With auto, a job that has run this long was not what the average
    promised: the jobs held behind it go back at once (found within the
    keeper's patience, OQ_WORKER_KEEPER_MS, or twice it), instead of after
