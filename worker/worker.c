@@ -173,7 +173,14 @@ static void s_flush_acks(s_worker_t *self)
         oq_proto_encode_ack(&buf, &self->acks[0]);
     else
         oq_proto_encode_acks(&buf, self->acks, count);
-    s_send_buf(self, &buf, count == 1 ? "ack" : "acks");
+    /* The debug log says how many, as "received jobs (N)" does. */
+    const char *what = count == 1 ? "ack" : "acks";
+    char several[sizeof "acks (18446744073709551615)"];
+    if (count > 1 && oq_log_enabled(OQ_LOG_DEBUG)) {
+        snprintf(several, sizeof several, "acks (%zu)", count);
+        what = several;
+    }
+    s_send_buf(self, &buf, what);
     msgpack_sbuffer_destroy(&buf);
 }
 

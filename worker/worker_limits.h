@@ -38,8 +38,12 @@
    waiting, the acks made since the first of them may wait up to this long
    (and up to half the prefetch in number) to go as one message; anything
    else the loop does sends them at once, and a long next job has the
-   keeper send them within OQ_WORKER_KEEPER_MS or two. */
-#define OQ_WORKER_ACK_GATHER_US 1000
+   keeper send them within OQ_WORKER_KEEPER_MS or two. The keeper's
+   patience, as long as one long job can already hold acks back: every
+   message saved is a wake-up of both sides' ZeroMQ I/O threads and a turn
+   of the broker's loop, and jobs that wait a few ms on a busy database
+   (or on a CPU) still go several to a message. */
+#define OQ_WORKER_ACK_GATHER_US (OQ_WORKER_KEEPER_MS * 1000)
 
 /* --prefetch: the most jobs one worker may hold at once, the running one
    included. Each held job waits behind the ones before it, so a handful

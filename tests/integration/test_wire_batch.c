@@ -5,9 +5,10 @@
     message with one bad entry among good ones has the good ones applied
     and the bad one refused alone, naming its place; and a real worker
     with --prefetch 8 takes jobs and sends a batch's acks that way, and
-    the acks of held jobs it ran back to back too. The broker counts each
-    kind of message and what it carried (stats "messages", and its line
-    in `onceq stats`). */
+    the acks of held jobs it ran back to back too, three or more to a
+    message for jobs of a few ms. The broker counts each kind of message
+    and what it carried (stats "messages", and its line in `onceq
+    stats`). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,9 @@
 #define S_JOBS     4
 #define S_MANY     200
 #define S_REPLY_MS 5000
+/* Jobs of a few ms, as a grant on a busy database takes. */
+#define S_SLOW_JOBS   60
+#define S_SLOW_JOB_MS 2
 
 static int s_setup(void **state)
 {
@@ -320,6 +324,35 @@ static void test_held_jobs_run_back_to_back_ack_together(void **state)
     assert_true(it_log_count(it, "prefetcher", "sent acks") >= 1);
 }
 
+/* Held jobs of 2 ms each: the acks wait for the next held job while less
+   than OQ_WORKER_ACK_GATHER_US (20 ms) have passed since the first of
+   them, so three or four (half the prefetch) go in one "acks" message,
+   where a 1 ms bound let a second job's ack join the first and no more.
+   Over S_SLOW_JOBS jobs that is met at least once even on a loaded
+   machine. */
+static void test_acks_of_jobs_of_a_few_ms_go_more_than_two_to_a_message(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    for (size_t i = 0; i < S_SLOW_JOBS; i++) {
+        msgpack_sbuffer payload;
+        msgpack_sbuffer_init(&payload);
+        it_payload_uint(&payload, "ms", S_SLOW_JOB_MS);
+        assert_true(it_dispatch(it, "sleep", &payload, NULL) > 0);
+        msgpack_sbuffer_destroy(&payload);
+    }
+    it_stats_t s;
+    uint64_t all = S_SLOW_JOBS;
+    assert_true(it_wait_stats(it, it_ready_is, &all, IT_WAIT_MS, &s) >= 0);
+    const char *flags[] = {"--prefetch", "8", "--log-level", "debug", NULL};
+    assert_true(it_start_worker(it, "prefetcher", flags) > 0);
+    assert_true(it_wait_stats(it, it_done_is, &all, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 0);
+    assert_true(it_log_count(it, "prefetcher", "sent acks (3)") +
+                    it_log_count(it, "prefetcher", "sent acks (4)") >=
+                1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +363,8 @@ int main(void)
                                         it_teardown),
         cmocka_unit_test_setup_teardown(test_held_jobs_run_back_to_back_ack_together, s_setup,
                                         it_teardown),
+        cmocka_unit_test_setup_teardown(test_acks_of_jobs_of_a_few_ms_go_more_than_two_to_a_message,
+                                        s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
