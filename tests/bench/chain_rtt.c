@@ -18,8 +18,11 @@
 
     The producer (this process) forks the relay and the echo for every run.
     Each run does --warmup chains unmeasured, then --chains timed ones, one
-    at a time. Besides p50, p99 and max it counts, with getrusage over the
-    timed chains, each process's context switches and CPU time per chain,
+    at a time, with --gap-us of pause after each (1 ms by default, as
+    onceq-bench and beanstalk-bench pause between two latency jobs: the
+    processes then wake from sleep for each chain, as they do there; 0
+    runs the chains back to back, with everything kept warm). Besides p50, p99 and max it counts,
+   with getrusage over the timed chains, each process's context switches and CPU time per chain,
     every thread included (libzmq's I/O threads too). Runs take the modes in
     turn, so that the machine's drift hits every mode alike; the summary
     gives the median over --runs of each figure and each ZeroMQ mode's ratio
@@ -46,6 +49,7 @@
 #include "onceq/clock.h"
 #include "onceq/config.h"
 #include "samples.h"
+#include "support.h"
 
 #define S_PROGRAM "chain-rtt"
 
@@ -53,6 +57,8 @@
 #define S_DEFAULT_WARMUP   500
 #define S_DEFAULT_RUNS     5
 #define S_DEFAULT_BYTES    100
+#define S_DEFAULT_GAP_US   1000 /* as onceq-bench's and beanstalk-bench's latency runs */
+#define S_MAX_GAP_US       1000000
 #define S_MAX_CHAINS       10000000
 #define S_MAX_RUNS         101
 #define S_MAX_BYTES        65536
@@ -74,6 +80,7 @@ typedef struct {
     uint64_t warmup; /* untimed, per run */
     uint64_t runs;   /* per mode */
     uint64_t bytes;  /* message size */
+    uint64_t gap_us; /* pause after each timed chain */
 } s_opts_t;
 
 /* What one process spent over the timed chains. */
@@ -450,22 +457,24 @@ static int s_measure(s_producer_t *p, const s_opts_t *opts, s_result_t *r, s_usa
         rc = s_chain(p, buf, opts->bytes);
     s_usage_t from;
     s_usage_now(&from);
-    int64_t start_us = oq_clock_mono_us(), max_us = 0;
+    int64_t busy_us = 0, max_us = 0; /* the chains' own time, pauses left out */
     for (uint64_t i = 0; rc == 0 && i < opts->chains; i++) {
         int64_t t0 = oq_clock_mono_us();
         rc = s_chain(p, buf, opts->bytes);
         int64_t took = oq_clock_mono_us() - t0;
+        busy_us += took;
         oq_samples_add(samples, took);
         if (took > max_us)
             max_us = took;
+        if (opts->gap_us)
+            oq_support_sleep_us(opts->gap_us);
     }
-    int64_t elapsed_us = oq_clock_mono_us() - start_us;
     *spent = s_usage_since(&from);
     if (rc == 0) {
         r->v[F_P50] = (double)oq_samples_percentile(samples, 50);
         r->v[F_P99] = (double)oq_samples_percentile(samples, 99);
         r->v[F_MAX] = (double)max_us;
-        r->v[F_RATE] = elapsed_us > 0 ? (double)opts->chains * S_US_PER_S / (double)elapsed_us : 0;
+        r->v[F_RATE] = busy_us > 0 ? (double)opts->chains * S_US_PER_S / (double)busy_us : 0;
     }
     oq_samples_destroy(&samples);
     free(buf);
@@ -585,9 +594,9 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
             med[m][f] = s_median(v, opts->runs);
         }
     printf("chains of 4 hops (producer -> relay -> echo -> relay -> producer) of %" PRIu64
-           " bytes,\none at a time, on loopback: median of %" PRIu64 " runs of %" PRIu64
-           " (after %" PRIu64 " unmeasured)\n\n",
-           opts->bytes, opts->runs, opts->chains, opts->warmup);
+           " bytes,\none at a time, %" PRIu64 " us apart, on loopback: median of %" PRIu64
+           " runs of %" PRIu64 " (after %" PRIu64 " unmeasured)\n\n",
+           opts->bytes, opts->gap_us, opts->runs, opts->chains, opts->warmup);
     printf("%-10s %8s %8s %8s %9s  %9s %9s %9s %9s  %9s\n", "mode", "p50 us", "p99 us", "max us",
            "chains/s", "prod cs", "relay cs", "echo cs", "all cs", "cpu us");
     for (int m = 0; m < S_MODES; m++) {
@@ -622,9 +631,9 @@ static void s_help(void)
            "Over plain TCP (the relay polls both connections) and over libzmq (the relay\n"
            "polls two ROUTER sockets; producer and echo are DEALERs), with and without\n"
            "CURVE. Prints, per mode, the medians over the runs of p50, p99 and max (us),\n"
-           "chains a second, each process's context switches and the CPU time per\n"
-           "chain; then each ZeroMQ mode against tcp. One result line per run goes to\n"
-           "stderr.\n"
+           "chains a second (the pauses left out), each process's context switches and\n"
+           "the CPU time per chain; then each ZeroMQ mode against tcp. One result line\n"
+           "per run goes to stderr.\n"
            "\n"
            "  --mode M      tcp, zmq-tcp, zmq-curve or all (default all); may be given\n"
            "                more than once\n"
@@ -632,12 +641,14 @@ static void s_help(void)
            "  --warmup N    unmeasured chains before them (default %d)\n"
            "  --runs N      runs per mode, 1 to %d; medians are printed (default %d)\n"
            "  --bytes N     message size, 1 to %d (default %d)\n"
+           "  --gap-us U    pause after each timed chain, 0 to %d (default %d, as the\n"
+           "                latency runs of onceq-bench and beanstalk-bench)\n"
            "  -h, --help    this text\n",
            S_DEFAULT_CHAINS, S_DEFAULT_WARMUP, S_MAX_RUNS, S_DEFAULT_RUNS, S_MAX_BYTES,
-           S_DEFAULT_BYTES);
+           S_DEFAULT_BYTES, S_MAX_GAP_US, S_DEFAULT_GAP_US);
 }
 
-enum { O_MODE = 256, O_CHAINS, O_WARMUP, O_RUNS, O_BYTES };
+enum { O_MODE = 256, O_CHAINS, O_WARMUP, O_RUNS, O_BYTES, O_GAP };
 
 static int s_parse(int argc, char **argv, s_opts_t *opts)
 {
@@ -647,13 +658,15 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
         {"warmup", required_argument, NULL, O_WARMUP},
         {"runs", required_argument, NULL, O_RUNS},
         {"bytes", required_argument, NULL, O_BYTES},
+        {"gap-us", required_argument, NULL, O_GAP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *opts = (s_opts_t){.chains = S_DEFAULT_CHAINS,
                        .warmup = S_DEFAULT_WARMUP,
                        .runs = S_DEFAULT_RUNS,
-                       .bytes = S_DEFAULT_BYTES};
+                       .bytes = S_DEFAULT_BYTES,
+                       .gap_us = S_DEFAULT_GAP_US};
     bool any_mode = false;
     int opt, bad = 0, which = 0;
     while (!bad && (opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
@@ -681,6 +694,9 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
             break;
         case O_BYTES:
             bad = oq_config_uint(optarg, 1, S_MAX_BYTES, &opts->bytes);
+            break;
+        case O_GAP:
+            bad = oq_config_uint(optarg, 0, S_MAX_GAP_US, &opts->gap_us);
             break;
         default:
             bad = 1;
