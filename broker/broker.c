@@ -365,6 +365,12 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    if (oq_io_cpus_apply(self->ctx, &config->io_cpus) < 0) {
+        snprintf(reason, reason_len, "cannot pin libzmq's I/O thread (--io-cpus): %s",
+                 zmq_strerror(zmq_errno()));
+        oq_broker_destroy(&self);
+        return NULL;
+    }
     if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0 ||
         s_check_security(config, reason, reason_len) < 0) {
         oq_broker_destroy(&self);

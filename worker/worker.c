@@ -782,6 +782,9 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
     self.registry = *registry_p;
     *registry_p = NULL;
     self.ctx = zmq_ctx_new();
+    if (self.ctx && oq_io_cpus_apply(self.ctx, &config->io_cpus) < 0)
+        oq_warn("cannot pin libzmq's I/O thread (--io-cpus): %s; it runs where it may",
+                zmq_strerror(errno));
     self.keeper = self.ctx ? oq_keeper_new(s_keeper_turn, &self, OQ_WORKER_KEEPER_MS) : NULL;
     if (self.keeper) {
         /* Workers forked together must not probe in step. */
