@@ -321,7 +321,7 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     if (rc == OQ_CLI_EXIT_OK)
         rc = oq_cli_connect(cli, &client);
     if (rc == OQ_CLI_EXIT_OK) {
-        uint64_t id;
+        uint64_t id = 0;
         bool unique = false;
         oq_client_set_retries(client, (uint32_t)retries);
         /* With --wait the first wait travels with the dispatch, and lasts
@@ -344,8 +344,11 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                 rc = oq_cli_wait_more(cli, client, id, wait_ms, first_ms, state, error);
             }
         } else {
+            /* Queued, and only the wait for it failed (too many waits). */
+            if (id)
+                printf("%" PRIu64 "\n", id);
             rc = oq_cli_report(cli, client);
-            if (rc == OQ_CLI_EXIT_NO_REPLY)
+            if (rc == OQ_CLI_EXIT_NO_REPLY && !id)
                 fprintf(stderr,
                         "onceq: the job may have been queued all the same; dispatching again "
                         "with --dispatch-id %.*s cannot queue it twice (within the broker's "

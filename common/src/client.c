@@ -503,6 +503,7 @@ int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t 
                             char *error, size_t error_len)
 {
     assert(self && job && id && state && timeout_ms >= 0);
+    *id = 0;
     if (error_len)
         error[0] = 0;
     if (wait_ms < 0 || wait_ms > OQ_MAX_WAIT_MS) {

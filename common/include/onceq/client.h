@@ -64,7 +64,8 @@ int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int tim
    oq_client_wait gives them (OQ_WAIT_PENDING: the job is queued and had
    not ended in time); or -1 (see oq_client_error). A broker that answers
    "dispatched" instead (one from before this, a unique key's holder, a
-   wait it cannot hold) gets a wait for the id. */
+   wait it cannot hold) gets a wait for the id; if only that wait fails,
+   *id is set all the same (0 otherwise): the job is queued. */
 int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t wait_ms,
                             int timeout_ms, uint64_t *id, bool *unique, oq_wait_state_t *state,
                             char *error, size_t error_len);
