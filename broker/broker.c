@@ -365,6 +365,12 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         oq_broker_destroy(&self);
         return NULL;
     }
+    if (oq_io_cpus_apply(self->ctx, &config->io_cpus) < 0) {
+        snprintf(reason, reason_len, "cannot pin libzmq's I/O thread (--io-cpus): %s",
+                 zmq_strerror(zmq_errno()));
+        oq_broker_destroy(&self);
+        return NULL;
+    }
     if (oq_engine_check_defaults(self->engine, reason, reason_len) < 0 ||
         s_check_security(config, reason, reason_len) < 0) {
         oq_broker_destroy(&self);
@@ -614,8 +620,15 @@ static void s_promise(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
                       "out of memory keeping the reply; the request was carried out");
 }
 
+static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id,
+                      int64_t wait_ms, bool confirms);
+
+/* A dispatch with "wait" is answered by its wait (s_wait_for): once the
+   job has ended, or "pending" at the timeout, through the outbox like a
+   "dispatched". One whose unique key an earlier job holds, or whose wait
+   cannot be held, is answered "dispatched" as without "wait". */
 static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
-                       const oq_job_msg_t *job)
+                       const oq_job_msg_t *job, bool wait, int64_t wait_ms)
 {
     if (!s_can_promise(self, env, req))
         return;
@@ -632,6 +645,8 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
         return;
     }
     bool unique = rc == 1;
+    if (wait && !unique && s_wait_for(self, env, req, id, wait_ms, true) == 0)
+        return;
     if (unique)
         oq_proto_encode_dispatched_unique(&self->out, req, id);
     else
@@ -782,16 +797,26 @@ static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, c
 static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
                          const void *body, size_t body_len);
 
-/* Send the answer in self->wait_out to a waiter once the journal is
+/* Send the answer in self->wait_out to waiter w once the journal is
    durable up to where it is now (the record of the end it reports), as a
-   dispatch's answer waits; with the outbox full, at once. */
-static void s_wait_answer(oq_broker_t *self, const void *identity, size_t identity_len,
-                          bool delimiter, int64_t req)
+   dispatch's answer waits; with the outbox full, at once, unless it
+   confirms a dispatch: that one is answered "unavailable", and the
+   producer's resend with the same dispatch_id finds the job. */
+static void s_wait_answer(oq_broker_t *self, const oq_waiter_view_t *w)
 {
-    if (oq_outbox_add(self->outbox, s_appended(self), req, identity, identity_len, delimiter,
-                      self->wait_out.data, self->wait_out.size) < 0)
-        s_outbox_send(self, identity, identity_len, delimiter, self->wait_out.data,
-                      self->wait_out.size);
+    if (oq_outbox_add(self->outbox, s_appended(self), w->req, w->identity, w->identity_len,
+                      w->delimiter, self->wait_out.data, self->wait_out.size) < 0) {
+        if (w->confirms) {
+            s_envelope_t env = {.identity_len = w->identity_len, .delimiter = w->delimiter};
+            memcpy(env.identity, w->identity, w->identity_len);
+            s_reply_error(self, self->front, &env, w->req, OQ_ERR_UNAVAILABLE,
+                          "too many replies wait for the journal to confirm the job's dispatch; "
+                          "send it again with the same dispatch_id");
+        } else {
+            s_outbox_send(self, w->identity, w->identity_len, w->delimiter, self->wait_out.data,
+                          self->wait_out.size);
+        }
+    }
     msgpack_sbuffer_clear(&self->wait_out);
 }
 
@@ -805,13 +830,20 @@ static void s_answer_ended(void *ctx, const oq_waiter_view_t *w)
 {
     s_ended_t *ended = ctx;
     oq_proto_encode_waited(&ended->broker->wait_out, w->req, w->job_id, ended->state, ended->error);
-    s_wait_answer(ended->broker, w->identity, w->identity_len, w->delimiter, w->req);
+    s_wait_answer(ended->broker, w);
 }
 
+/* "pending" promises nothing and leaves at once, unless it answers a
+   dispatch: then it confirms the job as "dispatched" would, and waits for
+   the journal like one. */
 static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
 {
     oq_broker_t *self = ctx;
     oq_proto_encode_waited(&self->wait_out, w->req, w->job_id, OQ_WAIT_PENDING, NULL);
+    if (w->confirms) {
+        s_wait_answer(self, w);
+        return;
+    }
     if (s_outbox_send(self, w->identity, w->identity_len, w->delimiter, self->wait_out.data,
                       self->wait_out.size) < 0)
         oq_debug("a waiter for job %llu went away before its timeout",
@@ -866,37 +898,48 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
    issued is refused. A job the broker no longer holds has ended: ids only
    grow, and the journal keeps the next one, so below it an id not held is
    a job that completed, unless it is remembered as cancelled or deleted
-   from the failed store. */
-static void s_wait(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+   from the failed store. confirms: the wait of a dispatch (s_dispatch),
+   whose every answer goes through the outbox. 0 once answered or held, -1
+   if not (answered with an error, unless confirms). */
+static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id,
+                      int64_t wait_ms, bool confirms)
 {
     char reason[256];
     oq_job_view_t view;
     s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
-    if (oq_engine_job_view(self->engine, msg->id, &view) == 0) {
+    oq_waiter_view_t now = {id, req, env->identity, env->identity_len, env->delimiter, confirms};
+    if (oq_engine_job_view(self->engine, id, &view) == 0) {
         if (view.state == OQ_STATE_FAILED || view.state == OQ_STATE_REVIEW) {
             ended.state = view.state == OQ_STATE_FAILED ? OQ_WAIT_FAILED : OQ_WAIT_REVIEW;
             ended.error = view.error;
-        } else if (msg->wait_ms == 0) {
-            oq_waiter_view_t now = {msg->id, req, env->identity, env->identity_len, env->delimiter};
+        } else if (wait_ms == 0) {
             s_answer_pending(self, &now);
-            return;
+            return 0;
         } else {
-            if (oq_waiters_add(self->waiters, msg->id, msg->wait_ms, env->identity,
-                               env->identity_len, env->delimiter, req, reason, sizeof reason) < 0)
+            if (oq_waiters_add(self->waiters, id, wait_ms, env->identity, env->identity_len,
+                               env->delimiter, confirms, req, reason, sizeof reason) == 0)
+                return 0;
+            /* A dispatch is answered "dispatched" instead: the job is queued. */
+            if (!confirms)
                 s_reply_error(self, self->front, env, req, OQ_ERR_FULL, reason);
-            return;
+            return -1;
         }
-    } else if (msg->id >= oq_engine_next_id(self->engine)) {
-        snprintf(
-            reason, sizeof reason, "job %llu was never issued: this broker's newest job id is %llu",
-            (unsigned long long)msg->id, (unsigned long long)(oq_engine_next_id(self->engine) - 1));
+    } else if (id >= oq_engine_next_id(self->engine)) {
+        snprintf(reason, sizeof reason,
+                 "job %llu was never issued: this broker's newest job id is %llu",
+                 (unsigned long long)id, (unsigned long long)(oq_engine_next_id(self->engine) - 1));
         s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
-        return;
+        return -1;
     } else {
-        oq_waiters_recall_end(self->waiters, msg->id, &ended.state);
+        oq_waiters_recall_end(self->waiters, id, &ended.state);
     }
-    oq_waiter_view_t now = {msg->id, req, env->identity, env->identity_len, env->delimiter};
     s_answer_ended(&ended, &now);
+    return 0;
+}
+
+static void s_wait(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    s_wait_for(self, env, req, msg->id, msg->wait_ms, false);
 }
 
 /* The journal's, auth's and the waits' numbers, for "stats" and the
@@ -989,7 +1032,7 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     int64_t req = msg->has_req ? (int64_t)msg->req : -1;
     switch (msg->cmd) {
     case OQ_CMD_DISPATCH:
-        s_dispatch(self, env, req, &msg->job);
+        s_dispatch(self, env, req, &msg->job, msg->has_wait, msg->wait_ms);
         return;
     case OQ_CMD_REQUEUE:
         s_requeue(self, env, req, msg->id);

@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "journal.h"
 #include "onceq/clock.h"
+#include "onceq/iocpus.h"
 
 /* One --queue flag: a queue's lease length and default timeout. */
 typedef struct {
@@ -46,6 +47,7 @@ typedef struct {
     size_t max_workers;
     size_t max_admins;
     const char *metrics_addr; /* serve GET /metrics on IP:PORT (metrics_http.h); NULL: off */
+    oq_io_cpus_t io_cpus;     /* libzmq's I/O thread runs only on these (none: anywhere) */
 } oq_broker_config_t;
 
 /* The defaults from onceq/limits.h (journal in OQ_DEFAULT_DATA_DIR). */

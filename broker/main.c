@@ -11,6 +11,7 @@
 #include "broker.h"
 #include "onceq/config.h"
 #include "onceq/flags.h"
+#include "onceq/iocpus.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
 
@@ -253,6 +254,7 @@ int main(int argc, char **argv)
          .expected = "a number of bytes from 1048576 to 2^50",
          .dest = &config.engine.max_bytes,
          .help = help_max_bytes},
+        OQ_FLAG_IO_CPUS(&config.io_cpus),
         OQ_FLAG_LOG_LEVEL(&level),
         {.name = "help", .kind = OQ_FLAG_BOOL, .stop = true, .dest = &help, .help = "this text"},
         {.name = "version",

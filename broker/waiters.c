@@ -27,6 +27,7 @@ typedef struct {
     uint64_t job_id;
     int64_t req;
     bool delimiter;
+    bool confirms; /* the wait of a dispatch */
     size_t identity_len;
     uint8_t identity[]; /* the peer's ROUTER identity */
 } s_waiter_t;
@@ -136,7 +137,7 @@ static int s_peer_set(oq_waiters_t *self, const char *key, size_t count)
 }
 
 int oq_waiters_add(oq_waiters_t *self, uint64_t job_id, int64_t timeout_ms, const void *identity,
-                   size_t identity_len, bool delimiter, int64_t req, char *reason,
+                   size_t identity_len, bool delimiter, bool confirms, int64_t req, char *reason,
                    size_t reason_len)
 {
     assert(self && job_id && identity_len <= S_MAX_IDENTITY);
@@ -180,6 +181,7 @@ int oq_waiters_add(oq_waiters_t *self, uint64_t job_id, int64_t timeout_ms, cons
     w->job_id = job_id;
     w->req = req;
     w->delimiter = delimiter;
+    w->confirms = confirms;
     w->identity_len = identity_len;
     memcpy(w->identity, identity, identity_len);
     oq_list_push_back(&job->waiters, &w->link);
@@ -197,7 +199,8 @@ oom:
    entry with its last waiter), the heap and its peer's count. */
 static void s_answer(oq_waiters_t *self, s_waiter_t *w, oq_waiter_fn fn, void *ctx)
 {
-    oq_waiter_view_t view = {w->job_id, w->req, w->identity, w->identity_len, w->delimiter};
+    oq_waiter_view_t view = {w->job_id,       w->req,       w->identity,
+                             w->identity_len, w->delimiter, w->confirms};
     fn(ctx, &view);
     oq_link_t *next = w->link.next;
     oq_list_remove(&w->link);

@@ -33,6 +33,7 @@ typedef struct {
     const void *identity;
     size_t identity_len;
     bool delimiter; /* a REQ peer: answer behind an empty frame */
+    bool confirms;  /* a dispatch's wait: its answer also confirms the dispatch */
 } oq_waiter_view_t;
 
 typedef void (*oq_waiter_fn)(void *ctx, const oq_waiter_view_t *waiter);
@@ -45,10 +46,12 @@ oq_waiters_t *oq_waiters_new(size_t max_total, size_t max_per_peer, const oq_clo
 void oq_waiters_destroy(oq_waiters_t **self_p);
 
 /* Hold a wait for job_id from the peer identity (copied) until the job
-   ends or timeout_ms from now. 0, or -1 with reason (the total or the
-   peer's limit is reached, or memory runs out): nothing is held. */
+   ends or timeout_ms from now; confirms marks the wait of a dispatch
+   (docs/protocol.md, "Dispatch and wait in one request"), which the view
+   hands back. 0, or -1 with reason (the total or the peer's limit is
+   reached, or memory runs out): nothing is held. */
 int oq_waiters_add(oq_waiters_t *self, uint64_t job_id, int64_t timeout_ms, const void *identity,
-                   size_t identity_len, bool delimiter, int64_t req, char *reason,
+                   size_t identity_len, bool delimiter, bool confirms, int64_t req, char *reason,
                    size_t reason_len);
 
 /* Job job_id ended: call fn for each of its waiters, oldest first, and

@@ -794,13 +794,6 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
         self->idle_since_ms = now_ms;
     }
     const oq_report_t *report = &done->report;
-    /* The one line per job that operators and tests read. */
-    oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
-            job.type, done->attempt, oq_proto_outcome_name(report->outcome),
-            (long long)done->elapsed_ms);
-    if (report->outcome != OQ_OUTCOME_OK)
-        oq_warn("job %llu %s: %s", (unsigned long long)done->id,
-                oq_proto_outcome_name(report->outcome), report->error);
     /* Paused before the ack goes: it then gives no credit back. */
     if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
         s_pause(self, job.type, report->error, now_ms);

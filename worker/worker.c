@@ -581,6 +581,19 @@ static int s_keeper_turn(void *arg, int wake_fd)
     return s_turn(arg, wake_fd);
 }
 
+/* The one line per job that operators and tests read, written once the
+   ack is on its way: a write to the log is not worth delaying it for. */
+static void s_log_done(const oq_job_msg_t *job, const oq_job_done_t *done)
+{
+    const oq_report_t *report = &done->report;
+    oq_info("job %llu type=%.*s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
+            (int)job->type.len, job->type.ptr, done->attempt,
+            oq_proto_outcome_name(report->outcome), (long long)done->elapsed_ms);
+    if (report->outcome != OQ_OUTCOME_OK)
+        oq_warn("job %llu %s: %s", (unsigned long long)done->id,
+                oq_proto_outcome_name(report->outcome), report->error);
+}
+
 /* Run the oldest work, outside the loop, then tell the session how it went. */
 static void s_run_work(s_worker_t *self)
 {
@@ -634,10 +647,18 @@ static void s_run_work(s_worker_t *self)
         s_catch_up(self);
         int64_t now = s_now(self);
         if (work.kind == S_WORK_JOBS) {
-            for (size_t i = 0; i < work.count && !self->finished; i++) {
-                oq_session_on_done(self->session, &done[i], now);
+            size_t told = 0;
+            for (; told < work.count && !self->finished; told++) {
+                oq_session_on_done(self->session, &done[told], now);
                 s_act(self);
             }
+            /* The acks leave now unless the next held job may take them
+               along (the loop's turn would send them first thing), and
+               the log lines after them. */
+            if (!s_gathering_acks(self))
+                s_flush_acks(self);
+            for (size_t i = 0; i < told; i++)
+                s_log_done(jobs[i], &done[i]);
         } else if (work.kind == S_WORK_PROBE) {
             oq_session_on_probed(self->session, &probed, now);
             s_act(self);
@@ -768,6 +789,9 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
     self.registry = *registry_p;
     *registry_p = NULL;
     self.ctx = zmq_ctx_new();
+    if (self.ctx && oq_io_cpus_apply(self.ctx, &config->io_cpus) < 0)
+        oq_warn("cannot pin libzmq's I/O thread (--io-cpus): %s; it runs where it may",
+                zmq_strerror(errno));
     self.keeper = self.ctx ? oq_keeper_new(s_keeper_turn, &self, OQ_WORKER_KEEPER_MS) : NULL;
     if (self.keeper) {
         /* Workers forked together must not probe in step. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "onceq/iocpus.h"
 #include "onceq/keys.h"
 #include "onceq/limits.h"
 #include "onceq/worker.h"
@@ -37,6 +38,7 @@ typedef struct {
     bool curve;
     oq_keypair_t pair;
     char broker_key[OQ_KEY_Z85_LEN + 1];
+    oq_io_cpus_t io_cpus; /* libzmq's I/O thread runs only on these (none: anywhere) */
 } oq_worker_config_t;
 
 /* Parse a comma-separated queue list ("high,default") into config->queues.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "onceq/flags.h"
+#include "onceq/iocpus.h"
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
@@ -314,6 +315,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .src = &stop_src,
          .help = "with --processes: how long workers get to finish their jobs after "
                  "SIGTERM before they are killed"},
+        OQ_FLAG_IO_CPUS(&run.worker.io_cpus),
         OQ_FLAG_LOG_LEVEL(&level),
         {.name = "database",
          .env = "ONCEQ_DATABASE_URL",

@@ -96,6 +96,10 @@ int oq_cmd_wait(oq_cli_t *cli, int argc, char **argv);
    waits of at most OQ_MAX_WAIT_MS; print "job ID STATE[: ERROR]" and
    return the exit code of its state (or of the failure). */
 int oq_cli_wait_job(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms);
+/* oq_cli_wait_job after a first answer, state and error, that came
+   after waited_ms of the wait_ms (a dispatch that waited). */
+int oq_cli_wait_more(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms,
+                     int64_t waited_ms, oq_wait_state_t state, const char *error);
 /* `db prune`, reached through oq_cmd_db (argv as it got it). */
 int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_keygen(oq_cli_t *cli, int argc, char **argv);

@@ -45,7 +45,9 @@ static void s_help(void)
            "                     without using tries\n"
            "  --retries N        send again, with the same dispatch id, up to N times when\n"
            "                     the broker does not answer in time, 0 to %d (default %d)\n"
-           "  --wait             then wait until the job has ended, print \"job ID STATE\"\n"
+           "  --wait             also wait until the job has ended (the wait travels with\n"
+           "                     the dispatch; the id is printed once the job has ended, or\n"
+           "                     after --timeout-ms at the latest), print \"job ID STATE\"\n"
            "                     (as 'onceq wait ID') and exit with its status (below)\n"
            "  --wait-timeout S   with --wait: give up after S seconds (default: wait until\n"
            "                     the job ends)\n"
@@ -313,10 +315,19 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     if (rc == OQ_CLI_EXIT_OK)
         rc = oq_cli_connect(cli, &client);
     if (rc == OQ_CLI_EXIT_OK) {
-        uint64_t id;
+        uint64_t id = 0;
         bool unique = false;
         oq_client_set_retries(client, (uint32_t)retries);
-        if (oq_client_dispatch_reply(client, &job, cli->timeout, &id, &unique) == 0) {
+        /* With --wait the first wait travels with the dispatch, and lasts
+           --timeout-ms at most: the id comes within that, and a broker that
+           is down shows as soon as without --wait, give or take a timeout. */
+        int64_t first_ms = wait_ms < 0 || wait_ms > cli->timeout ? cli->timeout : wait_ms;
+        oq_wait_state_t state = OQ_WAIT_PENDING;
+        char error[OQ_MAX_ERROR_LEN + 1] = "";
+        int sent = wait ? oq_client_dispatch_wait(client, &job, first_ms, cli->timeout, &id,
+                                                  &unique, &state, error, sizeof error)
+                        : oq_client_dispatch_reply(client, &job, cli->timeout, &id, &unique);
+        if (sent == 0) {
             printf("%" PRIu64 "\n", id);
             if (unique)
                 fprintf(stderr,
@@ -324,11 +335,14 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                         id, (int)job.unique_key.len, job.unique_key.ptr);
             if (wait) {
                 fflush(stdout);
-                rc = oq_cli_wait_job(cli, client, id, wait_ms);
+                rc = oq_cli_wait_more(cli, client, id, wait_ms, first_ms, state, error);
             }
         } else {
+            /* Queued, and only the wait for it failed (too many waits). */
+            if (id)
+                printf("%" PRIu64 "\n", id);
             rc = oq_cli_report(cli, client);
-            if (rc == OQ_CLI_EXIT_NO_REPLY)
+            if (rc == OQ_CLI_EXIT_NO_REPLY && !id)
                 fprintf(stderr,
                         "onceq: the job may have been queued all the same; dispatching again "
                         "with --dispatch-id %.*s cannot queue it twice (within the broker's "

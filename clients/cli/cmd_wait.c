@@ -47,23 +47,38 @@ static int s_exit_of(oq_wait_state_t state)
     }
 }
 
-int oq_cli_wait_job(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms)
+/* Wait again while the job is pending and time is left; then print. */
+static int s_wait(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms,
+                  bool asked, oq_wait_state_t state, char *error, size_t error_len)
 {
-    oq_wait_state_t state = OQ_WAIT_PENDING;
-    char error[OQ_MAX_ERROR_LEN + 1];
     /* One wait lasts OQ_MAX_WAIT_MS at most: a longer one is several. */
-    for (;;) {
+    while (!asked || (state == OQ_WAIT_PENDING && wait_ms != 0)) {
         int64_t slice = wait_ms < 0 || wait_ms > OQ_MAX_WAIT_MS ? OQ_MAX_WAIT_MS : wait_ms;
-        if (oq_client_wait(client, id, slice, cli->timeout, &state, error, sizeof error) < 0)
+        if (oq_client_wait(client, id, slice, cli->timeout, &state, error, error_len) < 0)
             return oq_cli_report(cli, client);
-        if (state != OQ_WAIT_PENDING || wait_ms == slice)
-            break;
+        asked = true;
         if (wait_ms > 0)
             wait_ms -= slice;
     }
     printf("job %" PRIu64 " %s%s%s\n", id, oq_proto_wait_state_name(state), error[0] ? ": " : "",
            error);
     return s_exit_of(state);
+}
+
+int oq_cli_wait_job(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms)
+{
+    char error[OQ_MAX_ERROR_LEN + 1] = "";
+    return s_wait(cli, client, id, wait_ms, false, OQ_WAIT_PENDING, error, sizeof error);
+}
+
+int oq_cli_wait_more(const oq_cli_t *cli, oq_client_t *client, uint64_t id, int64_t wait_ms,
+                     int64_t waited_ms, oq_wait_state_t state, const char *error)
+{
+    char text[OQ_MAX_ERROR_LEN + 1];
+    snprintf(text, sizeof text, "%s", error);
+    if (wait_ms > 0)
+        wait_ms = wait_ms > waited_ms ? wait_ms - waited_ms : 0;
+    return s_wait(cli, client, id, wait_ms, true, state, text, sizeof text);
 }
 
 int oq_cmd_wait(oq_cli_t *cli, int argc, char **argv)

@@ -283,7 +283,7 @@ static int s_send(oq_client_t *self, int64_t deadline_ms, int timeout_ms)
    the answer: the broker sends one only when it could not read the request's
    id, and this client always sends one, so it is about our last request. */
 static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int timeout_ms,
-                     oq_cmd_t expect, oq_msg_t *reply)
+                     oq_cmd_t expect, oq_cmd_t also, oq_msg_t *reply)
 {
     const oq_clock_t *clock = oq_clock_system();
     zmq_msg_t frame;
@@ -351,7 +351,7 @@ static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int t
             char text[OQ_MAX_ERROR_LEN + 1];
             oq_str_copy(reply->err_text, text, sizeof text);
             s_fail(self, reply->err_code, "%s", text);
-        } else if (reply->cmd != expect) {
+        } else if (reply->cmd != expect && (also == OQ_CMD_UNKNOWN || reply->cmd != also)) {
             s_fail(self, OQ_ERR_NONE, "bad reply from %s: \"%s\" to a \"%s\" request",
                    self->endpoint, oq_proto_cmd_name(reply->cmd), oq_proto_cmd_name(expect));
         } else {
@@ -367,16 +367,23 @@ static int s_receive(oq_client_t *self, uint64_t req, int64_t deadline_ms, int t
 }
 
 /* One round trip: the request is already encoded in self->buf, and stays
-   there (the caller clears it) so that it can be sent again. */
-static int s_round_trip(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
-                        oq_msg_t *reply)
+   there (the caller clears it) so that it can be sent again. The answer is
+   an expect or (unless OQ_CMD_UNKNOWN) an also. */
+static int s_round_trip_either(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
+                               oq_cmd_t also, oq_msg_t *reply)
 {
     assert(timeout_ms >= 0);
     memset(reply, 0, sizeof *reply);
     int64_t deadline_ms = oq_clock_now_ms(oq_clock_system()) + timeout_ms;
     if (s_send(self, deadline_ms, timeout_ms) < 0)
         return -1;
-    return s_receive(self, req, deadline_ms, timeout_ms, expect, reply);
+    return s_receive(self, req, deadline_ms, timeout_ms, expect, also, reply);
+}
+
+static int s_round_trip(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
+                        oq_msg_t *reply)
+{
+    return s_round_trip_either(self, req, timeout_ms, expect, OQ_CMD_UNKNOWN, reply);
 }
 
 static int s_request(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t expect,
@@ -427,10 +434,12 @@ int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_m
     return oq_client_dispatch_reply(self, job, timeout_ms, id, &unique);
 }
 
-int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms,
-                             uint64_t *id, bool *unique)
+/* A dispatch, with a wait of wait_ms if that is >= 0, sent and resent as
+   oq_client_dispatch says; *reply gets the answer ("dispatched", or with a
+   wait "waited" too). 0 or -1. */
+static int s_dispatch(oq_client_t *self, const oq_job_msg_t *job, int64_t wait_ms, int timeout_ms,
+                      oq_msg_t *reply)
 {
-    assert(self && job && id && unique);
     uint64_t req = s_next_req(self);
     if (job->payload_len > OQ_MAX_PAYLOAD_BYTES) {
         s_fail(self, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", job->payload_len,
@@ -446,13 +455,20 @@ int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int tim
         }
         request.dispatch_id = oq_str(made);
     }
-    oq_proto_encode_dispatch(&self->buf, (int64_t)req, &request);
-    oq_msg_t reply;
+    if (wait_ms >= 0)
+        oq_proto_encode_dispatch_wait(&self->buf, (int64_t)req, &request, wait_ms);
+    else
+        oq_proto_encode_dispatch(&self->buf, (int64_t)req, &request);
+    /* A dispatch that waits is answered when the wait ends: give it that
+       long and then the usual time for an answer. */
+    int64_t patience = (wait_ms > 0 ? wait_ms : 0) + timeout_ms;
     int rc = -1;
     /* Bounded: one send and at most self->retries resends. Only silence is
        worth a resend; an answer, even an error, is final. */
     for (uint32_t attempt = 0; attempt <= self->retries; attempt++) {
-        rc = s_round_trip(self, req, timeout_ms, OQ_CMD_DISPATCHED, &reply);
+        rc = s_round_trip_either(self, req, patience > INT32_MAX ? INT32_MAX : (int)patience,
+                                 OQ_CMD_DISPATCHED, wait_ms >= 0 ? OQ_CMD_WAITED : OQ_CMD_UNKNOWN,
+                                 reply);
         if (rc == 0 || self->err_code != OQ_ERR_NONE)
             break;
     }
@@ -466,10 +482,52 @@ int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int tim
         }
         return -1;
     }
+    return 0;
+}
+
+int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms,
+                             uint64_t *id, bool *unique)
+{
+    assert(self && job && id && unique);
+    oq_msg_t reply;
+    if (s_dispatch(self, job, -1, timeout_ms, &reply) < 0)
+        return -1;
     *id = reply.id;
     *unique = reply.unique;
     oq_proto_msg_release(&reply);
     return 0;
+}
+
+int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t wait_ms,
+                            int timeout_ms, uint64_t *id, bool *unique, oq_wait_state_t *state,
+                            char *error, size_t error_len)
+{
+    assert(self && job && id && state && timeout_ms >= 0);
+    *id = 0;
+    if (error_len)
+        error[0] = 0;
+    if (wait_ms < 0 || wait_ms > OQ_MAX_WAIT_MS) {
+        s_next_req(self);
+        s_fail(self, OQ_ERR_BAD_REQUEST, "a wait lasts 0 to %lld ms, not %lld",
+               (long long)OQ_MAX_WAIT_MS, (long long)wait_ms);
+        return -1;
+    }
+    oq_msg_t reply;
+    if (s_dispatch(self, job, wait_ms, timeout_ms, &reply) < 0)
+        return -1;
+    *id = reply.id;
+    if (unique)
+        *unique = reply.unique;
+    bool waited = reply.cmd == OQ_CMD_WAITED;
+    if (waited) {
+        *state = reply.wait_state;
+        if (error && error_len)
+            oq_str_copy(reply.err_text, error, error_len);
+    }
+    oq_proto_msg_release(&reply);
+    /* "dispatched": a broker that knows no wait in a dispatch, a unique
+       key's holder, or a wait it could not hold. Wait apart. */
+    return waited ? 0 : oq_client_wait(self, *id, wait_ms, timeout_ms, state, error, error_len);
 }
 
 int oq_client_requeue(oq_client_t *self, uint64_t id, int timeout_ms)

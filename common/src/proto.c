@@ -538,7 +538,8 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
     case OQ_CMD_DISPATCH:
         if (s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), false) < 0 ||
             s_get_str(ctx, root, "dispatch_id", false, OQ_MAX_DISPATCH_ID_LEN,
-                      &msg->job.dispatch_id) < 0)
+                      &msg->job.dispatch_id) < 0 ||
+            s_get_seconds(ctx, root, "wait", OQ_MAX_WAIT_MS, &msg->wait_ms, &msg->has_wait) < 0)
             return -1;
         if (msg->job.dispatch_id.ptr &&
             !oq_proto_dispatch_id_valid(msg->job.dispatch_id.ptr, msg->job.dispatch_id.len))
@@ -1044,18 +1045,35 @@ static void s_pack_job(msgpack_packer *pk, const oq_job_msg_t *j, bool delivery)
     }
 }
 
-void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job)
+/* A dispatch, with "wait" if wait_ms >= 0. */
+static void s_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                              int64_t wait_ms)
 {
     msgpack_packer pk;
     s_init(&pk, buf);
-    bool has_dispatch_id = job->dispatch_id.len > 0;
-    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1 + has_dispatch_id);
+    bool has_dispatch_id = job->dispatch_id.len > 0, has_wait = wait_ms >= 0;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 1 + has_dispatch_id + has_wait);
     if (has_dispatch_id) {
         oq_proto_pack_cstr(&pk, "dispatch_id");
         oq_proto_pack_str(&pk, job->dispatch_id);
     }
+    if (has_wait) {
+        oq_proto_pack_cstr(&pk, "wait");
+        s_pack_seconds(&pk, wait_ms > OQ_MAX_WAIT_MS ? OQ_MAX_WAIT_MS : wait_ms);
+    }
     oq_proto_pack_cstr(&pk, "job");
     s_pack_job(&pk, job, false);
+}
+
+void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job)
+{
+    s_encode_dispatch(buf, req, job, -1);
+}
+
+void oq_proto_encode_dispatch_wait(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                   int64_t wait_ms)
+{
+    s_encode_dispatch(buf, req, job, wait_ms < 0 ? 0 : wait_ms);
 }
 
 void oq_proto_encode_job(msgpack_sbuffer *buf, const oq_job_msg_t *job)

@@ -13,8 +13,8 @@
       was answered, so polling costs the broker nothing while it is busiest
       and adds at most that interval to a run of seconds.
     - latency, one job at a time, --latency-mode wait (the default): the job
-      is dispatched, and as soon as its id comes back a "wait" for it is
-      sent, which the broker answers when the worker's ok has made it done.
+      is dispatched with a wait in the same request (oq_client_dispatch_wait),
+      which the broker answers once, when the worker's ok has made it done.
       The sample is the time from sending the dispatch to receiving that
       answer: it includes the broker's half hop back to us after the job
       was done, and nothing else after it.
@@ -412,14 +412,16 @@ static int s_throughput(const s_opts_t *opts, void *sock, oq_client_t *client, u
     return 0;
 }
 
-/* Latency: one job at a time, dispatch to a stats reply that shows it done. */
-/* A wait for job id until it is done: *at_us gets the time the answer came. */
-static int s_wait_job(oq_client_t *client, uint64_t id, int64_t *at_us)
+/* Latency by wait: dispatch job and wait for it in one request until it
+   is done; *at_us gets the time the answer came. */
+static int s_dispatch_wait(oq_client_t *client, const oq_job_msg_t *job, int64_t *at_us)
 {
     oq_wait_state_t state;
     char error[OQ_MAX_ERROR_LEN + 1];
-    if (oq_client_wait(client, id, S_REQUEST_MS, S_REQUEST_MS, &state, error, sizeof error) < 0) {
-        fprintf(stderr, "onceq-bench: wait for job %" PRIu64 ": %s\n", id, oq_client_error(client));
+    uint64_t id;
+    if (oq_client_dispatch_wait(client, job, S_REQUEST_MS, S_REQUEST_MS, &id, NULL, &state, error,
+                                sizeof error) < 0) {
+        fprintf(stderr, "onceq-bench: dispatch and wait: %s\n", oq_client_error(client));
         return -1;
     }
     *at_us = oq_clock_mono_us();
@@ -436,16 +438,19 @@ static int s_latency(const s_opts_t *opts, oq_client_t *client, uint64_t *done,
 {
     for (uint64_t i = 0; i < opts->latency_jobs; i++) {
         oq_job_msg_t job = s_job(opts);
-        int64_t start_us = oq_clock_mono_us();
-        uint64_t id;
-        if (oq_client_dispatch(client, &job, S_REQUEST_MS, &id) < 0) {
-            fprintf(stderr, "onceq-bench: dispatch: %s\n", oq_client_error(client));
-            return -1;
+        int64_t start_us = oq_clock_mono_us(), end_us;
+        if (!opts->latency_poll) {
+            if (s_dispatch_wait(client, &job, &end_us) < 0)
+                return -1;
+        } else {
+            uint64_t id;
+            if (oq_client_dispatch(client, &job, S_REQUEST_MS, &id) < 0) {
+                fprintf(stderr, "onceq-bench: dispatch: %s\n", oq_client_error(client));
+                return -1;
+            }
+            if (s_wait_done(opts, client, *done + 1, 0, &end_us, rtt) < 0)
+                return -1;
         }
-        int64_t end_us;
-        if (opts->latency_poll ? s_wait_done(opts, client, *done + 1, 0, &end_us, rtt)
-                               : s_wait_job(client, id, &end_us))
-            return -1;
         (*done)++;
         oq_samples_add(latency, end_us - start_us);
         if (opts->gap_us)

@@ -21,7 +21,13 @@
           `onceq wait` and `onceq dispatch --wait` exit as documented.
     (vi)  stats counts the waits held now, with the limits: up while held,
           down when answered by the job's end or by their timeout; so do
-          `onceq stats` and its waits line. */
+          `onceq stats` and its waits line.
+    (vii) A dispatch carrying a wait is answered once, with "waited" naming
+          the job: not before the ok, done after it; "pending" at its
+          timeout, not before, and at once with 0; a resend of its
+          dispatch_id waits for the first job. A unique key's holder is
+          answered "dispatched" at once, and `onceq dispatch --wait` then
+          waits for it apart; a bad wait is a bad_request. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -369,12 +375,140 @@ static void test_stats_count_the_waits_held(void **state)
     it_expect_output(it_cli(it, "stats-none", 0, "stats", NULL), want);
 }
 
+/* The next message on sock, whatever its command, within timeout_ms. */
+static void s_next(void *sock, oq_msg_t *msg, int timeout_ms)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, timeout_ms), 1);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    assert_true(zmq_msg_recv(&frame, sock, 0) >= 0);
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, reason,
+                                     sizeof reason),
+                     0);
+    zmq_msg_close(&frame);
+}
+
+/* Send a dispatch of a noop job (with a delay if delay_ms > 0, with
+   unique_key if not NULL) that waits wait_ms. */
+static void s_dispatch_wait(void *sock, int64_t req, const char *dispatch_id, int64_t delay_ms,
+                            const char *unique_key, int64_t wait_ms)
+{
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str(OQ_DEFAULT_QUEUE),
+                        .max_tries = 1,
+                        .has_max_tries = true,
+                        .delay_ms = delay_ms,
+                        .has_delay = delay_ms > 0,
+                        .dispatch_id = oq_str(dispatch_id),
+                        .unique_key = oq_str(unique_key ? unique_key : "")};
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_dispatch_wait(&buf, req, &job, wait_ms);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* The next message on sock is a "waited" to req for job id (id 0: any, its
+   id returned) in state want. */
+static uint64_t s_expect_waited_req(void *sock, int64_t req, uint64_t id, oq_wait_state_t want,
+                                    int timeout_ms)
+{
+    oq_msg_t msg;
+    s_next(sock, &msg, timeout_ms);
+    if (msg.cmd != OQ_CMD_WAITED)
+        fail_msg("got \"%s\", wanted \"waited\"", oq_proto_cmd_name(msg.cmd));
+    assert_int_equal(msg.req, req);
+    if (id)
+        assert_int_equal(msg.id, id);
+    assert_int_equal(msg.wait_state, want);
+    uint64_t got = msg.id;
+    oq_proto_msg_release(&msg);
+    return got;
+}
+
+static void test_dispatch_with_wait_answers_once(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    void *w = s_worker(it);
+    void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
+    oq_msg_t job, msg;
+
+    /* (vi) answered once, when the job is done */
+    s_dispatch_wait(producer, 1, "dw-1", 0, NULL, S_LONG_MS);
+    assert_int_equal(it_expect(w, OQ_CMD_JOB, &job, S_CALL_MS), 0);
+    s_expect_quiet(producer);
+    s_report(w, &job, OQ_OUTCOME_OK, NULL);
+    uint64_t done_id = s_expect_waited_req(producer, 1, job.job.id, OQ_WAIT_DONE, S_CALL_MS);
+    oq_proto_msg_release(&job);
+    /* a resend of its dispatch_id: the same job, done */
+    s_dispatch_wait(producer, 2, "dw-1", 0, NULL, S_LONG_MS);
+    s_expect_waited_req(producer, 2, done_id, OQ_WAIT_DONE, S_CALL_MS);
+
+    /* pending at its timeout, not before; at once with 0 */
+    int64_t sent = it_now_ms();
+    s_dispatch_wait(producer, 3, "dw-3", 600000, NULL, S_TIMEOUT_MS);
+    uint64_t delayed_id = s_expect_waited_req(producer, 3, 0, OQ_WAIT_PENDING, IT_WAIT_MS);
+    int64_t took = it_now_ms() - sent;
+    if (took < S_TIMEOUT_MS - 5)
+        fail_msg("a wait of %d ms answered pending after %lld ms", S_TIMEOUT_MS, (long long)took);
+    assert_true(delayed_id > done_id);
+    s_dispatch_wait(producer, 4, "dw-4", 600000, "dw-key", 0);
+    uint64_t holder_id = s_expect_waited_req(producer, 4, 0, OQ_WAIT_PENDING, S_CALL_MS);
+    assert_true(holder_id > delayed_id);
+
+    /* a unique key's holder: "dispatched" at once, unique */
+    s_dispatch_wait(producer, 5, "dw-5", 0, "dw-key", S_LONG_MS);
+    s_next(producer, &msg, S_CALL_MS);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCHED);
+    assert_int_equal(msg.req, 5);
+    assert_int_equal(msg.id, holder_id);
+    assert_true(msg.unique);
+    oq_proto_msg_release(&msg);
+    /* the tool waits for the holder apart */
+    it_expect_output(it_cli(it, "dispatch-wait-unique", 7, "dispatch", "noop", "--unique-key",
+                            "dw-key", "--wait", "--wait-timeout", "0.2", NULL),
+                     "pending");
+
+    /* a bad wait: refused, nothing queued, the broker goes on */
+    const double bad[] = {3601, -1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+        oq_proto_begin(&pk, OQ_CMD_DISPATCH, 6, 2);
+        oq_proto_pack_cstr(&pk, "wait");
+        msgpack_pack_double(&pk, bad[i]);
+        oq_proto_pack_cstr(&pk, "job");
+        msgpack_pack_map(&pk, 1);
+        oq_proto_pack_cstr(&pk, "type");
+        oq_proto_pack_cstr(&pk, "noop");
+        it_send(producer, &buf);
+        msgpack_sbuffer_destroy(&buf);
+        s_next(producer, &msg, S_CALL_MS);
+        assert_int_equal(msg.cmd, OQ_CMD_ERROR);
+        assert_int_equal(msg.err_code, OQ_ERR_BAD_REQUEST);
+        char text[OQ_MAX_ERROR_LEN + 1];
+        oq_str_copy(msg.err_text, text, sizeof text);
+        if (!strstr(text, "wait"))
+            fail_msg("expected the field named in: %s", text);
+        oq_proto_msg_release(&msg);
+    }
+    s_dispatch_wait(producer, 7, "dw-7", 600000, NULL, 0);
+    assert_true(s_expect_waited_req(producer, 7, 0, OQ_WAIT_PENDING, S_CALL_MS) == holder_id + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_wait_for_each_end_timeouts_limits_and_restart, s_setup,
                                         it_teardown),
         cmocka_unit_test_setup_teardown(test_stats_count_the_waits_held, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_dispatch_with_wait_answers_once, s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
     registered job types, a worker without handlers and a bad flag are
     refused with the value named, every worker process of a supervisor
     reads the --database and --isolation settings, and SIGTERM stops the
-    supervisor and its workers with status 0. */
+    supervisor and its workers with status 0. --io-cpus confines the I/O
+    thread of a worker and of the broker to the CPU given, and a CPU the
+    process may not use is refused with the value named. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -120,12 +124,78 @@ static void test_settings_reach_every_worker_process(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* The Cpus_allowed_list of pid's libzmq I/O thread in out; -1 if it has none. */
+static int s_io_thread_cpus(pid_t pid, char *out, size_t out_len)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return -1;
+    struct dirent *entry;
+    int rc = -1;
+    while (rc < 0 && (entry = readdir(dir))) {
+        char comm[64] = "", line[256], list[64];
+        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, entry->d_name);
+        FILE *f = fopen(path, "r");
+        bool io = f && fgets(comm, sizeof comm, f) && strncmp(comm, "ZMQbg/IO/", 9) == 0;
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid, entry->d_name);
+        f = io ? fopen(path, "r") : NULL;
+        while (f && rc < 0 && fgets(line, sizeof line, f))
+            if (sscanf(line, "Cpus_allowed_list: %63s", list) == 1) {
+                snprintf(out, out_len, "%s", list);
+                rc = 0;
+            }
+        if (f)
+            fclose(f);
+    }
+    closedir(dir);
+    return rc;
+}
+
+static void test_io_cpus_pin_the_io_threads(void **state)
+{
+    it_t *it = *state;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpu = -1;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set))
+            cpu = i;
+    char text[16], seen[64];
+    snprintf(text, sizeof text, "%d", cpu);
+    const char *flags[] = {"--io-cpus", text, NULL};
+    pid_t broker = it_start_broker(it, flags);
+    assert_true(broker > 0);
+    pid_t worker = it_start_worker_counted(it, "pinned", flags, 1);
+    assert_true(worker > 0);
+    assert_int_equal(s_io_thread_cpus(broker, seen, sizeof seen), 0);
+    assert_string_equal(seen, text);
+    assert_int_equal(s_io_thread_cpus(worker, seen, sizeof seen), 0);
+    assert_string_equal(seen, text);
+    assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
+    uint64_t done = 1;
+    it_stats_t s;
+    assert_true(it_wait_stats(it, it_done_at_least, &done, IT_WAIT_MS, &s) >= 0);
+
+    const char *bad[] = {"--io-cpus", "4096", NULL};
+    assert_int_equal(s_run(it, "bad_cpu", bad), 2);
+    assert_int_equal(it_log_count(it, "bad_cpu",
+                                  "invalid --io-cpus \"4096\": expected CPUs this "
+                                  "process may run on"),
+                     1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_help_lists_registered_types, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_no_handlers_is_refused, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_bad_isolation_is_named, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_io_cpus_pin_the_io_threads, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_settings_reach_every_worker_process, s_setup,
                                         it_teardown),
     };

@@ -364,6 +364,45 @@ static void test_roundtrip_dispatch_id_and_requeue(void **state)
     assert_string_equal(oq_proto_err_name(OQ_ERR_FORBIDDEN), "forbidden");
 }
 
+static void test_roundtrip_dispatch_wait(void **state)
+{
+    (void)state;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_job_msg_t job = {.type = oq_str("noop"), .dispatch_id = oq_str("d-1")};
+    oq_proto_encode_dispatch_wait(&buf, 3, &job, 2500);
+    oq_msg_t msg;
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_DISPATCH);
+    assert_true(msg.has_wait);
+    assert_int_equal(msg.wait_ms, 2500);
+    s_str_equal(msg.job.dispatch_id, "d-1");
+    s_str_equal(msg.job.type, "noop");
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    /* 0 only asks; past the limit it is cut to it */
+    oq_proto_encode_dispatch_wait(&buf, 3, &job, 0);
+    s_decode_ok(&msg, &buf);
+    assert_true(msg.has_wait);
+    assert_int_equal(msg.wait_ms, 0);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_dispatch_wait(&buf, 3, &job, OQ_MAX_WAIT_MS + 1);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.wait_ms, OQ_MAX_WAIT_MS);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+
+    /* a plain dispatch has none */
+    oq_proto_encode_dispatch(&buf, 3, &job);
+    s_decode_ok(&msg, &buf);
+    assert_false(msg.has_wait);
+    assert_null(oq_proto_map_get(&msg.root, "wait"));
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void test_roundtrip_dispatch_defaults(void **state)
 {
     msgpack_sbuffer buf;
@@ -1986,6 +2025,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_dispatch_all_fields),
         cmocka_unit_test(test_roundtrip_dispatch_defaults),
         cmocka_unit_test(test_roundtrip_dispatch_id_and_requeue),
+        cmocka_unit_test(test_roundtrip_dispatch_wait),
         cmocka_unit_test(test_roundtrip_job_delivery),
         cmocka_unit_test(test_roundtrip_dispatched),
         cmocka_unit_test(test_dispatch_unique_and_overlap_keys),

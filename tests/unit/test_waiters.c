@@ -31,6 +31,7 @@ typedef struct {
     uint64_t job[16];
     int64_t req[16];
     char peer[16];
+    bool confirms[16];
     size_t count;
 } s_seen_t;
 
@@ -41,13 +42,14 @@ static void s_record(void *ctx, const oq_waiter_view_t *w)
     seen->job[seen->count] = w->job_id;
     seen->req[seen->count] = w->req;
     seen->peer[seen->count] = ((const char *)w->identity)[0];
+    seen->confirms[seen->count] = w->confirms;
     seen->count++;
 }
 
 static int s_add(oq_waiters_t *w, uint64_t job, int64_t timeout_ms, const char *peer, int64_t req)
 {
     char reason[256];
-    return oq_waiters_add(w, job, timeout_ms, peer, strlen(peer), false, req, reason,
+    return oq_waiters_add(w, job, timeout_ms, peer, strlen(peer), false, false, req, reason,
                           sizeof reason);
 }
 
@@ -125,13 +127,15 @@ static void test_limits_refuse_and_free_their_room(void **state)
     assert_int_equal(s_add(w, 1, 1000, "a", 1), 0);
     assert_int_equal(s_add(w, 2, 1000, "a", 2), 0);
     /* The connection's limit, named. */
-    assert_int_equal(oq_waiters_add(w, 3, 1000, "a", 1, false, 3, reason, sizeof reason), -1);
+    assert_int_equal(oq_waiters_add(w, 3, 1000, "a", 1, false, false, 3, reason, sizeof reason),
+                     -1);
     assert_non_null(strstr(reason, "per connection"));
     assert_int_equal(oq_waiters_of_peer(w, "a", 1), 2);
     /* Another connection still has room, until the total is reached. */
     assert_int_equal(s_add(w, 3, 1000, "b", 4), 0);
     assert_int_equal(s_add(w, 3, 1000, "c", 5), 0);
-    assert_int_equal(oq_waiters_add(w, 4, 1000, "d", 1, false, 6, reason, sizeof reason), -1);
+    assert_int_equal(oq_waiters_add(w, 4, 1000, "d", 1, false, false, 6, reason, sizeof reason),
+                     -1);
     assert_non_null(strstr(reason, "its limit"));
     assert_int_equal(oq_waiters_count(w), 4);
     /* Answered waiters give their room back, to their connection too. */
@@ -143,6 +147,28 @@ static void test_limits_refuse_and_free_their_room(void **state)
     assert_int_equal(oq_waiters_expire(w, s_record, &seen), 4);
     assert_int_equal(oq_waiters_of_peer(w, "a", 1), 0);
     assert_int_equal(oq_waiters_count(w), 0);
+    oq_waiters_destroy(&w);
+}
+
+/* A dispatch's wait is handed back as one, at its end and at its timeout. */
+static void test_dispatch_waits_are_marked(void **state)
+{
+    (void)state;
+    s_now_ms = 1000;
+    oq_waiters_t *w = oq_waiters_new(100, 10, &s_clock);
+    assert_non_null(w);
+    char reason[256];
+    assert_int_equal(oq_waiters_add(w, 7, 5000, "a", 1, false, true, 1, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 7, 5000, "b", 1, false, false, 2, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 8, 500, "c", 1, false, true, 3, reason, sizeof reason), 0);
+    s_seen_t seen = {0};
+    assert_int_equal(oq_waiters_end(w, 7, s_record, &seen), 2);
+    assert_true(seen.confirms[0]);
+    assert_false(seen.confirms[1]);
+    s_now_ms += 500;
+    assert_int_equal(oq_waiters_expire(w, s_record, &seen), 1);
+    assert_int_equal(seen.req[2], 3);
+    assert_true(seen.confirms[2]);
     oq_waiters_destroy(&w);
 }
 
@@ -184,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_end_answers_the_jobs_waiters_once_oldest_first),
         cmocka_unit_test(test_timeout_answers_only_when_due),
         cmocka_unit_test(test_limits_refuse_and_free_their_room),
+        cmocka_unit_test(test_dispatch_waits_are_marked),
         cmocka_unit_test(test_destroy_frees_unanswered_waiters),
         cmocka_unit_test(test_ends_remembered_oldest_forgotten),
     };

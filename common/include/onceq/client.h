@@ -54,6 +54,22 @@ int oq_client_dispatch(oq_client_t *self, const oq_job_msg_t *job, int timeout_m
 int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int timeout_ms,
                              uint64_t *id, bool *unique);
 
+/* Dispatch one job and wait until it has ended, for at most wait_ms (0 ...
+   OQ_MAX_WAIT_MS), in one request: the wait travels with the dispatch, so
+   the answer needs no round trip between them (docs/protocol.md, "Dispatch
+   and wait in one request"). Sent and resent as oq_client_dispatch, each
+   send waiting wait_ms + timeout_ms for the answer. 0 with the job's id in
+   *id, whether the dispatch named a unique key's holder in *unique (may be
+   NULL), and the wait's outcome in *state and error[error_len] as
+   oq_client_wait gives them (OQ_WAIT_PENDING: the job is queued and had
+   not ended in time); or -1 (see oq_client_error). A broker that answers
+   "dispatched" instead (one from before this, a unique key's holder, a
+   wait it cannot hold) gets a wait for the id; if only that wait fails,
+   *id is set all the same (0 otherwise): the job is queued. */
+int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t wait_ms,
+                            int timeout_ms, uint64_t *id, bool *unique, oq_wait_state_t *state,
+                            char *error, size_t error_len);
+
 /* How many times oq_client_dispatch sends a request again after a timeout
    (0 to OQ_MAX_CLIENT_RETRIES; larger values are capped). */
 void oq_client_set_retries(oq_client_t *self, uint32_t retries);

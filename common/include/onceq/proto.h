@@ -185,7 +185,9 @@ typedef struct {
     oq_ack_msg_t ack; /* ack; touch (id, attempt, lease) */
     uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled,
                          review_show, resolve, resolved, wait, waited */
-    int64_t wait_ms;  /* wait: how long to wait (OQ_DEFAULT_WAIT_MS when absent) */
+    int64_t wait_ms;  /* wait: how long to wait (OQ_DEFAULT_WAIT_MS when absent); dispatch:
+                         its "wait" (has_wait) */
+    bool has_wait;    /* dispatch: answer with "waited" once the job has ended */
     oq_wait_state_t wait_state; /* waited: the job's end state, or pending */
     uint64_t count;             /* flushed, requeued_all: how many jobs */
     bool unique;     /* dispatched: the id is an earlier job's, holding the same unique_key */
@@ -305,6 +307,10 @@ bool oq_str_eq(oq_str_t s, const char *text);
     initialises with msgpack_sbuffer_init and frees with msgpack_sbuffer_destroy
     or msgpack_sbuffer_clear). A negative req means "no request id". */
 void oq_proto_encode_dispatch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job);
+/* "dispatch" that also waits, up to wait_ms (0 ... OQ_MAX_WAIT_MS; sent as
+   seconds), for the job to end: answered with "waited". */
+void oq_proto_encode_dispatch_wait(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                   int64_t wait_ms);
 void oq_proto_encode_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t id);
 /* "dispatched" answering a dispatch whose unique_key an earlier job holds:
    id is that job's, and the reply says "unique": true. */
