@@ -703,7 +703,7 @@ static void test_ready_jobs_keep_the_queue_order_across_types(void **state)
         assert_int_equal(f->sent[1 + i].id, order[i]);
 }
 
-/* ---- issue 11: bytes, restored timeouts, drain, the rule's message, paging -- */
+/* ---- bytes, restored timeouts, drain, the rule's message, paging -- */
 
 #define S_BIG_PAYLOAD 1000
 
