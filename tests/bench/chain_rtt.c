@@ -27,12 +27,9 @@
     turn, so that the machine's drift hits every mode alike; the summary
     gives the median over --runs of each figure and each ZeroMQ mode's ratio
     to tcp. tests/bench/README.md ("The floor of a job's path") reads it. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -41,13 +38,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "onceq/clock.h"
 #include "onceq/config.h"
+#include "loopback.h"
 #include "samples.h"
 #include "support.h"
 
@@ -117,69 +114,13 @@ static s_usage_t s_usage_since(const s_usage_t *from)
     return (s_usage_t){now.cs - from->cs, now.cpu_us - from->cpu_us};
 }
 
-/* Read or write exactly len bytes; -1 on error, timeout or EOF. */
-static int s_full(int fd, void *buf, size_t len, bool reading)
-{
-    size_t done = 0;
-    while (done < len) {
-        uint8_t *at = (uint8_t *)buf + done;
-        ssize_t n = reading ? read(fd, at, len - done) : write(fd, at, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 /* ---- plain TCP ------------------------------------------------------------ */
-
-static int s_tcp_tune(int fd)
-{
-    int one = 1;
-    struct timeval tv = {S_RECV_TIMEOUT_MS / 1000, (S_RECV_TIMEOUT_MS % 1000) * 1000};
-    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 ||
-                   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0
-               ? -1
-               : 0;
-}
-
-static int s_tcp_listen(uint16_t *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    if (fd < 0)
-        return -1;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 1) < 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) < 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(addr.sin_port);
-    return fd;
-}
-
-static int s_tcp_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || s_tcp_tune(fd) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 static int s_tcp_accept(int listener)
 {
     int fd = accept(listener, NULL, NULL);
     close(listener);
-    if (fd >= 0 && s_tcp_tune(fd) < 0) {
+    if (fd >= 0 && oq_loopback_tune(fd, S_RECV_TIMEOUT_MS) < 0) {
         close(fd);
         return -1;
     }
@@ -188,7 +129,7 @@ static int s_tcp_accept(int listener)
 
 /* The relay: one poll(2) over both connections, each message passed on
    whole. A message is small enough to arrive in one piece on loopback, and
-   s_full reads the rest if it does not. */
+   oq_loopback_full reads the rest if it does not. */
 static int s_tcp_relay(int front_listener, int back_listener, const s_opts_t *opts,
                        s_usage_t *spent)
 {
@@ -211,7 +152,8 @@ static int s_tcp_relay(int front_listener, int back_listener, const s_opts_t *op
             if (!fds[i].revents)
                 continue;
             int in = i == 0 ? front : back, out = i == 0 ? back : front;
-            rc = s_full(in, buf, opts->bytes, true) < 0 || s_full(out, buf, opts->bytes, false) < 0
+            rc = oq_loopback_full(in, buf, opts->bytes, true) < 0 ||
+                         oq_loopback_full(out, buf, opts->bytes, false) < 0
                      ? -1
                      : 0;
             passed++;
@@ -228,15 +170,17 @@ static int s_tcp_relay(int front_listener, int back_listener, const s_opts_t *op
 
 static int s_tcp_echo(uint16_t port, const s_opts_t *opts, s_usage_t *spent)
 {
-    int fd = s_tcp_connect(port);
+    int fd = oq_loopback_connect(port, S_RECV_TIMEOUT_MS);
     uint8_t *buf = malloc(opts->bytes);
     int rc = fd >= 0 && buf ? 0 : -1;
     s_usage_t from = {0};
     for (uint64_t i = 0; rc == 0 && i < opts->warmup + opts->chains; i++) {
         if (i == opts->warmup)
             s_usage_now(&from);
-        rc = s_full(fd, buf, opts->bytes, true) < 0 || s_full(fd, buf, opts->bytes, false) < 0 ? -1
-                                                                                               : 0;
+        rc = oq_loopback_full(fd, buf, opts->bytes, true) < 0 ||
+                     oq_loopback_full(fd, buf, opts->bytes, false) < 0
+                 ? -1
+                 : 0;
     }
     *spent = s_usage_since(&from);
     free(buf);
@@ -302,8 +246,8 @@ static int s_zmq_relay(s_mode_t mode, const s_opts_t *opts, int report, s_usage_
     char front_at[S_ENDPOINT_MAX] = "", back_at[S_ENDPOINT_MAX] = "";
     void *front = ctx ? s_zmq_bind(ctx, mode, front_at) : NULL;
     void *back = ctx ? s_zmq_bind(ctx, mode, back_at) : NULL;
-    int rc = front && back && s_full(report, front_at, sizeof front_at, false) == 0 &&
-                     s_full(report, back_at, sizeof back_at, false) == 0
+    int rc = front && back && oq_loopback_full(report, front_at, sizeof front_at, false) == 0 &&
+                     oq_loopback_full(report, back_at, sizeof back_at, false) == 0
                  ? 0
                  : -1;
     zmq_msg_t echo_id, producer_id, id, body;
@@ -418,7 +362,7 @@ static int s_relay_part(void *arg)
     s_usage_t spent = {0};
     int rc = p->mode == S_TCP ? s_tcp_relay(p->front, p->back, p->opts, &spent)
                               : s_zmq_relay(p->mode, p->opts, p->report, &spent);
-    return rc == 0 && s_full(p->report, &spent, sizeof spent, false) == 0 ? 0 : -1;
+    return rc == 0 && oq_loopback_full(p->report, &spent, sizeof spent, false) == 0 ? 0 : -1;
 }
 
 static int s_echo_part(void *arg)
@@ -427,7 +371,7 @@ static int s_echo_part(void *arg)
     s_usage_t spent = {0};
     int rc = p->mode == S_TCP ? s_tcp_echo(p->port, p->opts, &spent)
                               : s_zmq_echo(p->mode, p->endpoint, p->opts, &spent);
-    return rc == 0 && s_full(p->report, &spent, sizeof spent, false) == 0 ? 0 : -1;
+    return rc == 0 && oq_loopback_full(p->report, &spent, sizeof spent, false) == 0 ? 0 : -1;
 }
 
 /* The producer: a TCP fd or a DEALER. */
@@ -443,7 +387,10 @@ static int s_chain(s_producer_t *p, uint8_t *buf, size_t len)
                        zmq_recv(p->sock, buf, len, 0) == (int)len
                    ? 0
                    : -1;
-    return s_full(p->fd, buf, len, false) < 0 || s_full(p->fd, buf, len, true) < 0 ? -1 : 0;
+    return oq_loopback_full(p->fd, buf, len, false) < 0 ||
+                   oq_loopback_full(p->fd, buf, len, true) < 0
+               ? -1
+               : 0;
 }
 
 static int s_measure(s_producer_t *p, const s_opts_t *opts, s_result_t *r, s_usage_t *spent)
@@ -491,8 +438,8 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     s_part_t relay = {.mode = mode, .opts = opts, .report = relay_pipe[1], .front = -1, .back = -1};
     uint16_t front_port = 0;
     int rc = 0;
-    if (mode == S_TCP && ((relay.front = s_tcp_listen(&front_port)) < 0 ||
-                          (relay.back = s_tcp_listen(&relay.port)) < 0)) {
+    if (mode == S_TCP && ((relay.front = oq_loopback_listen(&front_port)) < 0 ||
+                          (relay.back = oq_loopback_listen(&relay.port)) < 0)) {
         perror(S_PROGRAM ": listen");
         rc = -1;
     }
@@ -506,8 +453,8 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     if (relay_pid < 0)
         rc = -1;
     if (rc == 0 && mode != S_TCP &&
-        (s_full(relay_pipe[0], front_at, sizeof front_at, true) < 0 ||
-         s_full(relay_pipe[0], echo.endpoint, sizeof echo.endpoint, true) < 0))
+        (oq_loopback_full(relay_pipe[0], front_at, sizeof front_at, true) < 0 ||
+         oq_loopback_full(relay_pipe[0], echo.endpoint, sizeof echo.endpoint, true) < 0))
         rc = -1;
     front_at[S_ENDPOINT_MAX - 1] = echo.endpoint[S_ENDPOINT_MAX - 1] = '\0';
     if (rc == 0)
@@ -522,7 +469,7 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     close(echo_pipe[1]);
     if (rc == 0 && mode == S_TCP) {
         /* The relay accepts the echo first: give it the time to connect. */
-        producer.fd = s_tcp_connect(front_port);
+        producer.fd = oq_loopback_connect(front_port, S_RECV_TIMEOUT_MS);
         rc = producer.fd < 0 ? -1 : 0;
     } else if (rc == 0) {
         ctx = zmq_ctx_new();
@@ -532,8 +479,8 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     s_usage_t mine = {0}, relay_spent = {0}, echo_spent = {0};
     if (rc == 0)
         rc = s_measure(&producer, opts, r, &mine);
-    if (rc == 0 && (s_full(relay_pipe[0], &relay_spent, sizeof relay_spent, true) < 0 ||
-                    s_full(echo_pipe[0], &echo_spent, sizeof echo_spent, true) < 0))
+    if (rc == 0 && (oq_loopback_full(relay_pipe[0], &relay_spent, sizeof relay_spent, true) < 0 ||
+                    oq_loopback_full(echo_pipe[0], &echo_spent, sizeof echo_spent, true) < 0))
         rc = -1;
     if (producer.fd >= 0)
         close(producer.fd);
@@ -571,18 +518,6 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
 
 /* ---- summary -------------------------------------------------------------- */
 
-static int s_compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, s_compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RUNS])
 {
     double med[S_MODES][S_FIGURES];
@@ -591,7 +526,7 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
         for (int f = 0; f < S_FIGURES && opts->modes[m]; f++) {
             for (uint64_t r = 0; r < opts->runs; r++)
                 v[r] = results[m][r].v[f];
-            med[m][f] = s_median(v, opts->runs);
+            med[m][f] = oq_samples_median(v, opts->runs);
         }
     printf("chains of 4 hops (producer -> relay -> echo -> relay -> producer) of %" PRIu64
            " bytes,\none at a time, %" PRIu64 " us apart, on loopback: median of %" PRIu64

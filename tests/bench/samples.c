@@ -70,3 +70,17 @@ int64_t oq_samples_percentile(oq_samples_t *self, double p)
     size_t rank = (size_t)ceil(p / 100.0 * (double)self->count);
     return self->values[rank > 0 ? rank - 1 : 0];
 }
+
+static int s_compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double oq_samples_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, s_compare_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}

@@ -25,4 +25,8 @@ size_t oq_samples_count(const oq_samples_t *self);
    Sorts the values in place the first time after an add. */
 int64_t oq_samples_percentile(oq_samples_t *self, double p);
 
+/* The median of n figures of several runs (the mean of the middle two for
+   an even n), 0 if n is 0; sorts v in place. */
+double oq_samples_median(double *v, size_t n);
+
 #endif

@@ -28,12 +28,9 @@
     that the machine's drift hits every mode alike; the summary gives the
     median over --runs of each figure, and each ZeroMQ mode's ratio to tcp.
     tests/bench/README.md explains how to read it. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -42,13 +39,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "onceq/clock.h"
 #include "onceq/config.h"
+#include "loopback.h"
 #include "samples.h"
 
 #define S_PROGRAM "transport-rtt"
@@ -137,71 +134,13 @@ static s_usage_t s_usage_since(const s_usage_t *from)
 
 /* ---- plain TCP ------------------------------------------------------------ */
 
-static int s_tcp_tune(int fd)
-{
-    int one = 1;
-    struct timeval tv = {S_RECV_TIMEOUT_MS / 1000, (S_RECV_TIMEOUT_MS % 1000) * 1000};
-    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 ||
-                   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0
-               ? -1
-               : 0;
-}
-
-/* Read or write exactly len bytes of a socket or a pipe; -1 on error,
-   timeout or EOF (SIGPIPE is ignored: a closed peer is an error here). */
-static int s_full(int fd, void *buf, size_t len, bool reading)
-{
-    size_t done = 0;
-    while (done < len) {
-        uint8_t *at = (uint8_t *)buf + done;
-        ssize_t n = reading ? read(fd, at, len - done) : write(fd, at, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
-/* A listening socket on 127.0.0.1 at a port the kernel picks. */
-static int s_tcp_listen(uint16_t *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    if (fd < 0)
-        return -1;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 1) < 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) < 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(addr.sin_port);
-    return fd;
-}
-
-static int s_tcp_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || s_tcp_tune(fd) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* The echo server's side: warmup + round_trips echoes, with the usage of
    the timed ones written to report. */
 static int s_tcp_serve(int listener, const s_opts_t *opts, int report)
 {
     int fd = accept(listener, NULL, NULL);
     close(listener);
-    if (fd < 0 || s_tcp_tune(fd) < 0)
+    if (fd < 0 || oq_loopback_tune(fd, S_RECV_TIMEOUT_MS) < 0)
         return -1;
     uint8_t *buf = malloc(opts->bytes);
     s_usage_t from = {0}, spent;
@@ -209,11 +148,13 @@ static int s_tcp_serve(int listener, const s_opts_t *opts, int report)
     for (uint64_t i = 0; rc == 0 && i < opts->warmup + opts->round_trips; i++) {
         if (i == opts->warmup)
             s_usage_now(&from);
-        rc = s_full(fd, buf, opts->bytes, true) < 0 || s_full(fd, buf, opts->bytes, false) < 0 ? -1
-                                                                                               : 0;
+        rc = oq_loopback_full(fd, buf, opts->bytes, true) < 0 ||
+                     oq_loopback_full(fd, buf, opts->bytes, false) < 0
+                 ? -1
+                 : 0;
     }
     spent = s_usage_since(&from);
-    if (rc == 0 && s_full(report, &spent, sizeof spent, false) < 0)
+    if (rc == 0 && oq_loopback_full(report, &spent, sizeof spent, false) < 0)
         rc = -1;
     free(buf);
     close(fd);
@@ -256,7 +197,7 @@ static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts,
     size_t endpoint_len = sizeof endpoint;
     if (rc == 0 && (zmq_bind(sock, bind_to) < 0 ||
                     zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, endpoint, &endpoint_len) < 0 ||
-                    s_full(report, endpoint, sizeof endpoint, false) < 0))
+                    oq_loopback_full(report, endpoint, sizeof endpoint, false) < 0))
         rc = -1;
     s_usage_t from = {0}, spent;
     zmq_msg_t id, body;
@@ -270,7 +211,7 @@ static int s_zmq_serve(s_mode_t mode, const char *bind_to, const s_opts_t *opts,
             rc = -1;
     }
     spent = s_usage_since(&from);
-    if (rc == 0 && s_full(report, &spent, sizeof spent, false) < 0)
+    if (rc == 0 && oq_loopback_full(report, &spent, sizeof spent, false) < 0)
         rc = -1;
     zmq_msg_close(&id);
     zmq_msg_close(&body);
@@ -328,13 +269,16 @@ static int s_round_trip(s_client_t *c, uint8_t *buf, size_t len)
                        zmq_recv(c->sock, buf, len, 0) == (int)len
                    ? 0
                    : -1;
-    return s_full(c->fd, buf, len, false) < 0 || s_full(c->fd, buf, len, true) < 0 ? -1 : 0;
+    return oq_loopback_full(c->fd, buf, len, false) < 0 ||
+                   oq_loopback_full(c->fd, buf, len, true) < 0
+               ? -1
+               : 0;
 }
 
 /* Read exactly len bytes from the server's report pipe. */
 static int s_read_report(int fd, void *out, size_t len)
 {
-    return s_full(fd, out, len, true);
+    return oq_loopback_full(fd, out, len, true);
 }
 
 /* The timed part, on a connected client; fills r except the server's figures. */
@@ -436,7 +380,7 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     int listener = -1;
     char ipc_dir[] = "/tmp/transport-rtt.XXXXXX";
     char bind_to[S_ENDPOINT_MAX] = "tcp://127.0.0.1:*";
-    if (mode == S_TCP && (listener = s_tcp_listen(&port)) < 0) {
+    if (mode == S_TCP && (listener = oq_loopback_listen(&port)) < 0) {
         perror(S_PROGRAM ": listen");
         return -1;
     }
@@ -471,7 +415,7 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
     void *ctx = NULL;
     if (mode == S_TCP) {
         close(listener);
-        client.fd = s_tcp_connect(port);
+        client.fd = oq_loopback_connect(port, S_RECV_TIMEOUT_MS);
         rc = client.fd < 0 ? -1 : 0;
     } else {
         char endpoint[S_ENDPOINT_MAX];
@@ -515,19 +459,6 @@ static int s_run(s_mode_t mode, const s_opts_t *opts, s_result_t *r)
 
 /* ---- summary -------------------------------------------------------------- */
 
-static int s_compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of n values (the mean of the middle two for an even n); sorts. */
-static double s_median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, s_compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RUNS])
 {
     double med[S_MODES][S_FIGURES];
@@ -536,7 +467,7 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
         for (int f = 0; f < S_FIGURES && opts->modes[m]; f++) {
             for (uint64_t r = 0; r < opts->runs; r++)
                 v[r] = s_figure(&results[m][r], f);
-            med[m][f] = s_median(v, opts->runs);
+            med[m][f] = oq_samples_median(v, opts->runs);
         }
     printf("round trips of %" PRIu64 " bytes, one at a time, on loopback: median of %" PRIu64
            " runs of %" PRIu64 " (after %" PRIu64 " unmeasured)\n\n",
