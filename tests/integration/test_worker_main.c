@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "support.h"
 
 #define S_WORKER    "onceq-test-worker"
 #define S_PROCESSES 2
@@ -124,37 +124,6 @@ static void test_settings_reach_every_worker_process(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-/* The Cpus_allowed_list of pid's libzmq I/O thread in out; -1 if it has none. */
-static int s_io_thread_cpus(pid_t pid, char *out, size_t out_len)
-{
-    char path[300];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *dir = opendir(path);
-    if (!dir)
-        return -1;
-    struct dirent *entry;
-    int rc = -1;
-    while (rc < 0 && (entry = readdir(dir))) {
-        char comm[64] = "", line[256], list[64];
-        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, entry->d_name);
-        FILE *f = fopen(path, "r");
-        bool io = f && fgets(comm, sizeof comm, f) && strncmp(comm, "ZMQbg/IO/", 9) == 0;
-        if (f)
-            fclose(f);
-        snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid, entry->d_name);
-        f = io ? fopen(path, "r") : NULL;
-        while (f && rc < 0 && fgets(line, sizeof line, f))
-            if (sscanf(line, "Cpus_allowed_list: %63s", list) == 1) {
-                snprintf(out, out_len, "%s", list);
-                rc = 0;
-            }
-        if (f)
-            fclose(f);
-    }
-    closedir(dir);
-    return rc;
-}
-
 static void test_io_cpus_pin_the_io_threads(void **state)
 {
     it_t *it = *state;
@@ -172,9 +141,9 @@ static void test_io_cpus_pin_the_io_threads(void **state)
     assert_true(broker > 0);
     pid_t worker = it_start_worker_counted(it, "pinned", flags, 1);
     assert_true(worker > 0);
-    assert_int_equal(s_io_thread_cpus(broker, seen, sizeof seen), 0);
+    assert_int_equal(oq_support_thread_cpus(broker, "ZMQbg/IO/", seen, sizeof seen), 0);
     assert_string_equal(seen, text);
-    assert_int_equal(s_io_thread_cpus(worker, seen, sizeof seen), 0);
+    assert_int_equal(oq_support_thread_cpus(worker, "ZMQbg/IO/", seen, sizeof seen), 0);
     assert_string_equal(seen, text);
     assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
     uint64_t done = 1;

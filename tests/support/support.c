@@ -2,10 +2,13 @@
 #include "support.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -87,4 +90,39 @@ int oq_support_pg_script(char *out, size_t len)
 void oq_support_pg_url(const char *dir, int port, char *out, size_t len)
 {
     snprintf(out, len, "host=%s port=%d dbname=onceq user=onceq", dir, port);
+}
+
+int oq_support_thread_cpus(pid_t pid, const char *name, char *out, size_t len)
+{
+    char path[300];
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/task");
+    DIR *dir = opendir(path);
+    if (!dir)
+        return -1;
+    struct dirent *entry;
+    int rc = -1;
+    while (rc < 0 && (entry = readdir(dir))) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char file[600], comm[64] = "", line[256], list[64];
+        snprintf(file, sizeof file, "%s/%s/comm", path, entry->d_name);
+        FILE *f = fopen(file, "r");
+        bool match = f && fgets(comm, sizeof comm, f) && strncmp(comm, name, strlen(name)) == 0;
+        if (f)
+            fclose(f);
+        snprintf(file, sizeof file, "%s/%s/status", path, entry->d_name);
+        f = match ? fopen(file, "r") : NULL;
+        while (f && rc < 0 && fgets(line, sizeof line, f))
+            if (sscanf(line, "Cpus_allowed_list: %63s", list) == 1) {
+                snprintf(out, len, "%s", list);
+                rc = 0;
+            }
+        if (f)
+            fclose(f);
+    }
+    closedir(dir);
+    return rc;
 }

@@ -1,13 +1,15 @@
 /*  support.h: the small fixtures every kind of test needs (unit,
     integration, chaos, bench), in one place instead of a copy per
     directory: a monotonic clock, a sleep, a free loopback port, a fresh
-    temp dir and its removal, and the project-local PostgreSQL script
-    (deploy/pg.sh) with the conninfo of a cluster it started. */
+    temp dir and its removal, the CPUs a thread may run on, and the
+    project-local PostgreSQL script (deploy/pg.sh) with the conninfo of a
+    cluster it started. */
 #ifndef ONCEQ_TEST_SUPPORT_H
 #define ONCEQ_TEST_SUPPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Milliseconds on the monotonic clock. */
 int64_t oq_support_now_ms(void);
@@ -28,6 +30,11 @@ int oq_support_temp_dir(const char *prefix, char *out, size_t len);
 
 /* Remove a directory tree (links are removed, not followed). 0 or -1. */
 int oq_support_remove_tree(const char *path);
+
+/* The CPUs (Cpus_allowed_list, e.g. "0-1") of the first thread of process
+   pid (0: this one) whose name starts with name, in out. 0, or -1 if the
+   process has no such thread (or is gone). */
+int oq_support_thread_cpus(pid_t pid, const char *name, char *out, size_t len);
 
 /* deploy/pg.sh for this build: ../share/onceq/pg.sh next to the running
    binary (the build tree's link to the checkout's script, or the installed

@@ -2,7 +2,6 @@
     may run on, with a reason for each way it can be wrong; applied to a
     fresh context, it confines the I/O thread libzmq starts with the first
     socket to those CPUs, and an empty list leaves it where it was. */
-#include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <setjmp.h>
@@ -76,43 +75,10 @@ static void test_parse(void **state)
 
 #define S_THREAD_WAIT_TRIES 500 /* x 10 ms: libzmq starts and names its thread on its own */
 
-/* The Cpus_allowed_list of this process's thread named name, in out. */
-static int s_thread_cpus_now(const char *name, char *out, size_t out_len)
-{
-    DIR *dir = opendir("/proc/self/task");
-    assert_non_null(dir);
-    struct dirent *entry;
-    int rc = -1;
-    while (rc < 0 && (entry = readdir(dir))) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "", line[256];
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
-        FILE *f = fopen(path, "r");
-        bool match = f && fgets(comm, sizeof comm, f) && strncmp(comm, name, strlen(name)) == 0;
-        if (f)
-            fclose(f);
-        if (!match)
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/status", entry->d_name);
-        f = fopen(path, "r");
-        char list[64];
-        while (f && rc < 0 && fgets(line, sizeof line, f))
-            if (sscanf(line, "Cpus_allowed_list: %63s", list) == 1) {
-                snprintf(out, out_len, "%s", list);
-                rc = 0;
-            }
-        if (f)
-            fclose(f);
-    }
-    closedir(dir);
-    return rc;
-}
-
 static int s_thread_cpus(const char *name, char *out, size_t out_len)
 {
     for (int i = 0; i < S_THREAD_WAIT_TRIES; i++) {
-        if (s_thread_cpus_now(name, out, out_len) == 0)
+        if (oq_support_thread_cpus(0, name, out, out_len) == 0)
             return 0;
         oq_support_sleep_us(10000);
     }
