@@ -281,19 +281,8 @@ static void test_confirmed_dispatches_survive_sigkill_across_compactions(void **
 static uint64_t s_cli_dispatch(it_t *it, const char *log, const char *dispatch_id,
                                const char *timeout_ms, const char *retries)
 {
-    const char *argv[] = {it_bin("onceq"), "--broker",      it->front,   "dispatch",
-                          "noop",          "--dispatch-id", dispatch_id, "--timeout-ms",
-                          timeout_ms,      "--retries",     retries,     NULL};
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.log", it->dir, log);
-    remove(path);
-    pid_t pid = it_spawn(it, log, argv);
-    assert_true(pid > 0);
-    int status = it_wait_exit(pid, IT_WAIT_MS);
-    assert_true(status >= 0);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    char *out = it_read_log(it, log);
+    char *out = it_cli(it, log, 0, "dispatch", "noop", "--dispatch-id", dispatch_id, "--timeout-ms",
+                       timeout_ms, "--retries", retries, NULL);
     uint64_t id = strtoull(out, NULL, 10);
     free(out);
     return id;
