@@ -42,6 +42,13 @@ oq_prefetch_t *oq_prefetch_new(uint32_t cap, int64_t budget_us)
     return self;
 }
 
+void oq_prefetch_raise_cap(oq_prefetch_t *self, uint32_t cap)
+{
+    assert(self);
+    if (cap > self->cap)
+        self->cap = cap;
+}
+
 void oq_prefetch_destroy(oq_prefetch_t **self_p)
 {
     assert(self_p);
@@ -60,10 +67,11 @@ static uint32_t s_fit(const oq_prefetch_t *self)
     return 1 + (uint32_t)held;
 }
 
-uint32_t oq_prefetch_observe(oq_prefetch_t *self, int64_t run_us)
+uint32_t oq_prefetch_observe(oq_prefetch_t *self, int64_t call_us, uint32_t batch_most)
 {
     assert(self);
-    double run = run_us > 0 ? (double)run_us : 0;
+    assert(batch_most >= 1);
+    double run = call_us > 0 ? (double)call_us / batch_most : 0;
     if (self->average_us < 0)
         self->average_us = run;
     else if (run > self->average_us)

@@ -90,6 +90,7 @@ struct oq_session {
        its ack and touches), until the last of them is reported. */
     s_held_t run[OQ_WORKER_PREFETCH_MAX];
     size_t run_count;
+    size_t run_started;     /* how many the call started with */
     int64_t touched_ms;     /* last touch sent for them */
     int64_t job_timeout_ms; /* the smallest timeout among them */
     int64_t job_started_ms;
@@ -569,6 +570,7 @@ static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool
     s_set_job(self, S_JOB_RUNNING);
     memcpy(self->run, jobs, count * sizeof *jobs);
     self->run_count = count;
+    self->run_started = count;
     self->touched_ms = now_ms;
     self->job_timeout_ms = jobs[0].timeout_ms;
     for (size_t i = 1; i < count; i++)
@@ -776,6 +778,24 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
               s_credit_back(self), now_ms);
 }
 
+/* With auto: the estimator learns from a job's run. Its call took the
+   job's share times the jobs it started with (a batch's jobs each report
+   an equal share); a held job of its type is charged its share of a full
+   batch, as many as its batch function takes and the limit can hold
+   behind the running one (prefetch.h). */
+static void s_observe(oq_session_t *self, const oq_job_done_t *done, const char *type)
+{
+    int64_t call_us = done->elapsed_us * (int64_t)self->run_started;
+    size_t most = s_batch_max(self, type);
+    if (most > self->prefetch - 1)
+        most = self->prefetch > 1 ? self->prefetch - 1 : 1;
+    uint32_t was = oq_prefetch_limit(self->estimator);
+    uint32_t limit = oq_prefetch_observe(self->estimator, call_us, (uint32_t)most);
+    if (limit != was)
+        oq_debug("prefetch auto: holding up to %u job(s), a held job adds %lld us on average",
+                 limit, (long long)oq_prefetch_average_us(self->estimator));
+}
+
 void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t now_ms)
 {
     assert(self);
@@ -797,13 +817,8 @@ void oq_session_on_done(oq_session_t *self, const oq_job_done_t *done, int64_t n
     /* Paused before the ack goes: it then gives no credit back. */
     if (report->outcome == OQ_OUTCOME_UNAVAILABLE)
         s_pause(self, job.type, report->error, now_ms);
-    if (self->estimator) {
-        uint32_t was = oq_prefetch_limit(self->estimator);
-        uint32_t limit = oq_prefetch_observe(self->estimator, done->elapsed_us);
-        if (limit != was)
-            oq_debug("prefetch auto: holding up to %u job(s), handlers ran %lld us on average",
-                     limit, (long long)oq_prefetch_average_us(self->estimator));
-    }
+    if (self->estimator)
+        s_observe(self, done, job.type);
     s_owe_ack(self, done->id, done->attempt, job.has_lease, job.lease, report->outcome,
               report->result, report->error, report->has_delay ? report->delay_ms : -1,
               s_credit_back(self), now_ms);
@@ -1078,6 +1093,16 @@ void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs)
     snprintf(self->batch[self->batch_types].type, sizeof self->batch[0].type, "%s", type);
     self->batch[self->batch_types].max_jobs = max_jobs;
     self->batch_types++;
+    if (self->estimator) {
+        /* Room for one full batch held behind the running job. */
+        size_t want = max_jobs + 1 < OQ_WORKER_PREFETCH_AUTO_BATCH_CAP
+                          ? max_jobs + 1
+                          : OQ_WORKER_PREFETCH_AUTO_BATCH_CAP;
+        if (want > self->prefetch) {
+            self->prefetch = (uint32_t)want;
+            oq_prefetch_raise_cap(self->estimator, self->prefetch);
+        }
+    }
 }
 
 size_t oq_session_held(const oq_session_t *self)
@@ -1090,6 +1115,12 @@ uint32_t oq_session_limit(const oq_session_t *self)
 {
     assert(self);
     return s_limit(self);
+}
+
+uint32_t oq_session_prefetch(const oq_session_t *self)
+{
+    assert(self);
+    return self->prefetch;
 }
 
 bool oq_session_unavailable(const oq_session_t *self)

@@ -118,7 +118,10 @@ void oq_session_destroy(oq_session_t **self_p);
 
 /* Type has a batch function for up to max_jobs jobs a call (capped by the
    config's batch): when no handler runs and the oldest held jobs
-   are two or more of that type, they start together. */
+   are two or more of that type, they start together. With --prefetch
+   auto the limit may then grow to one batch of it behind the running job
+   (up to OQ_WORKER_PREFETCH_AUTO_BATCH_CAP in all). Before the first
+   connection. */
 void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs);
 
 /* A decoded message from the broker. A job in it may be started. */
@@ -183,6 +186,9 @@ size_t oq_session_held(const oq_session_t *self);
 /* Jobs the worker may hold now, the running one included (the prefetch,
    or with auto what the run times allow). */
 uint32_t oq_session_limit(const oq_session_t *self);
+/* The most the limit may be: the prefetch, raised with auto for a type
+   that takes batches (oq_session_set_batch). */
+uint32_t oq_session_prefetch(const oq_session_t *self);
 bool oq_session_unavailable(const oq_session_t *self);
 bool oq_session_exiting(const oq_session_t *self);
 uint32_t oq_session_heartbeat_ms(const oq_session_t *self);

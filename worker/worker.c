@@ -212,7 +212,7 @@ static void s_send(s_worker_t *self, const oq_action_t *action)
     case OQ_CMD_READY:
         oq_proto_encode_ready_multi(&buf, action->credit, self->config->name, (uint32_t)getpid(),
                                     self->types, self->type_count, self->queues,
-                                    self->config->queue_count, self->config->prefetch);
+                                    self->config->queue_count, oq_session_prefetch(self->session));
         break;
     case OQ_CMD_ACK:
         oq_proto_encode_ack(&buf, &action->ack);

@@ -58,6 +58,11 @@
    broker, which holding saves, is a few hundred µs. */
 #define OQ_WORKER_PREFETCH_AUTO_CAP  8
 #define OQ_WORKER_PREFETCH_BUDGET_US 4000
+/* With auto, a worker with a type that takes batches (--batch above 1)
+   may hold one full batch of it behind the running job, up to this in
+   all: held jobs of such a type wait about one call between them, and are
+   charged so (prefetch.h). */
+#define OQ_WORKER_PREFETCH_AUTO_BATCH_CAP 33
 /* With auto, a job that has run this long was not what the average
    promised: the jobs held behind it go back at once (found within the
    keeper's patience, OQ_WORKER_KEEPER_MS, or twice it), instead of after

@@ -55,7 +55,8 @@ static int s_parse_queues(const char *value, void *dest, char *why, size_t why_l
 
 /* --prefetch auto, or a fixed N (1 ... OQ_WORKER_PREFETCH_MAX). With auto
    the worker may hold up to OQ_WORKER_PREFETCH_AUTO_CAP as its handlers'
-   run times allow (prefetch.h). */
+   run times allow (prefetch.h), raised for a type that takes batches
+   (oq_session_set_batch). */
 static int s_parse_prefetch(const char *value, void *dest, char *why, size_t why_len)
 {
     oq_worker_config_t *worker = dest;
@@ -206,15 +207,17 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     char idle_def[S_DEFAULT_LEN], prefetch_expected[S_DEFAULT_LEN * 2];
     snprintf(prefetch_expected, sizeof prefetch_expected, "auto or a number from 1 to %d",
              OQ_WORKER_PREFETCH_MAX);
-    char prefetch_help[512];
+    char prefetch_help[768];
     snprintf(prefetch_help, sizeof prefetch_help,
              "jobs the worker may hold at once, the running one included: the next ones wait "
              "here leased (handed back unrun if they wait half their timeout) so no round trip "
              "to the broker comes between two jobs. auto: as many as fit %d ms of work at its "
              "handlers' average run time, from 1 up to %d (short jobs hold %d, jobs of more "
-             "than %d ms run one at a time); N: always N; 1: one job at a time",
+             "than %d ms run one at a time; a type with a batch function lets it hold a full "
+             "batch behind the running job, up to %d); N: always N; 1: one job at a time",
              OQ_WORKER_PREFETCH_BUDGET_US / 1000, OQ_WORKER_PREFETCH_AUTO_CAP,
-             OQ_WORKER_PREFETCH_AUTO_CAP, OQ_WORKER_PREFETCH_BUDGET_US / 1000);
+             OQ_WORKER_PREFETCH_AUTO_CAP, OQ_WORKER_PREFETCH_BUDGET_US / 1000,
+             OQ_WORKER_PREFETCH_AUTO_BATCH_CAP);
     char batch_def[S_DEFAULT_LEN];
     snprintf(batch_def, sizeof batch_def, "%d", OQ_WORKER_MAX_BATCH);
     snprintf(idle_def, sizeof idle_def, "%d", OQ_WORKER_IDLE_RELEASE_MS / 1000);

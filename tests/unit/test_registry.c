@@ -1878,6 +1878,65 @@ static void test_session_prefetch_auto_jobs_behind_a_long_one_go_back_soon(void 
     oq_session_destroy(&session);
 }
 
+/* Jobs of 3 ms, one at a time, under --prefetch auto: the limit they
+   reach when type "sleep" has a batch function of up to batch_most. */
+static uint32_t s_auto_limit_after_3ms_jobs(size_t batch_most)
+{
+    oq_session_config_t config = {.heartbeat_ms = 1000,
+                                  .liveness = 3,
+                                  .prefetch = OQ_WORKER_PREFETCH_AUTO_CAP,
+                                  .prefetch_auto = true,
+                                  .batch = 16};
+    oq_session_t *session = oq_session_new(&config, 0);
+    if (batch_most > 1)
+        oq_session_set_batch(session, "sleep", batch_most);
+    oq_session_on_tick(session, 0);
+    s_next(session, OQ_ACTION_CONNECT);
+    assert_int_equal(s_next_send(session, OQ_CMD_READY).credit, 1);
+    s_receive(session, OQ_CMD_WELCOME, 1);
+    for (uint64_t id = 1; id <= 100; id++) {
+        s_deliver_leased(session, id, id, 60000, 10);
+        s_next(session, OQ_ACTION_START_JOB);
+        s_finish_us(session, id, 3000, 10);
+        while (oq_session_next(session, &(oq_action_t){0}) == 0)
+            ;
+    }
+    uint32_t limit = oq_session_limit(session);
+    oq_session_destroy(&session);
+    return limit;
+}
+
+static void test_session_prefetch_auto_holds_a_batch_of_a_batch_type(void **unused)
+{
+    (void)unused;
+    /* Without a batch function, 3 ms jobs hold one behind the running one
+       within the 4 ms budget; with one that takes 256 (capped by --batch
+       at 16), the held ones would run in one call: a full batch of 16 is
+       held behind the running job. */
+    assert_int_equal(s_auto_limit_after_3ms_jobs(1), 2);
+    assert_int_equal(s_auto_limit_after_3ms_jobs(256), 17);
+
+    /* The most it may hold grows with the batch, up to its own cap; a
+       fixed --prefetch is left as it is. */
+    oq_session_config_t config = {.heartbeat_ms = 1000,
+                                  .liveness = 3,
+                                  .prefetch = OQ_WORKER_PREFETCH_AUTO_CAP,
+                                  .prefetch_auto = true,
+                                  .batch = OQ_WORKER_MAX_BATCH};
+    oq_session_t *session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", 4);
+    assert_int_equal(oq_session_prefetch(session), OQ_WORKER_PREFETCH_AUTO_CAP);
+    oq_session_set_batch(session, "other", OQ_WORKER_MAX_BATCH);
+    assert_int_equal(oq_session_prefetch(session), OQ_WORKER_PREFETCH_AUTO_BATCH_CAP);
+    oq_session_destroy(&session);
+    config.prefetch_auto = false;
+    config.prefetch = 3;
+    session = oq_session_new(&config, 0);
+    oq_session_set_batch(session, "sleep", OQ_WORKER_MAX_BATCH);
+    assert_int_equal(oq_session_prefetch(session), 3);
+    oq_session_destroy(&session);
+}
+
 static void test_session_batch_starts_held_jobs_of_a_type_together(void **unused)
 {
     oq_session_config_t config = {.heartbeat_ms = 1000, .liveness = 3, .prefetch = 5, .batch = 3};
@@ -2020,6 +2079,7 @@ int main(void)
         cmocka_unit_test(test_session_prefetch_pause_hands_held_jobs_back),
         cmocka_unit_test(test_session_prefetch_auto_credit_follows_run_times),
         cmocka_unit_test(test_session_prefetch_auto_jobs_behind_a_long_one_go_back_soon),
+        cmocka_unit_test(test_session_prefetch_auto_holds_a_batch_of_a_batch_type),
         cmocka_unit_test(test_session_batch_starts_held_jobs_of_a_type_together),
         cmocka_unit_test(test_session_batch_timeout_reports_every_job),
         cmocka_unit_test(test_supervisor_restart_delay),
