@@ -117,7 +117,7 @@ final class Client
      */
     public function wait(int $id, int|float $timeout = 30): array
     {
-        if ($timeout < 0 || $timeout > 3600) {
+        if (is_nan($timeout) || $timeout < 0 || $timeout > 3600) {
             throw new ConfigException("onceq: a wait lasts 0 to 3600 seconds, not $timeout");
         }
         $reply = $this->request('wait', ['id' => $id, 'timeout' => $timeout], 'waited', null,
