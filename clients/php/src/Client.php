@@ -5,6 +5,7 @@ namespace Onceq;
 
 use Onceq\Exception\BrokerException;
 use Onceq\Exception\ConfigException;
+use Onceq\Exception\OnceqException;
 use Onceq\Exception\ProtocolException;
 use Onceq\Exception\TimeoutException;
 
@@ -84,6 +85,58 @@ final class Client
      */
     public function dispatchReply(string $type, array $payload = [], array $options = []): array
     {
+        [$fields, $dispatchId] = $this->dispatchFields($type, $payload, $options);
+        $reply = $this->request('dispatch', $fields, 'dispatched', $dispatchId);
+        return ['id' => self::jobId($reply), 'unique' => ($reply['unique'] ?? false) === true];
+    }
+
+    /**
+     * dispatch() and wait() in one request (docs/protocol.md §5, "Dispatch and
+     * wait in one request"): the wait travels with the dispatch, so the job is
+     * on its way to a worker while the answer is owed, with no round trip
+     * between them. Returns ['id' => int, 'unique' => bool, 'state' => …,
+     * 'error' => …]: the job's id and dispatchReply()'s unique, and the wait's
+     * outcome as wait() gives it ('pending': the job is queued and had not
+     * ended within $timeout seconds; wait($id) again). $timeout is wait()'s
+     * (0 to 3600); each send of the request waits that long on top of
+     * timeout_ms, and a resend carries the same dispatch id and req, so it
+     * waits for the first dispatch's job.
+     *
+     * A broker that answers a plain `dispatched` instead (a unique_key's
+     * holder, a wait past its limits, a broker from before this) gets a
+     * wait() for the id, for what is left of $timeout. If only that wait
+     * fails, the job is queued all the same: the exception's getJobId()
+     * names it.
+     */
+    public function dispatchWait(string $type, array $payload = [], array $options = [],
+        int|float $timeout = 30): array
+    {
+        self::checkWaitTimeout($timeout);
+        [$fields, $dispatchId] = $this->dispatchFields($type, $payload, $options);
+        $started = hrtime(true);
+        $reply = $this->request('dispatch', ['wait' => $timeout] + $fields, ['waited', 'dispatched'], $dispatchId,
+            (int)ceil($timeout * 1000));
+        $id = self::jobId($reply);
+        $unique = ($reply['unique'] ?? false) === true;
+        if ($reply['cmd'] === 'waited') {
+            return ['id' => $id, 'unique' => $unique] + self::waitOutcome($reply);
+        }
+        $left = max(0, $timeout - (hrtime(true) - $started) / 1e9);
+        try {
+            return ['id' => $id, 'unique' => $unique] + $this->wait($id, $left);
+        } catch (OnceqException $e) {
+            throw $e->withQueuedJob($id);
+        }
+    }
+
+    /**
+     * The fields of a dispatch request and its dispatch id (the caller's, or
+     * a new random one); a ConfigException for an option this does not know.
+     *
+     * @return array{0: array, 1: string}
+     */
+    private function dispatchFields(string $type, array $payload, array $options): array
+    {
         $unknown = array_diff(array_keys($options), [...self::JOB_OPTIONS, 'dispatch_id']);
         if ($unknown !== []) {
             throw new ConfigException('onceq: unknown dispatch option(s): ' . implode(', ', $unknown) .
@@ -100,11 +153,16 @@ final class Client
         }
         $job['payload'] = (object)$payload; // a map, also when empty
         $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
-        $reply = $this->request('dispatch', ['dispatch_id' => $dispatchId, 'job' => $job], 'dispatched', $dispatchId);
+        return [['dispatch_id' => $dispatchId, 'job' => $job], $dispatchId];
+    }
+
+    /** The job id of a dispatched or waited reply. */
+    private static function jobId(array $reply): int
+    {
         if (!is_int($reply['id'] ?? null)) {
-            throw new ProtocolException('onceq: a dispatched reply without a job id');
+            throw new ProtocolException("onceq: a {$reply['cmd']} reply without a job id");
         }
-        return ['id' => $reply['id'], 'unique' => ($reply['unique'] ?? false) === true];
+        return $reply['id'];
     }
 
     /**
@@ -117,11 +175,23 @@ final class Client
      */
     public function wait(int $id, int|float $timeout = 30): array
     {
-        if ($timeout < 0 || $timeout > 3600) {
-            throw new ConfigException("onceq: a wait lasts 0 to 3600 seconds, not $timeout");
-        }
+        self::checkWaitTimeout($timeout);
         $reply = $this->request('wait', ['id' => $id, 'timeout' => $timeout], 'waited', null,
             (int)ceil($timeout * 1000));
+        return self::waitOutcome($reply);
+    }
+
+    /** A wait's timeout in seconds: 0 to 3600 (docs/protocol.md §2), else a ConfigException. */
+    private static function checkWaitTimeout(int|float $timeout): void
+    {
+        if (is_nan($timeout) || $timeout < 0 || $timeout > 3600) {
+            throw new ConfigException("onceq: a wait lasts 0 to 3600 seconds, not $timeout");
+        }
+    }
+
+    /** ['state' => …, 'error' => …] of a waited reply. */
+    private static function waitOutcome(array $reply): array
+    {
         if (!is_string($reply['state'] ?? null)) {
             throw new ProtocolException('onceq: a waited reply without a state');
         }
@@ -143,12 +213,14 @@ final class Client
 
     /**
      * One request and its reply, resent on silence. $fields go next to v,
-     * cmd and req; the reply is the broker's map. $holdMs: how long the
-     * broker may hold the answer on purpose (a wait), on top of the timeout.
+     * cmd and req; the reply is the broker's map, its cmd $expect (or one of
+     * a list). $holdMs: how long the broker may hold the answer on purpose
+     * (a wait), on top of the timeout.
      */
-    public function request(string $cmd, array $fields, string $expect, ?string $dispatchId = null,
+    public function request(string $cmd, array $fields, string|array $expect, ?string $dispatchId = null,
         int $holdMs = 0): array
     {
+        $expect = (array)$expect;
         $req = $this->nextReq++;
         $message = ['cmd' => $cmd, 'req' => $req] + $fields;
         for ($try = 1; $try <= $this->tries; $try++) {
@@ -163,9 +235,9 @@ final class Client
                 if (($reply['cmd'] ?? null) === 'error') {
                     throw BrokerException::fromReply($reply);
                 }
-                if (($reply['cmd'] ?? null) !== $expect) {
-                    throw new ProtocolException("onceq: expected \"$expect\" from the broker, got \"" .
-                        (is_string($reply['cmd'] ?? null) ? $reply['cmd'] : '?') . '"');
+                if (!in_array($reply['cmd'] ?? null, $expect, true)) {
+                    throw new ProtocolException('onceq: expected "' . implode('" or "', $expect) .
+                        '" from the broker, got "' . (is_string($reply['cmd'] ?? null) ? $reply['cmd'] : '?') . '"');
                 }
                 return $reply;
             }

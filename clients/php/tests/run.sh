@@ -3,12 +3,15 @@
 # broker, onceq-worker, the onceq tool and a project-local PostgreSQL:
 #
 #   - unit tests of the codec (uint64 lease tokens, empty maps), the zcert
-#     reader and the error classes;
+#     reader, the error classes, and Client::dispatchWait() against a
+#     scripted stand-in for the broker (tests/support/);
 #   - a grant dispatched from PHP runs in C (onceq-worker, queue "c"), one
 #     dispatched with `onceq dispatch` runs in PHP (examples/points-worker.php,
 #     queue "php"), on the same tables;
 #   - a PHP worker SIGKILLed right after its COMMIT: the job is delivered
 #     again, reports already_applied, and the balance is exact;
+#   - dispatchWait(): done, failed, pending (a type no worker takes), and
+#     a unique_key's holder answered apart by a wait;
 #   - the errors a client can provoke: too_large, bad_request, timeout_rule,
 #     forbidden (a worker key on the front), not_found, and a broker that
 #     does not exist (TimeoutException).

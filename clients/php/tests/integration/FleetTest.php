@@ -365,6 +365,56 @@ final class FleetTest extends TestCase
         $client->wait($later + 1000000, 1);
     }
 
+    public function testAProducerDispatchesAndWaitsInOneRequest(): void
+    {
+        $client = $this->client();
+        $options = ['queue' => 'c', 'dispatch_id' => 'php-dispatch-wait-1'];
+        $done = $client->dispatchWait('noop', [], $options, self::WAIT_S);
+        $this->assertIsInt($done['id']);
+        $this->assertSame(['id' => $done['id'], 'unique' => false, 'state' => 'done', 'error' => ''], $done);
+        // A resend (the same dispatch id) waits for the first dispatch's job, which has ended.
+        $this->assertSame($done, $client->dispatchWait('noop', [], $options, self::WAIT_S));
+        $this->assertSame('done', $client->wait($done['id'], 0)['state']);
+
+        $failed = $client->dispatchWait('fail', ['permanent' => true], ['queue' => 'c'], self::WAIT_S);
+        $this->assertGreaterThan($done['id'], $failed['id']);
+        $this->assertSame('failed', $failed['state']);
+        $this->assertStringContainsString('failed on purpose', $failed['error']);
+    }
+
+    /** A type no connected worker takes: pending at the timeout, queued all the same; a second dispatch naming its unique_key waits for it apart. */
+    public function testADispatchWaitForAJobNoWorkerTakesIsPending(): void
+    {
+        $client = $this->client();
+        $options = ['queue' => 'c', 'unique_key' => 'php-dispatch-wait:untaken'];
+        $started = microtime(true);
+        $end = $client->dispatchWait('php_nobody_handles', [], $options, 0.3);
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $started);
+        $this->assertSame(['id' => $end['id'], 'unique' => false, 'state' => 'pending', 'error' => ''], $end);
+        $this->assertSame(1, $this->statsOf('types', 'php_nobody_handles')['unhandled'] ?? null);
+
+        // The key's holder: a plain `dispatched` (unique) at once, then a wait of its own for the holder.
+        $started = microtime(true);
+        $this->assertSame(['id' => $end['id'], 'unique' => true, 'state' => 'pending', 'error' => ''],
+            $client->dispatchWait('php_nobody_handles', [], $options, 0.3));
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $started);
+        $this->assertSame(1, $this->statsOf('types', 'php_nobody_handles')['ready'] ?? null, 'nothing queued twice');
+
+        $this->client('admin')->request('cancel', ['id' => $end['id']], 'cancelled');
+        $this->assertSame('cancelled', $client->wait($end['id'], 0)['state']);
+    }
+
+    /** A unique_key held past its job's end (unique_for): the holder's id as a plain `dispatched`, and its outcome by a wait apart. */
+    public function testADispatchWaitNamingAUniqueKeysHolderGetsThatJobsEnd(): void
+    {
+        $client = $this->client();
+        $options = ['queue' => 'c', 'unique_key' => 'php-dispatch-wait:held', 'unique_for' => 600];
+        $first = $client->dispatchWait('fail', ['permanent' => true], $options, self::WAIT_S);
+        $this->assertSame([false, 'failed'], [$first['unique'], $first['state']]);
+        $again = $client->dispatchWait('noop', [], $options, self::WAIT_S);
+        $this->assertSame(['id' => $first['id'], 'unique' => true, 'state' => 'failed', 'error' => $first['error']], $again);
+    }
+
     public function testAnAdminCommandOnAJobTheBrokerDoesNotHoldIsNotFound(): void
     {
         $this->expectException(NotFoundException::class);
