@@ -36,13 +36,19 @@ fail() {
 
 # start_carrier FLAGS...: start it on port 0 and read the port it prints.
 start_carrier() {
+  # The background job truncates the file only once it runs: a previous
+  # carrier's "listening on" line (a test that starts several) must not be
+  # read in the meantime, or the base would be its port, or nothing.
+  rm -f "$tmp/carrier.out"
   "$bin" --bind 127.0.0.1 --port 0 --seed 7 "$@" >"$tmp/carrier.out" 2>"$tmp/carrier.err" &
   carrier_pid=$!
   pids+=("$carrier_pid")
   local i
   for i in $(seq 1 200); do # 20 s at most
-    if grep -q '^listening on ' "$tmp/carrier.out" 2>/dev/null; then
-      base="http://$(sed -n 's/^listening on //p' "$tmp/carrier.out")"
+    local at
+    at=$(sed -n 's/^listening on //p' "$tmp/carrier.out" 2>/dev/null || true)
+    if [ -n "$at" ]; then
+      base="http://$at"
       return 0
     fi
     kill -0 "$carrier_pid" 2>/dev/null || fail "onceq-carrier exited at start"
