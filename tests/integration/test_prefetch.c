@@ -36,8 +36,11 @@
    holds them (OQ_WORKER_HOLD_MAX_MS), far above the tens of ms auto takes.
    A worker with a type that takes batches may hold a full batch of it
    behind the running job: onceq-test-worker's grant_points takes 256 at
-   a time, so its cap is OQ_WORKER_PREFETCH_AUTO_BATCH_CAP (33), not
-   OQ_WORKER_PREFETCH_AUTO_CAP (8). */
+   a time, capped here by --batch 32 (given, so that ONCEQ_BATCH in the
+   environment does not change it), so its cap is 33
+   (OQ_WORKER_PREFETCH_AUTO_BATCH_CAP), not OQ_WORKER_PREFETCH_AUTO_CAP
+   (8). */
+#define S_AUTO_BATCH     "32"
 #define S_AUTO_CAP       33
 #define S_STOPPED_JOBS   40
 #define S_SHORT_JOBS     6
@@ -293,7 +296,8 @@ static void test_auto_worker_of_short_jobs_holds_several(void **state)
     /* A heartbeat long enough that the stop below is not a death. */
     const char *broker_flags[] = {"--heartbeat-ms", "1000", "--timeout", "10", NULL};
     assert_true(it_start_broker(it, broker_flags) > 0);
-    const char *flags[] = {"--prefetch", "auto", "--log-level", "debug", NULL};
+    const char *flags[] = {"--prefetch",  "auto",  "--batch", S_AUTO_BATCH,
+                           "--log-level", "debug", NULL};
     pid_t worker = it_start_worker_counted(it, "auto", flags, 1);
     assert_true(worker > 0);
     /* Before any job it takes one at a time. */
@@ -325,7 +329,8 @@ static void test_auto_short_job_does_not_wait_behind_a_long_one(void **state)
 {
     it_t *it = *state;
     s_start_broker(it);
-    const char *flags[] = {"--prefetch", "auto", "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
+    const char *flags[] = {"--prefetch",     "auto",         "--batch", S_AUTO_BATCH,
+                           "--heartbeat-ms", S_HEARTBEAT_MS, NULL};
     assert_true(it_start_worker_counted(it, "a", flags, 1) > 0);
     assert_true(it_start_worker_counted(it, "b", flags, 2) > 0);
     s_warm_up(it, 100);
