@@ -285,7 +285,7 @@ strace_per_job() { # strace_per_job FILE JOBS
 }
 
 echo "$SCRIPT: broker and worker from $BUILD; ${BROKER_AUTH[0]}; prefetch" \
-    "${ONCEQ_PREFETCH:-1 (default)}; phases: $PHASES" >&2
+    "${ONCEQ_PREFETCH:-auto (default)}; phases: $PHASES" >&2
 start_broker_with --no-journal --log-level warn "${BROKER_AUTH[@]}"
 start_worker
 # Wait for the worker to be connected (onceq-bench --workers 1 does too).
