@@ -251,7 +251,7 @@ final class Client
             $this->endpoint,
             $cmd,
             $this->tries,
-            $this->timeoutMs,
+            $this->timeoutMs + $holdMs,
             $what
         ), $dispatchId);
     }

@@ -139,6 +139,8 @@ final class DispatchWaitTest extends TestCase
             $this->assertSame('resend-me', $e->getDispatchId());
             $this->assertNull($e->getJobId());
             $this->assertStringContainsString('dispatch id resend-me', $e->getMessage());
+            // Each try waited timeout_ms and the wait it asked the broker for.
+            $this->assertStringContainsString('2 tries of 300 ms', $e->getMessage());
         }
     }
 
