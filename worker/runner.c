@@ -113,7 +113,7 @@ void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *job
             oq_job_done_t *d = &done[index[k]];
             d->report = reports[k];
             d->elapsed_ms = elapsed_us / 1000;
-            d->elapsed_us = elapsed_us / (int64_t)n;
+            d->call_us = elapsed_us;
             if (d->report.outcome == 0)
                 oq_report_retry(&d->report, "the batch left no report for this job");
             s_check_report(&d->report, type);
@@ -124,8 +124,8 @@ void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *job
             oq_job_done_t *d = &done[index[k]];
             int64_t started_us = oq_clock_mono_us();
             fn(calls[k], state, &d->report);
-            d->elapsed_us = oq_clock_mono_us() - started_us;
-            d->elapsed_ms = d->elapsed_us / 1000;
+            d->call_us = oq_clock_mono_us() - started_us;
+            d->elapsed_ms = d->call_us / 1000;
             s_check_report(&d->report, type);
         }
     } else {

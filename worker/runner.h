@@ -17,8 +17,9 @@
 typedef struct {
     uint64_t id;
     uint32_t attempt;
-    int64_t elapsed_ms; /* time the handler ran */
-    int64_t elapsed_us; /* the same in µs; each job of a batch counts an equal share */
+    int64_t elapsed_ms; /* time the handler ran (a batch: the batch function) */
+    int64_t call_us;    /* the same in µs: the call the job ran in, its handler's or
+                           its batch function's with the rest of the batch (0: not run) */
     oq_report_t report; /* outcome OK, RETRY, FAIL, RETURN or UNAVAILABLE */
 } oq_job_done_t;
 

@@ -90,7 +90,6 @@ struct oq_session {
        its ack and touches), until the last of them is reported. */
     s_held_t run[OQ_WORKER_PREFETCH_MAX];
     size_t run_count;
-    size_t run_started;     /* how many the call started with */
     int64_t touched_ms;     /* last touch sent for them */
     int64_t job_timeout_ms; /* the smallest timeout among them */
     int64_t job_started_ms;
@@ -570,7 +569,6 @@ static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool
     s_set_job(self, S_JOB_RUNNING);
     memcpy(self->run, jobs, count * sizeof *jobs);
     self->run_count = count;
-    self->run_started = count;
     self->touched_ms = now_ms;
     self->job_timeout_ms = jobs[0].timeout_ms;
     for (size_t i = 1; i < count; i++)
@@ -778,19 +776,17 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
               s_credit_back(self), now_ms);
 }
 
-/* With auto: the estimator learns from a job's run. Its call took the
-   job's share times the jobs it started with (a batch's jobs each report
-   an equal share); a held job of its type is charged its share of a full
-   batch, as many as its batch function takes and the limit can hold
-   behind the running one (prefetch.h). */
+/* With auto: the estimator learns from a job's run. A held job of its
+   type is charged its share of a full batch: its call's time over as many
+   jobs as its batch function takes and the limit can hold behind the
+   running one (prefetch.h). */
 static void s_observe(oq_session_t *self, const oq_job_done_t *done, const char *type)
 {
-    int64_t call_us = done->elapsed_us * (int64_t)self->run_started;
     size_t most = s_batch_max(self, type);
     if (most > self->prefetch - 1)
         most = self->prefetch > 1 ? self->prefetch - 1 : 1;
     uint32_t was = oq_prefetch_limit(self->estimator);
-    uint32_t limit = oq_prefetch_observe(self->estimator, call_us, (uint32_t)most);
+    uint32_t limit = oq_prefetch_observe(self->estimator, done->call_us, (uint32_t)most);
     if (limit != was)
         oq_debug("prefetch auto: holding up to %u job(s), a held job adds %lld us on average",
                  limit, (long long)oq_prefetch_average_us(self->estimator));

@@ -1762,7 +1762,7 @@ static void s_finish_us(oq_session_t *session, uint64_t id, int64_t run_us, int6
     memset(&done, 0, sizeof done);
     done.id = id;
     done.attempt = 1;
-    done.elapsed_us = run_us;
+    done.call_us = run_us;
     done.elapsed_ms = run_us / 1000;
     done.report.outcome = OQ_OUTCOME_OK;
     oq_session_on_done(session, &done, now);
