@@ -538,6 +538,67 @@ static void s_run_one(const oq_registry_t *registry, const oq_job_msg_t *job, oq
     oq_runner_run(registry, jobs, 1, NULL, done);
 }
 
+/* A batch function that takes 20 ms for the whole batch. */
+static void s_batch_nap(const oq_job_t *const *jobs, size_t count, void *state,
+                        oq_report_t *reports)
+{
+    (void)jobs;
+    (void)state;
+    usleep(20000);
+    for (size_t i = 0; i < count; i++)
+        oq_report_ok(&reports[i], OQ_RESULT_APPLIED);
+}
+
+static void test_runner_reports_the_time_of_the_call(void **unused)
+{
+    (void)unused;
+    oq_registry_t *registry = s_builtins();
+    assert_int_equal(oq_registry_set_batch(registry, "sleep", s_batch_nap, 8), 0);
+    msgpack_sbuffer map, not_map;
+    msgpack_sbuffer_init(&map);
+    msgpack_sbuffer_init(&not_map);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &map, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "ms");
+    msgpack_pack_uint32(&pk, 20);
+    msgpack_packer_init(&pk, &not_map, msgpack_sbuffer_write);
+    msgpack_pack_uint32(&pk, 7);
+
+    /* A batch of three in one 20 ms call: each reports the whole call,
+       which the auto prefetch charges over a full batch. */
+    oq_job_msg_t msgs[3];
+    const oq_job_msg_t *jobs[3];
+    oq_job_done_t done[3];
+    for (size_t i = 0; i < 3; i++) {
+        s_job_msg(&msgs[i], 30 + i, "sleep", &map);
+        jobs[i] = &msgs[i];
+    }
+    oq_runner_run(registry, jobs, 3, NULL, done);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(done[i].report.outcome, OQ_OUTCOME_OK);
+        assert_true(done[i].call_us >= 20000);
+        assert_int_equal(done[i].call_us, done[0].call_us);
+    }
+
+    /* Two of three payloads do not decode: the third runs alone in its
+       handler (a 20 ms sleep), and its call is that run; the two that
+       never ran report none. */
+    s_job_msg(&msgs[0], 40, "sleep", &not_map);
+    s_job_msg(&msgs[1], 41, "sleep", &map);
+    s_job_msg(&msgs[2], 42, "sleep", &not_map);
+    oq_runner_run(registry, jobs, 3, NULL, done);
+    assert_int_equal(done[0].report.outcome, OQ_OUTCOME_FAIL);
+    assert_int_equal(done[0].call_us, 0);
+    assert_int_equal(done[2].call_us, 0);
+    assert_int_equal(done[1].report.outcome, OQ_OUTCOME_OK);
+    assert_true(done[1].call_us >= 20000);
+    assert_int_equal(done[1].call_us / 1000, done[1].elapsed_ms);
+    msgpack_sbuffer_destroy(&map);
+    msgpack_sbuffer_destroy(&not_map);
+    oq_registry_destroy(&registry);
+}
+
 static void test_runner_runs_handlers(void **unused)
 {
     oq_registry_t *registry = s_builtins();
@@ -2044,6 +2105,7 @@ int main(void)
         cmocka_unit_test(test_builtin_fail),
         cmocka_unit_test(test_builtin_crash_aborts_the_process),
         cmocka_unit_test(test_runner_runs_handlers),
+        cmocka_unit_test(test_runner_reports_the_time_of_the_call),
         cmocka_unit_test(test_registry_resources),
         cmocka_unit_test(test_registry_batch_functions),
         cmocka_unit_test(test_runner_probes),
