@@ -538,6 +538,17 @@ static void s_run_one(const oq_registry_t *registry, const oq_job_msg_t *job, oq
     oq_runner_run(registry, jobs, 1, NULL, done);
 }
 
+/* A payload of {"ms": ms}: what the builtin sleep handler takes. */
+static void s_ms_payload(msgpack_sbuffer *payload, uint32_t ms)
+{
+    msgpack_sbuffer_init(payload);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, payload, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "ms");
+    msgpack_pack_uint32(&pk, ms);
+}
+
 /* A batch function that takes 20 ms for the whole batch. */
 static void s_batch_nap(const oq_job_t *const *jobs, size_t count, void *state,
                         oq_report_t *reports)
@@ -555,13 +566,9 @@ static void test_runner_reports_the_time_of_the_call(void **unused)
     oq_registry_t *registry = s_builtins();
     assert_int_equal(oq_registry_set_batch(registry, "sleep", s_batch_nap, 8), 0);
     msgpack_sbuffer map, not_map;
-    msgpack_sbuffer_init(&map);
+    s_ms_payload(&map, 20);
     msgpack_sbuffer_init(&not_map);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &map, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    oq_proto_pack_cstr(&pk, "ms");
-    msgpack_pack_uint32(&pk, 20);
     msgpack_packer_init(&pk, &not_map, msgpack_sbuffer_write);
     msgpack_pack_uint32(&pk, 7);
 
@@ -607,12 +614,7 @@ static void test_runner_runs_handlers(void **unused)
     assert_int_equal(oq_registry_add(registry, "silent", s_silent_handler, NULL), 0);
 
     msgpack_sbuffer payload;
-    msgpack_sbuffer_init(&payload);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    oq_proto_pack_cstr(&pk, "ms");
-    msgpack_pack_uint32(&pk, 20);
+    s_ms_payload(&payload, 20);
 
     oq_job_done_t done;
     oq_job_msg_t job;
