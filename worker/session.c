@@ -782,9 +782,10 @@ void oq_session_on_bad_job_leased(oq_session_t *self, uint64_t id, uint32_t atte
    running one (prefetch.h). */
 static void s_observe(oq_session_t *self, const oq_job_done_t *done, const char *type)
 {
+    size_t room = self->prefetch > 1 ? self->prefetch - 1 : 1; /* behind the running one */
     size_t most = s_batch_max(self, type);
-    if (most > self->prefetch - 1)
-        most = self->prefetch > 1 ? self->prefetch - 1 : 1;
+    if (most > room)
+        most = room;
     uint32_t was = oq_prefetch_limit(self->estimator);
     uint32_t limit = oq_prefetch_observe(self->estimator, done->call_us, (uint32_t)most);
     if (limit != was)
