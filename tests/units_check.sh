@@ -67,6 +67,21 @@ timeout_stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$worker")
 [ -n "$timeout_stop" ] && [ "$timeout_stop" -gt "$stop_timeout" ] ||
   fail "onceq-worker@.service: TimeoutStopSec=${timeout_stop:-unset} must exceed the workers' stop timeout, $stop_timeout s"
 
+# Installed into another prefix than the configured one, with
+# `cmake --install --prefix`, the units name that prefix's binaries and
+# configuration, not the configured prefix's.
+other=$work/other
+cmake --install "$build" --prefix "$other" >/dev/null
+for unit in onceq-broker.service onceq-worker@.service; do
+  file=$other/lib/systemd/system/$unit
+  [ -f "$file" ] || fail "$unit is not installed in $other/lib/systemd/system (--prefix)"
+  exec_start=$(sed -n 's/^ExecStart=//p' "$file")
+  [ "${exec_start%% *}" = "$other/bin/${unit%%@*}" ] || [ "${exec_start%% *}" = "$other/bin/${unit%.service}" ] ||
+    fail "installed with --prefix $other, $unit starts ${exec_start%% *}"
+  grep -q "^EnvironmentFile=-$other/etc/onceq/" "$file" ||
+    fail "installed with --prefix $other, $unit reads its environment from outside it: $(grep '^EnvironmentFile' "$file" | head -1)"
+done
+
 # Warnings (an unknown key, a bad value) leave the exit status at 0: any
 # output fails too. Documentation= is not checked here: the staged man
 # pages are not where man looks.
