@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support.h"
 
 #define S_JOBS            1500
 #define S_BACK_BYTES      40000 /* the damaged record lies this far before the end */
@@ -59,12 +60,6 @@ static int s_teardown(void **state)
     umount2(vol, MNT_DETACH); /* not mounted unless test (ii) ran */
     it_destroy(&it);
     return 0;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static uint32_t s_load32(const uint8_t *p)
@@ -231,7 +226,7 @@ static void test_a_full_disk_recovers_by_itself(void **state)
     while ((cmd = s_dispatch_padded(it, &code)) != OQ_CMD_DISPATCHED) {
         assert_int_equal(code, OQ_ERR_UNAVAILABLE);
         assert_true(it_now_ms() < deadline);
-        s_sleep_ms(S_RETRY_MS);
+        oq_support_sleep_ms(S_RETRY_MS);
     }
     print_message("dispatches accepted again %lld ms after the workers drained (0 live jobs)\n",
                   (long long)(it_now_ms() - drained));

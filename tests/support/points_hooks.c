@@ -5,6 +5,7 @@
     hooks around them, so that what a chaos run tests is the production
     path plus pauses, not a copy of it. */
 #include "points_hooks.h"
+#include "support.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,9 +20,6 @@
 #include "onceq/limits.h"
 #include "onceq/log.h"
 #include "points/grant.h"
-
-#define S_NS_PER_MS 1000000L
-#define S_MS_PER_S  1000
 
 /* The test hooks a payload asked for (all 0 without test hooks). */
 typedef struct {
@@ -81,14 +79,6 @@ static int s_decode_hooks(const oq_job_t *job, const oq_points_args_t *args, s_h
 
 /* ---- test hooks ------------------------------------------------------- */
 
-static void s_sleep_ms(uint64_t ms)
-{
-    struct timespec pause = {.tv_sec = (time_t)(ms / S_MS_PER_S),
-                             .tv_nsec = (long)(ms % S_MS_PER_S) * S_NS_PER_MS};
-    while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
-        ;
-}
-
 /* Inside the transaction, after the grant row went in: hold the row lock
    for a while, so that a second run of the job (a redelivery after the
    lease ran out) meets the first one mid-transaction. */
@@ -98,7 +88,7 @@ static void s_after_insert(void *arg)
     if (hooks->pause_ms == 0 || hooks->attempt != hooks->pause_attempt)
         return;
     oq_info("test hook: pausing inside transaction for %" PRIu64 " ms", hooks->pause_ms);
-    s_sleep_ms(hooks->pause_ms);
+    oq_support_sleep_ms((int)hooks->pause_ms); /* at most OQ_MAX_TIMEOUT_MS */
 }
 
 /* Before the work: which process runs which job. A chaos run that kills a
@@ -123,7 +113,7 @@ static void s_after_commit(const s_hooks_t *hooks, oq_report_t *report)
         oq_info("test hook: pausing after commit for %" PRIu64 " ms (job %" PRIu64
                 ", order %" PRId64 ", pid %d)",
                 hooks->pause_after_commit_ms, hooks->job_id, hooks->order_id, (int)getpid());
-        s_sleep_ms(hooks->pause_after_commit_ms);
+        oq_support_sleep_ms((int)hooks->pause_after_commit_ms);
     }
     if (hooks->kill_after_commit_attempt && hooks->attempt == hooks->kill_after_commit_attempt) {
         oq_warn("test hook: SIGKILL after commit (job %" PRIu64 ", order %" PRId64 ", pid %d)",

@@ -28,7 +28,8 @@ int64_t oq_support_now_ms(void)
 void oq_support_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
 }
 
 void oq_support_sleep_us(uint64_t us)

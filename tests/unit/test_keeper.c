@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "keeper.h"
+#include "support.h"
 
 /* What the keeper's turns saw. */
 typedef struct {
@@ -45,13 +46,6 @@ static int s_turn(void *arg, int wake_fd)
     return 0;
 }
 
-static void s_sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
-    while (nanosleep(&t, &t) < 0)
-        ;
-}
-
 static void test_keeper_holds_the_loop_only_for_a_long_handler(void **unused)
 {
     s_loop_t loop = {0};
@@ -59,20 +53,20 @@ static void test_keeper_holds_the_loop_only_for_a_long_handler(void **unused)
     assert_non_null(loop.keeper);
 
     /* Outside handler code the keeper never takes the loop. */
-    s_sleep_ms(100);
+    oq_support_sleep_ms(100);
     assert_int_equal(atomic_load(&loop.turns), 0);
     assert_int_equal(oq_keeper_takeovers(loop.keeper), 0);
 
     /* A handler of 300 ms: taken within two patiences, then turns run. */
     oq_keeper_leave(loop.keeper);
-    s_sleep_ms(300);
+    oq_support_sleep_ms(300);
     int during = atomic_load(&loop.turns);
     oq_keeper_enter(loop.keeper);
     assert_int_equal(oq_keeper_takeovers(loop.keeper), 1);
     assert_true(during >= 1);
     /* Given back: no turn runs while the main thread holds the loop. */
     int after = atomic_load(&loop.turns);
-    s_sleep_ms(100);
+    oq_support_sleep_ms(100);
     assert_int_equal(atomic_load(&loop.turns), after);
 
     oq_keeper_destroy(&loop.keeper);
@@ -86,15 +80,15 @@ static void test_keeper_wakes_from_idle_for_a_long_handler(void **unused)
     s_loop_t loop = {0};
     loop.keeper = oq_keeper_new(s_turn, &loop, 10);
     assert_non_null(loop.keeper);
-    s_sleep_ms(1500);
+    oq_support_sleep_ms(1500);
     oq_keeper_leave(loop.keeper);
-    s_sleep_ms(300);
+    oq_support_sleep_ms(300);
     oq_keeper_enter(loop.keeper);
     assert_int_equal(oq_keeper_takeovers(loop.keeper), 1);
     /* And again after another idle spell. */
-    s_sleep_ms(1500);
+    oq_support_sleep_ms(1500);
     oq_keeper_leave(loop.keeper);
-    s_sleep_ms(300);
+    oq_support_sleep_ms(300);
     oq_keeper_enter(loop.keeper);
     assert_int_equal(oq_keeper_takeovers(loop.keeper), 2);
     oq_keeper_destroy(&loop.keeper);
@@ -116,10 +110,10 @@ static void test_keeper_queues_touches(void **unused)
     /* The keeper holds the loop: a touch reaches its next turn. */
     oq_keeper_leave(loop.keeper);
     while (oq_keeper_takeovers(loop.keeper) == 0)
-        s_sleep_ms(5);
+        oq_support_sleep_ms(5);
     assert_int_equal(oq_keeper_touch(loop.keeper, 8), 0);
     for (int i = 0; i < 200 && atomic_load(&loop.touched) != 8; i++)
-        s_sleep_ms(5);
+        oq_support_sleep_ms(5);
     assert_int_equal(atomic_load(&loop.touched), 8);
     oq_keeper_enter(loop.keeper);
 
@@ -143,13 +137,13 @@ static void s_stopped_handler(int ready_fd)
         _exit(2);
     /* A worker's keeper has long been waiting when a job begins; a new
        thread may not have run yet on a busy machine. */
-    s_sleep_ms(S_THREAD_START_MS);
+    oq_support_sleep_ms(S_THREAD_START_MS);
     oq_keeper_leave(loop.keeper);
     char started = 1;
     if (write(ready_fd, &started, 1) != 1)
         _exit(2);
     /* Stopped in here; a relative sleep's clock runs on through a stop. */
-    s_sleep_ms(S_STOP_MS + S_AFTER_STOP_MS);
+    oq_support_sleep_ms(S_STOP_MS + S_AFTER_STOP_MS);
     oq_keeper_enter(loop.keeper);
     int64_t stalled_ms = oq_keeper_take_stall(loop.keeper);
     oq_keeper_destroy(&loop.keeper);
@@ -179,7 +173,7 @@ static void test_keeper_counts_a_stop_before_it_saw_the_handler(void **unused)
     assert_int_equal(kill(child, SIGSTOP), 0);
     assert_int_equal(waitpid(child, &status, WUNTRACED), child);
     assert_true(WIFSTOPPED(status));
-    s_sleep_ms(S_STOP_MS);
+    oq_support_sleep_ms(S_STOP_MS);
     assert_int_equal(kill(child, SIGCONT), 0);
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status));

@@ -25,6 +25,7 @@
 #include "onceq/effects.h"
 #include "onceq/log.h"
 #include "pg_fixture.h"
+#include "support.h"
 
 /* How long the second holder may take to show up waiting on the key, or to
    finish once the first has committed: generous, for a loaded machine. */
@@ -38,12 +39,6 @@
 static int64_t s_now_ms(void)
 {
     return oq_clock_mono_us() / 1000;
-}
-
-static void s_sleep_ms(int ms)
-{
-    struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&pause, NULL);
 }
 
 static int s_setup(void **state)
@@ -186,7 +181,7 @@ static void s_start_second_and_wait(void *arg)
             race->seen_waiting = true;
             return;
         }
-        s_sleep_ms(S_POLL_MS);
+        oq_support_sleep_ms(S_POLL_MS);
     }
 }
 
