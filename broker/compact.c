@@ -14,7 +14,8 @@
     file replays to exactly the state the parent has then. Records appended
     before the fork but not yet written are in the snapshot's state already.
 
-    How a job is written. DISPATCHED with the job in full; then, when it is
+    How a job is written. DISPATCHED with the job in full; GENERATION if it
+    was ever requeued (its lease tokens are made of it); then, when it is
     not a fresh ready or delayed job, the record that puts it in its state:
     LEASED for its attempt count (a leased job comes back ready), RETRY for
     a delayed job with attempts, FAILED for a failed one, REVIEW for one in
@@ -200,6 +201,11 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
     if (job->unique_key || job->overlap_key)
         s_check(s, oq_record_keys(&s->buf, job->id, job->unique_key, job->unique_until_ms, false,
                                   job->overlap_key));
+    /* A requeued job's generation: without it the first delivery after a
+       restart would carry the same token as the first one before the
+       requeue, and that old delivery's ack would complete the new one. */
+    if (job->generation)
+        s_check(s, oq_record_generation(&s->buf, job->id, job->generation));
     if (job->state == OQ_STATE_FAILED)
         s_check(s, oq_record_failed(&s->buf, job->id, job->attempt, job->failed_at_ms, job->error));
     else if (job->state == OQ_STATE_REVIEW)

@@ -521,6 +521,7 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
     v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen) : 0;
+    v->generation = job->gen;
     bool failed = job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW;
     v->error = failed ? job->u.f.error : NULL;
     v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;

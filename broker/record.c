@@ -47,6 +47,7 @@ static const char *s_type_names[] = {
     [OQ_RECORD_REVIEW] = "review",
     [OQ_RECORD_RESOLVED] = "resolved",
     [OQ_RECORD_KEYS] = "keys",
+    [OQ_RECORD_GENERATION] = "generation",
 };
 
 #define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
@@ -406,6 +407,10 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
     case OQ_RECORD_CANCELLED:
         rec->id = s_get(&r, 8);
         break;
+    case OQ_RECORD_GENERATION:
+        rec->id = s_get(&r, 8);
+        rec->generation = (uint32_t)s_get(&r, 4);
+        break;
     case OQ_RECORD_DEDUPE: {
         const uint8_t *digest = s_get_bytes(&r, OQ_SIPHASH_DIGEST_BYTES);
         if (digest)
@@ -638,5 +643,14 @@ int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
     s_put(&w, (uint64_t)unique_until_ms, 8);
     s_put_str(&w, unique_key, s_cut(unique_key, OQ_MAX_JOB_KEY_LEN), 1);
     s_put_str(&w, overlap_key, s_cut(overlap_key, OQ_MAX_JOB_KEY_LEN), 1);
+    return s_end(&w);
+}
+
+int oq_record_generation(msgpack_sbuffer *buf, uint64_t id, uint32_t generation)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_GENERATION);
+    s_put(&w, id, 8);
+    s_put(&w, generation, 4);
     return s_end(&w);
 }

@@ -215,6 +215,9 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
     case OQ_RECORD_NEXT_ID:
         oq_engine_restore_next_id(a->engine, rec->id);
         break;
+    case OQ_RECORD_GENERATION:
+        rc = oq_engine_restore_generation(a->engine, rec->id, rec->generation);
+        break;
     case OQ_RECORD_KEYS:
         if (oq_engine_restore_keys(a->engine, rec->id, rec->unique_key, rec->unique_until_ms,
                                    rec->window_only, rec->overlap_key) < 0)

@@ -277,15 +277,16 @@ static void test_record_round_trip_every_type(void **state)
     assert_int_equal(oq_record_next_id(&buf, 78), 0);
     assert_int_equal(oq_record_forgotten(&buf, 77), 0);
     assert_int_equal(oq_record_cancelled(&buf, 77), 0);
+    assert_int_equal(oq_record_generation(&buf, 77, 3), 0);
 
     const uint8_t *p = (const uint8_t *)buf.data;
     size_t left = buf.size, frame;
     oq_record_t rec;
     char why[256];
-    const int types[] = {OQ_RECORD_DISPATCHED, OQ_RECORD_LEASED,  OQ_RECORD_RETRY,
-                         OQ_RECORD_FAILED,     OQ_RECORD_DONE,    OQ_RECORD_REQUEUED,
-                         OQ_RECORD_DEDUPE,     OQ_RECORD_NEXT_ID, OQ_RECORD_FORGOTTEN,
-                         OQ_RECORD_CANCELLED};
+    const int types[] = {OQ_RECORD_DISPATCHED, OQ_RECORD_LEASED,    OQ_RECORD_RETRY,
+                         OQ_RECORD_FAILED,     OQ_RECORD_DONE,      OQ_RECORD_REQUEUED,
+                         OQ_RECORD_DEDUPE,     OQ_RECORD_NEXT_ID,   OQ_RECORD_FORGOTTEN,
+                         OQ_RECORD_CANCELLED,  OQ_RECORD_GENERATION};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         assert_int_equal(oq_record_frame(p, left, &frame), OQ_FRAME_OK);
         if (oq_record_decode(p, frame, &rec, why, sizeof why) < 0)
@@ -329,6 +330,10 @@ static void test_record_round_trip_every_type(void **state)
             break;
         case OQ_RECORD_NEXT_ID:
             assert_int_equal(rec.id, 78);
+            break;
+        case OQ_RECORD_GENERATION:
+            assert_int_equal(rec.id, 77);
+            assert_int_equal(rec.generation, 3);
             break;
         default:
             assert_int_equal(rec.id, 77);

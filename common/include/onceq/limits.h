@@ -138,8 +138,9 @@
 #define OQ_AUTH_LOG_KEYS        64
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
-   2 added the review, resolved, forgotten and cancelled records. */
-#define OQ_JOURNAL_FORMAT_VERSION    3
+   2 added the review, resolved, forgotten and cancelled records, 3 the
+   keys record, 4 the generation record. */
+#define OQ_JOURNAL_FORMAT_VERSION    4
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000
