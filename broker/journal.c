@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,7 +104,18 @@ static int s_sys_allocate(void *ctx, int fd, off_t len)
     return 0;
 }
 
-static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL, s_sys_allocate};
+static int s_sys_free_bytes(void *ctx, const char *dir, uint64_t *bytes)
+{
+    (void)ctx;
+    struct statvfs st;
+    if (statvfs(dir, &st) < 0)
+        return -1;
+    *bytes = (uint64_t)st.f_bavail * st.f_frsize;
+    return 0;
+}
+
+static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL, s_sys_allocate,
+                                           s_sys_free_bytes};
 
 const oq_disk_ops_t *oq_disk_ops_system(void)
 {
@@ -769,6 +781,12 @@ const char *oq_journal_error(const oq_journal_t *self)
     return self->failing ? self->error : !self->reserve_held ? self->reserve_error : "";
 }
 
+int oq_journal_free_bytes(const oq_journal_t *self, uint64_t *bytes)
+{
+    return self->ops->free_bytes ? self->ops->free_bytes(self->ops->ctx, self->dir, bytes)
+                                 : s_sys_free_bytes(NULL, self->dir, bytes);
+}
+
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self)
 {
     return self->buf.size;
@@ -856,6 +874,10 @@ int oq_journal_switch(oq_journal_t *self, int fd, uint64_t bytes, char *reason, 
     s_mark(self, self->base);
     oq_journal_tee_end(self);
     self->last_sync_ms = oq_clock_now_ms(self->clock);
+    /* The rename freed the old file's space: on a full disk, the reserve
+       is tried again at the next flush, not a retry interval later. */
+    if (!self->reserve_held)
+        self->reserve_retry_at_ms = self->last_sync_ms;
     s_recovered(self);
     return 0;
 }

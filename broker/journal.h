@@ -26,7 +26,8 @@
     allocated at open. A write that fails for lack of space (ENOSPC, EDQUOT)
     deletes it, so the records waiting in memory and a compaction have room;
     the journal counts as unhealthy (dispatches refused) until the reserve
-    can be allocated again, tried every OQ_JOURNAL_RESERVE_RETRY_MS.
+    can be allocated again, tried every OQ_JOURNAL_RESERVE_RETRY_MS and at
+    once after a compaction (whose rename is what frees the space).
 
     Disk writes and fsyncs go through a small table (oq_disk_ops_t) that
     tests replace to play a full disk. */
@@ -51,6 +52,9 @@ typedef struct {
     /* Allocate len bytes for fd (the disk reserve); 0, or -1 with errno.
        NULL: posix_fallocate(3). */
     int (*allocate)(void *ctx, int fd, off_t len);
+    /* The bytes an unprivileged writer may still write on the file system
+       that holds dir; 0, or -1 with errno. NULL: statvfs(3). */
+    int (*free_bytes)(void *ctx, const char *dir, uint64_t *bytes);
 } oq_disk_ops_t;
 
 /* The real system calls. Borrowed. */
@@ -152,6 +156,10 @@ const char *oq_journal_error(const oq_journal_t *self);
    released (or could not be allocated), when a compaction may run to
    reclaim space whatever its size thresholds. */
 bool oq_journal_reserve_held(const oq_journal_t *self);
+
+/* The free space on the journal's file system (through the disk seam):
+   0 with *bytes, or -1 if it cannot be told. */
+int oq_journal_free_bytes(const oq_journal_t *self, uint64_t *bytes);
 
 /* Bytes appended and not yet durable. */
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self);

@@ -50,6 +50,7 @@ static int64_t s_wall(void *ctx)
 
 typedef struct {
     int write_errno;
+    uint64_t free_bytes; /* what the file system reports free (0: plenty) */
 } s_disk_t;
 
 static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
@@ -65,6 +66,14 @@ static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t o
 static int s_fsync(void *ctx, int fd)
 {
     return fsync(fd);
+}
+
+static int s_free_bytes(void *ctx, const char *dir, uint64_t *bytes)
+{
+    const s_disk_t *d = ctx;
+    (void)dir;
+    *bytes = d->free_bytes ? d->free_bytes : UINT64_MAX / 2;
+    return 0;
 }
 
 typedef struct {
@@ -84,7 +93,8 @@ static int s_setup(void **state)
     assert_int_equal(oq_support_temp_dir("onceq-unit-compact", f->dir, sizeof f->dir), 0);
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
+    f->ops = (oq_disk_ops_t){
+        .pwrite = s_pwrite, .fsync = s_fsync, .ctx = &f->disk, .free_bytes = s_free_bytes};
     *state = f;
     return 0;
 }
@@ -498,6 +508,20 @@ static void test_tried_again_after_a_failure(void **state)
     assert_int_equal(s_compact(f, NULL), 1);
 }
 
+/* On a full disk a compaction waits until its snapshot fits in the space
+   that is free, rather than failing on it and waiting out the retry. */
+static void test_on_a_full_disk_the_snapshot_must_fit_the_free_space(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_history(f);
+    uint64_t live = oq_journal_live_bytes(f->journal) + OQ_RECORD_HEADER_BYTES;
+    f->disk.free_bytes = live;
+    assert_false(oq_compact_reclaim_due(f->compact));
+    f->disk.free_bytes = 2 * live;
+    assert_true(oq_compact_reclaim_due(f->compact));
+}
+
 static void test_not_due_below_the_minimum_or_the_ratio(void **state)
 {
     s_fix_t *f = *state;
@@ -718,6 +742,7 @@ int main(void)
         S_TEST(test_a_failed_snapshot_leaves_the_journal_alone),
         S_TEST(test_tried_again_after_a_failure),
         S_TEST(test_not_due_below_the_minimum_or_the_ratio),
+        S_TEST(test_on_a_full_disk_the_snapshot_must_fit_the_free_space),
         S_TEST(test_failure_times_and_operator_changes_survive_compaction),
         S_TEST(test_unique_and_overlap_keys_survive_restart_and_compaction),
         S_TEST(test_requeue_generation_survives_compaction),

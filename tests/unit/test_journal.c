@@ -118,7 +118,7 @@ static int s_setup(void **state)
     assert_int_equal(oq_support_temp_dir("onceq-unit-journal", f->dir, sizeof f->dir), 0);
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
+    f->ops = (oq_disk_ops_t){.pwrite = s_pwrite, .fsync = s_fsync, .ctx = &f->disk};
     f->policy = OQ_FSYNC_ALWAYS;
     *state = f;
     return 0;

@@ -161,6 +161,9 @@
 #define OQ_JOURNAL_MAX_BACKLOG_BYTES (256LL * 1024 * 1024)
 #define OQ_JOURNAL_IO_CHUNK_BYTES    (4 * 1024 * 1024) /* replay reads and snapshot writes */
 #define OQ_COMPACT_RETRY_MS          10000             /* wait after a failed compaction */
+/* The same on a full disk (the reserve released), where the snapshot
+   shrinks as workers drain and recovery waits for it. */
+#define OQ_COMPACT_RECLAIM_RETRY_MS 1000
 /* Dispatch replies waiting for their records to be durable, at most; a
    dispatch beyond it is refused with "unavailable". */
 #define OQ_MAX_OUTBOX_REPLIES 65536
