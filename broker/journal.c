@@ -41,6 +41,11 @@
 #define S_MARK_NAME    "journal.durable"
 #define S_RESERVE_NAME "reserve"
 #define S_PID_TEXT_LEN 32
+#define S_WHY_LEN      256
+/* A header whose magic differs from OQ_RECORD_MAGIC in more bits than this
+   is taken for another file, not a damaged journal: --repair does not
+   rebuild it (it would replace that file's bytes with an empty journal). */
+#define S_MAGIC_MAX_DAMAGED_BITS 8
 
 struct oq_journal {
     oq_journal_config_t config;
@@ -62,14 +67,17 @@ struct oq_journal {
     int fd;      /* the journal */
     int lock_fd; /* dir/lock, flock()ed while open */
     oq_record_header_t header;
-    msgpack_sbuffer buf;  /* appended, not yet durable (see the top) */
-    size_t written;       /* bytes of buf in the file */
-    uint64_t base;        /* file offset of buf[0] */
-    uint64_t appended;    /* stream position: every byte appended */
-    uint64_t durable;     /* stream position durable under the policy */
-    int64_t last_sync_ms; /* monotonic */
-    uint64_t live_bytes;  /* a snapshot's size, estimated by the hooks */
-    bool tee;             /* a compaction is running: copy appends to tee_buf */
+    bool header_rebuilt; /* the header on disk was damaged: header is a new one */
+    uint8_t damaged_header[OQ_RECORD_HEADER_BYTES]; /* what was on disk then */
+    char header_why[S_WHY_LEN];                     /* what was wrong with it */
+    msgpack_sbuffer buf;                            /* appended, not yet durable (see the top) */
+    size_t written;                                 /* bytes of buf in the file */
+    uint64_t base;                                  /* file offset of buf[0] */
+    uint64_t appended;                              /* stream position: every byte appended */
+    uint64_t durable;                               /* stream position durable under the policy */
+    int64_t last_sync_ms;                           /* monotonic */
+    uint64_t live_bytes;                            /* a snapshot's size, estimated by the hooks */
+    bool tee; /* a compaction is running: copy appends to tee_buf */
     msgpack_sbuffer tee_buf;
     bool failing; /* the last write or fsync failed */
     int64_t failing_since_ms;
@@ -345,7 +353,9 @@ static int s_lock(oq_journal_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
-static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
+/* A header of this format with a new creation time and a new dedupe key.
+   0, or -1 with a reason. */
+static int s_new_header(oq_journal_t *self, char *reason, size_t reason_len)
 {
     self->header.version = OQ_JOURNAL_FORMAT_VERSION;
     self->header.created_ms = oq_clock_wall_ms(self->clock);
@@ -355,6 +365,13 @@ static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
                  strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
+{
+    if (s_new_header(self, reason, reason_len) < 0)
+        return -1;
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
     oq_record_header_encode(&self->header, bytes);
     size_t done;
@@ -368,6 +385,15 @@ static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
+/* The bits in which the header's magic differs from OQ_RECORD_MAGIC. */
+static int s_magic_bits_off(const uint8_t *bytes)
+{
+    int differ = 0;
+    for (int i = 0; i < OQ_RECORD_MAGIC_BYTES; i++)
+        differ += __builtin_popcount((unsigned)(bytes[i] ^ (uint8_t)OQ_RECORD_MAGIC[i]));
+    return differ;
+}
+
 static int s_read_header(oq_journal_t *self, uint64_t size, char *reason, size_t reason_len)
 {
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
@@ -378,12 +404,46 @@ static int s_read_header(oq_journal_t *self, uint64_t size, char *reason, size_t
                  n < 0 ? strerror(errno) : "short read");
         return -1;
     }
-    if (oq_record_header_decode(bytes, sizeof bytes, &self->header, why, sizeof why) < 0) {
+    if (oq_record_header_decode(bytes, sizeof bytes, &self->header, why, sizeof why) == 0) {
+        self->base = size;
+        return 0;
+    }
+    int bits_off = s_magic_bits_off(bytes);
+    if (oq_record_header_intact(bytes) || bits_off > S_MAGIC_MAX_DAMAGED_BITS) {
+        /* A newer format, unknown flags, or not a journal: no damage to
+           repair. */
         snprintf(reason, reason_len, "%s: %s", self->path, why);
         return -1;
     }
+    if (bits_off)
+        snprintf(why, sizeof why,
+                 "the journal header is damaged (its magic is %d bit%s off \"%s\")", bits_off,
+                 bits_off == 1 ? "" : "s", OQ_RECORD_MAGIC);
+    if (!self->config.repair) {
+        snprintf(reason, reason_len,
+                 "journal %s: %s, so neither its format version nor its dedupe key "
+                 "can be trusted. Nothing was changed. Start with --repair to rebuild the header "
+                 "(a new dedupe key: dispatch ids the journal remembers only by their digest are "
+                 "forgotten, so a producer that resends one of them gets a new job) and keep "
+                 "every record that verifies; the damaged header is saved to a side file first",
+                 self->path, why);
+        return -1;
+    }
+    /* Rebuilt: replay keeps every record that verifies under it and
+       rewrites the file (replay.c). */
+    memcpy(self->damaged_header, bytes, sizeof bytes);
+    snprintf(self->header_why, sizeof self->header_why, "%s", why);
+    if (s_new_header(self, reason, reason_len) < 0)
+        return -1;
+    self->header_rebuilt = true;
     self->base = size;
     return 0;
+}
+
+const uint8_t *oq_journal_damaged_header(const oq_journal_t *self, const char **why)
+{
+    *why = self->header_why;
+    return self->header_rebuilt ? self->damaged_header : NULL;
 }
 
 oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t *clock,
@@ -440,6 +500,11 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
         self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
         self->marked = UINT64_MAX;
         s_mark(self, OQ_RECORD_HEADER_BYTES);
+    } else if (self->header_rebuilt) {
+        /* The mark names its file by the creation time, which was in the
+           damaged header: it is not used, and is rewritten for the file
+           replay writes. */
+        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
     } else {
         s_read_mark(self);
     }

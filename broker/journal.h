@@ -74,6 +74,7 @@ typedef struct {
     int64_t fsync_interval_ms; /* batch: the longest wait; always: for records no reply waits on */
     const oq_disk_ops_t *ops;  /* NULL: oq_disk_ops_system() */
     uint64_t reserve_bytes;    /* the disk reserve (0: none); see "the disk reserve" above */
+    bool repair;               /* a damaged header is rebuilt, not refused (--repair) */
 } oq_journal_config_t;
 
 typedef struct oq_journal oq_journal_t;
@@ -82,7 +83,15 @@ typedef struct oq_journal oq_journal_t;
    a new header and dedupe key) if missing, and lock the directory against a
    second broker. An unfinished compaction file is removed. Records are not
    read: replay (replay.h) does that before anything is appended. NULL with a
-   reason on failure. config and clock are borrowed. */
+   reason on failure. config and clock are borrowed.
+
+   A damaged header (a bad magic or CRC: nothing in it can be trusted) is
+   refused with a reason naming --repair, unless config->repair: then the
+   journal is opened under a new header (this format version, a new
+   creation time and a new dedupe key, oq_journal_damaged_header), and the
+   durable mark, which names the file by the old creation time, is not
+   used. Replay then rewrites the file. A sound header of a newer format or
+   with unknown flags is refused either way: it is no damage. */
 oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t *clock,
                              char *reason, size_t reason_len);
 
@@ -98,6 +107,11 @@ const char *oq_journal_dir(const oq_journal_t *self);
 
 /* The header read or written at open. Borrowed. */
 const oq_record_header_t *oq_journal_header(const oq_journal_t *self);
+
+/* If the header on disk was damaged and rebuilt (see oq_journal_new): its
+   OQ_RECORD_HEADER_BYTES bytes as they were, and *why what was wrong with
+   them. NULL if the header was sound. Borrowed. */
+const uint8_t *oq_journal_damaged_header(const oq_journal_t *self, const char **why);
 
 /* The open file, for replay to read. */
 int oq_journal_fd(const oq_journal_t *self);

@@ -91,6 +91,12 @@ void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_
     s_store(out + S_HDR_CRC, oq_crc32c(0, out, S_HDR_CRC), 4);
 }
 
+bool oq_record_header_intact(const uint8_t *data)
+{
+    return memcmp(data, OQ_RECORD_MAGIC, OQ_RECORD_MAGIC_BYTES) == 0 &&
+           (uint32_t)s_load(data + S_HDR_CRC, 4) == oq_crc32c(0, data, S_HDR_CRC);
+}
+
 int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
                             size_t why_len)
 {

@@ -93,6 +93,11 @@ void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_
 int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
                             size_t why_len);
 
+/* True if data (OQ_RECORD_HEADER_BYTES) starts with the magic and its CRC
+   matches: a header that oq_record_header_decode refuses all the same is
+   of a newer format or has unknown flags, not damaged. */
+bool oq_record_header_intact(const uint8_t *data);
+
 /* ---- the durable mark (the data directory's journal.durable) ---- */
 
 #define OQ_RECORD_MARK_MAGIC "ONCEQDUR"

@@ -134,7 +134,7 @@ static void s_open(s_fix_t *f)
     oq_engine_config_t ec = oq_engine_config_default();
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0};
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0, false};
     char reason[4096];
     f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     if (!f->journal)

@@ -13,7 +13,9 @@
       stops the start (also without the mark, by the good records after
       it); repair resynchronises past each damaged range, keeps every
       record that verifies (counted exactly), skips records about jobs lost
-      in a gap, and leaves a journal that starts cleanly;
+      in a gap, and leaves a journal that starts cleanly; a damaged header
+      is refused naming --repair, which rebuilds it under a new dedupe key
+      (dispatch ids kept only as digests of the old one are forgotten);
     - disk errors through the seam: a failed write or fsync keeps every
       record, and after a failed fsync everything since the last good one is
       written again; at the broker, a dispatch waiting when the disk fills
@@ -157,7 +159,7 @@ static int s_open(s_fix_t *f, bool repair, oq_replay_report_t *report, char *rea
     oq_engine_config_t ec = oq_engine_config_default();
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
-    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops, 0};
+    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops, 0, repair};
     f->journal = oq_journal_new(&jc, &f->clock, reason, reason_len);
     if (!f->journal)
         return -1;
@@ -930,11 +932,103 @@ static void test_repair_resyncs_and_keeps_every_good_record(void **state)
     free(offs);
 }
 
+/* Flip one bit of the journal file at byte at. */
+static void s_flip_bit(s_fix_t *f, off_t at, int bit)
+{
+    int fd = open(s_path(f, "journal"), O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= (uint8_t)(1u << bit);
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* A damaged header (one bit of its dedupe key, then of its CRC) is refused
+   with a reason naming --repair; --repair rebuilds it under a new dedupe
+   key, keeps every record, saves the old header aside and rewrites the
+   file. Dispatch ids written in full with their jobs still map to them;
+   those the file remembered only by a digest of the old key are forgotten,
+   and counted. A sound header of a newer format, or another file, is
+   refused even with --repair. */
+static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state)
+{
+    s_fix_t *f = *state;
+    s_open_ok(f, NULL);
+    uint64_t a = s_dispatch(f, "noop", 0, "order-1");
+    uint64_t b = s_dispatch(f, "noop", 0, NULL);
+    uint64_t c = s_dispatch(f, "noop", 0, "order-2");
+    s_ack(f, s_lease_all(f, 'w'), c, 1, OQ_OUTCOME_OK);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    uint8_t key[OQ_SIPHASH_KEY_BYTES];
+    memcpy(key, oq_journal_header(f->journal)->dedupe_key, sizeof key);
+    s_close(f);
+    s_flip_bit(f, 30, 3); /* in the dedupe key */
+
+    char reason[4096];
+    oq_replay_report_t r;
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "damaged"));
+    assert_non_null(strstr(reason, "--repair"));
+    assert_null(f->journal);
+
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_true(r.header_rebuilt);
+    assert_true(r.rewritten);
+    assert_int_equal(r.gaps, 0);
+    assert_int_equal(r.digests_dropped, 0);
+    assert_int_equal(r.ready, 2);
+    assert_true(r.saved_to[0]);
+    assert_int_equal(s_file_size(r.saved_to), OQ_RECORD_HEADER_BYTES);
+    assert_memory_not_equal(oq_journal_header(f->journal)->dedupe_key, key, sizeof key);
+    s_expect(f, a, "ready", 1);
+    s_expect(f, b, "ready", 1);
+    assert_int_equal(s_resend(f, "order-1"), a);
+    assert_int_equal(s_resend(f, "order-2"), c);
+
+    /* Sound from then on; the rewrite holds both ids as digests now. */
+    s_open_ok(f, &r);
+    assert_false(r.header_rebuilt);
+    s_close(f);
+    s_flip_bit(f, OQ_RECORD_HEADER_BYTES - 1, 0); /* in the CRC */
+    f->time.now += 1; /* a side file of its own */
+    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "--repair"));
+    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+        fail_msg("repair: %s", reason);
+    assert_int_equal(r.digests_dropped, 2);
+    assert_int_equal(r.ready, 2);
+    s_expect(f, a, "ready", 1);
+    size_t jobs = oq_engine_job_count(f->engine);
+    assert_true(s_dispatch(f, "noop", 0, "order-1") != a); /* a new job now */
+    assert_int_equal(oq_engine_job_count(f->engine), jobs + 1);
+    assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
+    s_close(f);
+
+    /* Not damage: a newer format, and a file that is no journal. */
+    int fd = open(s_path(f, "journal"), O_RDWR);
+    uint8_t head[OQ_RECORD_HEADER_BYTES];
+    assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
+    oq_record_header_t h;
+    char why[256];
+    assert_int_equal(oq_record_header_decode(head, sizeof head, &h, why, sizeof why), 0);
+    h.version = OQ_JOURNAL_FORMAT_VERSION + 1;
+    oq_record_header_encode(&h, head);
+    assert_int_equal(pwrite(fd, head, sizeof head, 0), sizeof head);
+    assert_int_equal(s_open(f, true, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "newer than this broker"));
+    assert_int_equal(pwrite(fd, "#!/bin/sh\n", 10, 0), 10);
+    assert_int_equal(s_open(f, true, &r, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "not an onceq journal"));
+    close(fd);
+}
+
 static void test_a_second_broker_is_refused_the_directory(void **state)
 {
     s_fix_t *f = *state;
     s_open_ok(f, NULL);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL, 0};
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL, 0, false};
     char reason[4096];
     oq_journal_t *second = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     assert_null(second);
@@ -1331,6 +1425,7 @@ int main(void)
         S_TEST(test_a_bit_flipped_in_the_last_durable_record_is_damage),
         S_TEST(test_a_journal_shorter_than_its_mark_is_damage),
         S_TEST(test_repair_resyncs_and_keeps_every_good_record),
+        S_TEST(test_a_damaged_header_is_refused_then_rebuilt_by_repair),
         S_TEST(test_a_second_broker_is_refused_the_directory),
         S_TEST(test_failed_write_keeps_records_and_resumes_where_it_stopped),
         S_TEST(test_failed_fsync_writes_everything_since_the_last_good_one_again),
