@@ -992,7 +992,7 @@ static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state
     assert_false(r.header_rebuilt);
     s_close(f);
     s_flip_bit(f, OQ_RECORD_HEADER_BYTES - 1, 0); /* in the CRC */
-    f->time.now += 1; /* a side file of its own */
+    f->time.now += 1;                             /* a side file of its own */
     assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "--repair"));
     if (s_open(f, true, &r, reason, sizeof reason) < 0)
