@@ -12,7 +12,9 @@
     little room for its snapshot and fails; it used to be tried again only
     after 10 s, the time every full disk then took to recover.
 
-    Needs root to mount the tmpfs; skipped (and said so) otherwise. */
+    Needs root to mount the tmpfs; skipped (and said so) otherwise.
+    unit.test_journal plays the same on a small disk through the disk seam,
+    with a hand-moved clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
