@@ -67,17 +67,14 @@ struct oq_journal {
     int fd;      /* the journal */
     int lock_fd; /* dir/lock, flock()ed while open */
     oq_record_header_t header;
-    bool header_rebuilt; /* the header on disk was damaged: header is a new one */
-    uint8_t damaged_header[OQ_RECORD_HEADER_BYTES]; /* what was on disk then */
-    char header_why[S_WHY_LEN];                     /* what was wrong with it */
-    msgpack_sbuffer buf;                            /* appended, not yet durable (see the top) */
-    size_t written;                                 /* bytes of buf in the file */
-    uint64_t base;                                  /* file offset of buf[0] */
-    uint64_t appended;                              /* stream position: every byte appended */
-    uint64_t durable;                               /* stream position durable under the policy */
-    int64_t last_sync_ms;                           /* monotonic */
-    uint64_t live_bytes;                            /* a snapshot's size, estimated by the hooks */
-    bool tee; /* a compaction is running: copy appends to tee_buf */
+    msgpack_sbuffer buf;  /* appended, not yet durable (see the top) */
+    size_t written;       /* bytes of buf in the file */
+    uint64_t base;        /* file offset of buf[0] */
+    uint64_t appended;    /* stream position: every byte appended */
+    uint64_t durable;     /* stream position durable under the policy */
+    int64_t last_sync_ms; /* monotonic */
+    uint64_t live_bytes;  /* a snapshot's size, estimated by the hooks */
+    bool tee;             /* a compaction is running: copy appends to tee_buf */
     msgpack_sbuffer tee_buf;
     bool failing; /* the last write or fsync failed */
     int64_t failing_since_ms;
@@ -85,6 +82,11 @@ struct oq_journal {
     char error[S_ERROR_LEN];
     uint64_t fsyncs, failures;
     oq_histogram_t fsync_latency; /* of the journal file's fsyncs that succeeded */
+
+    /* With --repair, a damaged header is replaced by a new one. */
+    bool header_rebuilt;
+    uint8_t damaged_header[OQ_RECORD_HEADER_BYTES]; /* what was on disk */
+    char header_why[S_WHY_LEN];                     /* what was wrong with it */
 };
 
 /* ---- the disk seam ---- */
@@ -398,7 +400,7 @@ static int s_read_header(oq_journal_t *self, uint64_t size, char *reason, size_t
 {
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
     ssize_t n = pread(self->fd, bytes, sizeof bytes, 0);
-    char why[256];
+    char why[S_WHY_LEN];
     if (n != (ssize_t)sizeof bytes) {
         snprintf(reason, reason_len, "cannot read %s: %s", self->path,
                  n < 0 ? strerror(errno) : "short read");
