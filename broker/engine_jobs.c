@@ -515,13 +515,13 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     v->payload = job->payload;
     v->payload_len = job->payload_len;
     v->attempt = job->attempt;
+    v->generation = job->gen;
     v->max_tries = job->max_tries;
     v->timeout_ms = job->timeout_ms;
     v->backoff_ms = oq_eng_job_backoff(job);
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
     v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen) : 0;
-    v->generation = job->gen;
     bool failed = job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW;
     v->error = failed ? job->u.f.error : NULL;
     v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;
