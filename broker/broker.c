@@ -236,7 +236,9 @@ fail:
 static int s_open_journal(oq_broker_t *self, char *reason, size_t reason_len)
 {
     const oq_broker_config_t *c = &self->config;
-    self->journal = oq_journal_new(&c->journal, self->clock, reason, reason_len);
+    oq_journal_config_t jc = c->journal;
+    jc.repair = c->repair; /* a damaged header too */
+    self->journal = oq_journal_new(&jc, self->clock, reason, reason_len);
     if (!self->journal)
         return -1;
     oq_replay_report_t r;

@@ -14,7 +14,8 @@
     file replays to exactly the state the parent has then. Records appended
     before the fork but not yet written are in the snapshot's state already.
 
-    How a job is written. DISPATCHED with the job in full; then, when it is
+    How a job is written. DISPATCHED with the job in full; GENERATION if it
+    was ever requeued (its lease tokens are made of it); then, when it is
     not a fresh ready or delayed job, the record that puts it in its state:
     LEASED for its attempt count (a leased job comes back ready), RETRY for
     a delayed job with attempts, FAILED for a failed one, REVIEW for one in
@@ -43,7 +44,10 @@
 
 #define S_REASON_LEN 4400
 /* On a full disk, compact whenever the snapshot would take at most half the
-   file, whatever --compact-min-bytes and --compact-ratio say. */
+   file, whatever --compact-min-bytes and --compact-ratio say, and at most
+   half the space still free: the estimate leaves out the records that put
+   a job in its state and the tee, and a snapshot that does not fit fails
+   and only wastes the wait before the next try. */
 #define S_RECLAIM_FACTOR 2
 
 /* What the child reports through its pipe. */
@@ -142,7 +146,21 @@ bool oq_compact_reclaim_due(const oq_compact_t *self)
     uint64_t live = oq_journal_live_bytes(self->journal) +
                     oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() +
                     OQ_RECORD_HEADER_BYTES;
-    return size >= live * S_RECLAIM_FACTOR;
+    uint64_t free_bytes;
+    if (size < live * S_RECLAIM_FACTOR)
+        return false;
+    /* Space that cannot be told is no reason to wait: try. */
+    return oq_journal_free_bytes(self->journal, &free_bytes) < 0 ||
+           free_bytes >= live * S_RECLAIM_FACTOR;
+}
+
+/* After a failure: not again for a while; on a full disk a short while,
+   since the snapshot shrinks as workers drain and dispatches wait for it. */
+static void s_wait_after_failure(oq_compact_t *self)
+{
+    int64_t wait_ms =
+        oq_journal_reserve_held(self->journal) ? OQ_COMPACT_RETRY_MS : OQ_COMPACT_RECLAIM_RETRY_MS;
+    self->retry_at_ms = oq_clock_now_ms(self->clock) + wait_ms;
 }
 
 /* ---- the snapshot ---- */
@@ -200,6 +218,11 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
     if (job->unique_key || job->overlap_key)
         s_check(s, oq_record_keys(&s->buf, job->id, job->unique_key, job->unique_until_ms, false,
                                   job->overlap_key));
+    /* A requeued job's generation: without it the first delivery after a
+       restart would carry the same token as the first one before the
+       requeue, and that old delivery's ack would complete the new one. */
+    if (job->generation)
+        s_check(s, oq_record_generation(&s->buf, job->id, job->generation));
     if (job->state == OQ_STATE_FAILED)
         s_check(s, oq_record_failed(&s->buf, job->id, job->attempt, job->failed_at_ms, job->error));
     else if (job->state == OQ_STATE_REVIEW)
@@ -310,10 +333,10 @@ int oq_compact_start(oq_compact_t *self)
             self->size_before, oq_journal_live_bytes(self->journal), (int)pid);
     return 0;
 fail:
-    oq_error("cannot start a compaction: %s; trying again in %d s", strerror(errno),
-             OQ_COMPACT_RETRY_MS / 1000);
+    s_wait_after_failure(self);
+    oq_error("cannot start a compaction: %s; trying again in %lld ms", strerror(errno),
+             (long long)(self->retry_at_ms - now));
     s_abandon(self, true);
-    self->retry_at_ms = now + OQ_COMPACT_RETRY_MS;
     return -1;
 }
 
@@ -349,9 +372,9 @@ int oq_compact_poll(oq_compact_t *self)
             return 1;
         }
     }
-    oq_error("compaction failed: %s; the journal stays as it was, trying again in %d s", reason,
-             OQ_COMPACT_RETRY_MS / 1000);
+    s_wait_after_failure(self);
+    oq_error("compaction failed: %s; the journal stays as it was, trying again in %lld ms", reason,
+             (long long)(self->retry_at_ms - oq_clock_now_ms(self->clock)));
     s_abandon(self, true);
-    self->retry_at_ms = oq_clock_now_ms(self->clock) + OQ_COMPACT_RETRY_MS;
     return -1;
 }

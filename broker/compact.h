@@ -32,17 +32,20 @@ oq_compact_t *oq_compact_new(const oq_compact_config_t *config, oq_journal_t *jo
    set *self_p to NULL. */
 void oq_compact_destroy(oq_compact_t **self_p);
 
-/* True if no compaction runs, none failed in the last OQ_COMPACT_RETRY_MS,
-   and the journal is over both the minimum and ratio x the live state. */
+/* True if no compaction runs, none failed within its retry interval (see
+   oq_compact_start), and the journal is over both the minimum and ratio x
+   the live state. */
 bool oq_compact_due(const oq_compact_t *self);
 
 /* The disk is full (the journal's reserve is released): true if no
-   compaction runs, none failed in the last OQ_COMPACT_RETRY_MS, and a
-   snapshot would take at most half the file, whatever the thresholds. */
+   compaction runs, none failed within its retry interval, and
+   a snapshot would take at most half the file and half the free space,
+   whatever the thresholds. */
 bool oq_compact_reclaim_due(const oq_compact_t *self);
 
 /* Start a compaction: fork the child that writes the snapshot. 0, or -1
-   (logged; tried again after OQ_COMPACT_RETRY_MS). */
+   (logged; tried again after OQ_COMPACT_RETRY_MS, or on a full disk after
+   OQ_COMPACT_RECLAIM_RETRY_MS). */
 int oq_compact_start(oq_compact_t *self);
 
 /* While a compaction runs: the file descriptor that becomes readable when
@@ -51,7 +54,8 @@ int oq_compact_fd(const oq_compact_t *self);
 
 /* Call when oq_compact_fd is readable: finish the compaction. Returns 1 if
    the journal was replaced, 0 if the child is not done yet, -1 if the
-   compaction failed (logged; the old journal stays). */
+   compaction failed (logged; the old journal stays, and it is tried again
+   as after a failed start). */
 int oq_compact_poll(oq_compact_t *self);
 
 /* Compactions finished since start. */

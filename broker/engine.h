@@ -77,6 +77,7 @@ typedef struct {
     int32_t priority;
     int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
     uint64_t lease;        /* the token of its latest delivery (0 if never delivered) */
+    uint32_t generation;   /* requeues so far (and retries after review): tokens are made of it */
     const oq_resolution_t *resolution; /* OQ_EVENT_RESOLVED only: the decision; else NULL */
     const char *unique_key;            /* the unique key it holds while live (unique.h), or NULL */
     int64_t unique_until_ms;           /* wall clock: the end of its unique window; 0: none */
@@ -571,6 +572,11 @@ int oq_engine_restore_dispatch_digest(oq_engine_t *self,
    runs out. */
 int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
                            int64_t unique_until_ms, bool window_only, oq_str_t overlap_key);
+
+/* The job's requeue generation (a snapshot's GENERATION record), so that
+   the tokens of deliveries before a requeue stay dead. 0, or -1 if the job
+   is not held. */
+int oq_engine_restore_generation(oq_engine_t *self, uint64_t id, uint32_t generation);
 
 /* Never hand out an id below next_id (a snapshot remembers it). */
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);

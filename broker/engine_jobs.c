@@ -515,6 +515,7 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     v->payload = job->payload;
     v->payload_len = job->payload_len;
     v->attempt = job->attempt;
+    v->generation = job->gen;
     v->max_tries = job->max_tries;
     v->timeout_ms = job->timeout_ms;
     v->backoff_ms = oq_eng_job_backoff(job);

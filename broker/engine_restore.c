@@ -182,6 +182,15 @@ int oq_engine_restore_keys(oq_engine_t *self, uint64_t id, oq_str_t unique_key,
                               now);
 }
 
+int oq_engine_restore_generation(oq_engine_t *self, uint64_t id, uint32_t generation)
+{
+    oq_eng_job_t *job = s_restored(self, id);
+    if (!job)
+        return -1;
+    job->gen = generation;
+    return 0;
+}
+
 void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id)
 {
     if (next_id > self->next_id)

@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,11 @@
 #define S_MARK_NAME    "journal.durable"
 #define S_RESERVE_NAME "reserve"
 #define S_PID_TEXT_LEN 32
+#define S_WHY_LEN      256
+/* A header whose magic differs from OQ_RECORD_MAGIC in more bits than this
+   is taken for another file, not a damaged journal: --repair does not
+   rebuild it (it would replace that file's bytes with an empty journal). */
+#define S_MAGIC_MAX_DAMAGED_BITS 8
 
 struct oq_journal {
     oq_journal_config_t config;
@@ -76,6 +82,11 @@ struct oq_journal {
     char error[S_ERROR_LEN];
     uint64_t fsyncs, failures;
     oq_histogram_t fsync_latency; /* of the journal file's fsyncs that succeeded */
+
+    /* With --repair, a damaged header is replaced by a new one. */
+    bool header_rebuilt;
+    uint8_t damaged_header[OQ_RECORD_HEADER_BYTES]; /* what was on disk */
+    char header_why[S_WHY_LEN];                     /* what was wrong with it */
 };
 
 /* ---- the disk seam ---- */
@@ -103,7 +114,18 @@ static int s_sys_allocate(void *ctx, int fd, off_t len)
     return 0;
 }
 
-static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL, s_sys_allocate};
+static int s_sys_free_bytes(void *ctx, const char *dir, uint64_t *bytes)
+{
+    (void)ctx;
+    struct statvfs st;
+    if (statvfs(dir, &st) < 0)
+        return -1;
+    *bytes = (uint64_t)st.f_bavail * st.f_frsize;
+    return 0;
+}
+
+static const oq_disk_ops_t s_system_ops = {s_sys_pwrite, s_sys_fsync, NULL, s_sys_allocate,
+                                           s_sys_free_bytes};
 
 const oq_disk_ops_t *oq_disk_ops_system(void)
 {
@@ -333,7 +355,9 @@ static int s_lock(oq_journal_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
-static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
+/* A header of this format with a new creation time and a new dedupe key.
+   0, or -1 with a reason. */
+static int s_new_header(oq_journal_t *self, char *reason, size_t reason_len)
 {
     self->header.version = OQ_JOURNAL_FORMAT_VERSION;
     self->header.created_ms = oq_clock_wall_ms(self->clock);
@@ -343,6 +367,13 @@ static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
                  strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
+{
+    if (s_new_header(self, reason, reason_len) < 0)
+        return -1;
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
     oq_record_header_encode(&self->header, bytes);
     size_t done;
@@ -356,22 +387,65 @@ static int s_create_header(oq_journal_t *self, char *reason, size_t reason_len)
     return 0;
 }
 
+/* The bits in which the header's magic differs from OQ_RECORD_MAGIC. */
+static int s_magic_bits_off(const uint8_t *bytes)
+{
+    int differ = 0;
+    for (int i = 0; i < OQ_RECORD_MAGIC_BYTES; i++)
+        differ += __builtin_popcount((unsigned)(bytes[i] ^ (uint8_t)OQ_RECORD_MAGIC[i]));
+    return differ;
+}
+
 static int s_read_header(oq_journal_t *self, uint64_t size, char *reason, size_t reason_len)
 {
     uint8_t bytes[OQ_RECORD_HEADER_BYTES];
     ssize_t n = pread(self->fd, bytes, sizeof bytes, 0);
-    char why[256];
+    char why[S_WHY_LEN];
     if (n != (ssize_t)sizeof bytes) {
         snprintf(reason, reason_len, "cannot read %s: %s", self->path,
                  n < 0 ? strerror(errno) : "short read");
         return -1;
     }
-    if (oq_record_header_decode(bytes, sizeof bytes, &self->header, why, sizeof why) < 0) {
+    if (oq_record_header_decode(bytes, sizeof bytes, &self->header, why, sizeof why) == 0) {
+        self->base = size;
+        return 0;
+    }
+    int bits_off = s_magic_bits_off(bytes);
+    if (oq_record_header_intact(bytes) || bits_off > S_MAGIC_MAX_DAMAGED_BITS) {
+        /* A newer format, unknown flags, or not a journal: no damage to
+           repair. */
         snprintf(reason, reason_len, "%s: %s", self->path, why);
         return -1;
     }
+    if (bits_off)
+        snprintf(why, sizeof why,
+                 "the journal header is damaged (its magic is %d bit%s off \"%s\")", bits_off,
+                 bits_off == 1 ? "" : "s", OQ_RECORD_MAGIC);
+    if (!self->config.repair) {
+        snprintf(reason, reason_len,
+                 "journal %s: %s, so neither its format version nor its dedupe key "
+                 "can be trusted. Nothing was changed. Start with --repair to rebuild the header "
+                 "(a new dedupe key: dispatch ids the journal remembers only by their digest are "
+                 "forgotten, so a producer that resends one of them gets a new job) and keep "
+                 "every record that verifies; the damaged header is saved to a side file first",
+                 self->path, why);
+        return -1;
+    }
+    /* Rebuilt: replay keeps every record that verifies under it and
+       rewrites the file (replay.c). */
+    memcpy(self->damaged_header, bytes, sizeof bytes);
+    snprintf(self->header_why, sizeof self->header_why, "%s", why);
+    if (s_new_header(self, reason, reason_len) < 0)
+        return -1;
+    self->header_rebuilt = true;
     self->base = size;
     return 0;
+}
+
+const uint8_t *oq_journal_damaged_header(const oq_journal_t *self, const char **why)
+{
+    *why = self->header_why;
+    return self->header_rebuilt ? self->damaged_header : NULL;
 }
 
 oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t *clock,
@@ -428,6 +502,11 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
         self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
         self->marked = UINT64_MAX;
         s_mark(self, OQ_RECORD_HEADER_BYTES);
+    } else if (self->header_rebuilt) {
+        /* The mark names its file by the creation time, which was in the
+           damaged header: it is not used, and is rewritten for the file
+           replay writes. */
+        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
     } else {
         s_read_mark(self);
     }
@@ -769,6 +848,12 @@ const char *oq_journal_error(const oq_journal_t *self)
     return self->failing ? self->error : !self->reserve_held ? self->reserve_error : "";
 }
 
+int oq_journal_free_bytes(const oq_journal_t *self, uint64_t *bytes)
+{
+    return self->ops->free_bytes ? self->ops->free_bytes(self->ops->ctx, self->dir, bytes)
+                                 : s_sys_free_bytes(NULL, self->dir, bytes);
+}
+
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self)
 {
     return self->buf.size;
@@ -856,6 +941,10 @@ int oq_journal_switch(oq_journal_t *self, int fd, uint64_t bytes, char *reason, 
     s_mark(self, self->base);
     oq_journal_tee_end(self);
     self->last_sync_ms = oq_clock_now_ms(self->clock);
+    /* The rename freed the old file's space: on a full disk, the reserve
+       is tried again at the next flush, not a retry interval later. */
+    if (!self->reserve_held)
+        self->reserve_retry_at_ms = self->last_sync_ms;
     s_recovered(self);
     return 0;
 }

@@ -26,7 +26,8 @@
     allocated at open. A write that fails for lack of space (ENOSPC, EDQUOT)
     deletes it, so the records waiting in memory and a compaction have room;
     the journal counts as unhealthy (dispatches refused) until the reserve
-    can be allocated again, tried every OQ_JOURNAL_RESERVE_RETRY_MS.
+    can be allocated again, tried every OQ_JOURNAL_RESERVE_RETRY_MS and at
+    once after a compaction (whose rename is what frees the space).
 
     Disk writes and fsyncs go through a small table (oq_disk_ops_t) that
     tests replace to play a full disk. */
@@ -51,6 +52,9 @@ typedef struct {
     /* Allocate len bytes for fd (the disk reserve); 0, or -1 with errno.
        NULL: posix_fallocate(3). */
     int (*allocate)(void *ctx, int fd, off_t len);
+    /* The bytes an unprivileged writer may still write on the file system
+       that holds dir; 0, or -1 with errno. NULL: statvfs(3). */
+    int (*free_bytes)(void *ctx, const char *dir, uint64_t *bytes);
 } oq_disk_ops_t;
 
 /* The real system calls. Borrowed. */
@@ -70,6 +74,7 @@ typedef struct {
     int64_t fsync_interval_ms; /* batch: the longest wait; always: for records no reply waits on */
     const oq_disk_ops_t *ops;  /* NULL: oq_disk_ops_system() */
     uint64_t reserve_bytes;    /* the disk reserve (0: none); see "the disk reserve" above */
+    bool repair;               /* a damaged header is rebuilt, not refused (--repair) */
 } oq_journal_config_t;
 
 typedef struct oq_journal oq_journal_t;
@@ -78,7 +83,15 @@ typedef struct oq_journal oq_journal_t;
    a new header and dedupe key) if missing, and lock the directory against a
    second broker. An unfinished compaction file is removed. Records are not
    read: replay (replay.h) does that before anything is appended. NULL with a
-   reason on failure. config and clock are borrowed. */
+   reason on failure. config and clock are borrowed.
+
+   A damaged header (a bad magic or CRC: nothing in it can be trusted) is
+   refused with a reason naming --repair, unless config->repair: then the
+   journal is opened under a new header (this format version, a new
+   creation time and a new dedupe key, oq_journal_damaged_header), and the
+   durable mark, which names the file by the old creation time, is not
+   used. Replay then rewrites the file. A sound header of a newer format or
+   with unknown flags is refused either way: it is no damage. */
 oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t *clock,
                              char *reason, size_t reason_len);
 
@@ -94,6 +107,11 @@ const char *oq_journal_dir(const oq_journal_t *self);
 
 /* The header read or written at open. Borrowed. */
 const oq_record_header_t *oq_journal_header(const oq_journal_t *self);
+
+/* If the header on disk was damaged and rebuilt (see oq_journal_new): its
+   OQ_RECORD_HEADER_BYTES bytes as they were, and *why what was wrong with
+   them. NULL if the header was sound. Borrowed. */
+const uint8_t *oq_journal_damaged_header(const oq_journal_t *self, const char **why);
 
 /* The open file, for replay to read. */
 int oq_journal_fd(const oq_journal_t *self);
@@ -152,6 +170,10 @@ const char *oq_journal_error(const oq_journal_t *self);
    released (or could not be allocated), when a compaction may run to
    reclaim space whatever its size thresholds. */
 bool oq_journal_reserve_held(const oq_journal_t *self);
+
+/* The free space on the journal's file system (through the disk seam):
+   0 with *bytes, or -1 if it cannot be told. */
+int oq_journal_free_bytes(const oq_journal_t *self, uint64_t *bytes);
 
 /* Bytes appended and not yet durable. */
 uint64_t oq_journal_backlog_bytes(const oq_journal_t *self);

@@ -359,7 +359,9 @@ int main(int argc, char **argv)
          .kind = OQ_FLAG_BOOL,
          .dest = &config.repair,
          .help = "start even if the journal is damaged: keep every record that verifies, save "
-                 "the damaged bytes to a side file and report what was skipped"},
+                 "the damaged bytes to a side file and report what was skipped; a damaged "
+                 "header is rebuilt with a new dedupe key (dispatch ids kept only as digests "
+                 "are forgotten)"},
         {.name = "compact-min-bytes",
          .env = "ONCEQ_COMPACT_MIN_BYTES",
          .kind = OQ_FLAG_UINT,

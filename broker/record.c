@@ -47,6 +47,7 @@ static const char *s_type_names[] = {
     [OQ_RECORD_REVIEW] = "review",
     [OQ_RECORD_RESOLVED] = "resolved",
     [OQ_RECORD_KEYS] = "keys",
+    [OQ_RECORD_GENERATION] = "generation",
 };
 
 #define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
@@ -88,6 +89,12 @@ void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_
     s_store(out + S_HDR_CREATED, (uint64_t)h->created_ms, 8);
     memcpy(out + S_HDR_KEY, h->dedupe_key, OQ_SIPHASH_KEY_BYTES);
     s_store(out + S_HDR_CRC, oq_crc32c(0, out, S_HDR_CRC), 4);
+}
+
+bool oq_record_header_intact(const uint8_t *data)
+{
+    return memcmp(data, OQ_RECORD_MAGIC, OQ_RECORD_MAGIC_BYTES) == 0 &&
+           (uint32_t)s_load(data + S_HDR_CRC, 4) == oq_crc32c(0, data, S_HDR_CRC);
 }
 
 int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
@@ -406,6 +413,10 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
     case OQ_RECORD_CANCELLED:
         rec->id = s_get(&r, 8);
         break;
+    case OQ_RECORD_GENERATION:
+        rec->id = s_get(&r, 8);
+        rec->generation = (uint32_t)s_get(&r, 4);
+        break;
     case OQ_RECORD_DEDUPE: {
         const uint8_t *digest = s_get_bytes(&r, OQ_SIPHASH_DIGEST_BYTES);
         if (digest)
@@ -638,5 +649,14 @@ int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
     s_put(&w, (uint64_t)unique_until_ms, 8);
     s_put_str(&w, unique_key, s_cut(unique_key, OQ_MAX_JOB_KEY_LEN), 1);
     s_put_str(&w, overlap_key, s_cut(overlap_key, OQ_MAX_JOB_KEY_LEN), 1);
+    return s_end(&w);
+}
+
+int oq_record_generation(msgpack_sbuffer *buf, uint64_t id, uint32_t generation)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_GENERATION);
+    s_put(&w, id, 8);
+    s_put(&w, generation, 4);
     return s_end(&w);
 }

@@ -36,9 +36,11 @@ typedef enum {
     OQ_RECORD_REVIEW = 9,    /* to the review store, with the handler's reason */
     OQ_RECORD_RESOLVED = 10, /* a resolution of a job in review (snapshots: one remembered) */
     /* Format version 3. */
-    OQ_RECORD_KEYS = 11,      /* a job's unique and overlap keys (snapshots: a unique window too) */
-    OQ_RECORD_FORGOTTEN = 16, /* deleted from the failed store */
-    OQ_RECORD_CANCELLED = 17, /* a ready or delayed job withdrawn */
+    OQ_RECORD_KEYS = 11, /* a job's unique and overlap keys (snapshots: a unique window too) */
+    /* Format version 4. */
+    OQ_RECORD_GENERATION = 12, /* a job's requeue generation (snapshots) */
+    OQ_RECORD_FORGOTTEN = 16,  /* deleted from the failed store */
+    OQ_RECORD_CANCELLED = 17,  /* a ready or delayed job withdrawn */
 } oq_record_type_t;
 
 /* True if type is a record type of this format. */
@@ -55,6 +57,7 @@ typedef struct {
     oq_record_type_t type;
     uint64_t id;               /* the job (DISPATCHED: job.id too); NEXT_ID: the next id */
     uint32_t attempt;          /* LEASED, RETRY, FAILED, REVIEW, RESOLVED */
+    uint32_t generation;       /* GENERATION: requeues so far (part of the lease token) */
     int64_t at_ms;             /* wall clock. RETRY: not before (0: at once); FAILED: failed at;
                                   DEDUPE: expires at; DISPATCHED: not before (0: at once);
                                   REVIEW: reviewed at; RESOLVED: resolved at */
@@ -89,6 +92,11 @@ void oq_record_header_encode(const oq_record_header_t *h, uint8_t out[OQ_RECORD_
    OQ_JOURNAL_FORMAT_VERSION). 0, or -1 with why. */
 int oq_record_header_decode(const uint8_t *data, size_t len, oq_record_header_t *h, char *why,
                             size_t why_len);
+
+/* True if data (OQ_RECORD_HEADER_BYTES) starts with the magic and its CRC
+   matches: a header that oq_record_header_decode refuses all the same is
+   of a newer format or has unknown flags, not damaged. */
+bool oq_record_header_intact(const uint8_t *data);
 
 /* ---- the durable mark (the data directory's journal.durable) ---- */
 
@@ -159,6 +167,9 @@ int oq_record_resolved(msgpack_sbuffer *buf, const oq_resolution_t *resolution);
    held only by its window if window_only; overlap_key (NULL: none). */
 int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
                    int64_t unique_until_ms, bool window_only, const char *overlap_key);
+/* GENERATION of job id: how many times it was requeued (or retried after
+   review), which its lease tokens are made from. */
+int oq_record_generation(msgpack_sbuffer *buf, uint64_t id, uint32_t generation);
 
 /* The bytes oq_record_dispatched writes for job without a dispatch id: what
    a job costs in a snapshot, for the compaction trigger. */

@@ -125,6 +125,7 @@ typedef struct {
     oq_engine_t *engine;
     int64_t now_ms; /* wall clock */
     oq_replay_report_t *report;
+    bool key_lost; /* the header was rebuilt: digests of the old key mean nothing */
 } s_apply_t;
 
 /* A resolution: of a job in review (it is resolved again), or of one that
@@ -209,11 +210,16 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
         break;
     }
     case OQ_RECORD_DEDUPE:
-        if (oq_engine_restore_dispatch_digest(a->engine, rec->digest, rec->id, rec->at_ms) < 0)
+        if (a->key_lost)
+            a->report->digests_dropped++;
+        else if (oq_engine_restore_dispatch_digest(a->engine, rec->digest, rec->id, rec->at_ms) < 0)
             goto oom;
         break;
     case OQ_RECORD_NEXT_ID:
         oq_engine_restore_next_id(a->engine, rec->id);
+        break;
+    case OQ_RECORD_GENERATION:
+        rc = oq_engine_restore_generation(a->engine, rec->id, rec->generation);
         break;
     case OQ_RECORD_KEYS:
         if (oq_engine_restore_keys(a->engine, rec->id, rec->unique_key, rec->unique_until_ms,
@@ -249,22 +255,53 @@ static void s_live(void *ctx, const oq_job_view_t *job)
     *(uint64_t *)ctx += oq_record_dispatched_bytes(job);
 }
 
+#define S_SIDE_UNOPENED (-1)
+#define S_SIDE_FAILED   (-2)
+
+/* The side file for damaged bytes, created on the first need. */
+static void s_side_open(oq_journal_t *journal, int64_t now_ms, int *side_fd,
+                        oq_replay_report_t *report)
+{
+    if (*side_fd != S_SIDE_UNOPENED)
+        return;
+    snprintf(report->saved_to, sizeof report->saved_to, "%s.damaged-%lld", oq_journal_path(journal),
+             (long long)now_ms);
+    *side_fd = open(report->saved_to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (*side_fd < 0) {
+        oq_warn("repair: cannot create %s: %s (the damaged bytes are not saved)", report->saved_to,
+                strerror(errno));
+        report->saved_to[0] = 0;
+        *side_fd = S_SIDE_FAILED;
+    }
+}
+
+/* The header was damaged and rebuilt (journal.h): its old bytes go first
+   into the side file, and the consequence is said. */
+static void s_rebuilt_header(oq_journal_t *journal, int64_t now_ms, int *side_fd,
+                             oq_replay_report_t *report)
+{
+    const char *why;
+    const uint8_t *old = oq_journal_damaged_header(journal, &why);
+    report->header_rebuilt = true;
+    s_side_open(journal, now_ms, side_fd, report);
+    if (*side_fd >= 0 && write(*side_fd, old, OQ_RECORD_HEADER_BYTES) != OQ_RECORD_HEADER_BYTES)
+        oq_warn("repair: cannot save the damaged header to %s: %s", report->saved_to,
+                strerror(errno));
+    oq_warn("repair: journal %s: %s; the header is rebuilt as format version %d with "
+            "a new creation time and a new dedupe key%s%s. The durable mark is not used, and "
+            "every record that verifies is kept",
+            oq_journal_path(journal), why, OQ_JOURNAL_FORMAT_VERSION,
+            report->saved_to[0] ? "; the old header is saved to " : "", report->saved_to);
+}
+
 /* Skip the damaged range [from, to): save it to the side file (opened on
-   the first gap) and report it. */
+   the first need) and report it. */
 static void s_skip(oq_journal_t *journal, s_reader_t *r, uint64_t from, uint64_t to,
                    const char *what, int64_t now_ms, int *side_fd, oq_replay_report_t *report)
 {
-    if (report->gaps == 0) {
+    if (report->gaps == 0)
         report->damaged_at = from;
-        snprintf(report->saved_to, sizeof report->saved_to, "%s.damaged-%lld",
-                 oq_journal_path(journal), (long long)now_ms);
-        *side_fd = open(report->saved_to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (*side_fd < 0) {
-            oq_warn("repair: cannot create %s: %s (the damaged bytes are not saved)",
-                    report->saved_to, strerror(errno));
-            report->saved_to[0] = 0;
-        }
-    }
+    s_side_open(journal, now_ms, side_fd, report);
     if (*side_fd >= 0 && s_save_range(r->fd, from, to, *side_fd) < 0)
         oq_warn("repair: cannot save bytes %" PRIu64 "-%" PRIu64 " to %s: %s", from, to,
                 report->saved_to, strerror(errno));
@@ -299,17 +336,19 @@ static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, int64_t now_ms,
     return oq_journal_switch(journal, fd, bytes, reason, reason_len);
 }
 
-/* After repair skipped gaps: ids a gap may have held are never reused, and
-   the journal is rewritten from what was replayed (unless the only gap ran
-   to the end, which a cut removes). */
+/* After repair skipped gaps or rebuilt the header: ids a gap may have
+   held are never reused, and the journal is rewritten from what was
+   replayed (unless the only damage was a gap running to the end, which a
+   cut removes). */
 static int s_finish_repair(oq_journal_t *journal, s_reader_t *r, oq_engine_t *engine,
                            int64_t now_ms, oq_replay_report_t *report, char *reason,
                            size_t reason_len)
 {
-    oq_engine_restore_next_id(engine, oq_engine_next_id(engine) +
-                                          report->dropped_bytes / oq_record_min_dispatched_bytes() +
-                                          1);
-    if (report->gaps == 1 && report->ranges[0].to == r->size)
+    if (report->gaps)
+        oq_engine_restore_next_id(engine,
+                                  oq_engine_next_id(engine) +
+                                      report->dropped_bytes / oq_record_min_dispatched_bytes() + 1);
+    if (report->gaps == 1 && report->ranges[0].to == r->size && !report->header_rebuilt)
         return oq_journal_truncate(journal, report->ranges[0].from, reason, reason_len);
     char why[S_REWRITE_REASON_LEN];
     if (s_rewrite(journal, engine, now_ms, why, sizeof why) < 0) {
@@ -360,9 +399,13 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, const oq_clock_t *
     r.size = (uint64_t)st.st_size;
     report->has_mark = oq_journal_mark(journal, &report->mark);
     oq_engine_set_dispatch_key(engine, oq_journal_header(journal)->dedupe_key);
-    s_apply_t apply = {engine, oq_clock_wall_ms(clock), report};
+    const char *ignored_why;
+    bool rebuilt = oq_journal_damaged_header(journal, &ignored_why) != NULL;
+    s_apply_t apply = {engine, oq_clock_wall_ms(clock), report, rebuilt};
     const char *path = oq_journal_path(journal);
-    int side_fd = -1;
+    int side_fd = S_SIDE_UNOPENED;
+    if (rebuilt)
+        s_rebuilt_header(journal, apply.now_ms, &side_fd, report);
     int rc = 0;
     char why[256], what[512];
     if (report->has_mark && report->mark > r.size) {
@@ -463,7 +506,7 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, const oq_clock_t *
             oq_warn("repair: cannot fsync %s: %s", report->saved_to, strerror(errno));
         close(side_fd);
     }
-    if (rc == 0 && report->gaps)
+    if (rc == 0 && (report->gaps || report->header_rebuilt))
         rc = s_finish_repair(journal, &r, engine, apply.now_ms, report, reason, reason_len);
     else if (rc == 0 && report->has_mark && report->mark > r.size)
         rc = oq_journal_truncate(journal, r.size, reason, reason_len); /* the mark: no more */
@@ -479,6 +522,14 @@ int oq_replay_run(oq_journal_t *journal, oq_engine_t *engine, const oq_clock_t *
                 path, report->records, report->gaps, report->dropped_bytes, report->damaged_at,
                 report->saved_to[0] ? ", saved to " : "", report->saved_to,
                 report->rewritten ? "; the journal was rewritten without them" : "");
+    if (report->header_rebuilt)
+        oq_warn("repair: journal %s: kept %" PRIu64 " records under the rebuilt header and "
+                "rewrote the file. Dispatch ids written in full with their jobs are kept; the "
+                "%" PRIu64 " remembered only by their digest under the old key are forgotten: a "
+                "producer that resends one of those dispatch_ids within its window gets a new "
+                "job instead of the first one's id (its effect is still guarded by the "
+                "database)",
+                path, report->records, report->digests_dropped);
     report->bytes = oq_journal_file_bytes(journal);
     oq_engine_job_each(engine, s_count, &apply);
     uint64_t live = 0;

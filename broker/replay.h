@@ -12,7 +12,14 @@
     damage and stops the start with an error naming the offset, unless
     repair is set: then replay resynchronises at the next record that
     verifies, keeps every good record, saves the damaged bytes to a side
-    file and reports each skipped range. */
+    file and reports each skipped range.
+
+    A header that was damaged and rebuilt under repair (journal.h) has a
+    new dedupe key: a dispatch id the file holds only as a digest of the
+    old key (a snapshot's DEDUPE records) can never match again and is
+    dropped and counted, while every dispatch id written in full with its
+    job is digested afresh. The old header goes to the side file, and the
+    journal is rewritten under the new one. */
 #ifndef ONCEQ_REPLAY_H
 #define ONCEQ_REPLAY_H
 
@@ -41,8 +48,10 @@ typedef struct {
     uint64_t dropped_bytes; /* repair: damaged bytes skipped, in all */
     uint64_t gaps;          /* repair: damaged ranges skipped */
     oq_replay_range_t ranges[OQ_REPLAY_MAX_RANGES]; /* the first gaps */
-    bool rewritten;   /* rewritten: by repair without the gaps, or from an older format */
-    uint64_t ignored; /* records naming a job not held (none in a sound journal) */
+    bool rewritten;           /* rewritten: by repair without the gaps, or from an older format */
+    bool header_rebuilt;      /* repair: the header was damaged and rebuilt (journal.h) */
+    uint64_t digests_dropped; /* repair: DEDUPE records a rebuilt header's new key cannot use */
+    uint64_t ignored;         /* records naming a job not held (none in a sound journal) */
     size_t ready, delayed, failed, review;
     size_t dispatch_ids;
     int64_t elapsed_ms;

@@ -1,8 +1,10 @@
 /*  test_compact: a compaction writes a journal that replays to the same live
     state (jobs in every state, their attempts and errors, dispatch ids, the
     next id), keeps what was appended while its child ran, shrinks the file
-    to the size of the live jobs, and leaves the old journal alone when the
-    disk fails under it. The child is a real fork. */
+    to the size of the live jobs, keeps a requeued job's generation (the
+    tokens of its deliveries before the requeue stay dead), and leaves the
+    old journal alone when the disk fails under it. The child is a real
+    fork. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +50,7 @@ static int64_t s_wall(void *ctx)
 
 typedef struct {
     int write_errno;
+    uint64_t free_bytes; /* what the file system reports free (0: plenty) */
 } s_disk_t;
 
 static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
@@ -63,6 +66,14 @@ static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t o
 static int s_fsync(void *ctx, int fd)
 {
     return fsync(fd);
+}
+
+static int s_free_bytes(void *ctx, const char *dir, uint64_t *bytes)
+{
+    const s_disk_t *d = ctx;
+    (void)dir;
+    *bytes = d->free_bytes ? d->free_bytes : UINT64_MAX / 2;
+    return 0;
 }
 
 typedef struct {
@@ -82,7 +93,8 @@ static int s_setup(void **state)
     assert_int_equal(oq_support_temp_dir("onceq-unit-compact", f->dir, sizeof f->dir), 0);
     f->time.now = 1000;
     f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){s_pwrite, s_fsync, &f->disk, NULL};
+    f->ops = (oq_disk_ops_t){
+        .pwrite = s_pwrite, .fsync = s_fsync, .ctx = &f->disk, .free_bytes = s_free_bytes};
     *state = f;
     return 0;
 }
@@ -122,7 +134,7 @@ static void s_open(s_fix_t *f)
     oq_engine_config_t ec = oq_engine_config_default();
     ec.backoff_ms = 1000;
     f->engine = oq_engine_new(&ec, &f->clock);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0};
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0, false};
     char reason[4096];
     f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     if (!f->journal)
@@ -496,6 +508,20 @@ static void test_tried_again_after_a_failure(void **state)
     assert_int_equal(s_compact(f, NULL), 1);
 }
 
+/* On a full disk a compaction waits until its snapshot fits in the space
+   that is free, rather than failing on it and waiting out the retry. */
+static void test_on_a_full_disk_the_snapshot_must_fit_the_free_space(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    s_history(f);
+    uint64_t live = oq_journal_live_bytes(f->journal) + OQ_RECORD_HEADER_BYTES;
+    f->disk.free_bytes = live;
+    assert_false(oq_compact_reclaim_due(f->compact));
+    f->disk.free_bytes = 2 * live;
+    assert_true(oq_compact_reclaim_due(f->compact));
+}
+
 static void test_not_due_below_the_minimum_or_the_ratio(void **state)
 {
     s_fix_t *f = *state;
@@ -651,6 +677,58 @@ static void test_unique_and_overlap_keys_survive_restart_and_compaction(void **s
     assert_int_equal(rc, 0);
 }
 
+/* A requeue starts a new generation of lease tokens. A snapshot keeps it:
+   after a requeue, a compaction and a restart, the first new delivery's
+   token differs from the one the job had before the requeue, and an ok
+   with the old token is fenced. A job failed again after its requeue keeps
+   its generation too, so its next requeue moves on from there. */
+static void test_requeue_generation_survives_compaction(void **state)
+{
+    s_fix_t *f = *state;
+    s_open(f);
+    uint64_t id = s_dispatch(f, "bad", 0);
+    uint64_t again = s_dispatch(f, "bad", 0);
+    oq_worker_t *w = s_lease_all(f);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    uint64_t old_lease = v.lease;
+    s_ack(f, w, id, 1, OQ_OUTCOME_FAIL);
+    s_ack(f, w, again, 1, OQ_OUTCOME_FAIL);
+    char reason[256];
+    oq_refusal_t why;
+    assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
+    s_ack(f, s_lease_all(f), again, 1, OQ_OUTCOME_FAIL); /* failed in generation 1 */
+    assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
+    uint64_t again_lease = v.lease;
+    for (int i = 0; i < 200; i++) {
+        uint64_t churn = s_dispatch(f, "churn", 0);
+        s_ack(f, s_lease_all(f), churn, 1, OQ_OUTCOME_OK);
+    }
+    assert_int_equal(oq_engine_requeue(f->engine, id, &why, reason, sizeof reason), 0);
+    s_flush(f);
+    assert_int_equal(s_compact(f, NULL), 1);
+
+    s_open(f);
+    s_expect(f, id, "ready", 0);
+    s_expect(f, again, "failed", 1);
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_int_equal(v.generation, 1);
+    assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
+    assert_int_equal(v.generation, 1);
+    assert_int_equal(v.lease, again_lease);
+    w = s_lease_all(f);
+    s_expect(f, id, "leased", 1);
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_true(v.lease != old_lease);
+    oq_ack_msg_t ack = {
+        .id = id, .attempt = 1, .outcome = OQ_OUTCOME_OK, .lease = old_lease, .has_lease = true};
+    assert_int_equal(oq_engine_ack(f->engine, w, &ack), OQ_ACK_FENCED);
+    s_expect(f, id, "leased", 1);
+    assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
+    assert_int_equal(v.generation, 2);
+}
+
 int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
@@ -664,8 +742,10 @@ int main(void)
         S_TEST(test_a_failed_snapshot_leaves_the_journal_alone),
         S_TEST(test_tried_again_after_a_failure),
         S_TEST(test_not_due_below_the_minimum_or_the_ratio),
+        S_TEST(test_on_a_full_disk_the_snapshot_must_fit_the_free_space),
         S_TEST(test_failure_times_and_operator_changes_survive_compaction),
         S_TEST(test_unique_and_overlap_keys_survive_restart_and_compaction),
+        S_TEST(test_requeue_generation_survives_compaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,8 +138,9 @@
 #define OQ_AUTH_LOG_KEYS        64
 
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
-   2 added the review, resolved, forgotten and cancelled records. */
-#define OQ_JOURNAL_FORMAT_VERSION    3
+   2 added the review, resolved, forgotten and cancelled records, 3 the
+   keys record, 4 the generation record. */
+#define OQ_JOURNAL_FORMAT_VERSION    4
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000
@@ -160,6 +161,9 @@
 #define OQ_JOURNAL_MAX_BACKLOG_BYTES (256LL * 1024 * 1024)
 #define OQ_JOURNAL_IO_CHUNK_BYTES    (4 * 1024 * 1024) /* replay reads and snapshot writes */
 #define OQ_COMPACT_RETRY_MS          10000             /* wait after a failed compaction */
+/* The same on a full disk (the reserve released), where the snapshot
+   shrinks as workers drain and recovery waits for it. */
+#define OQ_COMPACT_RECLAIM_RETRY_MS 1000
 /* Dispatch replies waiting for their records to be durable, at most; a
    dispatch beyond it is refused with "unavailable". */
 #define OQ_MAX_OUTBOX_REPLIES 65536
