@@ -43,6 +43,9 @@ oq_overlap_t *oq_overlap_new(void)
         return NULL;
     }
     zhashx_set_destructor(self->keys, s_key_free);
+    /* The name lives in its key: no copy of it per key. */
+    zhashx_set_key_duplicator(self->keys, NULL);
+    zhashx_set_key_destructor(self->keys, NULL);
     return self;
 }
 

@@ -52,6 +52,10 @@ oq_unique_t *oq_unique_new(size_t max_keys)
         return NULL;
     }
     zhashx_set_destructor(self->by_key, s_entry_free);
+    /* The key lives in its entry: a copy per key would cost every key
+       another allocation the size of the longest key. */
+    zhashx_set_key_duplicator(self->by_key, NULL);
+    zhashx_set_key_destructor(self->by_key, NULL);
     return self;
 }
 
@@ -104,17 +108,22 @@ uint64_t oq_unique_find(oq_unique_t *self, const char *key, size_t len, int64_t 
     return 0;
 }
 
-/* Room for one more key: forget the window that ends first if full. */
-static int s_room(oq_unique_t *self)
+int oq_unique_evict(oq_unique_t *self)
 {
-    if (zhashx_size(self->by_key) < self->max_keys)
-        return 0;
     oq_heap_node_t *top = oq_heap_peek(self->by_expiry);
     if (!top)
         return -1;
     s_delete(self, oq_container_of(top, s_entry_t, timer));
     self->evicted++;
     return 0;
+}
+
+/* Room for one more key: forget the window that ends first if full. */
+static int s_room(oq_unique_t *self)
+{
+    if (zhashx_size(self->by_key) < self->max_keys)
+        return 0;
+    return oq_unique_evict(self);
 }
 
 static s_entry_t *s_insert(oq_unique_t *self, const char *key, size_t len, uint64_t id,
