@@ -31,6 +31,15 @@
 
 #define S_LOG_SLOTS 2 /* the two things said: dispatch ids, unique windows */
 
+/* A worker's cost covers its entry, the copy of its hex key and the hash
+   item in engine->workers, its type bitmap, and type and queue lists of
+   S_WORKER_LIST_NAMES each. */
+#define S_WORKER_LIST_NAMES 64
+_Static_assert(sizeof(oq_worker_t) + 2 * 256 + 1 + 64 + OQ_ENG_TYPE_WORDS * sizeof(uint64_t) +
+                       2 * S_WORKER_LIST_NAMES * sizeof(void *) <=
+                   OQ_WORKER_COST_BYTES,
+               "a worker costs more than --max-bytes counts");
+
 uint64_t oq_eng_held_bytes(const oq_engine_t *self)
 {
     uint64_t keys = (uint64_t)oq_unique_count(self->unique) + oq_overlap_jobs(self->overlap);

@@ -24,6 +24,17 @@ typedef struct {
     oq_heap_node_t timer; /* not live: in by_expiry until the window ends */
 } s_entry_t;
 
+/* What a key costs against --max-bytes: its entry, its hash item and
+   bucket (czmq: 48 and 8), its id-map slot (16 bytes at most 70% full, and
+   as little as 35% right after growing) and its heap slot, with room for
+   the allocator's rounding. */
+#define S_HASH_ITEM_BYTES 64
+#define S_ID_SLOT_BYTES   48
+#define S_HEAP_SLOT_BYTES 32
+_Static_assert(sizeof(s_entry_t) + S_HASH_ITEM_BYTES + S_ID_SLOT_BYTES + S_HEAP_SLOT_BYTES + 16 <=
+                   OQ_JOB_KEY_COST_BYTES,
+               "a unique key costs more than --max-bytes counts");
+
 struct oq_unique {
     size_t max_keys;
     zhashx_t *by_key;     /* key -> s_entry_t (owned) */

@@ -109,12 +109,13 @@
    - a unique or an overlap key: its entry (the key inline, up to
      OQ_MAX_JOB_KEY_LEN), its hash item and bucket, its id-map and heap
      slots, with the allocator's rounding (a job with both keys costs two);
-   - a connected worker: its entry (identity, name, routes);
+   - a connected worker: its entry (identity, name, type bitmap, and
+     routes of up to 64 types and queues);
    - a held wait, and a producer's or an admin's connection (what the broker
      holds for it beside libzmq's own buffers).
    The dispatch-id table counts as allocated (broker/dedupe.h). */
 #define OQ_JOB_KEY_COST_BYTES 384
-#define OQ_WORKER_COST_BYTES  2048
+#define OQ_WORKER_COST_BYTES  4096
 #define OQ_WAIT_COST_BYTES    512
 #define OQ_PEER_COST_BYTES    512
 /* A window shrunk by memory (dispatch ids or unique windows forgotten
