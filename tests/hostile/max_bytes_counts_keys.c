@@ -30,7 +30,7 @@
    and the journal's buffers (an idle broker holds about 2 MiB), the fixed
    tables (the ring of OQ_RECENT_DONE_JOBS done jobs and its index, about
    6 MiB once full), and the allocator's free lists. Measured: at most
-   13.4 MiB over the limit in any shape, over six rounds. */
+   about 13.5 MiB over the limit in any shape, over six rounds. */
 #define S_RSS_CONSTANT_KIB (16 * 1024)
 #define S_PIPELINE         256    /* dispatches in flight */
 #define S_MAX_SENT         400000 /* the limit answers "full" long before */
