@@ -634,6 +634,11 @@ static void s_dispatch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
 {
     if (!s_can_promise(self, env, req))
         return;
+    /* The waits and connections held count against --max-bytes too. */
+    size_t conns = self->conns ? oq_conns_count(self->conns) : 0;
+    oq_engine_set_outside_bytes(self->engine,
+                                (uint64_t)oq_waiters_count(self->waiters) * OQ_WAIT_COST_BYTES +
+                                    (uint64_t)conns * OQ_PEER_COST_BYTES);
     char reason[512];
     oq_err_t code;
     uint64_t id = 0;
@@ -954,6 +959,7 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
         .dispatch_ids = oq_engine_dispatch_ids(self->engine),
         .dedupe_hits = oq_engine_dedupe_hits(self->engine),
         .dedupe_evicted = oq_engine_dedupe_evicted(self->engine),
+        .dedupe_window_held_ms = (uint64_t)oq_engine_dedupe_window_held_ms(self->engine),
         .error = "",
         .fsync = "none",
     };

@@ -16,6 +16,7 @@
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,18 @@ struct oq_dedupe {
 #define S_MIN_TAG_BITS 8
 
 _Static_assert(sizeof(s_entry_t) == 32, "an entry is 32 bytes");
+
+/* The smallest table is allocated with the table and never given back. */
+static size_t s_smallest(const oq_dedupe_t *self)
+{
+    return self->max < S_INITIAL_ENTRIES ? self->max : S_INITIAL_ENTRIES;
+}
+
+/* A ring of capacity entries with its index. */
+static size_t s_bytes(size_t capacity)
+{
+    return capacity * (sizeof(s_entry_t) + S_INDEX_PER_ENTRY * sizeof(uint32_t));
+}
 
 static bool s_power_of_two(size_t n)
 {
@@ -105,7 +118,7 @@ oq_dedupe_t *oq_dedupe_new(size_t max_entries)
     while (((size_t)1 << self->pos_bits) <= max_entries)
         self->pos_bits++;
     assert(S_SLOT_BITS - self->pos_bits >= S_MIN_TAG_BITS);
-    self->capacity = max_entries < S_INITIAL_ENTRIES ? max_entries : S_INITIAL_ENTRIES;
+    self->capacity = s_smallest(self);
     self->ring = calloc(self->capacity, sizeof *self->ring);
     if (!self->ring || s_reindex(self, self->capacity) < 0) {
         oq_dedupe_destroy(&self);
@@ -203,6 +216,12 @@ static int s_grow(oq_dedupe_t *self)
 int oq_dedupe_add(oq_dedupe_t *self, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES], uint64_t job_id,
                   int64_t expires_ms)
 {
+    return oq_dedupe_add_within(self, digest, job_id, expires_ms, SIZE_MAX);
+}
+
+int oq_dedupe_add_within(oq_dedupe_t *self, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES],
+                         uint64_t job_id, int64_t expires_ms, size_t room_bytes)
+{
     size_t i = s_probe(self, digest);
     if (self->index[i]) {
         s_entry_t *e = &self->ring[s_pos(self, self->index[i])];
@@ -211,7 +230,7 @@ int oq_dedupe_add(oq_dedupe_t *self, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTE
         return 0;
     }
     if (self->count == self->capacity) {
-        if (self->capacity < self->max) {
+        if (self->capacity < self->max && oq_dedupe_grow_bytes(self) <= room_bytes) {
             if (s_grow(self) < 0)
                 return -1;
         } else {
@@ -238,6 +257,58 @@ size_t oq_dedupe_expire(oq_dedupe_t *self, int64_t now_ms)
         n++;
     }
     return n;
+}
+
+size_t oq_dedupe_bytes(const oq_dedupe_t *self)
+{
+    return s_bytes(self->capacity) - s_bytes(s_smallest(self));
+}
+
+size_t oq_dedupe_grow_bytes(const oq_dedupe_t *self)
+{
+    if (self->count < self->capacity || self->capacity >= self->max)
+        return 0;
+    return s_bytes(self->capacity * 2) - s_bytes(self->capacity);
+}
+
+/* The ring is copied into one half its size, newest entries kept; the
+   index is built again for it. The smallest ring is never shrunk: what it
+   holds is a constant, and a table that gave everything back could not
+   take the next id. */
+size_t oq_dedupe_shrink(oq_dedupe_t *self)
+{
+    size_t capacity = self->capacity / 2;
+    if (capacity < s_smallest(self))
+        return 0;
+    s_entry_t *ring = malloc(capacity * sizeof *ring);
+    if (!ring)
+        return 0;
+    size_t keep = self->count < capacity ? self->count : capacity;
+    size_t skip = self->count - keep;
+    for (size_t n = 0; n < keep; n++)
+        ring[n] = self->ring[(self->head + skip + n) & (self->capacity - 1)];
+    s_entry_t *old_ring = self->ring;
+    size_t old_capacity = self->capacity, old_head = self->head, old_count = self->count;
+    self->ring = ring;
+    self->capacity = capacity;
+    self->head = 0;
+    self->count = keep;
+    if (s_reindex(self, capacity) < 0) {
+        self->ring = old_ring;
+        self->capacity = old_capacity;
+        self->head = old_head;
+        self->count = old_count;
+        free(ring);
+        return 0;
+    }
+    free(old_ring);
+    self->evicted += skip;
+    return s_bytes(old_capacity) - s_bytes(capacity);
+}
+
+int64_t oq_dedupe_oldest_expires(const oq_dedupe_t *self)
+{
+    return self->count ? self->ring[self->head].expires_ms : 0;
 }
 
 size_t oq_dedupe_count(const oq_dedupe_t *self)

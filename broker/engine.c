@@ -6,6 +6,7 @@
       engine_jobs.c      the job table and the state machine, lease tokens
       engine_queues.c    queues, job types, ready lists and routing lanes
       engine_dispatch.c  jobs coming in
+      engine_memory.c    what is held against --max-bytes, making room
       engine_pump.c      jobs going out to workers (picking by route)
       engine_acks.c      workers' outcomes and lease touches
       engine_workers.c   workers: credit, routes, drain, status, reaping
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "engine_jobs.h"
+#include "engine_memory.h"
 #include "engine_model.h"
 #include "engine_stores.h"
 #include "onceq/limits.h"
@@ -120,9 +122,10 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
     self->unique = oq_unique_new(OQ_MAX_UNIQUE_KEYS);
     self->overlap = oq_overlap_new();
-    if (!self->unique || !self->overlap || !self->lanes || !self->reviews || !self->dispatch_ids ||
-        !self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
+    if (oq_eng_memory_init(self) < 0 || !self->unique || !self->overlap || !self->lanes ||
+        !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
+        !self->queues_by_name || !self->types || !self->workers || !self->queues ||
+        !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -217,6 +220,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);
     oq_overlap_destroy(&self->overlap);
+    oq_throttle_destroy(&self->memory_log);
     zhashx_destroy(&self->workers);
     free(self);
     *self_p = NULL;
@@ -253,6 +257,7 @@ size_t oq_engine_tick(oq_engine_t *self)
     }
     oq_dedupe_expire(self->dispatch_ids, oq_clock_wall_ms(self->clock));
     oq_unique_expire(self->unique, oq_clock_wall_ms(self->clock));
+    oq_eng_memory_note(self);
     return processed;
 }
 

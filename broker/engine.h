@@ -31,9 +31,10 @@ typedef struct {
     uint32_t max_tries;       /* default retry budget */
     int64_t backoff_ms;       /* default backoff (one step, repeating) */
     size_t max_jobs;          /* live jobs held at most */
-    uint64_t max_bytes;       /* bytes of live jobs held at most (oq_engine_job_cost) */
+    uint64_t max_bytes;       /* bytes held at most: jobs, keys, ids, workers (engine_memory.c) */
     int64_t dedupe_window_ms; /* a repeated dispatch_id maps to its job this long */
-    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two) */
+    size_t dedupe_max;        /* dispatch ids remembered at most (a power of two), also
+                                 bounded by max_bytes */
 } oq_engine_config_t;
 
 /* The defaults from onceq/limits.h; max_bytes sized from the machine
@@ -212,7 +213,9 @@ int oq_engine_check_defaults(const oq_engine_t *self, char *reason, size_t reaso
    because its answer never came (the Lazy Pirate pattern) gets the first
    job's id back instead of a second job, for config.dedupe_window_ms after
    the first dispatch (wall clock), whatever became of that job. The ids
-   are remembered as keyed digests (dedupe.h), at most config.dedupe_max. */
+   are remembered as keyed digests (dedupe.h), at most config.dedupe_max,
+   and within max_bytes: a job that needs the room takes it from the
+   oldest ids (engine_memory.c, oq_engine_dedupe_window_held_ms). */
 
 /* Queue a dispatched job: 0 with *id of the new job, or of the job an
    earlier dispatch with the same dispatch_id created within the window
@@ -239,6 +242,19 @@ void oq_engine_dispatch_id_each(const oq_engine_t *self, oq_dedupe_fn fn, void *
 size_t oq_engine_dispatch_ids(const oq_engine_t *self);
 uint64_t oq_engine_dedupe_hits(const oq_engine_t *self);
 uint64_t oq_engine_dedupe_evicted(const oq_engine_t *self);
+
+/* The window the dispatch-id table holds now, in ms: config.dedupe_window_ms
+   unless an id was forgotten before its window ended within the last
+   window; then the age of the oldest id still held. */
+int64_t oq_engine_dedupe_window_held_ms(const oq_engine_t *self);
+
+/* Everything counted against max_bytes now: jobs (oq_engine_bytes), unique
+   and overlap keys, dispatch ids, workers, and the outside bytes. */
+uint64_t oq_engine_held_bytes(const oq_engine_t *self);
+
+/* What the broker holds beside the engine against the same limit (waits,
+   connections), set before a dispatch. */
+void oq_engine_set_outside_bytes(oq_engine_t *self, uint64_t bytes);
 
 /* ---- workers ------------------------------------------------------------ */
 

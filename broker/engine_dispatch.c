@@ -7,7 +7,10 @@
     Otherwise a dispatch is checked against the limits (jobs, bytes,
     queues, types) and the timeout rule before anything is created, so a
     refused dispatch leaves nothing behind; its dispatch_id is remembered
-    only once the job is queued.
+    only once the job is queued. The bytes are the job's and its keys'
+    (engine_memory.c): room is taken from what is only remembered (old
+    dispatch ids, unique windows) once every other check has passed, so a
+    refused dispatch forgets nothing either.
 
     The table is rebuilt on a restart from the journal's own records: the
     DISPATCHED record of a job carries its dispatch_id and the time it was
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "engine_jobs.h"
+#include "engine_memory.h"
 #include "engine_queues.h"
 #include "onceq/log.h"
 
@@ -28,14 +32,25 @@ static void s_digest(const oq_engine_t *self, oq_str_t dispatch_id,
     oq_siphash128(self->dispatch_key, dispatch_id.ptr, dispatch_id.len, digest);
 }
 
-/* Remember digest -> id for the window from dispatched_at_ms, unless it
-   has ended by now. 0, or -1 if memory runs out. */
+/* Remember digest -> id until expires_ms, unless that has passed: in the
+   room left under max_bytes, or in place of the oldest id. 0, or -1 if
+   memory runs out. */
 static int s_remember(oq_engine_t *self, const uint8_t digest[OQ_SIPHASH_DIGEST_BYTES], uint64_t id,
                       int64_t expires_ms)
 {
     if (expires_ms <= oq_clock_wall_ms(self->clock))
         return 0;
-    return oq_dedupe_add(self->dispatch_ids, digest, id, expires_ms);
+    int rc =
+        oq_dedupe_add_within(self->dispatch_ids, digest, id, expires_ms, oq_eng_room_left(self));
+    oq_eng_memory_note(self);
+    return rc;
+}
+
+/* What a dispatch adds against max_bytes: its job and its keys. */
+static uint64_t s_cost(const oq_job_msg_t *msg)
+{
+    uint64_t keys = (msg->unique_key.len ? 1 : 0) + (msg->overlap_key.len ? 1 : 0);
+    return oq_engine_job_cost(msg->payload_len, msg->backoff_len) + keys * OQ_JOB_KEY_COST_BYTES;
 }
 
 int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id, oq_err_t *code,
@@ -81,13 +96,15 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     if (oq_idset_size(self->jobs) >= self->config.max_jobs)
         S_REFUSE(OQ_ERR_FULL, "the broker holds its maximum of %zu jobs", self->config.max_jobs);
     /* Refused before the limit, not after: the bytes held never pass it. */
-    uint64_t cost = oq_engine_job_cost(msg->payload_len, msg->backoff_len);
-    if (self->bytes + cost > self->config.max_bytes)
+    uint64_t cost = s_cost(msg);
+    if (!oq_eng_fits(self, cost))
         S_REFUSE(OQ_ERR_FULL,
-                 "the broker holds %llu bytes of jobs; this one needs %llu more (a %zu-byte "
-                 "payload and %d bytes per job) and the limit is %llu (--max-bytes)",
-                 (unsigned long long)self->bytes, (unsigned long long)cost, msg->payload_len,
-                 OQ_JOB_OVERHEAD_BYTES, (unsigned long long)self->config.max_bytes);
+                 "the broker holds %llu bytes (%llu of them jobs'); this job needs %llu more (a "
+                 "%zu-byte payload, %d bytes per job and %d per key) and the limit is %llu "
+                 "(--max-bytes)",
+                 (unsigned long long)oq_eng_held_bytes(self), (unsigned long long)self->bytes,
+                 (unsigned long long)cost, msg->payload_len, OQ_JOB_OVERHEAD_BYTES,
+                 OQ_JOB_KEY_COST_BYTES, (unsigned long long)self->config.max_bytes);
     char qname[OQ_MAX_NAME_LEN + 1];
     oq_str_copy(msg->queue, qname, sizeof qname);
     /* Check before creating anything: a refused dispatch leaves no queue behind. */
@@ -106,6 +123,9 @@ int oq_engine_dispatch(oq_engine_t *self, const oq_job_msg_t *msg, uint64_t *id,
     oq_eng_type_t *type = oq_eng_type_get(self, msg->type);
     if (!type)
         S_REFUSE(OQ_ERR_FULL, "the broker knows its maximum of %d job types", OQ_MAX_TYPES);
+    /* Every check has passed: only now is anything remembered forgotten. */
+    if (oq_eng_make_room(self, cost) < 0)
+        S_REFUSE(OQ_ERR_INTERNAL, "out of memory making room for the job");
     oq_eng_job_t *job;
     if (oq_eng_job_new(self, msg, self->next_id, q, type, timeout_ms, &job) != 0)
         S_REFUSE(OQ_ERR_INTERNAL, "out of memory");

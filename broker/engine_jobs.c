@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_memory.h"
 #include "engine_queues.h"
 #include "engine_stores.h"
 #include "onceq/log.h"
@@ -484,6 +485,7 @@ void oq_eng_keys_take(oq_engine_t *self, const oq_eng_job_t *job, oq_str_t uniqu
                 "memory ran out): a dispatch with it queues another job",
                 (unsigned long long)job->id, (int)unique_key.len, unique_key.ptr,
                 oq_unique_count(self->unique), OQ_MAX_UNIQUE_KEYS);
+    oq_eng_memory_note(self);
     if (overlap_key.len &&
         oq_overlap_add(self->overlap, job->id, overlap_key.ptr, overlap_key.len) < 0)
         oq_warn("job %llu: no memory for its overlap key %.*s: it may run beside another job "

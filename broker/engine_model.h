@@ -26,6 +26,7 @@
 #include "onceq/limits.h"
 #include "overlap.h"
 #include "review_log.h"
+#include "throttle.h"
 #include "unique.h"
 
 #define OQ_ENG_TYPE_WORDS ((OQ_MAX_TYPES + 63) / 64) /* a worker's type bitmap */
@@ -262,6 +263,11 @@ struct oq_engine {
     oq_unique_t *unique;                        /* unique keys (unique.h) */
     oq_overlap_t *overlap;                      /* overlap keys (overlap.h) */
     uint64_t unique_hits;                       /* dispatches answered with a unique key's holder */
+    uint64_t outside_bytes; /* held beside the engine against max_bytes (waits, connections) */
+    uint64_t dedupe_evicted_seen; /* oq_dedupe_evicted when last noted */
+    uint64_t unique_evicted_seen; /* oq_unique_evicted when last noted */
+    int64_t dedupe_shrunk_ms;     /* wall clock: an id was last forgotten early; 0: never */
+    oq_throttle_t *memory_log;    /* a shrunken window is said once per interval */
 };
 
 /* A job's queue and type: queues and types are never removed, so their

@@ -134,8 +134,9 @@ int main(int argc, char **argv)
     snprintf(def_max_bytes, sizeof def_max_bytes, "a quarter of the memory, here %llu",
              (unsigned long long)oq_engine_default_max_bytes());
     snprintf(help_max_bytes, sizeof help_max_bytes,
-             "bytes of live jobs held at most: each job's payload plus %d bytes",
-             OQ_JOB_OVERHEAD_BYTES);
+             "bytes held at most: each job's payload plus %d bytes, %d per key, "
+             "the dispatch ids, workers, waits and connections",
+             OQ_JOB_OVERHEAD_BYTES, OQ_JOB_KEY_COST_BYTES);
     snprintf(def_fsync_interval, sizeof def_fsync_interval, "%d", OQ_DEFAULT_FSYNC_INTERVAL_MS);
     snprintf(def_compact_min, sizeof def_compact_min, "%lld",
              (long long)OQ_DEFAULT_COMPACT_MIN_BYTES);

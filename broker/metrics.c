@@ -229,10 +229,13 @@ static void s_render_broker(FILE *out, const oq_metrics_source_t *src)
             src->uptime_ms > 0 ? (double)src->uptime_ms / S_MS_PER_S : 0.0);
     s_metric(out, "onceq_jobs", "gauge", "Live jobs held (every state).",
              oq_engine_job_count(engine));
-    s_metric(out, "onceq_jobs_bytes", "gauge", "Bytes of live jobs held, against the limit.",
-             oq_engine_bytes(engine));
-    s_metric(out, "onceq_jobs_max_bytes", "gauge", "The byte limit on live jobs (--max-bytes).",
-             oq_engine_max_bytes(engine));
+    s_metric(out, "onceq_jobs_bytes", "gauge",
+             "Bytes of live jobs held (part of onceq_held_bytes).", oq_engine_bytes(engine));
+    s_metric(out, "onceq_jobs_max_bytes", "gauge",
+             "The byte limit on what the broker holds (--max-bytes).", oq_engine_max_bytes(engine));
+    s_metric(out, "onceq_held_bytes", "gauge",
+             "Bytes held against --max-bytes: jobs, keys, dispatch ids, workers, waits.",
+             oq_engine_held_bytes(engine));
     s_metric(out, "onceq_workers_connected", "gauge", "Workers connected now.",
              oq_engine_worker_count(engine));
     s_metric(out, "onceq_workers_unavailable", "gauge",
@@ -279,6 +282,11 @@ static void s_render_journal(FILE *out, const oq_metrics_source_t *src)
              "Dispatches answered with the job of an earlier dispatch id.", j->dedupe_hits);
     s_metric(out, "onceq_dedupe_evicted_total", "counter",
              "Dispatch ids forgotten before their window ended (table full).", j->dedupe_evicted);
+    s_family(out, "onceq_dedupe_window_held_seconds", "gauge",
+             "The window dispatch ids are held for now (below --dedupe-window when ids were "
+             "forgotten early).");
+    fprintf(out, "onceq_dedupe_window_held_seconds %.3f\n",
+            (double)j->dedupe_window_held_ms / S_MS_PER_S);
 }
 
 static void s_render_auth(FILE *out, const oq_stats_auth_t *a)

@@ -19,6 +19,13 @@ typedef struct {
     size_t refs; /* jobs naming it */
 } s_key_t;
 
+/* What a job's key costs against --max-bytes, if it is the key's only job:
+   the key, its hash item and bucket (czmq: 48 and 8) and the job's id-map
+   slot (16 bytes at most 70% full, as little as 35% right after growing),
+   with room for the allocator's rounding. */
+_Static_assert(sizeof(s_key_t) + 64 + 48 + 16 <= OQ_JOB_KEY_COST_BYTES,
+               "an overlap key costs more than --max-bytes counts");
+
 struct oq_overlap {
     zhashx_t *keys;   /* name -> s_key_t (owned) */
     oq_idmap_t *jobs; /* job id -> s_key_t */
@@ -43,6 +50,9 @@ oq_overlap_t *oq_overlap_new(void)
         return NULL;
     }
     zhashx_set_destructor(self->keys, s_key_free);
+    /* The name lives in its key: no copy of it per key. */
+    zhashx_set_key_duplicator(self->keys, NULL);
+    zhashx_set_key_destructor(self->keys, NULL);
     return self;
 }
 

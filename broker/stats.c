@@ -11,8 +11,8 @@
 #define S_WORKER_FIELDS   11
 #define S_JOB_FIELDS      8
 #define S_TYPE_FIELDS     8
-#define S_JOURNAL_FIELDS  12
-#define S_BROKER_FIELDS   10
+#define S_JOURNAL_FIELDS  13
+#define S_BROKER_FIELDS   11
 #define S_AUTH_FIELDS     8
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
@@ -153,6 +153,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "dispatch_ids", journal->dispatch_ids);
     s_kv_u64(&pk, "dedupe_hits", journal->dedupe_hits);
     s_kv_u64(&pk, "dedupe_evicted", journal->dedupe_evicted);
+    s_kv_u64(&pk, "dedupe_window_held_ms", journal->dedupe_window_held_ms);
 
     /* Unique and overlap keys (docs/protocol.md, "unique_key"). */
     oq_keys_stats_t keys;
@@ -223,6 +224,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "jobs", oq_engine_job_count(engine));
     s_kv_u64(&pk, "bytes", oq_engine_bytes(engine));
     s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));
+    s_kv_u64(&pk, "held_bytes", oq_engine_held_bytes(engine));
     s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
     s_kv_u64(&pk, "workers_unavailable", oq_engine_workers_unavailable(engine));
     s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));

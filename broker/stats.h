@@ -19,6 +19,7 @@ typedef struct {
     uint64_t backlog_bytes;                 /* appended, not durable yet */
     const char *error;                      /* "" while writes succeed */
     uint64_t dispatch_ids, dedupe_hits, dedupe_evicted;
+    uint64_t dedupe_window_held_ms; /* oq_engine_dedupe_window_held_ms */
 } oq_stats_journal_t;
 
 /* The numbers of the "auth" map: keys, handshakes, refusals, and the

@@ -24,6 +24,17 @@ typedef struct {
     oq_heap_node_t timer; /* not live: in by_expiry until the window ends */
 } s_entry_t;
 
+/* What a key costs against --max-bytes: its entry, its hash item and
+   bucket (czmq: 48 and 8), its id-map slot (16 bytes at most 70% full, and
+   as little as 35% right after growing) and its heap slot, with room for
+   the allocator's rounding. */
+#define S_HASH_ITEM_BYTES 64
+#define S_ID_SLOT_BYTES   48
+#define S_HEAP_SLOT_BYTES 32
+_Static_assert(sizeof(s_entry_t) + S_HASH_ITEM_BYTES + S_ID_SLOT_BYTES + S_HEAP_SLOT_BYTES + 16 <=
+                   OQ_JOB_KEY_COST_BYTES,
+               "a unique key costs more than --max-bytes counts");
+
 struct oq_unique {
     size_t max_keys;
     zhashx_t *by_key;     /* key -> s_entry_t (owned) */
@@ -52,6 +63,10 @@ oq_unique_t *oq_unique_new(size_t max_keys)
         return NULL;
     }
     zhashx_set_destructor(self->by_key, s_entry_free);
+    /* The key lives in its entry: a copy per key would cost every key
+       another allocation the size of the longest key. */
+    zhashx_set_key_duplicator(self->by_key, NULL);
+    zhashx_set_key_destructor(self->by_key, NULL);
     return self;
 }
 
@@ -104,17 +119,22 @@ uint64_t oq_unique_find(oq_unique_t *self, const char *key, size_t len, int64_t 
     return 0;
 }
 
-/* Room for one more key: forget the window that ends first if full. */
-static int s_room(oq_unique_t *self)
+int oq_unique_evict(oq_unique_t *self)
 {
-    if (zhashx_size(self->by_key) < self->max_keys)
-        return 0;
     oq_heap_node_t *top = oq_heap_peek(self->by_expiry);
     if (!top)
         return -1;
     s_delete(self, oq_container_of(top, s_entry_t, timer));
     self->evicted++;
     return 0;
+}
+
+/* Room for one more key: forget the window that ends first if full. */
+static int s_room(oq_unique_t *self)
+{
+    if (zhashx_size(self->by_key) < self->max_keys)
+        return 0;
+    return oq_unique_evict(self);
 }
 
 static s_entry_t *s_insert(oq_unique_t *self, const char *key, size_t len, uint64_t id,

@@ -67,6 +67,11 @@ void oq_unique_each_window(const oq_unique_t *self,
    left of it. */
 int64_t oq_unique_longest_window_ms(const oq_unique_t *self, int64_t now_ms);
 
+/* Forget the key whose window ends first among those held only by their
+   window (counted as evicted), to give its memory to a new job. 0, or -1
+   if no key is held only by its window. */
+int oq_unique_evict(oq_unique_t *self);
+
 /* Keys held now (live and by window). */
 size_t oq_unique_count(const oq_unique_t *self);
 

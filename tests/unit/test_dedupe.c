@@ -1,6 +1,8 @@
 /*  test_dedupe: dispatch ids map to their job inside the window and not
     after it; the table grows, evicts its oldest at the bound and counts it;
-    lookups stay right while entries come and go around the ring. */
+    it grows only within the room it is given, and gives back half of
+    itself, oldest ids first; lookups stay right while entries come and go
+    around the ring. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,6 +109,52 @@ static void test_each_goes_oldest_first(void **state)
     oq_dedupe_destroy(&d);
 }
 
+#define S_SMALLEST 1024 /* the table's first allocation (dedupe.c) */
+
+static void test_grows_only_within_its_room_and_shrinks_oldest_first(void **state)
+{
+    oq_dedupe_t *d = oq_dedupe_new(1 << 16);
+    uint8_t g[OQ_SIPHASH_DIGEST_BYTES];
+    assert_int_equal(oq_dedupe_bytes(d), 0); /* the smallest table is not counted */
+    assert_int_equal(oq_dedupe_shrink(d), 0);
+    uint64_t n = 1;
+    for (; n <= S_SMALLEST; n++) {
+        s_digest(n, g);
+        assert_int_equal(oq_dedupe_add_within(d, g, n, S_WINDOW_MS + (int64_t)n, 0), 0);
+    }
+    size_t grow = oq_dedupe_grow_bytes(d);
+    assert_true(grow > 0);
+    /* No room for growing: the oldest makes way. */
+    s_digest(n, g);
+    assert_int_equal(oq_dedupe_add_within(d, g, n, S_WINDOW_MS + (int64_t)n, grow - 1), 0);
+    assert_int_equal(oq_dedupe_count(d), S_SMALLEST);
+    assert_int_equal(oq_dedupe_evicted(d), 1);
+    assert_int_equal(oq_dedupe_bytes(d), 0);
+    /* Room for it: the table grows and counts what it took. */
+    for (n++; n <= 3 * S_SMALLEST; n++) {
+        s_digest(n, g);
+        assert_int_equal(oq_dedupe_add_within(d, g, n, S_WINDOW_MS + (int64_t)n, SIZE_MAX), 0);
+    }
+    assert_int_equal(oq_dedupe_count(d), 3 * S_SMALLEST - 1);
+    size_t bytes = oq_dedupe_bytes(d);
+    assert_true(bytes > grow);
+    /* Half given back: the newest half of the ring's room kept. */
+    size_t freed = oq_dedupe_shrink(d);
+    assert_int_equal(oq_dedupe_bytes(d), bytes - freed);
+    assert_int_equal(oq_dedupe_count(d), 2 * S_SMALLEST);
+    assert_int_equal(oq_dedupe_evicted(d), 1 + (S_SMALLEST - 1));
+    assert_int_equal(oq_dedupe_oldest_expires(d), S_WINDOW_MS + (int64_t)(S_SMALLEST + 1));
+    for (uint64_t k = 2; k <= 3 * S_SMALLEST; k++) {
+        s_digest(k, g);
+        assert_int_equal(oq_dedupe_find(d, g, 0), k <= S_SMALLEST ? 0 : k);
+    }
+    while (oq_dedupe_shrink(d) > 0)
+        ;
+    assert_int_equal(oq_dedupe_bytes(d), 0);
+    assert_int_equal(oq_dedupe_count(d), S_SMALLEST);
+    oq_dedupe_destroy(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_grows_then_evicts_the_oldest),
         cmocka_unit_test(test_churn_keeps_lookups_right),
         cmocka_unit_test(test_each_goes_oldest_first),
+        cmocka_unit_test(test_grows_only_within_its_room_and_shrinks_oldest_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -726,11 +726,13 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     config.retry_after_ms = EF_RETRY_AFTER_MS;
     config.timeout_ms = EF_TIMEOUT_MS;
     config.margin_ms = EF_MARGIN_MS;
-    config.max_bytes = 3 * cost + cost / 2; /* room for three and a half */
+    /* Room for three and a half, beside the worker, which counts too. */
+    config.max_bytes = 3 * cost + cost / 2 + OQ_WORKER_COST_BYTES;
     oq_engine_destroy(&f->engine);
     f->engine = oq_engine_new(&config, &f->clock);
     assert_non_null(f->engine);
     assert_int_equal(oq_engine_max_bytes(f->engine), config.max_bytes);
+    oq_worker_t *a = ef_worker(f, 'a', 1);
 
     oq_job_msg_t job = s_big_job();
     uint64_t ids[3], id;
@@ -756,7 +758,6 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     assert_int_equal(oq_engine_bytes(f->engine), 3 * cost + oq_engine_job_cost(1, 0));
 
     /* Workers are still served, and a done job frees its bytes. */
-    oq_worker_t *a = ef_worker(f, 'a', 1);
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[0].id, ids[0]);
     assert_int_equal(s_ack(f, a, ids[0], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
@@ -767,6 +768,130 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     job.backoff_len = 4;
     job.backoff_ms[0] = job.backoff_ms[1] = job.backoff_ms[2] = job.backoff_ms[3] = 1000;
     assert_int_equal(oq_engine_job_cost(S_BIG_PAYLOAD, 4), cost + 4 * sizeof(int64_t));
+}
+
+/* A job with keys and a dispatch id, numbered n. */
+static int s_dispatch_keyed(ef_fixture_t *f, int n, uint64_t *id, oq_err_t *code)
+{
+    static const uint8_t empty_map = 0x80;
+    char unique[32], overlap[32], did[32];
+    snprintf(unique, sizeof unique, "u-%d", n);
+    snprintf(overlap, sizeof overlap, "o-%d", n);
+    snprintf(did, sizeof did, "d-%d", n);
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .unique_key = oq_str(unique),
+                        .unique_for_ms = 3600 * 1000,
+                        .overlap_key = oq_str(overlap),
+                        .dispatch_id = oq_str(did)};
+    char reason[512];
+    return oq_engine_dispatch(f->engine, &job, id, code, reason, sizeof reason);
+}
+
+static void test_keys_and_ids_count_and_what_is_only_remembered_yields(void **state)
+{
+    ef_fixture_t *f = *state;
+    uint64_t cost = oq_engine_job_cost(1, 0) + 2 * OQ_JOB_KEY_COST_BYTES;
+    oq_engine_config_t config = oq_engine_config_default();
+    config.retry_after_ms = EF_RETRY_AFTER_MS;
+    config.timeout_ms = EF_TIMEOUT_MS;
+    config.margin_ms = EF_MARGIN_MS;
+    config.max_bytes = 64 * cost;
+    oq_engine_destroy(&f->engine);
+    f->engine = oq_engine_new(&config, &f->clock);
+    assert_non_null(f->engine);
+
+    uint64_t id, ids[64];
+    oq_err_t code = OQ_ERR_NONE;
+    assert_int_equal(s_dispatch_keyed(f, 0, &ids[0], &code), 0);
+    /* Both keys count beside the job (the first dispatch ids fit the
+       table's smallest size, which is not counted). */
+    assert_int_equal(oq_engine_held_bytes(f->engine), cost);
+    int n = 1;
+    while (n < 64 && s_dispatch_keyed(f, n, &ids[n], &code) == 0)
+        n++;
+    assert_int_equal(n, 64);
+    assert_int_equal(oq_engine_held_bytes(f->engine), 64 * cost);
+    /* Full of live jobs: refused, and nothing remembered is forgotten. */
+    size_t held_ids = oq_engine_dispatch_ids(f->engine);
+    assert_int_equal(s_dispatch_keyed(f, 64, &id, &code), -1);
+    assert_int_equal(code, OQ_ERR_FULL);
+    assert_int_equal(oq_engine_dispatch_ids(f->engine), held_ids);
+    assert_int_equal(oq_engine_dedupe_evicted(f->engine), 0);
+
+    /* A cancelled job leaves its unique window: held, still counted, and
+       given to a new job that needs the room (the job and its overlap key
+       gave back less than a job with two keys takes). */
+    oq_refusal_t why;
+    char reason[256];
+    assert_int_equal(oq_engine_cancel(f->engine, ids[0], &why, reason, sizeof reason), 0);
+    oq_keys_stats_t keys;
+    oq_engine_keys_stats(f->engine, &keys);
+    assert_int_equal(keys.unique_keys, 64);
+    assert_int_equal(s_dispatch_keyed(f, 64, &id, &code), 0);
+    oq_engine_keys_stats(f->engine, &keys);
+    assert_int_equal(keys.unique_evicted, 1);
+    assert_int_equal(keys.unique_keys, 64);
+    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    /* The window is whole: no dispatch id was forgotten. */
+    assert_int_equal(oq_engine_dedupe_window_held_ms(f->engine), config.dedupe_window_ms);
+}
+
+static void test_dispatch_ids_yield_to_jobs_and_the_window_held_is_told(void **state)
+{
+    ef_fixture_t *f = *state;
+    oq_engine_config_t config = oq_engine_config_default();
+    config.retry_after_ms = EF_RETRY_AFTER_MS;
+    config.timeout_ms = EF_TIMEOUT_MS;
+    config.margin_ms = EF_MARGIN_MS;
+    config.max_bytes = 1024 * 1024;
+    oq_engine_destroy(&f->engine);
+    f->engine = oq_engine_new(&config, &f->clock);
+    assert_non_null(f->engine);
+
+    /* One job holds a unique key; dispatches naming it add only their ids,
+       until the table grows to what the limit leaves it. */
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .unique_key = oq_str("held")};
+    uint64_t holder, id;
+    oq_err_t code;
+    char reason[512], did[32];
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &holder, &code, reason, sizeof reason), 0);
+    for (int n = 0; n < 40000; n++) {
+        snprintf(did, sizeof did, "d-%d", n);
+        job.dispatch_id = oq_str(did);
+        assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 1);
+    }
+    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    assert_true(oq_engine_dedupe_evicted(f->engine) > 0);
+    int64_t window = config.dedupe_window_ms;
+    assert_true(oq_engine_dedupe_window_held_ms(f->engine) < window);
+    /* Jobs take the ids' room, oldest ids first, until only live jobs are
+       left: then "full". */
+    job.unique_key = oq_str(NULL);
+    job.dispatch_id = oq_str(NULL);
+    uint64_t before = oq_engine_dedupe_evicted(f->engine);
+    int taken = 0;
+    while (oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason) == 0)
+        taken++;
+    assert_int_equal(code, OQ_ERR_FULL);
+    assert_true((uint64_t)taken * oq_engine_job_cost(1, 0) > config.max_bytes / 2);
+    assert_true(oq_engine_dedupe_evicted(f->engine) > before);
+    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    /* The newest id is still held. */
+    snprintf(did, sizeof did, "d-%d", 39999);
+    job.dispatch_id = oq_str(did);
+    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    assert_int_equal(id, holder);
+    /* A window's length with nothing forgotten: whole again. */
+    f->time.now += window;
+    assert_int_equal(oq_engine_dedupe_window_held_ms(f->engine), window);
 }
 
 static void test_replayed_jobs_count_and_are_never_refused(void **state)
@@ -2141,6 +2266,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outcomes_counted_per_type, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_refused_dispatch_creates_no_queue, ef_setup,
                                         ef_teardown),
+        cmocka_unit_test_setup_teardown(test_keys_and_ids_count_and_what_is_only_remembered_yields,
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_dispatch_ids_yield_to_jobs_and_the_window_held_is_told,
+                                        ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_byte_limit_refuses_before_it_and_done_frees, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_replayed_jobs_count_and_are_never_refused, ef_setup,

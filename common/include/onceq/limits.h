@@ -105,6 +105,22 @@
    12-byte payloads took 34 MB of RSS, about 160 bytes each beyond the
    payload; rounded up so the limit does not underestimate). */
 #define OQ_JOB_OVERHEAD_BYTES 256
+/* What else --max-bytes counts, each an upper bound of what it takes:
+   - a unique or an overlap key: its entry (the key inline, up to
+     OQ_MAX_JOB_KEY_LEN), its hash item and bucket, its id-map and heap
+     slots, with the allocator's rounding (a job with both keys costs two);
+   - a connected worker: its entry (identity, name, type bitmap, and
+     routes of up to 64 types and queues);
+   - a held wait, and a producer's or an admin's connection (what the broker
+     holds for it beside libzmq's own buffers).
+   The dispatch-id table counts as allocated (broker/dedupe.h). */
+#define OQ_JOB_KEY_COST_BYTES 384
+#define OQ_WORKER_COST_BYTES  4096
+#define OQ_WAIT_COST_BYTES    512
+#define OQ_PEER_COST_BYTES    512
+/* A window shrunk by memory (dispatch ids or unique windows forgotten
+   before their end) is logged at most once per this interval. */
+#define OQ_MEMORY_LOG_INTERVAL_MS (60 * 1000)
 /* Default --max-bytes: this fraction of physical memory (or of the cgroup's
    memory.max, if lower), within the bounds below. A quarter leaves the rest
    for what the limit does not count: libzmq's buffers of messages in
@@ -171,9 +187,12 @@
 /* Dispatch ids: a repeated dispatch_id within the window gets the first job's id. */
 #define OQ_DEFAULT_DEDUPE_WINDOW_MS (3600LL * 1000)
 #define OQ_MAX_DEDUPE_WINDOW_MS     (7LL * 24 * 3600 * 1000)
-/* Dispatch ids remembered at most; beyond it the oldest is forgotten early
-   (counted in stats as dedupe_evicted). */
-#define OQ_MAX_DEDUPE_ENTRIES (1024 * 1024)
+/* Dispatch ids remembered at most: the bound of the table's 32-bit index
+   slots (a ring position and an 8-bit tag; broker/dedupe.c). Below it the
+   table is sized by bytes, within --max-bytes; past either bound the oldest
+   id is forgotten early (counted in stats as dedupe_evicted, and the window
+   still held is reported as dedupe_window_held_ms). */
+#define OQ_MAX_DEDUPE_ENTRIES (1 << 23)
 
 /* Heartbeats (Paranoid Pirate) */
 #define OQ_DEFAULT_HEARTBEAT_MS 1000
