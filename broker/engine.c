@@ -115,6 +115,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
     self->recent_index = oq_idmap_new();
+    self->decided = oq_idmap_new();
     self->lanes = oq_idmap_new();
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
@@ -122,7 +123,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->overlap = oq_overlap_new();
     if (!self->unique || !self->overlap || !self->lanes || !self->reviews || !self->dispatch_ids ||
         !self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
+        !self->queues || !self->type_list || !self->recent || !self->recent_index ||
+        !self->decided) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -213,6 +215,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     free(self->type_list);
     free(self->recent);
     oq_idmap_destroy(&self->recent_index);
+    oq_idmap_destroy(&self->decided);
     oq_review_log_destroy(&self->reviews);
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);
