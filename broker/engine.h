@@ -331,7 +331,7 @@ typedef enum {
    its decision: a later ack of the same delivery changes nothing
    (OQ_ACK_IGNORED). The ack's credit is added to worker only if its token
    proves a delivery of the job to key (in this generation, or in one of
-   the OQ_ENG_STALE_GENERATIONS before a requeue), or the job is unknown:
+   the 8 before a requeue), or the job is unknown:
    a worker whose acks are fenced is sent no more than it was given. */
 oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
                               const oq_ack_msg_t *ack);

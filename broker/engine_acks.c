@@ -12,9 +12,9 @@
     delivery of the job to the sender: in this generation, or in one of
     the OQ_ENG_STALE_GENERATIONS before a requeue (the ack changes
     nothing, but its worker is free again and must not lose the slot), or
-    for a job the broker no longer remembers (it cannot tell). A worker whose acks are fenced (one that
-    never echoes the token, or replays another worker's) gets nothing for
-    them, so it is sent no more jobs than the credit it gave.
+    for a job the broker no longer remembers (it cannot tell). A worker whose acks are fenced (one
+   that never echoes the token, or replays another worker's) gets nothing for them, so it is sent no
+   more jobs than the credit it gave.
 
     First decision stands. A delivery reports one outcome; the first that
     reaches the broker is its decision (engine_jobs.h, oq_eng_decide), and
@@ -95,7 +95,9 @@ static oq_ack_effect_t s_apply(oq_engine_t *self, oq_worker_t *worker, const uin
         return s_fenced(self, job->id, job->gen, key, ack, credited);
     oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     bool current = job->state == OQ_ENG_LEASED && job->attempt == ack->attempt;
-    if (oq_eng_decided(self, job, ack->attempt)) {
+    /* The current delivery has decided nothing (a decision ends its lease),
+       whatever the bit it shares past OQ_ENG_DECIDED_ATTEMPTS says. */
+    if (!current && oq_eng_decided(self, job, ack->attempt)) {
         q->ignored_acks++; /* the delivery decided already: that stands */
         return OQ_ACK_IGNORED;
     }

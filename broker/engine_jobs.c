@@ -99,9 +99,11 @@ bool oq_eng_stale_token(const oq_engine_t *self, uint64_t id, uint32_t gen, cons
 }
 
 /* Bit of attempt in a job's decisions: the last bit serves every attempt
-   from OQ_ENG_DECIDED_ATTEMPTS on, so a decision past it makes the later
-   ones' ok count as decided too (the job then runs again rather than
-   trusting an ok the broker cannot place; the effect's guard absorbs it). */
+   from OQ_ENG_DECIDED_ATTEMPTS on, so a decision past it makes the late ok
+   of a later, expired delivery count as decided too (the job then runs
+   again rather than trusting an ok the broker cannot place; the effect's
+   guard absorbs it). The current delivery is never taken as decided
+   (engine_acks.c), so a job past that attempt still completes. */
 static uint64_t s_decision_bit(uint32_t attempt)
 {
     uint32_t at = attempt < OQ_ENG_DECIDED_ATTEMPTS ? attempt : OQ_ENG_DECIDED_ATTEMPTS;

@@ -2193,6 +2193,39 @@ static void test_first_decision_of_a_delivery_stands(void **state)
     assert_int_equal(s_ack(f, w, failed, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
 }
 
+/* Past the attempts whose decisions are told apart, a decision of one
+   delivery never keeps the current delivery from completing the job. */
+static void test_decisions_past_the_tracked_attempts(void **state)
+{
+    ef_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t msg = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 100,
+                        .has_max_tries = true};
+    uint64_t id = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &msg, &id, &code, reason, sizeof reason), 0);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
+    const uint32_t last = 70; /* past OQ_ENG_DECIDED_ATTEMPTS */
+    for (uint32_t attempt = 1; attempt < last; attempt++) {
+        f->sent_count = 0;
+        oq_engine_tick(f->engine);
+        assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+        assert_int_equal(s_ack(f, w, id, attempt, OQ_OUTCOME_RETRY, "again"), OQ_ACK_APPLIED);
+        f->time.now += EF_BACKOFF_MS;
+    }
+    f->sent_count = 0;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(f->sent[0].attempt, last);
+    assert_int_equal(s_ack(f, w, id, last, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, id));
+}
+
 /* Credit comes back with an ack whose token proves a delivery to the
    sender, and with no other: a worker that never echoes its lease is sent
    no more than it gave, and one whose job was requeued under it (its
@@ -2245,6 +2278,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_token_bound_to_the_worker_key, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_first_decision_of_a_delivery_stands, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_decisions_past_the_tracked_attempts, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_fenced_acks_give_no_credit, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, ef_setup,
