@@ -12,9 +12,10 @@
     delivery of the job to the sender: in this generation, or in one of
     the OQ_ENG_STALE_GENERATIONS before a requeue (the ack changes
     nothing, but its worker is free again and must not lose the slot), or
-    for a job the broker no longer remembers (it cannot tell). A worker whose acks are fenced (one
-   that never echoes the token, or replays another worker's) gets nothing for them, so it is sent no
-   more jobs than the credit it gave.
+    for a job the broker no longer remembers (it cannot tell). A worker
+    whose acks are fenced (one that never echoes the token, or replays
+    another worker's) gets nothing for them, so it is sent no more jobs
+    than the credit it gave.
 
     First decision stands. A delivery reports one outcome; the first that
     reaches the broker is its decision (engine_jobs.h, oq_eng_decide), and

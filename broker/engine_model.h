@@ -258,19 +258,19 @@ struct oq_engine {
     uint64_t stale_touches; /* touches of a lease not current or not the sender's */
     uint64_t workers_dead;  /* workers removed for their silence */
     uint8_t lease_key[OQ_LEASE_KEY_BYTES];
-    oq_idmap_t *lanes;           /* (queue index + 1) << 32 | type index -> oq_eng_lane_t */
-    oq_link_t lanes_all;         /* every lane, for destroy */
-    int64_t seq_front, seq_back; /* u.r.seq of the next front / back insertion */
-    uint64_t ready_epoch;        /* counts entries to ready */
-    uint32_t any_type_workers;   /* connected workers that named no types */
-    oq_eng_recent_t *recent;     /* ring of recently done jobs */
-    size_t recent_next;          /* slot the next done job takes */
-    oq_idmap_t *recent_index;    /* id -> oq_eng_recent_t */
-    oq_idmap_t *decided; /* live job id -> bits of its deliveries that decided (oq_eng_decided) */
-    oq_engine_hooks_t hooks;                    /* the observer; changed is NULL when none */
-    oq_review_log_t *reviews;                   /* resolutions remembered */
-    const oq_resolution_t *resolving;           /* the resolution being reported, or NULL */
-    oq_dedupe_t *dispatch_ids;                  /* dispatch_id digest -> its job, for the window */
+    oq_idmap_t *lanes;                /* (queue index + 1) << 32 | type index -> oq_eng_lane_t */
+    oq_link_t lanes_all;              /* every lane, for destroy */
+    int64_t seq_front, seq_back;      /* u.r.seq of the next front / back insertion */
+    uint64_t ready_epoch;             /* counts entries to ready */
+    uint32_t any_type_workers;        /* connected workers that named no types */
+    oq_eng_recent_t *recent;          /* ring of recently done jobs */
+    size_t recent_next;               /* slot the next done job takes */
+    oq_idmap_t *recent_index;         /* id -> oq_eng_recent_t */
+    oq_idmap_t *decided;              /* live job id -> its decisions (oq_eng_decided) */
+    oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
+    oq_review_log_t *reviews;         /* resolutions remembered */
+    const oq_resolution_t *resolving; /* the resolution being reported, or NULL */
+    oq_dedupe_t *dispatch_ids;        /* dispatch_id digest -> its job, for the window */
     uint8_t dispatch_key[OQ_SIPHASH_KEY_BYTES]; /* digests dispatch ids */
     uint64_t dedupe_hits;                       /* dispatches answered with an earlier job */
     oq_unique_t *unique;                        /* unique keys (unique.h) */
