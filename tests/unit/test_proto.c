@@ -980,7 +980,11 @@ static void test_quote_escapes_what_is_not_printable_ascii(void **state)
     oq_proto_quote((oq_str_t){"\xff\x00\"\\\n\xc3\xa9z", 8}, out, sizeof out);
     assert_string_equal(out, "\\xff\\x00\\x22\\x5c\\x0a\\xc3\\xa9z");
     char small[6];
-    assert_int_equal(oq_proto_quote((oq_str_t){"ab\xff" "c", 4}, small, sizeof small), 2);
+    assert_int_equal(oq_proto_quote((oq_str_t){"ab\xff"
+                                               "c",
+                                               4},
+                                    small, sizeof small),
+                     2);
     assert_string_equal(small, "ab"); /* "\xff" would not fit whole */
     assert_int_equal(oq_proto_quote((oq_str_t){"abc", 3}, out, 0), 0);
 }
