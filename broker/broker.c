@@ -24,7 +24,11 @@
     durable: a job lost with an unwritten record was never confirmed.
 
     Lease tokens. Every delivery carries a token the worker's ack and
-    touches must echo (fenced acks, engine.c). Its key is 128 random bits
+    touches must echo (fenced acks, engine_acks.c), bound to the CURVE key
+    the worker's connection authenticated with: each message's key (its
+    User-Id) goes to the engine with it, so a token replayed from another
+    key proves nothing, and a worker that reconnects with its own key, or
+    acks after a restart, is still itself. The broker's key is 128 random bits
     kept in the data dir (OQ_LEASE_KEY_FILE, created 0600 and fsynced on
     the first start), so that a worker's late ack after a broker restart
     still counts; with --no-journal it is random per start.
@@ -142,8 +146,16 @@ oq_broker_config_t oq_broker_config_default(void)
 typedef struct {
     uint8_t identity[S_MAX_IDENTITY];
     size_t identity_len;
-    bool delimiter; /* a REQ peer: answer behind an empty frame */
+    bool delimiter;            /* a REQ peer: answer behind an empty frame */
+    uint8_t key[OQ_KEY_BYTES]; /* the CURVE key libzmq stamped on the message (User-Id) */
+    bool has_key;              /* false under --insecure */
 } s_envelope_t;
+
+/* The sender's key for the engine: lease tokens are bound to it. */
+static const uint8_t *s_key_of(const s_envelope_t *env)
+{
+    return env->has_key ? env->key : NULL;
+}
 
 static volatile sig_atomic_t s_stop = 0;
 static volatile sig_atomic_t s_reload = 0;
@@ -1101,9 +1113,10 @@ static void s_send_reconnect(oq_broker_t *self, const s_envelope_t *env, const c
     s_reply(self, self->back, env);
 }
 
-static void s_ack(oq_broker_t *self, oq_worker_t *w, const oq_ack_msg_t *ack)
+static void s_ack(oq_broker_t *self, const s_envelope_t *env, oq_worker_t *w,
+                  const oq_ack_msg_t *ack)
 {
-    oq_ack_effect_t effect = oq_engine_ack(self->engine, w, ack);
+    oq_ack_effect_t effect = oq_engine_ack(self->engine, w, s_key_of(env), ack);
     if (effect != OQ_ACK_APPLIED)
         oq_debug("ack for job %llu attempt %u: %s", (unsigned long long)ack->id, ack->attempt,
                  effect == OQ_ACK_LATE     ? "late, completed the job"
@@ -1124,7 +1137,7 @@ static void s_acks(oq_broker_t *self, const s_envelope_t *env, oq_worker_t *w, c
         oq_err_t code;
         char reason[256];
         if (oq_proto_decode_entry(msg, i, &entry, &code, reason, sizeof reason) == 0) {
-            s_ack(self, w, &entry.ack);
+            s_ack(self, env, w, &entry.ack);
         } else {
             uint64_t id = 0, lease;
             uint32_t attempt = 0;
@@ -1148,7 +1161,7 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
     case OQ_CMD_READY:
         if (!w) {
             w = oq_engine_worker_add(self->engine, env->identity, env->identity_len, msg->name,
-                                     msg->pid);
+                                     msg->pid, s_key_of(env));
             if (!w) {
                 s_reply_error(self, self->back, env, -1, OQ_ERR_FULL,
                               "the broker cannot register more workers");
@@ -1186,7 +1199,7 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
         break;
     case OQ_CMD_ACK:
         self->messages.ack_received++;
-        s_ack(self, w, &msg->ack);
+        s_ack(self, env, w, &msg->ack);
         if (!w)
             s_send_reconnect(self, env, "unknown worker: ack applied, send ready");
         break;
@@ -1196,7 +1209,7 @@ static void s_handle_back(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *
             s_send_reconnect(self, env, "unknown worker: acks applied, send ready");
         break;
     case OQ_CMD_TOUCH:
-        if (oq_engine_touch(self->engine, w, &msg->ack) < 0)
+        if (oq_engine_touch(self->engine, w, s_key_of(env), &msg->ack) < 0)
             oq_debug("touch for job %llu attempt %u changed nothing",
                      (unsigned long long)msg->ack.id, msg->ack.attempt);
         if (!w)
@@ -1320,8 +1333,11 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         uint8_t key[OQ_KEY_BYTES] = {0};
         const char *key_name = "";
         oq_role_t role = OQ_ROLE_NONE;
+        env.has_key = false;
         if (self->keys) {
             role = s_sender_role(self, &body, key, &key_name);
+            memcpy(env.key, key, OQ_KEY_BYTES);
+            env.has_key = role != OQ_ROLE_NONE;
             if (role != OQ_ROLE_NONE && !s_admit(self, &body, side, role, key, &env)) {
                 zmq_msg_close(&body);
                 continue;

@@ -117,6 +117,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
     self->recent_index = oq_idmap_new();
+    self->decided = oq_idmap_new();
     self->lanes = oq_idmap_new();
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
@@ -125,7 +126,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     if (oq_eng_memory_init(self) < 0 || !self->unique || !self->overlap || !self->lanes ||
         !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
         !self->queues_by_name || !self->types || !self->workers || !self->queues ||
-        !self->type_list || !self->recent || !self->recent_index) {
+        !self->type_list || !self->recent || !self->recent_index || !self->decided) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -216,6 +217,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     free(self->type_list);
     free(self->recent);
     oq_idmap_destroy(&self->recent_index);
+    oq_idmap_destroy(&self->decided);
     oq_review_log_destroy(&self->reviews);
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);

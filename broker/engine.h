@@ -77,7 +77,8 @@ typedef struct {
     int64_t failed_at_ms; /* wall clock, failed and review jobs only: when they got there */
     int32_t priority;
     int64_t not_before_ms; /* wall clock: when a delayed job becomes ready; 0 otherwise */
-    uint64_t lease;        /* the token of its latest delivery (0 if never delivered) */
+    uint64_t lease;        /* while leased, the token its worker got (bound to the worker's key);
+                              otherwise a keyless token of its latest attempt (0 if never delivered) */
     uint32_t generation;   /* requeues so far (and retries after review): tokens are made of it */
     const oq_resolution_t *resolution; /* OQ_EVENT_RESOLVED only: the decision; else NULL */
     const char *unique_key;            /* the unique key it holds while live (unique.h), or NULL */
@@ -261,9 +262,12 @@ void oq_engine_set_outside_bytes(oq_engine_t *self, uint64_t bytes);
 /* The worker with this identity, or NULL. Borrowed. */
 oq_worker_t *oq_engine_worker_find(oq_engine_t *self, const void *identity, size_t len);
 
-/* Register a worker (identity copied). NULL if full or out of memory. */
+/* Register a worker (identity copied) whose connection authenticated with
+   key (its CURVE public key, OQ_KEY_BYTES, copied; NULL: none, as under
+   --insecure): the lease tokens of its deliveries are bound to that key.
+   NULL if full or out of memory. */
 oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_t len,
-                                  oq_str_t name, uint32_t pid);
+                                  oq_str_t name, uint32_t pid, const uint8_t *key);
 
 /* Take the types it handles and the queues it serves from its first ready
    (lists of names from the codec; NULL: every type / every queue). Later
@@ -335,15 +339,26 @@ typedef enum {
     OQ_ACK_FENCED,  /* no valid lease token for a delivery of the job: nothing changed */
 } oq_ack_effect_t;
 
-/* Apply a worker's report. worker may be NULL (an ack from an unknown peer).
+/* Apply a worker's report. worker may be NULL (an ack from an unknown peer);
+   key is the CURVE key the message came with (OQ_KEY_BYTES; NULL: none).
    Acks are matched by job id, attempt and lease token, never by the
-   sender's identity: the token proves the delivery. */
-oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack);
+   sender's socket identity: the token proves the delivery, and it was
+   made for the key the delivery went to, so it proves nothing from
+   another key (OQ_ACK_FENCED). The first outcome a delivery reports is
+   its decision: a later ack of the same delivery changes nothing
+   (OQ_ACK_IGNORED). The ack's credit is added to worker only if its token
+   proves a delivery of the job to key (in this generation, or in one of
+   the 8 before a requeue), or the job is unknown:
+   a worker whose acks are fenced is sent no more than it was given. */
+oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
+                              const oq_ack_msg_t *ack);
 
 /* Restart the lease of the job worker holds at now + retry_after (touch's
-   id, attempt, lease). 0, or -1 (counted) if the lease is not current, not
-   the worker's or the token is wrong: nothing changes. */
-int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch);
+   id, attempt, lease; key as for oq_engine_ack). 0, or -1 (counted) if the
+   lease is not current, not the worker's or the token is wrong: nothing
+   changes. */
+int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
+                    const oq_ack_msg_t *touch);
 
 /* Process every deadline due by now: delayed jobs become ready, leases that
    ran out give their jobs back. Returns the number processed. Dispatch ids

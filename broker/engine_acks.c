@@ -1,11 +1,28 @@
 /*  engine_acks.c: workers' outcomes and lease touches.
 
-    Fenced acks. Every delivery carries a lease token (engine_jobs.h). An
-    ack or a touch counts only if it echoes the token of a delivery that
-    really happened to this job (attempt 1 .. the job's attempt, this
-    generation); anything else changes nothing and is counted in
+    Fenced acks. Every delivery carries a lease token (engine_jobs.h),
+    bound to the key of the worker it went to. An ack or a touch counts
+    only if it echoes the token of a delivery that really happened to this
+    job (attempt 1 .. the job's attempt, this generation) and comes with
+    that delivery's key; anything else changes nothing and is counted in
     fenced_acks. A requeue starts a new generation, so the tokens of the
     job's earlier life die.
+
+    Credit. An ack gives back its credit only if its token proves a
+    delivery of the job to the sender: in this generation, or in one of
+    the OQ_ENG_STALE_GENERATIONS before a requeue (the ack changes
+    nothing, but its worker is free again and must not lose the slot), or
+    for a job the broker no longer remembers (it cannot tell). A worker
+    whose acks are fenced (one that never echoes the token, or replays
+    another worker's) gets nothing for them, so it is sent no more jobs
+    than the credit it gave.
+
+    First decision stands. A delivery reports one outcome; the first that
+    reaches the broker is its decision (engine_jobs.h, oq_eng_decide), and
+    any later ack of the same delivery is counted as ignored and changes
+    nothing: an ok after the delivery's own fail leaves the job failed.
+    An ok from an earlier delivery that decided nothing (its lease ran
+    out) still completes the job, as below.
 
     Late acks. A job recently done is remembered (engine_stores.h), so
     that an ack arriving after it (the slower of two overlapping
@@ -35,12 +52,21 @@ static int64_t s_backoff_ms(const oq_engine_t *self, const oq_eng_job_t *job)
     return backoff_ms[step];
 }
 
-oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *ack)
+/* An ack whose token proves nothing in the job's generation gen: fenced.
+ *credited says whether it still proves a delivery from before a requeue. */
+static oq_ack_effect_t s_fenced(oq_engine_t *self, uint64_t id, uint32_t gen, const uint8_t *key,
+                                const oq_ack_msg_t *ack, bool *credited)
 {
-    if (worker) {
-        oq_engine_worker_seen(self, worker);
-        oq_engine_worker_credit(self, worker, ack->credit);
-    }
+    self->fenced_acks++;
+    *credited = oq_eng_stale_token(self, id, gen, key, ack->attempt, ack->has_lease, ack->lease);
+    return OQ_ACK_FENCED;
+}
+
+/* Apply ack; *credited says whether its credit comes back (see above). */
+static oq_ack_effect_t s_apply(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
+                               const oq_ack_msg_t *ack, bool *credited)
+{
+    *credited = true;
     oq_eng_job_t *job = oq_idset_get(self->jobs, ack->id);
     if (!job) {
         oq_eng_recent_t *done = oq_eng_done_find(self, ack->id);
@@ -48,11 +74,9 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
             self->unknown_acks++;
             return OQ_ACK_IGNORED;
         }
-        if (!oq_eng_fenced_ok(self, done->id, done->attempt, done->gen, ack->attempt,
-                              ack->has_lease, ack->lease)) {
-            self->fenced_acks++;
-            return OQ_ACK_FENCED;
-        }
+        if (!oq_eng_fenced_ok(self, done->id, done->attempt, done->gen, key, ack->attempt,
+                              ack->has_lease, ack->lease))
+            return s_fenced(self, done->id, done->gen, key, ack, credited);
         done->queue->ignored_acks++;
         uint32_t bit = ack->attempt <= OQ_ENG_COUNTED_ATTEMPTS ? 1u << (ack->attempt - 1) : 0;
         if (ack->outcome != OQ_OUTCOME_OK || (done->counted & bit))
@@ -67,13 +91,17 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         return OQ_ACK_IGNORED;
     }
     /* Only a delivery that happened, proven by its token, may change the job. */
-    if (!oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, ack->attempt, ack->has_lease,
-                          ack->lease)) {
-        self->fenced_acks++;
-        return OQ_ACK_FENCED;
-    }
+    if (!oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, key, ack->attempt, ack->has_lease,
+                          ack->lease))
+        return s_fenced(self, job->id, job->gen, key, ack, credited);
     oq_eng_queue_t *q = oq_eng_job_queue(self, job);
     bool current = job->state == OQ_ENG_LEASED && job->attempt == ack->attempt;
+    /* The current delivery has decided nothing (a decision ends its lease),
+       whatever the bit it shares past OQ_ENG_DECIDED_ATTEMPTS says. */
+    if (!current && oq_eng_decided(self, job, ack->attempt)) {
+        q->ignored_acks++; /* the delivery decided already: that stands */
+        return OQ_ACK_IGNORED;
+    }
 
     if (ack->outcome == OQ_OUTCOME_OK) {
         /* Whoever finishes first completes the job: the effect is guarded
@@ -108,6 +136,7 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
     }
     if (!current) {
         q->ignored_acks++;
+        oq_eng_decide(self, job, ack->attempt);
         return OQ_ACK_IGNORED;
     }
     if (ack->outcome == OQ_OUTCOME_RETURN || ack->outcome == OQ_OUTCOME_UNAVAILABLE) {
@@ -131,6 +160,10 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
         }
         return OQ_ACK_APPLIED;
     }
+    /* Retry, timeout, fail, review: the delivery's decision. (A return
+       or unavailable gives the attempt back: the next delivery has the
+       same attempt, and decides afresh.) */
+    oq_eng_decide(self, job, ack->attempt);
     char error[OQ_MAX_ERROR_LEN + 1];
     if (ack->outcome == OQ_OUTCOME_TIMEOUT && ack->error.len == 0)
         snprintf(error, sizeof error, "timed out after %.3g s", job->timeout_ms / 1000.0);
@@ -164,15 +197,28 @@ oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const oq_a
     return OQ_ACK_APPLIED;
 }
 
-int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const oq_ack_msg_t *touch)
+oq_ack_effect_t oq_engine_ack(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
+                              const oq_ack_msg_t *ack)
+{
+    if (worker)
+        oq_engine_worker_seen(self, worker);
+    bool credited;
+    oq_ack_effect_t effect = s_apply(self, worker, key, ack, &credited);
+    if (worker && credited)
+        oq_engine_worker_credit(self, worker, ack->credit);
+    return effect;
+}
+
+int oq_engine_touch(oq_engine_t *self, oq_worker_t *worker, const uint8_t *key,
+                    const oq_ack_msg_t *touch)
 {
     if (worker)
         oq_engine_worker_seen(self, worker);
     oq_eng_job_t *job = oq_idset_get(self->jobs, touch->id);
     if (!job || job->state != OQ_ENG_LEASED || job->attempt != touch->attempt || !worker ||
         job->u.t.worker != worker ||
-        !oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, touch->attempt, touch->has_lease,
-                          touch->lease)) {
+        !oq_eng_fenced_ok(self, job->id, job->attempt, job->gen, key, touch->attempt,
+                          touch->has_lease, touch->lease)) {
         self->stale_touches++;
         return -1;
     }

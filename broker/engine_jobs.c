@@ -18,8 +18,21 @@
     a retry or a failure is replayed from ready).
 
     Lease tokens. Every delivery carries a token, the keyed SipHash of
-    (job id, attempt, requeue generation) under the broker's secret
-    (engine_acks.c checks them). */
+    (job id, attempt, requeue generation, the worker's key) under the
+    broker's secret (engine_acks.c checks them). The worker's key is the
+    CURVE public key its connection authenticated with, so a token is
+    worth nothing from another key: an ack is checked against the
+    sender's own key, never against a key the broker remembers. A worker
+    without a key (--insecure) has nothing that proves who it is (its
+    socket identity changes with every reconnect and any peer may claim
+    one), so its tokens hash the first three alone.
+
+    Decisions. A delivery decides once: the first outcome it reports
+    (retry, fail, review, timeout) is remembered, by attempt, for as long
+    as the job is live in its generation, and stands: a later ack of the
+    same delivery (an ok after its fail) changes nothing. Most jobs never
+    decide anything but ok, which ends them, so the decisions live in a map
+    beside the jobs (engine->decided), not in every job's header. */
 #include "engine_jobs.h"
 
 #include <assert.h>
@@ -42,29 +55,88 @@ int64_t oq_eng_now(const oq_engine_t *self)
     return oq_clock_now_ms(self->clock);
 }
 
-/* The lease token of one delivery: unguessable without the broker's key. */
-uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen)
+/* The lease token of one delivery: unguessable without the broker's key.
+   Without a worker key the input is 16 bytes, with one 48: SipHash mixes
+   the length in, so no keyless token equals a keyed one by construction. */
+uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen,
+                      const uint8_t *key)
 {
-    uint8_t in[16], out[OQ_SIPHASH_DIGEST_BYTES];
+    uint8_t in[16 + OQ_KEY_BYTES], out[OQ_SIPHASH_DIGEST_BYTES];
     for (int i = 0; i < 8; i++)
         in[i] = (uint8_t)(id >> (8 * i));
     for (int i = 0; i < 4; i++) {
         in[8 + i] = (uint8_t)(attempt >> (8 * i));
         in[12 + i] = (uint8_t)(gen >> (8 * i));
     }
-    oq_siphash128(self->lease_key, in, sizeof in, out);
+    if (key)
+        memcpy(in + 16, key, OQ_KEY_BYTES);
+    oq_siphash128(self->lease_key, in, key ? sizeof in : 16, out);
     uint64_t token = 0;
     for (int i = 0; i < 8; i++)
         token |= (uint64_t)out[i] << (8 * i);
     return token;
 }
 
-/* Does lease prove a delivery of this job on this attempt? */
+/* Does lease prove a delivery of this job on this attempt to key? */
 bool oq_eng_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt, uint32_t gen,
-                      uint32_t attempt, bool has_lease, uint64_t lease)
+                      const uint8_t *key, uint32_t attempt, bool has_lease, uint64_t lease)
 {
     return has_lease && attempt >= 1 && attempt <= job_attempt &&
-           lease == oq_eng_token(self, id, attempt, gen);
+           lease == oq_eng_token(self, id, attempt, gen, key);
+}
+
+/* The last OQ_ENG_STALE_GENERATIONS generations before gen are tried: a
+   job is requeued a handful of times at most, and an ack from further
+   back only loses its credit. */
+bool oq_eng_stale_token(const oq_engine_t *self, uint64_t id, uint32_t gen, const uint8_t *key,
+                        uint32_t attempt, bool has_lease, uint64_t lease)
+{
+    if (!has_lease || attempt < 1 || attempt > OQ_ENG_MAX_ATTEMPT)
+        return false;
+    for (uint32_t back = 1; back <= OQ_ENG_STALE_GENERATIONS && back <= gen; back++)
+        if (lease == oq_eng_token(self, id, attempt, gen - back, key))
+            return true;
+    return false;
+}
+
+/* Bit of attempt in a job's decisions: the last bit serves every attempt
+   from OQ_ENG_DECIDED_ATTEMPTS on, so a decision past it makes the late ok
+   of a later, expired delivery count as decided too (the job then runs
+   again rather than trusting an ok the broker cannot place; the effect's
+   guard absorbs it). The current delivery is never taken as decided
+   (engine_acks.c), so a job past that attempt still completes. */
+static uint64_t s_decision_bit(uint32_t attempt)
+{
+    uint32_t at = attempt < OQ_ENG_DECIDED_ATTEMPTS ? attempt : OQ_ENG_DECIDED_ATTEMPTS;
+    return (uint64_t)1 << (at - 1);
+}
+
+_Static_assert(UINTPTR_MAX >= UINT64_MAX, "a job's decisions are kept as the map's value");
+
+bool oq_eng_decided(const oq_engine_t *self, const oq_eng_job_t *job, uint32_t attempt)
+{
+    if (attempt < 1 || oq_idmap_size(self->decided) == 0)
+        return false;
+    uintptr_t bits = (uintptr_t)oq_idmap_get(self->decided, job->id);
+    return (bits & s_decision_bit(attempt)) != 0;
+}
+
+void oq_eng_decide(oq_engine_t *self, const oq_eng_job_t *job, uint32_t attempt)
+{
+    if (attempt < 1)
+        return;
+    uintptr_t bits = (uintptr_t)oq_idmap_get(self->decided, job->id);
+    if (oq_idmap_put(self->decided, job->id, (void *)(bits | s_decision_bit(attempt))) < 0)
+        oq_warn("job %llu: no memory to remember that attempt %u decided; a later ack of that "
+                "delivery may still change the job",
+                (unsigned long long)job->id, attempt);
+}
+
+/* A job done, or starting a new generation, decided nothing yet. */
+static void s_decisions_forget(oq_engine_t *self, const oq_eng_job_t *job)
+{
+    if (oq_idmap_size(self->decided))
+        oq_idmap_remove(self->decided, job->id);
 }
 
 void oq_eng_job_free(oq_eng_job_t *job)
@@ -293,6 +365,9 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     bool asked = oq_eng_asked(event);
     if (asked && s_report_ahead(self, job, to, event, how) < 0)
         return -1;
+    if (to == OQ_ENG_DONE ||
+        (to == OQ_ENG_READY && (job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW)))
+        s_decisions_forget(self, job); /* done, or a requeue or resolve: a fresh budget */
     oq_eng_job_t *woken = s_keys_leave(self, job, to);
     s_leave(self, job);
     oq_eng_queue_t *q = oq_eng_job_queue(self, job);
@@ -523,7 +598,11 @@ void oq_eng_job_view(const oq_engine_t *self, const oq_eng_job_t *job, oq_job_vi
     v->backoff_ms = oq_eng_job_backoff(job);
     v->backoff_len = job->backoff_len;
     v->priority = job->priority;
-    v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen) : 0;
+    /* While leased, the token its worker got; otherwise the keyless one. */
+    const oq_worker_t *holder = job->state == OQ_ENG_LEASED ? job->u.t.worker : NULL;
+    v->lease = job->attempt ? oq_eng_token(self, job->id, job->attempt, job->gen,
+                                           holder && holder->has_key ? holder->curve_key : NULL)
+                            : 0;
     bool failed = job->state == OQ_ENG_FAILED || job->state == OQ_ENG_REVIEW;
     v->error = failed ? job->u.f.error : NULL;
     v->failed_at_ms = failed ? job->u.f.failed_at_ms : 0;

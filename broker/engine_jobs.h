@@ -15,13 +15,30 @@ extern const char *const oq_eng_state_names[];
 /* The engine's clock, monotonic ms. */
 int64_t oq_eng_now(const oq_engine_t *self);
 
-/* The lease token of one delivery: unguessable without the broker's key. */
-uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen);
+/* The lease token of one delivery to a worker with this CURVE key
+   (OQ_KEY_BYTES; NULL: a worker without one): unguessable without the
+   broker's key, and worth nothing from another worker key. */
+uint64_t oq_eng_token(const oq_engine_t *self, uint64_t id, uint32_t attempt, uint32_t gen,
+                      const uint8_t *key);
 
 /* Does lease prove a delivery of this job (at job_attempt, generation gen)
-   on this attempt? */
+   on this attempt to the worker with key (NULL: none)? */
 bool oq_eng_fenced_ok(const oq_engine_t *self, uint64_t id, uint32_t job_attempt, uint32_t gen,
-                      uint32_t attempt, bool has_lease, uint64_t lease);
+                      const uint8_t *key, uint32_t attempt, bool has_lease, uint64_t lease);
+
+/* Does lease prove a delivery of this job to key on this attempt in one
+   of the generations before gen (a delivery from before a requeue, whose
+   ack changes nothing but whose worker is free again)? */
+bool oq_eng_stale_token(const oq_engine_t *self, uint64_t id, uint32_t gen, const uint8_t *key,
+                        uint32_t attempt, bool has_lease, uint64_t lease);
+
+/* Has the delivery of job on this attempt decided (reported an outcome
+   the broker took or ignored), in the job's current generation? */
+bool oq_eng_decided(const oq_engine_t *self, const oq_eng_job_t *job, uint32_t attempt);
+
+/* Remember that it has: any later ack of that delivery changes nothing.
+   (Out of memory: logged, and not remembered.) */
+void oq_eng_decide(oq_engine_t *self, const oq_eng_job_t *job, uint32_t attempt);
 
 /* Allocate a job for msg with the given id in queue q, held in the id map
    and still OQ_ENG_NEW, into *job_p. 0; 1 if the id is held already; -1 if

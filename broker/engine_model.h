@@ -23,6 +23,7 @@
 #include "idmap.h"
 #include "idset.h"
 #include "list.h"
+#include "onceq/keys.h"
 #include "onceq/limits.h"
 #include "overlap.h"
 #include "review_log.h"
@@ -186,10 +187,22 @@ typedef struct {
 
 #define OQ_ENG_COUNTED_ATTEMPTS 32 /* bits of oq_eng_recent_t.counted */
 
+/* A live job's decisions (oq_eng_decided): one bit per attempt in the
+   value of engine->decided, the last bit for every attempt from this one
+   on. */
+#define OQ_ENG_DECIDED_ATTEMPTS 64
+
+/* Generations before the current one in which an ack's token is looked
+   for (oq_eng_stale_token), so that the worker of a delivery from before
+   a requeue gets its credit back. */
+#define OQ_ENG_STALE_GENERATIONS 8
+
 struct oq_worker {
     uint8_t identity[256];
     size_t identity_len;
-    char key[513]; /* identity in hex, the workers table key */
+    char key[513];                   /* identity in hex, the workers table key */
+    uint8_t curve_key[OQ_KEY_BYTES]; /* the CURVE key it registered with: its tokens' binding */
+    bool has_key;                    /* false: no key (--insecure) */
     char name[OQ_MAX_NAME_LEN + 1];
     uint32_t pid;
     uint32_t credit; /* jobs it may still be sent */
@@ -254,6 +267,7 @@ struct oq_engine {
     oq_eng_recent_t *recent;          /* ring of recently done jobs */
     size_t recent_next;               /* slot the next done job takes */
     oq_idmap_t *recent_index;         /* id -> oq_eng_recent_t */
+    oq_idmap_t *decided;              /* live job id -> its decisions (oq_eng_decided) */
     oq_engine_hooks_t hooks;          /* the observer; changed is NULL when none */
     oq_review_log_t *reviews;         /* resolutions remembered */
     const oq_resolution_t *resolving; /* the resolution being reported, or NULL */

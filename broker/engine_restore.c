@@ -91,6 +91,7 @@ int oq_engine_restore_retry(oq_engine_t *self, uint64_t id, uint32_t attempt, in
         return -1;
     job->attempt = (uint16_t)attempt;
     job->returned = false;
+    oq_eng_decide(self, job, attempt); /* that delivery decided: a retry */
     s_restore_timed(self, job, not_before_ms);
     return 0;
 }
@@ -106,6 +107,10 @@ int oq_engine_restore_failed(oq_engine_t *self, uint64_t id, uint32_t attempt, c
     if (!copy)
         return -1;
     job->attempt = (uint16_t)attempt;
+    /* The record does not say whether the delivery decided or its lease
+       ran out on the last try: taken as decided, so no ack of it changes
+       the job after a restart (the job stays failed for a person). */
+    oq_eng_decide(self, job, attempt);
     oq_eng_enter_t how = {.error = copy, .failed_at_ms = failed_at_ms};
     oq_eng_transition(self, job, OQ_ENG_FAILED, OQ_EVENT_RESTORED, &how);
     return 0;
@@ -122,6 +127,7 @@ int oq_engine_restore_review(oq_engine_t *self, uint64_t id, uint32_t attempt, c
     if (!copy)
         return -1;
     job->attempt = (uint16_t)attempt;
+    oq_eng_decide(self, job, attempt); /* that delivery decided: review */
     oq_eng_enter_t how = {.error = copy, .failed_at_ms = reviewed_at_ms};
     oq_eng_transition(self, job, OQ_ENG_REVIEW, OQ_EVENT_RESTORED, &how);
     return 0;

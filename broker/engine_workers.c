@@ -33,7 +33,7 @@ oq_worker_t *oq_engine_worker_find(oq_engine_t *self, const void *identity, size
 }
 
 oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_t len,
-                                  oq_str_t name, uint32_t pid)
+                                  oq_str_t name, uint32_t pid, const uint8_t *key)
 {
     if (len == 0 || len > 255 || zhashx_size(self->workers) >= OQ_MAX_WORKERS)
         return NULL;
@@ -43,6 +43,10 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
     memcpy(w->identity, identity, len);
     w->identity_len = len;
     s_hex(identity, len, w->key);
+    if (key) {
+        memcpy(w->curve_key, key, OQ_KEY_BYTES);
+        w->has_key = true;
+    }
     oq_str_copy(name, w->name, sizeof w->name);
     w->pid = pid;
     w->last_seen_ms = oq_eng_now(self);

@@ -199,6 +199,31 @@ void oq_str_copy(oq_str_t s, char *out, size_t out_len)
     out[n] = 0;
 }
 
+size_t oq_proto_quote(oq_str_t s, char *out, size_t out_len)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (out_len == 0)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        bool plain = c >= 0x20 && c <= 0x7e && c != '\\' && c != '"';
+        size_t need = plain ? 1 : OQ_PROTO_QUOTE_MAX_BYTES;
+        if (n + need > out_len - 1)
+            break;
+        if (plain) {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    out[n] = 0;
+    return n;
+}
+
 bool oq_str_eq(oq_str_t s, const char *text)
 {
     size_t n = strlen(text);
@@ -288,8 +313,11 @@ static int s_get_int(s_errctx_t *ctx, const msgpack_object *map, const char *key
 }
 
 /* A duration on the wire is seconds, as an integer or a float; kept in ms. */
-static int s_seconds_to_ms(s_errctx_t *ctx, const msgpack_object *o, const char *what,
-                           int64_t max_ms, int64_t *out)
+/* Seconds within min_ms .. max_ms, as ms; also follows the range in the
+   error (another value the field takes), so that every refusal states the
+   range the field really has. */
+static int s_seconds_within(s_errctx_t *ctx, const msgpack_object *o, const char *what,
+                            int64_t min_ms, int64_t max_ms, const char *also, int64_t *out)
 {
     double ms;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
@@ -301,11 +329,17 @@ static int s_seconds_to_ms(s_errctx_t *ctx, const msgpack_object *o, const char 
         ms = -1.0;
     else
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "%s must be a number of seconds", what);
-    if (!isfinite(ms) || ms < 0.0 || ms > (double)max_ms)
-        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "%s must be between 0 and %lld seconds", what,
-               (long long)(max_ms / 1000));
+    if (!isfinite(ms) || ms < (double)min_ms || ms > (double)max_ms)
+        S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "%s must be between %lld and %lld seconds%s", what,
+               (long long)(min_ms / 1000), (long long)(max_ms / 1000), also);
     *out = (int64_t)llround(ms);
     return 0;
+}
+
+static int s_seconds_to_ms(s_errctx_t *ctx, const msgpack_object *o, const char *what,
+                           int64_t max_ms, int64_t *out)
+{
+    return s_seconds_within(ctx, o, what, 0, max_ms, "", out);
 }
 
 static int s_get_seconds(s_errctx_t *ctx, const msgpack_object *map, const char *key,
@@ -377,11 +411,14 @@ static int s_get_names(s_errctx_t *ctx, const msgpack_object *map, const char *k
         if (item->via.str.size > OQ_MAX_NAME_LEN)
             S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"%s\" item %u is %u bytes, the limit is %d", key,
                    k, item->via.str.size, OQ_MAX_NAME_LEN);
-        if (!oq_proto_name_valid(item->via.str.ptr, item->via.str.size))
+        if (!oq_proto_name_valid(item->via.str.ptr, item->via.str.size)) {
+            char shown[OQ_PROTO_QUOTED_BYTES(OQ_MAX_NAME_LEN)];
+            oq_proto_quote((oq_str_t){item->via.str.ptr, item->via.str.size}, shown, sizeof shown);
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"%s\" item %u \"%.*s\" must be 1 to %d characters of A-Z a-z 0-9 _ . "
-                   ": -",
-                   key, k, (int)item->via.str.size, item->via.str.ptr, OQ_MAX_NAME_LEN);
+                   "field \"%s\" item %u \"%s\" must be 1 to %d characters of A-Z a-z 0-9 _ . : "
+                   "-",
+                   key, k, shown, OQ_MAX_NAME_LEN);
+        }
     }
     *out = o;
     return 0;
@@ -410,25 +447,18 @@ static int s_decode_job_keys(s_errctx_t *ctx, oq_job_msg_t *j, const msgpack_obj
         return 0;
     if (!j->unique_key.ptr)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"unique_for\" needs a \"unique_key\"");
-    if (o->type == MSGPACK_OBJECT_STR) {
-        if (o->via.str.size == 4 && memcmp(o->via.str.ptr, "done", 4) == 0)
-            return 0;
-        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-               "field \"unique_for\" must be seconds (%lld to %lld) or \"done\"",
-               OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
-    }
+    if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == 4 &&
+        memcmp(o->via.str.ptr, "done", 4) == 0)
+        return 0;
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER && o->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
         o->type != MSGPACK_OBJECT_FLOAT32 && o->type != MSGPACK_OBJECT_FLOAT64)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
                "field \"unique_for\" must be seconds (%lld to %lld) or \"done\"",
                OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
     int64_t ms;
-    if (s_seconds_to_ms(ctx, o, "field \"unique_for\"", OQ_MAX_UNIQUE_FOR_MS, &ms) < 0)
+    if (s_seconds_within(ctx, o, "field \"unique_for\"", OQ_MIN_UNIQUE_FOR_MS, OQ_MAX_UNIQUE_FOR_MS,
+                         ", or \"done\"", &ms) < 0)
         return -1;
-    if (ms < OQ_MIN_UNIQUE_FOR_MS)
-        S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-               "field \"unique_for\" must be between %lld and %lld seconds, or \"done\"",
-               OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000);
     j->unique_for_ms = ms;
     return 0;
 }
@@ -847,11 +877,8 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
         }
     }
     if (msg->cmd == OQ_CMD_UNKNOWN) {
-        char shown[OQ_MAX_NAME_LEN + 1];
-        oq_str_copy(name, shown, sizeof shown);
-        for (char *c = shown; *c; c++)
-            if (*c < 0x20 || *c > 0x7e)
-                *c = '?';
+        char shown[OQ_PROTO_QUOTED_BYTES(OQ_MAX_NAME_LEN)];
+        oq_proto_quote(name, shown, sizeof shown);
         S_FAIL(&ctx, OQ_ERR_UNKNOWN_COMMAND, "unknown command \"%s\"", shown);
     }
     return s_decode_fields(&ctx, msg, root);

@@ -127,6 +127,13 @@ static void s_bad_inputs(void *sock, bool front)
         const void *hb[] = {buf.data};
         size_t hb_size[] = {buf.size};
         assert_int_equal(s_exchange(sock, hb, hb_size, 1, &code, 5000), OQ_CMD_RECONNECT);
+        /* So is a touch (docs/protocol.md §6, touch). */
+        oq_ack_msg_t touch = {.id = 1, .attempt = 1, .lease = 7, .has_lease = true};
+        msgpack_sbuffer_clear(&buf);
+        oq_proto_encode_touch(&buf, &touch);
+        const void *tf[] = {buf.data};
+        size_t tf_size[] = {buf.size};
+        assert_int_equal(s_exchange(sock, tf, tf_size, 1, &code, 5000), OQ_CMD_RECONNECT);
     }
     msgpack_sbuffer_destroy(&buf);
 }

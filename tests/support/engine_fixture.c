@@ -57,7 +57,7 @@ int ef_teardown(void **state)
 
 oq_worker_t *ef_worker(ef_fixture_t *f, char name, uint32_t credit)
 {
-    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
+    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name, NULL);
     assert_non_null(w);
     oq_engine_worker_credit(f->engine, w, credit);
     return w;

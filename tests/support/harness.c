@@ -436,6 +436,20 @@ int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
     return 0;
 }
 
+uint64_t it_broker_stat(it_t *self, const char *key)
+{
+    oq_msg_t reply;
+    if (it_stats_reply(self, &reply, S_CALL_MS) < 0)
+        fail_msg("no stats reply for broker.%s", key);
+    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, "broker"), key);
+    bool found = o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+    uint64_t value = found ? o->via.u64 : 0;
+    oq_proto_msg_release(&reply);
+    if (!found)
+        fail_msg("stats has no broker.%s", key);
+    return value;
+}
+
 void it_cancel(it_t *self, uint64_t id)
 {
     msgpack_sbuffer buf;

@@ -180,6 +180,10 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
    reply came within timeout_ms (nothing to release). */
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
 
+/* One counter of the stats reply's "broker" map (e.g. "fenced_acks");
+   fails the test if no stats reply came or the counter is missing. */
+uint64_t it_broker_stat(it_t *self, const char *key);
+
 /* Cancel job id as an admin (docs/protocol.md, "cancel"); fail the test
    unless the broker answers that it is cancelled. */
 void it_cancel(it_t *self, uint64_t id);

@@ -194,7 +194,7 @@ static oq_worker_t *s_lease_all(s_fix_t *f)
     char name = 'w';
     oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
     if (!w)
-        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1);
+        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1, NULL);
     oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
     oq_engine_pump(f->engine, s_deliver, f);
     return w;
@@ -210,7 +210,7 @@ static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_
         ack.lease = view.lease;
         ack.has_lease = true;
     }
-    oq_engine_ack(f->engine, w, &ack);
+    oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
 static void s_flush(s_fix_t *f)
@@ -722,7 +722,7 @@ static void test_requeue_generation_survives_compaction(void **state)
     assert_true(v.lease != old_lease);
     oq_ack_msg_t ack = {
         .id = id, .attempt = 1, .outcome = OQ_OUTCOME_OK, .lease = old_lease, .has_lease = true};
-    assert_int_equal(oq_engine_ack(f->engine, w, &ack), OQ_ACK_FENCED);
+    assert_int_equal(oq_engine_ack(f->engine, w, NULL, &ack), OQ_ACK_FENCED);
     s_expect(f, id, "leased", 1);
     assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);

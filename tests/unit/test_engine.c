@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "engine_fixture.h"
+#include "onceq/keys.h"
 #include "onceq/limits.h"
 
 /* Why the engine refused a resolve (oq_engine_review_resolve). */
@@ -56,7 +57,7 @@ static oq_ack_effect_t s_ack(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint3
                         .error = oq_str(error ? error : ""),
                         .lease = ef_lease(f, id, attempt),
                         .has_lease = true};
-    return oq_engine_ack(f->engine, w, &ack);
+    return oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
 static oq_queue_stats_t s_stats(ef_fixture_t *f)
@@ -140,7 +141,7 @@ static void test_lease_expiry_redelivers_with_next_attempt(void **state)
                            .credit = 1,
                            .lease = ef_lease(f, id, 2),
                            .has_lease = true};
-    assert_int_equal(oq_engine_ack(f->engine, b, &second), OQ_ACK_IGNORED);
+    assert_int_equal(oq_engine_ack(f->engine, b, NULL, &second), OQ_ACK_IGNORED);
     oq_queue_stats_t s = s_stats(f);
     assert_int_equal(s.done, 1);
     assert_int_equal(s.late_acks, 1);
@@ -310,9 +311,10 @@ static void test_fail_goes_to_failed_store_and_listing(void **state)
     s_seen_t one = {0};
     assert_int_equal(oq_engine_failed_each(f->engine, "default", 1, s_collect, &one), 2);
     assert_int_equal(one.n, 1);
-    /* A late ok for a failed job still completes it. */
-    assert_int_equal(s_ack(f, a, id1, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
-    assert_int_equal(s_stats(f).failed, 1);
+    /* The delivery decided: its own ok afterwards changes nothing. */
+    assert_int_equal(s_ack(f, a, id1, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    assert_int_equal(s_stats(f).failed, 2);
+    assert_string_equal(oq_engine_job_state(f->engine, id1), "failed");
 }
 
 static void test_timeout_rule_refuses_with_numbers(void **state)
@@ -435,11 +437,11 @@ static void test_outcomes_counted_per_type(void **state)
                         .result = OQ_RESULT_APPLIED,
                         .lease = ef_lease(f, a, 1),
                         .has_lease = true};
-    oq_engine_ack(f->engine, w, &ack);
+    oq_engine_ack(f->engine, w, NULL, &ack);
     ack.id = b;
     ack.result = OQ_RESULT_ALREADY_APPLIED;
     ack.lease = ef_lease(f, b, 1);
-    oq_engine_ack(f->engine, w, &ack);
+    oq_engine_ack(f->engine, w, NULL, &ack);
     s_ack(f, w, c, 1, OQ_OUTCOME_FAIL, "no");
     assert_int_equal(oq_engine_type_count(f->engine), 2);
     oq_type_stats_t t;
@@ -1030,7 +1032,7 @@ static void test_failed_pages_by_id_cursor(void **state)
        the next page neither repeats nor skips a job still failed. */
     char reason[128];
     assert_int_equal(oq_engine_requeue(f->engine, ids[1], &s_why, reason, sizeof reason), 0);
-    assert_int_equal(s_ack(f, a, ids[4], 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_int_equal(oq_engine_forget(f->engine, ids[4], &s_why, reason, sizeof reason), 0);
     s_seen_t next = {0};
     oq_failed_cursor_t cursor;
     assert_int_equal(oq_engine_failed_cursor(f->engine, page.ids[2], &cursor), 0);
@@ -1107,7 +1109,7 @@ static oq_worker_t *s_routed_worker(ef_fixture_t *f, char name, uint32_t credit,
         assert_int_equal(msgpack_unpack(buf->data, buf->size, &off, &zone, &lists[l]),
                          MSGPACK_UNPACK_SUCCESS);
     }
-    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name);
+    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), (uint32_t)name, NULL);
     assert_non_null(w);
     char reason[256];
     assert_int_equal(oq_engine_worker_route(f->engine, w, types ? &lists[0] : NULL,
@@ -1140,7 +1142,7 @@ static oq_ack_effect_t s_blind_ack(ef_fixture_t *f, uint64_t id, uint32_t attemp
                         .result = OQ_RESULT_APPLIED,
                         .has_lease = has_lease,
                         .lease = lease};
-    return oq_engine_ack(f->engine, NULL, &ack);
+    return oq_engine_ack(f->engine, NULL, NULL, &ack);
 }
 
 static void test_blind_acks_change_nothing(void **state)
@@ -1270,18 +1272,18 @@ static void test_touch_restarts_the_lease_of_its_holder_only(void **state)
     oq_worker_t *other = holder == a ? b : a;
     oq_ack_msg_t touch = {.id = id, .attempt = 1, .lease = ef_lease(f, id, 1), .has_lease = true};
     f->time.now += EF_RETRY_AFTER_MS - 1000;
-    assert_int_equal(oq_engine_touch(f->engine, holder, &touch), 0);
+    assert_int_equal(oq_engine_touch(f->engine, holder, NULL, &touch), 0);
     assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + EF_RETRY_AFTER_MS);
     /* From another worker, with a wrong token, or for another attempt: nothing. */
     int64_t deadline = oq_engine_next_deadline(f->engine);
     f->time.now += 1000;
-    assert_int_equal(oq_engine_touch(f->engine, other, &touch), -1);
+    assert_int_equal(oq_engine_touch(f->engine, other, NULL, &touch), -1);
     oq_ack_msg_t wrong = touch;
     wrong.lease ^= 1;
-    assert_int_equal(oq_engine_touch(f->engine, holder, &wrong), -1);
+    assert_int_equal(oq_engine_touch(f->engine, holder, NULL, &wrong), -1);
     wrong = touch;
     wrong.attempt = 2;
-    assert_int_equal(oq_engine_touch(f->engine, holder, &wrong), -1);
+    assert_int_equal(oq_engine_touch(f->engine, holder, NULL, &wrong), -1);
     assert_int_equal(oq_engine_stale_touches(f->engine), 3);
     assert_int_equal(oq_engine_next_deadline(f->engine), deadline);
     /* The old deadline passes: still leased, nothing redelivered. */
@@ -1306,7 +1308,7 @@ static void test_release_waits_its_delay_and_uses_a_try(void **state)
                         .has_lease = true,
                         .delay_ms = 7000,
                         .has_delay = true};
-    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, NULL, &ack), OQ_ACK_APPLIED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "delayed");
     assert_int_equal(oq_engine_next_deadline(f->engine), f->time.now + 7000);
     f->time.now += 6999;
@@ -1334,7 +1336,7 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
                         .error = oq_str("no handler"),
                         .lease = ef_lease(f, id, 1),
                         .has_lease = true};
-    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, NULL, &ack), OQ_ACK_APPLIED);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_int_equal(v.state, OQ_STATE_READY);
@@ -1370,7 +1372,7 @@ static void test_held_return_keeps_the_attempt_and_the_type(void **state)
                         .lease = ef_lease(f, id, 1),
                         .has_lease = true,
                         .held = true};
-    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, NULL, &ack), OQ_ACK_APPLIED);
     /* Straight back to the same worker, as its first attempt. */
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, id);
@@ -1407,7 +1409,7 @@ static void test_unavailable_hands_back_without_a_try_and_keeps_the_type(void **
                         .has_lease = true};
     const char why[] = "cannot connect to the database: connection refused";
     oq_engine_worker_status(f->engine, a, OQ_STATUS_UNAVAILABLE, 250, oq_str(why));
-    assert_int_equal(oq_engine_ack(f->engine, a, &ack), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, NULL, &ack), OQ_ACK_APPLIED);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, first, &v), 0);
     assert_int_equal(v.state, OQ_STATE_READY);
@@ -1476,11 +1478,11 @@ static void test_results_counted_once_in_any_order(void **state)
                           .result = OQ_RESULT_APPLIED,
                           .lease = ef_lease(f, id, 1),
                           .has_lease = true};
-    assert_int_equal(oq_engine_ack(f->engine, b, &dup), OQ_ACK_APPLIED);
-    assert_int_equal(oq_engine_ack(f->engine, a, &wrote), OQ_ACK_IGNORED);
+    assert_int_equal(oq_engine_ack(f->engine, b, NULL, &dup), OQ_ACK_APPLIED);
+    assert_int_equal(oq_engine_ack(f->engine, a, NULL, &wrote), OQ_ACK_IGNORED);
     for (int resend = 0; resend < 3; resend++) {
-        assert_int_equal(oq_engine_ack(f->engine, NULL, &dup), OQ_ACK_IGNORED);
-        assert_int_equal(oq_engine_ack(f->engine, NULL, &wrote), OQ_ACK_IGNORED);
+        assert_int_equal(oq_engine_ack(f->engine, NULL, NULL, &dup), OQ_ACK_IGNORED);
+        assert_int_equal(oq_engine_ack(f->engine, NULL, NULL, &wrote), OQ_ACK_IGNORED);
     }
     oq_type_stats_t t = s_type(f, "grant_points");
     assert_int_equal(t.done, 1);
@@ -1628,7 +1630,7 @@ static void test_flush_and_requeue_all_by_queue(void **state)
                         .outcome = OQ_OUTCOME_OK,
                         .lease = old_lease,
                         .has_lease = true};
-    assert_int_equal(oq_engine_ack(f->engine, NULL, &old), OQ_ACK_FENCED);
+    assert_int_equal(oq_engine_ack(f->engine, NULL, NULL, &old), OQ_ACK_FENCED);
     assert_string_equal(oq_engine_job_state(f->engine, ids[0]), "failed");
     assert_int_equal(s_requeue_all(f, "nowhere"), 0);
 
@@ -1843,8 +1845,7 @@ static void test_review_holds_the_job_until_resolved(void **state)
 }
 
 /* An ok from an earlier delivery proves the effect: the job leaves review as
-   resolved done, and the decision says so. A review ack that is not the
-   current delivery's changes nothing. */
+   resolved done, and the decision says so. */
 static void test_late_ok_resolves_a_review_as_done(void **state)
 {
     ef_fixture_t *f = *state;
@@ -1854,7 +1855,6 @@ static void test_late_ok_resolves_a_review_as_done(void **state)
     f->time.now += EF_RETRY_AFTER_MS;
     oq_engine_tick(f->engine); /* lease ran out: redelivered as attempt 2 */
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
-    assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_REVIEW, "stale"), OQ_ACK_IGNORED);
     assert_int_equal(s_ack(f, w, id, 2, OQ_OUTCOME_REVIEW, "timed out"), OQ_ACK_APPLIED);
     assert_string_equal(oq_engine_job_state(f->engine, id), "review");
     assert_int_equal(s_ack(f, v, id, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
@@ -2208,12 +2208,205 @@ static void test_pump_many_unreachable_puts_all_back(void **state)
     assert_int_equal(s_stats(f).redelivered, 0);
 }
 
+/* ---- keyed tokens, first decisions, credit of fenced acks ---------------- */
+
+static const uint8_t s_key_a[OQ_KEY_BYTES] = {'A'}, s_key_b[OQ_KEY_BYTES] = {'B'};
+
+/* A worker whose connection authenticated with key. */
+static oq_worker_t *s_keyed_worker(ef_fixture_t *f, char name, const uint8_t *key, uint32_t credit)
+{
+    oq_worker_t *w = oq_engine_worker_add(f->engine, &name, 1, oq_str("k"), 1, key);
+    assert_non_null(w);
+    oq_engine_worker_credit(f->engine, w, credit);
+    return w;
+}
+
+typedef struct {
+    const oq_worker_t *w;
+    uint32_t credit;
+} s_credit_t;
+
+static void s_credit_one(void *ctx, const oq_worker_view_t *v)
+{
+    s_credit_t *c = ctx;
+    if (v->worker_ == c->w)
+        c->credit = v->credit;
+}
+
+static uint32_t s_credit(ef_fixture_t *f, const oq_worker_t *w)
+{
+    s_credit_t c = {w, UINT32_MAX};
+    oq_engine_worker_each(f->engine, s_credit_one, &c);
+    return c.credit;
+}
+
+static oq_ack_effect_t s_keyed_ack(ef_fixture_t *f, oq_worker_t *w, const uint8_t *key, uint64_t id,
+                                   uint32_t attempt, oq_outcome_t outcome, uint32_t credit)
+{
+    oq_ack_msg_t ack = {.id = id,
+                        .attempt = attempt,
+                        .outcome = outcome,
+                        .credit = credit,
+                        .error = oq_str("x"),
+                        .lease = ef_lease(f, id, attempt),
+                        .has_lease = true};
+    return oq_engine_ack(f->engine, w, key, &ack);
+}
+
+/* A token is worth something only from the key its delivery went to: the
+   same token from another key is fenced and the job stays the first
+   key's, which may still ack it, also from a fresh connection (an
+   unknown worker), as after a reconnect or a broker restart. */
+static void test_token_bound_to_the_worker_key(void **state)
+{
+    ef_fixture_t *f = *state;
+    uint64_t id = s_dispatch(f, "noop");
+    oq_worker_t *a = s_keyed_worker(f, 'a', s_key_a, 1);
+    oq_worker_t *b = s_keyed_worker(f, 'b', s_key_b, 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(f->sent[0].worker, 'a');
+    assert_int_equal(s_keyed_ack(f, b, s_key_b, id, 1, OQ_OUTCOME_OK, 1), OQ_ACK_FENCED);
+    assert_int_equal(s_keyed_ack(f, NULL, NULL, id, 1, OQ_OUTCOME_OK, 1), OQ_ACK_FENCED);
+    assert_int_equal(oq_engine_fenced_acks(f->engine), 2);
+    assert_string_equal(oq_engine_job_state(f->engine, id), "leased");
+    oq_ack_msg_t touch = {.id = id, .attempt = 1, .lease = ef_lease(f, id, 1), .has_lease = true};
+    assert_int_equal(oq_engine_touch(f->engine, a, s_key_b, &touch), -1);
+    assert_int_equal(oq_engine_touch(f->engine, a, s_key_a, &touch), 0);
+    assert_int_equal(s_keyed_ack(f, NULL, s_key_a, id, 1, OQ_OUTCOME_OK, 1), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, id));
+}
+
+/* The first outcome a delivery reports stands: its own later ok neither
+   takes a failed job out of the failed store, nor completes a job it
+   asked to retry, nor one in review; an expired delivery that decided
+   nothing still completes the job with its ok. */
+static void test_first_decision_of_a_delivery_stands(void **state)
+{
+    ef_fixture_t *f = *state;
+    uint64_t failed = s_dispatch(f, "noop"), retried = s_dispatch(f, "noop");
+    uint64_t reviewed = s_dispatch(f, "noop");
+    oq_worker_t *w = ef_worker(f, 'a', 3);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
+    assert_int_equal(s_ack(f, w, failed, 1, OQ_OUTCOME_FAIL, "bad"), OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, retried, 1, OQ_OUTCOME_RETRY, "again"), OQ_ACK_APPLIED);
+    assert_int_equal(s_ack(f, w, reviewed, 1, OQ_OUTCOME_REVIEW, "unknown"), OQ_ACK_APPLIED);
+    uint64_t ignored = s_stats(f).ignored_acks;
+    assert_int_equal(s_ack(f, w, failed, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    assert_int_equal(s_ack(f, w, reviewed, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    assert_string_equal(oq_engine_job_state(f->engine, failed), "failed");
+    assert_string_equal(oq_engine_job_state(f->engine, reviewed), "review");
+    /* The retried job runs again; the first delivery's ok is still its retry. */
+    f->time.now += EF_BACKOFF_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, retried, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_IGNORED);
+    assert_string_equal(oq_engine_job_state(f->engine, retried), "leased");
+    assert_int_equal(s_stats(f).ignored_acks, ignored + 3);
+    /* Its lease runs out on the last try: an undecided delivery's ok counts. */
+    f->time.now += EF_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    f->time.now += EF_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    assert_string_equal(oq_engine_job_state(f->engine, retried), "failed");
+    assert_int_equal(s_ack(f, w, retried, 2, OQ_OUTCOME_OK, NULL), OQ_ACK_LATE);
+    assert_null(oq_engine_job_state(f->engine, retried));
+    /* A requeue is a fresh start: the next delivery decides afresh. */
+    char reason[128];
+    assert_int_equal(oq_engine_requeue(f->engine, failed, &s_why, reason, sizeof reason), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(s_ack(f, w, failed, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+}
+
+/* Past the attempts whose decisions are told apart, a decision of one
+   delivery never keeps the current delivery from completing the job. */
+static void test_decisions_past_the_tracked_attempts(void **state)
+{
+    ef_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t msg = {.type = oq_str("noop"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 100,
+                        .has_max_tries = true};
+    uint64_t id = 0;
+    oq_err_t code;
+    char reason[256];
+    assert_int_equal(oq_engine_dispatch(f->engine, &msg, &id, &code, reason, sizeof reason), 0);
+    oq_worker_t *w = ef_worker(f, 'a', 1);
+    const uint32_t last = 70; /* past OQ_ENG_DECIDED_ATTEMPTS */
+    for (uint32_t attempt = 1; attempt < last; attempt++) {
+        f->sent_count = 0;
+        oq_engine_tick(f->engine);
+        assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+        assert_int_equal(s_ack(f, w, id, attempt, OQ_OUTCOME_RETRY, "again"), OQ_ACK_APPLIED);
+        f->time.now += EF_BACKOFF_MS;
+    }
+    f->sent_count = 0;
+    oq_engine_tick(f->engine);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    assert_int_equal(f->sent[0].attempt, last);
+    assert_int_equal(s_ack(f, w, id, last, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, id));
+}
+
+/* Credit comes back with an ack whose token proves a delivery to the
+   sender, and with no other: a worker that never echoes its lease is sent
+   no more than it gave, and one whose job was requeued under it (its
+   token is of the generation before) is free again all the same. */
+static void test_fenced_acks_give_no_credit(void **state)
+{
+    ef_fixture_t *f = *state;
+    uint64_t first = s_dispatch(f, "noop");
+    s_dispatch(f, "noop");
+    oq_worker_t *w = s_keyed_worker(f, 'a', s_key_a, 1);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    oq_ack_msg_t blind = {.id = first, .attempt = 1, .outcome = OQ_OUTCOME_OK, .credit = 1};
+    assert_int_equal(oq_engine_ack(f->engine, w, s_key_a, &blind), OQ_ACK_FENCED);
+    assert_int_equal(s_credit(f, w), 0);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 0);
+    /* Another key's replay of the token gives that worker nothing either. */
+    oq_worker_t *b = s_keyed_worker(f, 'b', s_key_b, 0);
+    assert_int_equal(s_keyed_ack(f, b, s_key_b, first, 1, OQ_OUTCOME_OK, 1), OQ_ACK_FENCED);
+    assert_int_equal(s_credit(f, b), 0);
+    /* The holder's lease runs out on its last try and the job is requeued
+       while it still runs: its ack changes nothing, its credit comes back. */
+    for (uint32_t attempt = 1; attempt < 3; attempt++) {
+        f->time.now += EF_RETRY_AFTER_MS;
+        oq_engine_tick(f->engine);
+        oq_engine_worker_credit(f->engine, w, 1);
+        assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    }
+    f->time.now += EF_RETRY_AFTER_MS;
+    oq_engine_tick(f->engine);
+    char reason[128];
+    uint64_t stale = ef_lease(f, first, 3);
+    assert_int_not_equal(stale, 0);
+    assert_int_equal(oq_engine_requeue(f->engine, first, &s_why, reason, sizeof reason), 0);
+    oq_ack_msg_t old = {.id = first,
+                        .attempt = 3,
+                        .outcome = OQ_OUTCOME_OK,
+                        .credit = 1,
+                        .lease = stale,
+                        .has_lease = true};
+    assert_int_equal(s_credit(f, w), 0);
+    assert_int_equal(oq_engine_ack(f->engine, w, s_key_a, &old), OQ_ACK_FENCED);
+    assert_int_equal(s_credit(f, w), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dispatch_id_returns_the_first_job_for_its_window,
                                         ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_blind_acks_change_nothing, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_token_bound_to_the_worker_key, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_first_decision_of_a_delivery_stands, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_decisions_past_the_tracked_attempts, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_fenced_acks_give_no_credit, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_results_counted_once_in_any_order, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_requeue_kills_old_tokens, ef_setup, ef_teardown),

@@ -55,7 +55,7 @@ static oq_ack_effect_t s_ack(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint3
                         .error = oq_str("boom"),
                         .lease = ef_lease(f, id, attempt),
                         .has_lease = true};
-    return oq_engine_ack(f->engine, w, &ack);
+    return oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
 static size_t s_pump(ef_fixture_t *f)
@@ -396,7 +396,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
                                     .error = oq_str("x"),
                                     .lease = v.lease,
                                     .has_lease = true};
-                oq_engine_ack(f->engine, NULL, &ack);
+                oq_engine_ack(f->engine, NULL, NULL, &ack);
             }
         } else if (r < 92) {
             f->time.now += 1 + s_rand(&seed) % (EF_RETRY_AFTER_MS / 2);
@@ -423,7 +423,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
                                 .credit = 1,
                                 .lease = f->sent[i].lease,
                                 .has_lease = true};
-            oq_engine_ack(f->engine, workers[f->sent[i].worker - 'a'], &ack);
+            oq_engine_ack(f->engine, workers[f->sent[i].worker - 'a'], NULL, &ack);
         }
         f->time.now += 1000;
         oq_engine_tick(f->engine);

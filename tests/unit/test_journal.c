@@ -226,7 +226,7 @@ static oq_worker_t *s_lease_all(s_fix_t *f, char name)
 {
     oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
     if (!w)
-        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1);
+        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1, NULL);
     oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
     oq_engine_pump(f->engine, s_deliver, f);
     return w;
@@ -242,7 +242,7 @@ static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_
         ack.lease = view.lease;
         ack.has_lease = true;
     }
-    oq_engine_ack(f->engine, w, &ack);
+    oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
 static uint64_t s_file_size(const char *path)

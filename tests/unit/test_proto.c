@@ -931,6 +931,30 @@ static void test_ready_types_and_queues(void **state)
                "item 1 \"b@d\"");
     s_text_bad("{v:1, cmd:ready, credit:1, types:[noop, 7]}", OQ_ERR_BAD_REQUEST, "item 1");
 
+    /* A name that is not UTF-8 is quoted with its bytes escaped: the
+       error text is valid UTF-8 whatever the peer sent. */
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    oq_proto_pack_cstr(&pk, "v");
+    msgpack_pack_uint32(&pk, 1);
+    oq_proto_pack_cstr(&pk, "cmd");
+    oq_proto_pack_cstr(&pk, "ready");
+    oq_proto_pack_cstr(&pk, "credit");
+    msgpack_pack_uint32(&pk, 1);
+    oq_proto_pack_cstr(&pk, "queues");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_str(&pk, 4);
+    msgpack_pack_str_body(&pk, "q\xff\xc3\\", 4);
+    oq_err_t code;
+    char why[256];
+    assert_int_equal(oq_proto_decode(&msg, buf.data, buf.size, &code, why, sizeof why), -1);
+    if (!strstr(why, "item 0 \"q\\xff\\xc3\\x5c\" must be"))
+        fail_msg("got: %s", why);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_destroy(&buf);
+
     /* Over the limits: one name too long, one name too many. */
     char text[64 + 24 * (OQ_MAX_WORKER_QUEUES + 1)];
     char long_name[OQ_MAX_NAME_LEN + 2];
@@ -943,6 +967,26 @@ static void test_ready_types_and_queues(void **state)
         n += (size_t)snprintf(text + n, sizeof text - n, "%sq%d", i ? ", " : "", i);
     snprintf(text + n, sizeof text - n, "]}");
     s_text_bad(text, OQ_ERR_TOO_LARGE, "33 names, the limit is 32");
+}
+
+/* Peer input in an error text: printable ASCII as sent, every other byte
+   (and the backslash and the quote) as \xNN, cut only between escapes. */
+static void test_quote_escapes_what_is_not_printable_ascii(void **state)
+{
+    (void)state;
+    char out[OQ_PROTO_QUOTED_BYTES(8)];
+    assert_int_equal(oq_proto_quote((oq_str_t){"a-b.c", 5}, out, sizeof out), 5);
+    assert_string_equal(out, "a-b.c");
+    oq_proto_quote((oq_str_t){"\xff\x00\"\\\n\xc3\xa9z", 8}, out, sizeof out);
+    assert_string_equal(out, "\\xff\\x00\\x22\\x5c\\x0a\\xc3\\xa9z");
+    char small[6];
+    assert_int_equal(oq_proto_quote((oq_str_t){"ab\xff"
+                                               "c",
+                                               4},
+                                    small, sizeof small),
+                     2);
+    assert_string_equal(small, "ab"); /* "\xff" would not fit whole */
+    assert_int_equal(oq_proto_quote((oq_str_t){"abc", 3}, out, 0), 0);
 }
 
 static void test_lease_touch_delay_and_return(void **state)
@@ -1441,9 +1485,12 @@ static void test_dispatch_unique_and_overlap_keys(void **state)
     /* Bad input: an error naming the field and its limit. */
     s_text_bad(D("type:t, unique_key:k, unique_for:0"), OQ_ERR_BAD_REQUEST,
                "between 1 and 2592000");
+    s_text_bad(D("type:t, unique_key:k, unique_for:0.5"), OQ_ERR_BAD_REQUEST,
+               "between 1 and 2592000 seconds, or \"done\"");
     s_text_bad(D("type:t, unique_key:k, unique_for:2592001"), OQ_ERR_BAD_REQUEST,
-               "between 0 and 2592000");
-    s_text_bad(D("type:t, unique_key:k, unique_for:-1"), OQ_ERR_BAD_REQUEST, "unique_for");
+               "between 1 and 2592000 seconds, or \"done\"");
+    s_text_bad(D("type:t, unique_key:k, unique_for:-1"), OQ_ERR_BAD_REQUEST,
+               "between 1 and 2592000 seconds, or \"done\"");
     s_text_bad(D("type:t, unique_key:k, unique_for:forever"), OQ_ERR_BAD_REQUEST, "\"done\"");
     s_text_bad(D("type:t, unique_for:10"), OQ_ERR_BAD_REQUEST, "needs a \"unique_key\"");
     s_text_bad(D("type:t, unique_key:''"), OQ_ERR_BAD_REQUEST, "unique_key");
@@ -2023,6 +2070,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_dispatch_all_fields),
+        cmocka_unit_test(test_quote_escapes_what_is_not_printable_ascii),
         cmocka_unit_test(test_roundtrip_dispatch_defaults),
         cmocka_unit_test(test_roundtrip_dispatch_id_and_requeue),
         cmocka_unit_test(test_roundtrip_dispatch_wait),

@@ -300,6 +300,17 @@ oq_str_t oq_str(const char *text);
 /* Copy s into out[out_len] with a terminating NUL, cutting if needed. */
 void oq_str_copy(oq_str_t s, char *out, size_t out_len);
 
+/* Peer input as an error text may quote it: s into out[out_len] with a
+   terminating NUL, every byte outside printable ASCII (0x20..0x7e), and the
+   backslash and the double quote, written as \xNN, so that the text is
+   valid UTF-8 (a msgpack str any strict decoder reads) and shows what was
+   sent. Cut before an escape that would not fit, never inside one. Every
+   error text that quotes what a peer sent goes through it. Returns the
+   length written. OQ_PROTO_QUOTED_BYTES(n) holds n bytes quoted. */
+#define OQ_PROTO_QUOTE_MAX_BYTES 4 /* "\xNN": what one byte may take */
+#define OQ_PROTO_QUOTED_BYTES(n) ((size_t)(n)*OQ_PROTO_QUOTE_MAX_BYTES + 1)
+size_t oq_proto_quote(oq_str_t s, char *out, size_t out_len);
+
 /* True if s equals the C string text. */
 bool oq_str_eq(oq_str_t s, const char *text);
 
