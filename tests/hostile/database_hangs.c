@@ -9,7 +9,8 @@
     worker processes pause instead of being ended by their watchdog, and
     once the cluster runs again (SIGCONT) every job is done exactly once,
     at its first attempt, with exact balances. On the way back the
-    server sees a few connections, not a burst of abandoned ones.
+    server sees one connection attempt per worker, not a burst of
+    abandoned ones.
 
     The worker's database bound (--db-timeout) is well below the jobs'
     timeout, so the test takes seconds; the cluster is frozen for longer
@@ -37,10 +38,10 @@
 #define S_JOB_TIMEOUT_MS 20000
 /* How long the cluster stays frozen: past the bound, with room. */
 #define S_FREEZE_MS (S_DB_TIMEOUT_MS * 2)
-/* On the way back, at most this many connections in any one second of
-   the server's log: each paused worker's probe, and a few to spare. */
-#define S_MAX_CONNECTIONS_PER_S (S_JOBS * 2)
-#define S_POINTS                10
+/* Handed back within the bound, not twice it (a second wait as long, to
+   connect again), however loaded the machine. */
+#define S_UNAVAILABLE_MAX_MS (S_DB_TIMEOUT_MS * 3 / 2)
+#define S_POINTS             10
 
 static int s_setup(void **state)
 {
@@ -161,6 +162,7 @@ static void test_database_hangs(void **state)
                   (unsigned long long)s.returned, S_JOBS, (long long)unavailable_ms,
                   (unsigned long long)s.failed, it_log_count(it, "workers", "outcome=timeout"));
     assert_true(waited_ms >= 0);
+    assert_true(unavailable_ms < S_UNAVAILABLE_MAX_MS);
     assert_int_equal(s.failed, 0);
     while (it_now_ms() - frozen_ms < S_FREEZE_MS)
         oq_support_sleep_ms(100);
@@ -196,7 +198,11 @@ static void test_database_hangs(void **state)
     int per_s, fatal;
     s_connections(it, offset, &per_s, &fatal);
     print_message("back: at most %d connections in one second, %d FATAL lines\n", per_s, fatal);
-    assert_true(per_s <= S_MAX_CONNECTIONS_PER_S);
+    /* One connection attempt per worker, kept while the server was
+       stopped; the only sessions the server finds gone are the ones whose
+       statements were given up. */
+    assert_true(per_s <= S_JOBS);
+    assert_true(fatal <= S_JOBS);
 }
 
 int main(void)
