@@ -1,8 +1,12 @@
 /*  pg.c: the per-process PostgreSQL connection.
 
     libpq's blocking calls wait as long as the network lets them, which can
-    be longer than a job may run. So statements are sent with the
-    asynchronous API and their answers awaited with poll(). Two bounds
+    be longer than a job may run, and a server that is stopped or hung
+    answers nothing while its kernel still takes what is sent. So the
+    connection is non-blocking from its first packet to PQfinish: it is
+    opened with PQconnectStart/PQconnectPoll, statements are sent with the
+    asynchronous API and flushed, and every wait, for the socket to take
+    what is sent or for an answer, is a poll() on a budget. Two bounds
     cooperate, both derived from the job's timeout:
 
     - statement_timeout on the server, the job's timeout less a margin,
@@ -15,11 +19,16 @@
       drops the connection, which is what the server would see from a
       crashed worker anyway.
 
-    The client's bound counts only time spent waiting in poll(), per
-    statement (or per connection attempt), not a deadline from the job's
-    start: time the worker process did not run (SIGSTOP, a suspended VM) is
-    not time the server failed to answer, and the worker's watchdog too
-    leaves such time out of the job's.
+    The client's bound counts only time spent waiting in poll(), not a
+    deadline from the job's start; a poll() that returns late (the process
+    was stopped or starved meanwhile) is charged what it asked for, which
+    the server had to answer in, while the worker's watchdog leaves the
+    lateness out of the job's time. For a job, connecting again counts
+    against the same bound, and a statement the server did not answer is
+    never sent again on a new connection (a server that answered nothing
+    in the job's time will not in what is left of it), so a hung server
+    ends the job with `connection` (unavailable, no try used) before its
+    watchdog would end the process.
 
     statement_timeout bounds one statement; a job runs several (a grant's
     INSERT and UPDATE, a batch's, a batch's fallback one item at a time),
