@@ -201,6 +201,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
     oq_log_level_t level = OQ_LOG_INFO;
     const char *database = NULL, *key = NULL, *broker_key = NULL;
     int isolation = 0;
+    int64_t db_timeout_ms = 0;
     bool help = false, version = false;
     oq_flag_src_t stop_src = OQ_FLAG_SRC_NONE;
     char heartbeat_def[S_DEFAULT_LEN], stop_def[S_DEFAULT_LEN], max_name[S_DEFAULT_LEN * 4];
@@ -337,6 +338,17 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
          .dest = &isolation,
          .help = "the transaction isolation level for those handlers: read-committed, "
                  "repeatable-read or serializable"},
+        {.name = "db-timeout",
+         .env = "ONCEQ_DB_TIMEOUT",
+         .kind = OQ_FLAG_SECONDS,
+         .arg = "S",
+         .max = (uint64_t)OQ_MAX_TIMEOUT_MS,
+         .def = "0",
+         .dest = &db_timeout_ms,
+         .help = "the longest those handlers' database work may wait on the server per job, "
+                 "when shorter than the job's timeout: statements then end at it less a "
+                 "margin, and a server that answers nothing hands the job back (no try used) "
+                 "after it rather than near the job's timeout; 0: the job's timeout"},
         {.name = "idle-release",
          .env = "ONCEQ_WORKER_IDLE_RELEASE",
          .kind = OQ_FLAG_SECONDS,
@@ -393,6 +405,7 @@ int oq_worker_main(int argc, char **argv, oq_registry_t *handlers)
        is wrong with it on the first job, and the other handlers still run. */
     s_settings.database_url = strdup(database ? database : "");
     s_settings.isolation = isolations[isolation];
+    s_settings.db_timeout_ms = db_timeout_ms;
     s_settings_ready = true;
 
     run.registry = registry;

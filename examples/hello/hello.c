@@ -191,8 +191,9 @@ static void s_hello(const oq_job_t *job, void *state, oq_report_t *report)
     char name[HELLO_MAX_NAME_BYTES + 1];
     if (s_read_name(job, name, report) < 0 || s_open(self, job, report) < 0)
         return;
-    /* Statements of this job end before the job's timeout would. */
-    oq_effects_begin_job(self->fx, job->timeout_ms);
+    /* Statements of this job end before the job's timeout (or the
+       worker's --db-timeout) would. */
+    oq_effects_worker_begin_job(self->fx, job);
     oq_pg_error_t error;
     if (!self->schema_ready) {
         if (oq_effects_run(self->fx, s_create_schema, NULL, &error) < 0) {

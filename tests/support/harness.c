@@ -43,6 +43,21 @@ static pid_t s_pids[IT_MAX_PROCS * 4];
 static size_t s_pid_count;
 static bool s_atexit_set;
 
+/* The processes of a cluster it_freeze_pg stopped, to continue in
+   it_thaw_pg, it_destroy or at exit. A server has a handful (postmaster,
+   its helpers, a backend per connection); max_connections is 200 at most
+   in these tests. */
+#define S_MAX_FROZEN 256
+static pid_t s_frozen[S_MAX_FROZEN];
+static size_t s_frozen_count;
+
+static void s_thaw_all(void)
+{
+    for (size_t i = 0; i < s_frozen_count; i++)
+        kill(s_frozen[i], SIGCONT);
+    s_frozen_count = 0;
+}
+
 int64_t it_now_ms(void)
 {
     return oq_support_now_ms();
@@ -153,6 +168,7 @@ it_t *it_new(const char *name)
 {
     if (!s_atexit_set) {
         atexit(s_kill_all);
+        atexit(s_thaw_all);
         s_atexit_set = true;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -183,6 +199,7 @@ void it_destroy(it_t **self_p)
     if (!self)
         return;
     s_kill_all();
+    s_thaw_all(); /* a frozen server would not stop */
     if (self->db)
         PQfinish(self->db);
     char script[512];
@@ -490,6 +507,7 @@ int it_stats(it_t *self, it_stats_t *s)
         s->duplicates = s_u64(q, "duplicates");
         s->review = s_u64(q, "review");
         s->waiting = s_u64(q, "waiting");
+        s->returned = s_u64(q, "returned");
     }
     const msgpack_object *types = oq_proto_map_get(&reply.root, "types");
     for (uint32_t i = 0; self->stats_type && types && i < types->via.array.size; i++) {
@@ -510,7 +528,9 @@ int it_stats(it_t *self, it_stats_t *s)
         s->worker_credit[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "credit");
         s->workers++;
     }
-    s->unknown_acks = s_u64(oq_proto_map_get(&reply.root, "broker"), "unknown_acks");
+    const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
+    s->unknown_acks = s_u64(broker, "unknown_acks");
+    s->workers_unavailable = s_u64(broker, "workers_unavailable");
     oq_proto_msg_release(&reply);
     return 0;
 }
@@ -790,6 +810,51 @@ int it_restart_pg(it_t *self)
         return -1;
     }
     return 0;
+}
+
+/* The postmaster's pid: the first line of DIR/pg/data/postmaster.pid. */
+static pid_t s_postmaster(const it_t *self)
+{
+    char path[S_PATH_LEN];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", self->pg_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long pid = -1;
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid > 1 ? (pid_t)pid : -1;
+}
+
+int it_freeze_pg(it_t *self)
+{
+    if (!self->pg_dir[0] || s_frozen_count > 0)
+        return -1;
+    pid_t postmaster = s_postmaster(self);
+    if (postmaster < 0 || kill(postmaster, SIGSTOP) < 0)
+        return -1;
+    s_frozen[s_frozen_count++] = postmaster;
+    /* Stopped, the postmaster forks no child: the list is complete. */
+    char path[S_PATH_LEN];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)postmaster, (int)postmaster);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        s_thaw_all();
+        return -1;
+    }
+    long child;
+    while (s_frozen_count < S_MAX_FROZEN && fscanf(f, "%ld", &child) == 1)
+        if (kill((pid_t)child, SIGSTOP) == 0)
+            s_frozen[s_frozen_count++] = (pid_t)child;
+    fclose(f);
+    return (int)s_frozen_count;
+}
+
+void it_thaw_pg(it_t *self)
+{
+    (void)self;
+    s_thaw_all();
 }
 
 void it_sql(it_t *self, const char *sql)

@@ -73,6 +73,8 @@ typedef struct {
     uint64_t review;  /* jobs in the review store */
     uint64_t waiting; /* ready, but another job holds their overlap key */
     uint64_t unknown_acks;
+    uint64_t returned;            /* deliveries handed back unrun, no try used */
+    uint64_t workers_unavailable; /* connected workers paused (status unavailable) */
     uint64_t type_done, type_applied, type_duplicates, type_failed; /* of it->stats_type */
     size_t workers;
     uint32_t worker_pid[IT_MAX_WORKERS];
@@ -235,6 +237,18 @@ int it_stop_pg(it_t *self);
 /* Start it again after it_stop_pg, on the same port with the same options,
    and reconnect the test's own connection. 0 or -1. */
 int it_restart_pg(it_t *self);
+
+/* Freeze the fixture's cluster as a hung server would be: SIGSTOP to the
+   postmaster (its pid from DIR/pg/data/postmaster.pid) and then to each of
+   its children (/proc/PID/task/PID/children), so none answers and none is
+   forked meanwhile. The number of processes stopped, or -1. The test's own
+   connection must not be used until it_thaw_pg. */
+int it_freeze_pg(it_t *self);
+
+/* SIGCONT to every process it_freeze_pg stopped. it_destroy, and the
+   at-exit sweep, do it too, so that a failed test leaves no frozen server
+   behind. */
+void it_thaw_pg(it_t *self);
 
 /* Run SQL on the fixture's database; asserts success. */
 void it_sql(it_t *self, const char *sql);

@@ -1,8 +1,12 @@
 /*  pg.c: the per-process PostgreSQL connection.
 
     libpq's blocking calls wait as long as the network lets them, which can
-    be longer than a job may run. So statements are sent with the
-    asynchronous API and their answers awaited with poll(). Two bounds
+    be longer than a job may run, and a server that is stopped or hung
+    answers nothing while its kernel still takes what is sent. So the
+    connection is non-blocking from its first packet to PQfinish: it is
+    opened with PQconnectStart/PQconnectPoll, statements are sent with the
+    asynchronous API and flushed, and every wait, for the socket to take
+    what is sent or for an answer, is a poll() on a budget. Two bounds
     cooperate, both derived from the job's timeout:
 
     - statement_timeout on the server, the job's timeout less a margin,
@@ -15,11 +19,16 @@
       drops the connection, which is what the server would see from a
       crashed worker anyway.
 
-    The client's bound counts only time spent waiting in poll(), per
-    statement (or per connection attempt), not a deadline from the job's
-    start: time the worker process did not run (SIGSTOP, a suspended VM) is
-    not time the server failed to answer, and the worker's watchdog too
-    leaves such time out of the job's.
+    The client's bound counts only time spent waiting in poll(), not a
+    deadline from the job's start; a poll() that returns late (the process
+    was stopped or starved meanwhile) is charged what it asked for, which
+    the server had to answer in, while the worker's watchdog leaves the
+    lateness out of the job's time. For a job, connecting again counts
+    against the same bound, and a statement the server did not answer is
+    never sent again on a new connection (a server that answered nothing
+    in the job's time will not in what is left of it), so a hung server
+    ends the job with `connection` (unavailable, no try used) before its
+    watchdog would end the process.
 
     statement_timeout bounds one statement; a job runs several (a grant's
     INSERT and UPDATE, a batch's, a batch's fallback one item at a time),
@@ -63,10 +72,14 @@
 #define S_STMT_NAME_LEN 16
 
 struct oq_pg {
-    char *conninfo;             /* as given; "" = libpq's defaults */
-    char *application_name;     /* fallback_application_name */
-    PGconn *conn;               /* NULL before the first use and after a loss */
-    bool in_txn;                /* between BEGIN and COMMIT/ROLLBACK */
+    char *conninfo;         /* as given; "" = libpq's defaults */
+    char *application_name; /* fallback_application_name */
+    PGconn *conn;           /* NULL before the first use and after a loss */
+    PGconn *connecting;     /* an attempt the last connect gave up waiting on, or NULL */
+    PostgresPollingStatusType connect_status; /* what that attempt waits for */
+    int64_t connect_started_ms;               /* when that attempt began */
+    bool unanswered;                          /* the last loss: the server did not answer in time */
+    bool in_txn;                              /* between BEGIN and COMMIT/ROLLBACK */
     bool begin_pending;         /* in_txn, BEGIN not sent yet: it goes with the first statement */
     char *begin_sql;            /* the pending transaction's BEGIN */
     int64_t timeout_ms;         /* statement_timeout the current job wants; 0 = none */
@@ -110,8 +123,18 @@ static void s_forget_prepared(oq_pg_t *self)
     self->prepared_count = 0;
 }
 
+/* Abandon a connection attempt kept for the next connect. */
+static void s_abandon(oq_pg_t *self)
+{
+    if (self->connecting)
+        PQfinish(self->connecting);
+    self->connecting = NULL;
+}
+
 static void s_drop(oq_pg_t *self)
 {
+    /* Non-blocking (s_connect), so that PQfinish's goodbye to the server
+       never waits on a full socket. */
     if (self->conn)
         PQfinish(self->conn);
     self->conn = NULL;
@@ -127,6 +150,7 @@ void oq_pg_destroy(oq_pg_t **self_p)
     if (!self)
         return;
     s_drop(self);
+    s_abandon(self);
     free(self->begin_sql);
     free(self->conninfo);
     free(self->application_name);
@@ -193,9 +217,11 @@ static int64_t s_statement_budget_ms(const oq_pg_t *self)
 
 /* Wait until fd is ready for events, spending at most *budget_ms (-1: no
    limit) and taking what was spent off it. 1 ready, 0 budget spent, -1
-   poll error. A poll() that came back much later than it asked to means
-   the process was stopped meanwhile: that wait is not counted, and the
-   socket is looked at again. */
+   poll error. A poll() that came back later than it asked to (the process
+   was stopped, or starved of CPU, meanwhile) is charged only what it
+   asked for: the server had all that time to answer and did not, so the
+   wait ends, and the worker's watchdog, which leaves such time out of the
+   job's, still lies ahead. */
 static int s_poll(int fd, short events, int64_t *budget_ms)
 {
     for (;;) {
@@ -204,12 +230,11 @@ static int s_poll(int fd, short events, int64_t *budget_ms)
         int64_t start_ms = s_now_ms();
         int n = poll(&p, 1, wait_ms);
         int64_t waited_ms = s_now_ms() - start_ms;
-        bool stalled = wait_ms >= 0 && waited_ms > wait_ms + OQ_PG_STALL_MS;
-        if (*budget_ms > 0 && !stalled)
+        if (*budget_ms > 0)
             *budget_ms -= waited_ms < wait_ms ? waited_ms : wait_ms;
         if (n > 0)
             return 1;
-        if (n == 0 && !stalled)
+        if (n == 0 && *budget_ms <= 0)
             return 0;
         if (n < 0 && errno != EINTR)
             return -1;
@@ -248,12 +273,47 @@ static void s_connect_error(const char *text, oq_pg_error_t *error)
                      "cannot connect to the database: %s", message);
 }
 
-/* Open the connection, waiting at most OQ_PG_CONNECT_TIMEOUT_MS, or less if
-   the job's statements may not wait that long. */
-static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
+/* How long a connection attempt may wait now: OQ_PG_CONNECT_TIMEOUT_MS,
+   or less if the statements may not wait that long; for a job, what its
+   waits so far left of its bound, so that connecting again after a loss
+   cannot carry the job past its timeout. */
+static int64_t s_connect_budget_ms(const oq_pg_t *self)
 {
-    const char *keys[3], *values[3];
+    int64_t budget_ms = s_answer_budget_ms(self);
+    if (budget_ms >= 0 && self->shared)
+        budget_ms = budget_ms > self->waited_ms ? budget_ms - self->waited_ms : 0;
+    if (budget_ms < 0 || budget_ms > OQ_PG_CONNECT_TIMEOUT_MS)
+        budget_ms = OQ_PG_CONNECT_TIMEOUT_MS;
+    return budget_ms;
+}
+
+/* A new connection attempt (PQconnectStartParams: nothing in it blocks but
+   the host name's lookup). The keepalive and TCP timeouts go before
+   conninfo, so that conninfo's own values win (libpq keeps the last one of
+   a repeated key). They matter over TCP only: a peer host that is gone or
+   cut off is found out by the kernel within seconds, on an idle
+   connection too, where without them an idle connection to a vanished
+   host looks alive until something is sent. */
+static PGconn *s_connect_start(oq_pg_t *self)
+{
+    char idle[S_TIMEOUT_TEXT_LEN], interval[S_TIMEOUT_TEXT_LEN], count[S_TIMEOUT_TEXT_LEN],
+        user_timeout[S_TIMEOUT_TEXT_LEN];
+    snprintf(idle, sizeof idle, "%d", OQ_PG_KEEPALIVE_IDLE_S);
+    snprintf(interval, sizeof interval, "%d", OQ_PG_KEEPALIVE_INTERVAL_S);
+    snprintf(count, sizeof count, "%d", OQ_PG_KEEPALIVE_COUNT);
+    snprintf(user_timeout, sizeof user_timeout, "%d", OQ_PG_TCP_USER_TIMEOUT_MS);
+    const char *keys[8], *values[8];
     int n = 0;
+    keys[n] = "keepalives";
+    values[n++] = "1";
+    keys[n] = "keepalives_idle";
+    values[n++] = idle;
+    keys[n] = "keepalives_interval";
+    values[n++] = interval;
+    keys[n] = "keepalives_count";
+    values[n++] = count;
+    keys[n] = "tcp_user_timeout";
+    values[n++] = user_timeout;
     if (self->conninfo[0]) {
         /* With expand_dbname, a conninfo string or URI given as dbname is
            parsed as a whole, as PQconnectdb would. */
@@ -264,35 +324,79 @@ static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
     values[n++] = self->application_name;
     keys[n] = NULL;
     values[n] = NULL;
-
-    int64_t budget_ms = s_answer_budget_ms(self);
-    if (budget_ms < 0 || budget_ms > OQ_PG_CONNECT_TIMEOUT_MS)
-        budget_ms = OQ_PG_CONNECT_TIMEOUT_MS;
     PGconn *conn = PQconnectStartParams(keys, values, 1);
-    if (!conn) {
-        oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
-                         "cannot connect to the database: out of memory");
-        return -1;
+    if (conn) {
+        /* So that a refusal by the server carries its SQLSTATE
+           (s_connect_error). */
+        PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
+        /* libpq's polling loop: begin as if PQconnectPoll had asked to
+           write. */
+        self->connect_status =
+            PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+        self->connect_started_ms = s_now_ms();
     }
-    /* So that a refusal by the server carries its SQLSTATE (s_connect_error). */
-    PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
-    /* libpq's polling loop: begin as if PQconnectPoll had asked to write. */
-    PostgresPollingStatusType status =
-        PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    return conn;
+}
+
+/* Open the connection, waiting at most s_connect_budget_ms.
+
+   An attempt that runs out of time is kept, and the next connect (the
+   worker's probe, the next job) goes on waiting on it, up to
+   OQ_PG_CONNECT_KEEP_MS after it began. A server that is stopped or hung
+   still has the kernel accept connections for it into its listen queue;
+   an attempt given up and made again only adds one more there, and when
+   the server runs again it takes every one at once, each to find its
+   client gone (a FATAL line in its log for each, and a burst of
+   connections in one second). Kept, a process has one attempt out at a
+   time, which the server answers when it can. */
+static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
+{
+    if (self->connecting && s_now_ms() - self->connect_started_ms > OQ_PG_CONNECT_KEEP_MS) {
+        oq_debug("giving up a connection attempt of %d ms; starting a new one",
+                 (int)(s_now_ms() - self->connect_started_ms));
+        s_abandon(self);
+    }
+    if (!self->connecting) {
+        self->connecting = s_connect_start(self);
+        if (!self->connecting) {
+            oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
+                             "cannot connect to the database: out of memory");
+            return -1;
+        }
+    }
+    PGconn *conn = self->connecting;
+    int64_t budget_ms = s_connect_budget_ms(self);
+    int64_t before_ms = budget_ms;
+    PostgresPollingStatusType status = self->connect_status;
     while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED) {
         short events = status == PGRES_POLLING_READING ? POLLIN : POLLOUT;
         int ready = s_poll(PQsocket(conn), events, &budget_ms);
         if (ready <= 0) {
+            self->waited_ms += before_ms - budget_ms;
             oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL,
                              "cannot connect to the database: %s",
                              ready == 0 ? "no answer in time" : strerror(errno));
-            PQfinish(conn);
+            if (ready == 0)
+                self->connect_status = status; /* kept, to go on with */
+            else
+                s_abandon(self);
             return -1;
         }
         status = PQconnectPoll(conn);
     }
+    self->waited_ms += before_ms - budget_ms;
+    self->connecting = NULL;
     if (status == PGRES_POLLING_FAILED) {
         s_connect_error(PQerrorMessage(conn), error);
+        PQfinish(conn);
+        return -1;
+    }
+    /* Non-blocking from here on: a send never waits for the socket (a
+       server that reads nothing fills it), s_collect flushes within the
+       statement's budget, and PQfinish never waits either. */
+    if (PQsetnonblocking(conn, 1) != 0) {
+        oq_pg_errors_set(error, OQ_PG_ERR_CONNECTION, NULL, "cannot connect to the database: %s",
+                         PQerrorMessage(conn));
         PQfinish(conn);
         return -1;
     }
@@ -300,6 +404,7 @@ static int s_connect(oq_pg_t *self, oq_pg_error_t *error)
     PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
     PQsetNoticeProcessor(conn, s_notice, NULL);
     self->conn = conn;
+    self->unanswered = false;
     self->applied_timeout_ms = S_TIMEOUT_UNKNOWN;
     oq_debug("connected to the database (server pid %d)", PQbackendPID(conn));
     return 0;
@@ -315,7 +420,10 @@ int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error)
 bool oq_pg_disconnect(oq_pg_t *self)
 {
     assert(self);
-    if (!self->conn || self->in_txn)
+    if (self->in_txn)
+        return false;
+    s_abandon(self);
+    if (!self->conn)
         return false;
     oq_debug("closing the database connection (server pid %d)", PQbackendPID(self->conn));
     s_drop(self);
@@ -339,6 +447,42 @@ static void s_error(oq_pg_t *self, const PGresult *res, bool in_commit, oq_pg_er
         s_drop(self);
 }
 
+/* Send what libpq holds of the statements (the connection is
+   non-blocking: a send only buffers what the socket would not take),
+   within *budget_ms, reading meanwhile whatever the server sends so that
+   neither side waits on the other. 0, or -1 with the connection dropped
+   and error set (in_commit: the outcome of a COMMIT is unknown once any of
+   it may have left). */
+static int s_flush(oq_pg_t *self, int64_t *budget_ms, bool in_commit, oq_pg_error_t *error)
+{
+    int rc;
+    while ((rc = PQflush(self->conn)) == 1) {
+        int64_t before_ms = *budget_ms;
+        int ready = s_poll(PQsocket(self->conn), POLLOUT | POLLIN, budget_ms);
+        if (before_ms > 0)
+            self->waited_ms += before_ms - *budget_ms;
+        if (ready == 0) {
+            oq_pg_errors_set(error, in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION, NULL,
+                             "the database took nothing we sent within %" PRId64 " ms",
+                             s_statement_budget_ms(self));
+            s_drop(self);
+            self->unanswered = true;
+            return -1;
+        }
+        if (ready < 0 || !PQconsumeInput(self->conn)) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc < 0) {
+        s_error(self, NULL, in_commit, error);
+        error->cls = in_commit ? OQ_PG_ERR_UNKNOWN : OQ_PG_ERR_CONNECTION;
+        s_drop(self);
+        return -1;
+    }
+    return 0;
+}
+
 /* Read the answers to what was sent, within the answer budget (per
    statement in a pipeline, up to its sync). Keeps the first error (later
    statements of a script or a pipeline are skipped by the server anyway),
@@ -349,6 +493,8 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
     PGresult *kept = NULL;
     bool failed = false;
     bool pipeline = PQpipelineStatus(self->conn) != PQ_PIPELINE_OFF;
+    if (s_flush(self, &budget_ms, in_commit, error) < 0)
+        return -1;
     for (;;) {
         while (PQisBusy(self->conn)) {
             int64_t before_ms = budget_ms;
@@ -369,6 +515,7 @@ static int s_collect(oq_pg_t *self, bool in_commit, PGresult **last, oq_pg_error
                 }
                 PQclear(kept);
                 s_drop(self);
+                self->unanswered = ready == 0;
                 return -1;
             }
         }
@@ -614,8 +761,9 @@ static int s_run(oq_pg_t *self, const char *sql, int nparams, const char *const 
         /* As at BEGIN (oq_pg_begin): a connection that died while idle is
            found out here. Nothing of the transaction is left on the
            server, so once only, BEGIN and the statement go again on a new
-           connection. */
-        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION || nparams < 0)
+           connection; not after a server that did not answer at all. */
+        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION || nparams < 0 ||
+            self->unanswered)
             return -1;
         oq_info("the database connection was lost while idle (%s); connecting again",
                 error->message);
@@ -694,8 +842,12 @@ int oq_pg_begin(oq_pg_t *self, const char *begin_sql, oq_pg_error_t *error)
            idle timeout) is found out by the first statement sent on it.
            Nothing of this transaction has happened yet, so connecting
            again now is safe and spares the job a retry. Once only: a
-           fresh connection that fails is a real outage. */
-        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION)
+           fresh connection that fails is a real outage. Never after no
+           answer: a server that answered nothing in the job's time will
+           not answer a new connection in what is left of it (and the
+           attempt would be one more it finds abandoned when it runs
+           again). */
+        if (!reused || self->conn || error->cls != OQ_PG_ERR_CONNECTION || self->unanswered)
             return -1;
         oq_info("the database connection was lost while idle (%s); connecting again",
                 error->message);

@@ -104,7 +104,7 @@ int oq_points_handler_begin_job(oq_points_handler_t *self, const oq_job_t *job, 
         s_open(self, settings->database_url, isolation, true);
     }
     if (self->effects)
-        oq_effects_begin_job(self->effects, job->timeout_ms);
+        oq_effects_worker_begin_job(self->effects, job);
     return 0;
 }
 

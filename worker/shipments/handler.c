@@ -106,7 +106,7 @@ static int s_begin_job(oq_shipments_handler_t *self, const oq_job_t *job, oq_rep
         self->effects = self->from_settings ? oq_effects_shared(url, isolation, S_APPLICATION_NAME)
                                             : oq_effects_new(url, isolation, S_APPLICATION_NAME);
     }
-    oq_effects_begin_job(self->effects, job->timeout_ms);
+    oq_effects_worker_begin_job(self->effects, job);
     return 0;
 }
 

@@ -242,6 +242,11 @@ typedef struct {
     /* --isolation / ONCEQ_DB_ISOLATION: "read-committed" (the default),
        "repeatable-read" or "serializable". */
     const char *isolation;
+    /* --db-timeout / ONCEQ_DB_TIMEOUT: the longest a job's database work
+       may wait on the server, in ms, when that is shorter than the job's
+       timeout (oq_effects_begin_job takes the smaller); 0: the job's
+       timeout. Appended last: older handlers never read it. */
+    int64_t db_timeout_ms;
 } oq_worker_settings_t;
 
 /* The settings of this worker process. Valid once oq_worker_main has

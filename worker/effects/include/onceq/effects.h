@@ -159,24 +159,34 @@ void oq_pg_destroy(oq_pg_t **self_p);
 /* Bound the statements that follow by a job timeout of timeout_ms: the
    server's statement_timeout becomes timeout_ms less a margin (a tenth, at
    most 1 s; set on the session when it changes, outside transactions), and
-   the client waits for any one answer at most half a margin longer than
-   that, then drops the connection. timeout_ms 0 removes both bounds. */
+   the client waits for any one answer (or for the socket to take what it
+   sends) at most half a margin longer than that, then drops the
+   connection. A connection attempt waits at most that long too, or 10 s
+   if less. timeout_ms 0 removes both bounds. */
 void oq_pg_set_timeout(oq_pg_t *self, int64_t timeout_ms);
 
 /* The same for a job: the statements that follow, until the next call of
    either, share the bound. Each gets at most what the waits for the
    answers before it left of the job's statement time (within the client's
    grace), so that several statements that each wait on a lock still end
-   before the job's timeout, with 57014 (transient). */
+   before the job's timeout, with 57014 (transient). Connecting counts
+   against the bound too, and a statement that got no answer at all is
+   not sent again on a new connection, so a hung server ends the job with
+   OQ_PG_ERR_CONNECTION before its timeout. */
 void oq_pg_set_job_timeout(oq_pg_t *self, int64_t timeout_ms);
 
 /* Connect now if not connected. 0, or -1 with error (OQ_PG_ERR_CONNECTION,
    with the server's SQLSTATE when it refused us: 53300 too many
-   connections, 57P03 starting up or shutting down, 28P01, 3D000, ...). */
+   connections, 57P03 starting up or shutting down, 28P01, 3D000, ...). An
+   attempt that got no answer in time is kept, and the next connect waits
+   on it again (for up to a minute from its start) instead of opening
+   another one. Every connection has TCP keepalives and a
+   tcp_user_timeout by default, which conninfo may override. */
 int oq_pg_connect(oq_pg_t *self, oq_pg_error_t *error);
 
-/* Close the connection if one is open and no transaction runs on it; the
-   next statement opens a new one. Returns true if a connection was closed. */
+/* Close the connection (and abandon a kept connection attempt) if no
+   transaction runs on it; the next statement opens a new one. Returns
+   true if a connection was closed. */
 bool oq_pg_disconnect(oq_pg_t *self);
 
 /* Run one statement; params are text values ($1 .. $nparams; NULL is SQL
@@ -405,7 +415,10 @@ oq_effects_t *oq_effects_shared(const char *conninfo, oq_txn_isolation_t isolati
 void oq_effects_destroy(oq_effects_t **self_p);
 
 /* Bound the statements of the job about to run, together, by its timeout
-   (as oq_pg_set_job_timeout). Call it at the start of every job. */
+   (as oq_pg_set_job_timeout). Call it at the start of every job; under
+   onceq-worker's runtime, oq_effects_worker_begin_job
+   (onceq/effects_worker.h) calls it with the worker's --db-timeout where
+   that is shorter. */
 void oq_effects_begin_job(oq_effects_t *self, int64_t timeout_ms);
 
 /* Run body in a transaction (oq_txn_run on the handle's runner). */

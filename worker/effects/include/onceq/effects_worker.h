@@ -36,6 +36,21 @@ static inline oq_outcome_t oq_effects_outcome(oq_pg_class_t cls)
     return OQ_OUTCOME_RETRY;
 }
 
+/* Bound the job's database work (oq_effects_begin_job) by its timeout,
+   or by the worker's --db-timeout where that is shorter
+   (oq_worker_settings; outside oq_worker_main there is none). Call it at
+   the start of every job, or of a batch with the job of the shortest
+   timeout. */
+static inline void oq_effects_worker_begin_job(oq_effects_t *fx, const oq_job_t *job)
+{
+    const oq_worker_settings_t *settings = oq_worker_settings();
+    int64_t timeout_ms = job->timeout_ms;
+    if (settings && settings->db_timeout_ms > 0 &&
+        (timeout_ms <= 0 || settings->db_timeout_ms < timeout_ms))
+        timeout_ms = settings->db_timeout_ms;
+    oq_effects_begin_job(fx, timeout_ms);
+}
+
 /* A committed transaction: ok, with applied if this run did the effect
    (the guard's row went in), already_applied if a run before it had. */
 static inline void oq_effects_report_ok(oq_report_t *report, bool applied)
