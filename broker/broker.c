@@ -222,7 +222,7 @@ static int s_lease_key(const char *dir, uint8_t key[OQ_LEASE_KEY_BYTES], char *r
         goto fail;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     if (fd < 0)
         goto fail;
     if (write(fd, key, OQ_LEASE_KEY_BYTES) != OQ_LEASE_KEY_BYTES || fsync(fd) < 0) {

@@ -311,7 +311,7 @@ int oq_compact_start(oq_compact_t *self)
     int64_t now = oq_clock_now_ms(self->clock);
     const char *tmp = oq_journal_tmp_path(self->journal);
     int fds[2] = {-1, -1};
-    self->tmp_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    self->tmp_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     if (self->tmp_fd < 0 || pipe2(fds, O_CLOEXEC) < 0)
         goto fail;
     self->pipe_fd = fds[0];

@@ -33,8 +33,6 @@
 #define S_PATH_LEN     4096
 #define S_DIR_LEN      (S_PATH_LEN - 64) /* room for a file name after it */
 #define S_ERROR_LEN    (S_PATH_LEN + 512)
-#define S_DIR_MODE     0755
-#define S_FILE_MODE    0644
 #define S_JOURNAL_NAME "journal"
 #define S_TMP_NAME     "journal.tmp"
 #define S_LOCK_NAME    "lock"
@@ -208,7 +206,7 @@ static void s_mark(oq_journal_t *self, uint64_t offset)
 /* Read the mark left by the last broker, if it is about this file. */
 static void s_read_mark(oq_journal_t *self)
 {
-    self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     if (self->mark_fd < 0) {
         oq_warn("cannot open %s: %s", self->mark_path, strerror(errno));
         return;
@@ -256,7 +254,7 @@ static void s_reserve_make(oq_journal_t *self)
         return;
     }
     int64_t now = oq_clock_now_ms(self->clock);
-    int fd = open(self->reserve_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    int fd = open(self->reserve_path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     int err = 0;
     if (fd < 0)
         err = errno;
@@ -319,11 +317,11 @@ static int s_mkdirs(const char *dir)
         if (*p != '/')
             continue;
         *p = 0;
-        if (mkdir(path, S_DIR_MODE) < 0 && errno != EEXIST)
+        if (mkdir(path, OQ_JOURNAL_PARENT_MODE) < 0 && errno != EEXIST)
             return -1;
         *p = '/';
     }
-    return mkdir(path, S_DIR_MODE) < 0 && errno != EEXIST ? -1 : 0;
+    return mkdir(path, OQ_JOURNAL_DIR_MODE) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Take the directory's lock, with our pid in the file for the next one's
@@ -332,7 +330,7 @@ static int s_lock(oq_journal_t *self, char *reason, size_t reason_len)
 {
     char lock_path[S_PATH_LEN + 16];
     snprintf(lock_path, sizeof lock_path, "%s/%s", self->dir, S_LOCK_NAME);
-    self->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    self->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     if (self->lock_fd < 0) {
         snprintf(reason, reason_len, "cannot open %s: %s", lock_path, strerror(errno));
         return -1;
@@ -483,7 +481,7 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
     /* A compaction that never reached its rename: the journal is whole. */
     if (unlink(self->tmp_path) == 0)
         oq_info("removed %s, left by a compaction that did not finish", self->tmp_path);
-    self->fd = open(self->path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+    self->fd = open(self->path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     struct stat st;
     if (self->fd < 0 || fstat(self->fd, &st) < 0) {
         snprintf(reason, reason_len, "cannot open %s: %s", self->path, strerror(errno));
@@ -499,14 +497,14 @@ oq_journal_t *oq_journal_new(const oq_journal_config_t *config, const oq_clock_t
                                       : s_read_header(self, size, reason, reason_len) < 0)
         goto fail;
     if (size < OQ_RECORD_HEADER_BYTES) {
-        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
         self->marked = UINT64_MAX;
         s_mark(self, OQ_RECORD_HEADER_BYTES);
     } else if (self->header_rebuilt) {
         /* The mark names its file by the creation time, which was in the
            damaged header: it is not used, and is rewritten for the file
            replay writes. */
-        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, S_FILE_MODE);
+        self->mark_fd = open(self->mark_path, O_RDWR | O_CREAT | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     } else {
         s_read_mark(self);
     }

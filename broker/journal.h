@@ -43,6 +43,14 @@
 #include "onceq/clock.h"
 #include "record.h"
 
+/* The data directory and every file the broker makes in it: the records
+   hold job payloads in plaintext, so only the broker's own user may read
+   them. Folders above the data directory that the broker has to make get
+   the usual 0755. */
+#define OQ_JOURNAL_DIR_MODE    0700
+#define OQ_JOURNAL_FILE_MODE   0600
+#define OQ_JOURNAL_PARENT_MODE 0755
+
 /* The disk seam: pwrite(2) and fsync(2) by default. Each returns what the
    system call returns, with errno set on failure. */
 typedef struct {

@@ -22,7 +22,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <zmq.h>
@@ -314,6 +316,43 @@ static void test_dispatch_id_maps_to_the_same_job_after_a_restart(void **state)
     assert_true(it_dispatch(it, "noop", NULL, &options) > other);
 }
 
+/* The journal holds payloads in plaintext: the data directory the broker
+   makes is its user's alone (0700), and so is every file in it (0600),
+   whatever the umask lets through. */
+static void test_data_dir_and_journal_are_the_brokers_alone(void **state)
+{
+    it_t *it = *state;
+    mode_t umask_before = umask(0);
+    pid_t broker = it_start_broker(it, NULL);
+    umask(umask_before);
+    assert_true(broker > 0);
+    for (int i = 0; i < 50; i++)
+        assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
+    it_signal(it->broker, SIGTERM);
+    assert_true(it_wait_exit(it->broker, IT_WAIT_MS) >= 0);
+
+    char data[sizeof it->dir + 16];
+    snprintf(data, sizeof data, "%s/data", it->dir);
+    struct stat st;
+    assert_int_equal(stat(data, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    DIR *dir = opendir(data);
+    assert_non_null(dir);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        char path[sizeof data + 256];
+        snprintf(path, sizeof path, "%s/%s", data, e->d_name);
+        assert_int_equal(lstat(path, &st), 0);
+        if (!S_ISREG(st.st_mode))
+            continue;
+        files++;
+        if ((st.st_mode & 07777) != 0600)
+            fail_msg("%s is mode %o, not 0600", e->d_name, (unsigned)(st.st_mode & 07777));
+    }
+    closedir(dir);
+    assert_true(files >= 2); /* the journal and the lease key at least */
+}
+
 static void test_lazy_pirate_resends_until_the_broker_answers(void **state)
 {
     it_t *it = *state;
@@ -347,6 +386,8 @@ int main(void)
             test_confirmed_dispatches_survive_sigkill_across_compactions, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_dispatch_id_maps_to_the_same_job_after_a_restart,
                                         s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_data_dir_and_journal_are_the_brokers_alone, s_setup,
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_lazy_pirate_resends_until_the_broker_answers, s_setup,
                                         it_teardown),
     };
