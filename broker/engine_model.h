@@ -79,9 +79,10 @@ typedef struct oq_eng_queue {
    effect's unique guard absorbed is a question about a handler, not a queue. */
 typedef struct {
     char *name;
-    uint32_t index;   /* in engine->type_list */
-    uint32_t workers; /* connected workers that named this type */
-    uint64_t ready;   /* jobs of this type ready now */
+    uint32_t index;    /* in engine->type_list */
+    uint32_t workers;  /* connected workers that named this type */
+    uint32_t refusing; /* connected workers that named no types but handed this one back */
+    uint64_t ready;    /* jobs of this type ready now */
     uint64_t done, applied, duplicates, failed;
 } oq_eng_type_t;
 

@@ -214,6 +214,8 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
             w->types[i]->workers--;
     } else {
         self->any_type_workers--;
+        for (uint32_t i = 0; i < w->refused_count; i++)
+            w->refused[i]->refusing--;
     }
     free(w->types);
     free(w->type_bits);
@@ -314,6 +316,7 @@ void oq_eng_worker_refuse_type(oq_engine_t *self, oq_worker_t *w, oq_eng_type_t 
         }
     } else if (oq_eng_worker_handles(w, t) && w->refused_count < OQ_MAX_REFUSED_TYPES) {
         w->refused[w->refused_count++] = t;
+        t->refusing++; /* it no longer counts among the type's workers */
     }
     oq_info("worker %s (pid %u) handed back a job of type %s: it is sent no more of them", w->key,
             w->pid, t->name);

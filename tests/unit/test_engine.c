@@ -1214,6 +1214,10 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_int_equal(v.state, OQ_STATE_READY);
     assert_int_equal(v.attempt, 0);
+    /* Stats say so: no connected worker takes the type, its job waits. */
+    assert_int_equal(s_type(f, "hello").workers, 0);
+    assert_int_equal(s_type(f, "hello").unhandled, 1);
+    assert_int_equal(s_type(f, "noop").workers, 1);
     /* Not sent back to the worker that handed it back: it gets the noop. */
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, noop);
@@ -1226,6 +1230,11 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(f->sent[2].attempt, 1);
     assert_int_equal(f->sent[2].worker, 'b');
     assert_int_equal(s_stats(f).retried, 0);
+    assert_int_equal(s_type(f, "hello").workers, 1);
+    /* The worker that handed it back leaves: its refusal goes with it. */
+    oq_engine_worker_remove(f->engine, &a, "test");
+    assert_int_equal(s_type(f, "hello").workers, 1);
+    assert_int_equal(s_type(f, "noop").workers, 1);
 }
 
 /* A worker that prefetched a job and hands it back unrun (stopping, or it
