@@ -192,6 +192,7 @@ struct oq_worker {
     char key[513]; /* identity in hex, the workers table key */
     char name[OQ_MAX_NAME_LEN + 1];
     uint32_t pid;
+    uint64_t seq;    /* its place in registration order: the stats pages' cursor */
     uint32_t credit; /* jobs it may still be sent */
     bool draining;   /* credit stays 0 */
     int64_t last_seen_ms;
@@ -235,10 +236,11 @@ struct oq_engine {
     zhashx_t *types;           /* name -> oq_eng_type_t */
     oq_eng_type_t **type_list; /* in creation order, for stats */
     size_t type_count;
-    zhashx_t *workers; /* hex identity -> oq_worker_t */
-    oq_link_t workers_all;
-    oq_link_t waiting; /* workers with credit, served round-robin */
-    oq_link_t active;  /* queues with ready jobs, served round-robin */
+    zhashx_t *workers;     /* hex identity -> oq_worker_t */
+    oq_link_t workers_all; /* in registration order (oq_worker_t.seq ascending) */
+    uint64_t worker_seq;   /* the last worker's seq */
+    oq_link_t waiting;     /* workers with credit, served round-robin */
+    oq_link_t active;      /* queues with ready jobs, served round-robin */
     uint64_t next_id;
     uint64_t unknown_acks;
     uint64_t bytes;         /* sum of the live jobs' costs, against config.max_bytes */
