@@ -73,13 +73,14 @@
    page's entries take STATS_WORKERS_BYTES (one entry is at most some
    21 KB: 256 type and 32 queue names of 64 bytes, a 1,024-byte error), so
    a reply stays far below OQ_MAX_FRAME_BYTES whatever the workers
-   registered. Once a loop turn's stats replies took STATS_TURN_BYTES, the
-   broker reads no more of the front socket in that turn: the jobs are
-   pumped first, however many admins ask. */
+   registered. Once a loop turn's stats replies took STATS_TURN_BYTES
+   (about one of the largest, a few of a plain fleet), the broker reads no
+   more of the front socket in that turn: acks are read and jobs pumped
+   first, however many admins ask. */
 #define OQ_DEFAULT_STATS_WORKERS 100
 #define OQ_MAX_STATS_WORKERS     1000
 #define OQ_STATS_WORKERS_BYTES   (64 * 1024)
-#define OQ_STATS_TURN_BYTES      (1024 * 1024)
+#define OQ_STATS_TURN_BYTES      (128 * 1024)
 
 /* The review store: resolutions remembered (with their notes and the
    handlers' reasons) after their jobs left it, newest kept; beyond it the
