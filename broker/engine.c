@@ -93,6 +93,12 @@ static void s_free_type(void **item)
     *item = NULL;
 }
 
+static void s_free_name(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
 /* The id a job is filed under in the job table. */
 static uint64_t s_job_id(const void *job)
 {
@@ -111,6 +117,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->queues_by_name = zhashx_new();
     self->types = zhashx_new();
     self->workers = zhashx_new();
+    self->names = zhashx_new();
     self->queues = calloc(OQ_MAX_QUEUES, sizeof *self->queues);
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
@@ -122,12 +129,14 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->overlap = oq_overlap_new();
     if (!self->unique || !self->overlap || !self->lanes || !self->reviews || !self->dispatch_ids ||
         !self->timers || !self->jobs || !self->queues_by_name || !self->types || !self->workers ||
-        !self->queues || !self->type_list || !self->recent || !self->recent_index) {
+        !self->names || !self->queues || !self->type_list || !self->recent || !self->recent_index) {
         oq_engine_destroy(&self);
         return NULL;
     }
     zhashx_set_destructor(self->types, s_free_type);
+    zhashx_set_destructor(self->names, s_free_name);
     oq_list_init(&self->workers_all);
+    oq_list_init(&self->names_all);
     oq_list_init(&self->waiting);
     oq_list_init(&self->active);
     oq_list_init(&self->lanes_all);
@@ -218,6 +227,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_unique_destroy(&self->unique);
     oq_overlap_destroy(&self->overlap);
     zhashx_destroy(&self->workers);
+    zhashx_destroy(&self->names);
     free(self);
     *self_p = NULL;
 }

@@ -302,6 +302,17 @@ void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_wor
 void oq_engine_worker_page(oq_engine_t *self, uint64_t after,
                            bool (*fn)(void *ctx, const oq_worker_view_t *w), void *ctx);
 
+/* Call fn for each name connected workers gave (the empty one too), in
+   the order the names first came, with how many workers gave it and how
+   many of them are paused, until fn returns false. */
+void oq_engine_worker_names(const oq_engine_t *self,
+                            bool (*fn)(void *ctx, const char *name, uint32_t workers,
+                                       uint32_t unavailable),
+                            void *ctx);
+
+/* The distinct names of the connected workers. */
+size_t oq_engine_worker_names_count(const oq_engine_t *self);
+
 size_t oq_engine_worker_count(const oq_engine_t *self);
 
 /* ---- deliveries, acks, deadlines ----------------------------------------- */

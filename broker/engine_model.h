@@ -186,11 +186,22 @@ typedef struct {
 
 #define OQ_ENG_COUNTED_ATTEMPTS 32 /* bits of oq_eng_recent_t.counted */
 
+/* The connected workers of one name (a host, a deployment), counted as
+   they come, go and pause, so that stats summarises a fleet of any size
+   in one entry per name. Freed with its last worker. */
+typedef struct {
+    char name[OQ_MAX_NAME_LEN + 1];
+    uint32_t workers;     /* connected with this name */
+    uint32_t unavailable; /* of them, paused (OQ_STATUS_UNAVAILABLE) */
+    oq_link_t all;        /* in engine->names_all, in the order the names came */
+} oq_eng_name_t;
+
 struct oq_worker {
     uint8_t identity[256];
     size_t identity_len;
     char key[513]; /* identity in hex, the workers table key */
     char name[OQ_MAX_NAME_LEN + 1];
+    oq_eng_name_t *named; /* the workers of its name */
     uint32_t pid;
     uint64_t seq;    /* its place in registration order: the stats pages' cursor */
     uint32_t credit; /* jobs it may still be sent */
@@ -239,6 +250,8 @@ struct oq_engine {
     zhashx_t *workers;     /* hex identity -> oq_worker_t */
     oq_link_t workers_all; /* in registration order (oq_worker_t.seq ascending) */
     uint64_t worker_seq;   /* the last worker's seq */
+    zhashx_t *names;       /* worker name -> oq_eng_name_t */
+    oq_link_t names_all;   /* oq_eng_name_t.all */
     oq_link_t waiting;     /* workers with credit, served round-robin */
     oq_link_t active;      /* queues with ready jobs, served round-robin */
     uint64_t next_id;

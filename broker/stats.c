@@ -16,7 +16,7 @@
 #define S_JOB_FIELDS      8
 #define S_TYPE_FIELDS     8
 #define S_JOURNAL_FIELDS  12
-#define S_BROKER_FIELDS   10
+#define S_BROKER_FIELDS   11
 #define S_AUTH_FIELDS     8
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
@@ -99,6 +99,26 @@ static bool s_page_worker(void *ctx, const oq_worker_view_t *w)
     return true;
 }
 
+/* The summary of the workers by name, at most OQ_STATS_WORKER_NAMES. */
+typedef struct {
+    msgpack_packer *pk;
+    size_t left;
+} s_names_t;
+
+static bool s_pack_name(void *ctx, const char *name, uint32_t workers, uint32_t unavailable)
+{
+    s_names_t *names = ctx;
+    if (names->left == 0)
+        return false;
+    names->left--;
+    msgpack_pack_map(names->pk, 3);
+    s_key(names->pk, "name");
+    oq_proto_pack_cstr(names->pk, name);
+    s_kv_u64(names->pk, "workers", workers);
+    s_kv_u64(names->pk, "unavailable", unavailable);
+    return true;
+}
+
 /* {producers, workers, admins} from an array indexed by role. */
 static void s_pack_roles(msgpack_packer *pk, const char *key, const size_t by_role[4])
 {
@@ -160,7 +180,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
 
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, page.more ? 10 : 9);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, page.more ? 11 : 10);
     s_pack_auth(&pk, auth);
     s_pack_messages(&pk, messages);
     s_pack_waits(&pk, waits);
@@ -251,6 +271,12 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     if (page.more)
         s_kv_u64(&pk, "workers_next", page.last_seq);
 
+    size_t names = oq_engine_worker_names_count(engine);
+    s_names_t summary = {&pk, names < OQ_STATS_WORKER_NAMES ? names : OQ_STATS_WORKER_NAMES};
+    s_key(&pk, "worker_names");
+    msgpack_pack_array(&pk, summary.left);
+    oq_engine_worker_names(engine, s_pack_name, &summary);
+
     s_key(&pk, "broker");
     msgpack_pack_map(&pk, S_BROKER_FIELDS);
     s_kv_u64(&pk, "uptime_ms", uptime_ms > 0 ? (uint64_t)uptime_ms : 0);
@@ -260,6 +286,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "bytes", oq_engine_bytes(engine));
     s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));
     s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
+    s_kv_u64(&pk, "worker_names", names);
     s_kv_u64(&pk, "workers_unavailable", oq_engine_workers_unavailable(engine));
     s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));
     s_key(&pk, "version");

@@ -58,6 +58,13 @@ static const s_column_t s_worker_columns[] = {
     {"types", "TYPES", "", true},
 };
 
+/* The workers by name, printed when the page does not list every worker. */
+static const s_column_t s_name_columns[] = {
+    {"name", "NAME", "", true},
+    {"workers", "WORKERS", "", false},
+    {"unavailable", "PAUSED", "", false},
+};
+
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static void s_help(void)
@@ -86,7 +93,8 @@ static void s_help(void)
            "The broker lists its workers a page at a time, in the order they\n"
            "registered: at most --workers of them, fewer when their types and queues\n"
            "are long; below a page that is not the last, the cursor of the next one\n"
-           "(--after).\n"
+           "(--after). When the page does not list every worker, a table counts\n"
+           "them by NAME (the first 100 names), with those PAUSED.\n"
            "\n"
            "The journal line: the fsync policy, the journal's size next to what its live\n"
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
@@ -379,6 +387,14 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
     if (count < connected)
         printf(", %" PRIu32 " listed", count);
     printf("\n");
+    const msgpack_object *names = oq_proto_map_get(reply, "worker_names");
+    if (count < connected && names && names->type == MSGPACK_OBJECT_ARRAY &&
+        names->via.array.size > 0) {
+        rc |= s_print_rows(names, s_name_columns, S_COUNT(s_name_columns));
+        if (oq_cli_get_uint(broker, "worker_names", &n) == 0 && n > names->via.array.size)
+            printf("(%" PRIu64 " more names)\n", n - names->via.array.size);
+        printf("\n");
+    }
     if (count > 0)
         rc |= s_print_rows(workers, s_worker_columns, S_COUNT(s_worker_columns));
     s_print_paused(workers);

@@ -5,7 +5,8 @@
     (tests/support/fleet.h) and registered as an onceq-worker of the
     built-in handlers registers (a host name, six types, one queue); the
     broker holds each as a worker. Every stats reply
-    stays under S_REPLY_BOUND_BYTES, and its pages add up to every worker.
+    stays under S_REPLY_BOUND_BYTES, its pages add up to every worker, and
+    its summary by name counts them all under their one name.
     The program prints the reply's size and round trip before it asserts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,7 +122,19 @@ static void test_stats_with_the_most_workers(void **state)
     assert_int_equal(listed, S_WORKERS);
     assert_true(largest < OQ_MAX_FRAME_BYTES / 2);
 
+    /* One name, counted once, however many workers gave it. */
+    oq_msg_t reply;
+    assert_int_equal(it_stats_reply(it, &reply, S_STATS_WAIT_MS), 0);
+    const msgpack_object *names = oq_proto_map_get(&reply.root, "worker_names");
+    assert_non_null(names);
+    assert_int_equal(names->via.array.size, 1);
+    const msgpack_object *workers = oq_proto_map_get(&names->via.array.ptr[0], "workers");
+    assert_non_null(workers);
+    assert_int_equal(workers->via.u64, S_WORKERS);
+    oq_proto_msg_release(&reply);
+
     char *out = it_cli(it, "stats", 0, "stats", NULL);
+    assert_non_null(strstr(out, "worker-host-01"));
     it_expect_output(out, "workers: 10000 connected, 100 listed");
     out = it_cli(it, "stats-none", 0, "stats", "--workers", "0", NULL);
     it_expect_output(out, "workers: 10000 connected, 0 listed");

@@ -77,6 +77,7 @@
    (about one of the largest, a few of a plain fleet), the broker reads no
    more of the front socket in that turn: acks are read and jobs pumped
    first, however many admins ask. */
+#define OQ_STATS_WORKER_NAMES    100 /* names summarised in one reply: the first that came */
 #define OQ_DEFAULT_STATS_WORKERS 100
 #define OQ_MAX_STATS_WORKERS     1000
 #define OQ_STATS_WORKERS_BYTES   (64 * 1024)
