@@ -8,7 +8,6 @@
 #include <stdlib.h>
 
 #include "onceq/limits.h"
-
 #include "onceq/proto.h"
 
 #define S_QUEUE_FIELDS    18
