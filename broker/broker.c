@@ -116,6 +116,7 @@ struct oq_broker {
     oq_stats_messages_t messages; /* deliveries sent and acks received, per message */
     bool paused;                  /* deliveries paused: too many records wait for the disk */
     msgpack_sbuffer out;          /* reused encoding buffer */
+    size_t stats_turn_bytes;      /* stats replies encoded in this loop turn */
     int64_t started_ms;
     int64_t next_heartbeat_ms;
     oq_metrics_http_t *metrics;      /* serving GET /metrics; NULL without --metrics */
@@ -1008,14 +1009,18 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
     };
 }
 
-static void s_stats(oq_broker_t *self, int64_t req)
+/* `stats`, with the page of workers the request asked for. Its bytes count
+   against the turn's stats budget (s_drain_socket). */
+static void s_stats(oq_broker_t *self, int64_t req, const oq_msg_t *msg)
 {
     oq_stats_journal_t j;
     oq_stats_auth_t a;
     oq_stats_waits_t w;
     s_gather(self, &j, &a, &w);
+    size_t before = self->out.size;
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
-                    &j, &a, &self->messages, &w);
+                    &j, &a, &self->messages, &w, msg->after, msg->limit);
+    self->stats_turn_bytes += self->out.size - before;
 }
 
 /* The review store's commands (docs/protocol.md, "review"). */
@@ -1058,7 +1063,7 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         s_requeue(self, env, req, msg->id);
         return;
     case OQ_CMD_STATS:
-        s_stats(self, req);
+        s_stats(self, req, msg);
         break;
     case OQ_CMD_FAILED: {
         char queue[OQ_MAX_NAME_LEN + 1];
@@ -1370,6 +1375,10 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         }
         oq_proto_msg_release(&msg);
         zmq_msg_close(&body);
+        /* Admins asking for stats in a tight loop wait for the next turn
+           once this one's stats took their budget: the pump comes first. */
+        if (side == OQ_SIDE_FRONT && self->stats_turn_bytes >= OQ_STATS_TURN_BYTES)
+            break;
     }
     /* The turn's share is read; more may wait, unsignalled. */
     oq_zsock_used(s_wait_of(self, sock));
@@ -1665,6 +1674,7 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
         oq_conns_poll(self->conns);
     if (auth_at >= 0 && items[auth_at].ready)
         oq_auth_poll(self->auth, OQ_BROKER_BATCH_MSGS);
+    self->stats_turn_bytes = 0;
     if (items[1].ready)
         s_drain_socket(self, self->back);
     if (items[0].ready)

@@ -95,6 +95,12 @@ static void s_free_type(void **item)
     *item = NULL;
 }
 
+static void s_free_name(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
 /* The id a job is filed under in the job table. */
 static uint64_t s_job_id(const void *job)
 {
@@ -113,6 +119,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->queues_by_name = zhashx_new();
     self->types = zhashx_new();
     self->workers = zhashx_new();
+    self->names = zhashx_new();
     self->queues = calloc(OQ_MAX_QUEUES, sizeof *self->queues);
     self->type_list = calloc(OQ_MAX_TYPES, sizeof *self->type_list);
     self->recent = calloc(OQ_RECENT_DONE_JOBS, sizeof *self->recent);
@@ -125,13 +132,15 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->overlap = oq_overlap_new();
     if (oq_eng_memory_init(self) < 0 || !self->unique || !self->overlap || !self->lanes ||
         !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
-        !self->queues_by_name || !self->types || !self->workers || !self->queues ||
+        !self->queues_by_name || !self->types || !self->workers || !self->names || !self->queues ||
         !self->type_list || !self->recent || !self->recent_index || !self->decided) {
         oq_engine_destroy(&self);
         return NULL;
     }
     zhashx_set_destructor(self->types, s_free_type);
+    zhashx_set_destructor(self->names, s_free_name);
     oq_list_init(&self->workers_all);
+    oq_list_init(&self->names_all);
     oq_list_init(&self->waiting);
     oq_list_init(&self->active);
     oq_list_init(&self->lanes_all);
@@ -224,6 +233,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_overlap_destroy(&self->overlap);
     oq_throttle_destroy(&self->memory_log);
     zhashx_destroy(&self->workers);
+    zhashx_destroy(&self->names);
     free(self);
     *self_p = NULL;
 }

@@ -155,6 +155,7 @@ typedef struct {
     size_t identity_len;
     const char *name;
     uint32_t pid;
+    uint64_t seq; /* registration order: a later worker has a higher one */
     uint32_t credit;
     uint32_t leased;
     int64_t idle_ms;
@@ -315,6 +316,23 @@ size_t oq_engine_reap_workers(oq_engine_t *self, int64_t silence_ms);
 /* Call fn for every worker (fn must not add or remove workers). */
 void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_worker_view_t *w),
                            void *ctx);
+
+/* Call fn for each worker registered after the one whose seq is after (0:
+   from the first), in registration order, until fn returns false. fn must
+   not add or remove workers. */
+void oq_engine_worker_page(oq_engine_t *self, uint64_t after,
+                           bool (*fn)(void *ctx, const oq_worker_view_t *w), void *ctx);
+
+/* Call fn for each name connected workers gave (the empty one too), in
+   the order the names first came, with how many workers gave it and how
+   many of them are paused, until fn returns false. */
+void oq_engine_worker_names(const oq_engine_t *self,
+                            bool (*fn)(void *ctx, const char *name, uint32_t workers,
+                                       uint32_t unavailable),
+                            void *ctx);
+
+/* The distinct names of the connected workers. */
+size_t oq_engine_worker_names_count(const oq_engine_t *self);
 
 size_t oq_engine_worker_count(const oq_engine_t *self);
 

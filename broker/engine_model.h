@@ -81,9 +81,10 @@ typedef struct oq_eng_queue {
    effect's unique guard absorbed is a question about a handler, not a queue. */
 typedef struct {
     char *name;
-    uint32_t index;   /* in engine->type_list */
-    uint32_t workers; /* connected workers that named this type */
-    uint64_t ready;   /* jobs of this type ready now */
+    uint32_t index;    /* in engine->type_list */
+    uint32_t workers;  /* connected workers that named this type */
+    uint32_t refusing; /* connected workers that named no types but handed this one back */
+    uint64_t ready;    /* jobs of this type ready now */
     uint64_t done, applied, duplicates, failed;
 } oq_eng_type_t;
 
@@ -197,6 +198,16 @@ typedef struct {
    a requeue gets its credit back. */
 #define OQ_ENG_STALE_GENERATIONS 8
 
+/* The connected workers of one name (a host, a deployment), counted as
+   they come, go and pause, so that stats summarises a fleet of any size
+   in one entry per name. Freed with its last worker. */
+typedef struct {
+    char name[OQ_MAX_NAME_LEN + 1];
+    uint32_t workers;     /* connected with this name */
+    uint32_t unavailable; /* of them, paused (OQ_STATUS_UNAVAILABLE) */
+    oq_link_t all;        /* in engine->names_all, in the order the names came */
+} oq_eng_name_t;
+
 struct oq_worker {
     uint8_t identity[256];
     size_t identity_len;
@@ -204,7 +215,9 @@ struct oq_worker {
     uint8_t curve_key[OQ_KEY_BYTES]; /* the CURVE key it registered with: its tokens' binding */
     bool has_key;                    /* false: no key (--insecure) */
     char name[OQ_MAX_NAME_LEN + 1];
+    oq_eng_name_t *named; /* the workers of its name */
     uint32_t pid;
+    uint64_t seq;    /* its place in registration order: the stats pages' cursor */
     uint32_t credit; /* jobs it may still be sent */
     bool draining;   /* credit stays 0 */
     int64_t last_seen_ms;
@@ -248,10 +261,13 @@ struct oq_engine {
     zhashx_t *types;           /* name -> oq_eng_type_t */
     oq_eng_type_t **type_list; /* in creation order, for stats */
     size_t type_count;
-    zhashx_t *workers; /* hex identity -> oq_worker_t */
-    oq_link_t workers_all;
-    oq_link_t waiting; /* workers with credit, served round-robin */
-    oq_link_t active;  /* queues with ready jobs, served round-robin */
+    zhashx_t *workers;     /* hex identity -> oq_worker_t */
+    oq_link_t workers_all; /* in registration order (oq_worker_t.seq ascending) */
+    uint64_t worker_seq;   /* the last worker's seq */
+    zhashx_t *names;       /* worker name -> oq_eng_name_t */
+    oq_link_t names_all;   /* oq_eng_name_t.all */
+    oq_link_t waiting;     /* workers with credit, served round-robin */
+    oq_link_t active;      /* queues with ready jobs, served round-robin */
     uint64_t next_id;
     uint64_t unknown_acks;
     uint64_t bytes;         /* sum of the live jobs' costs, against config.max_bytes */

@@ -52,7 +52,9 @@ void oq_engine_type_stats(const oq_engine_t *self, size_t i, oq_type_stats_t *st
     stats->duplicates = t->duplicates;
     stats->failed = t->failed;
     stats->ready = t->ready;
-    stats->workers = t->workers + self->any_type_workers;
+    /* A worker that named no types takes every type but those it handed
+       back (oq_eng_worker_refuse_type). */
+    stats->workers = t->workers + self->any_type_workers - t->refusing;
     stats->unhandled = stats->workers == 0 ? t->ready : 0;
 }
 

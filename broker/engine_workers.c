@@ -40,6 +40,19 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
     oq_worker_t *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
+    oq_str_copy(name, w->name, sizeof w->name);
+    w->named = zhashx_lookup(self->names, w->name);
+    if (!w->named) {
+        w->named = calloc(1, sizeof *w->named);
+        if (!w->named) {
+            free(w);
+            return NULL;
+        }
+        memcpy(w->named->name, w->name, sizeof w->name);
+        zhashx_insert(self->names, w->name, w->named);
+        oq_list_push_back(&self->names_all, &w->named->all);
+    }
+    w->named->workers++;
     memcpy(w->identity, identity, len);
     w->identity_len = len;
     s_hex(identity, len, w->key);
@@ -47,8 +60,8 @@ oq_worker_t *oq_engine_worker_add(oq_engine_t *self, const void *identity, size_
         memcpy(w->curve_key, key, OQ_KEY_BYTES);
         w->has_key = true;
     }
-    oq_str_copy(name, w->name, sizeof w->name);
     w->pid = pid;
+    w->seq = ++self->worker_seq;
     w->last_seen_ms = oq_eng_now(self);
     w->status = OQ_STATUS_READY; /* until it says otherwise (a worker may never) */
     w->status_since_ms = w->last_seen_ms;
@@ -159,6 +172,8 @@ void oq_engine_worker_status(oq_engine_t *self, oq_worker_t *worker, oq_worker_s
         oq_info("worker %s (pid %u) is %s%s%.*s", worker->key, worker->pid,
                 oq_proto_status_name(status), error.len ? ": " : "", (int)error.len,
                 error.ptr ? error.ptr : "");
+    worker->named->unavailable +=
+        (status == OQ_STATUS_UNAVAILABLE) - (worker->status == OQ_STATUS_UNAVAILABLE);
     worker->status = status;
     worker->status_since_ms = now - (since_ms > 0 ? since_ms : 0);
     free(worker->status_error);
@@ -218,6 +233,13 @@ void oq_engine_worker_remove(oq_engine_t *self, oq_worker_t **worker_p, const ch
             w->types[i]->workers--;
     } else {
         self->any_type_workers--;
+        for (uint32_t i = 0; i < w->refused_count; i++)
+            w->refused[i]->refusing--;
+    }
+    w->named->unavailable -= w->status == OQ_STATUS_UNAVAILABLE;
+    if (--w->named->workers == 0) {
+        oq_list_remove(&w->named->all);
+        zhashx_delete(self->names, w->name); /* frees it */
     }
     free(w->types);
     free(w->type_bits);
@@ -252,6 +274,7 @@ void oq_eng_worker_view(const oq_engine_t *self, const oq_worker_t *w, oq_worker
     v->identity_len = w->identity_len;
     v->name = w->name;
     v->pid = w->pid;
+    v->seq = w->seq;
     v->credit = w->credit;
     v->leased = w->leased;
     v->idle_ms = oq_eng_now(self) - w->last_seen_ms;
@@ -288,6 +311,40 @@ void oq_engine_worker_each(oq_engine_t *self, void (*fn)(void *ctx, const oq_wor
     }
 }
 
+void oq_engine_worker_page(oq_engine_t *self, uint64_t after,
+                           bool (*fn)(void *ctx, const oq_worker_view_t *w), void *ctx)
+{
+    /* Registration order is list order, so the walk to the cursor is a
+       pointer chase (some 10 us past 10,000 workers) and a worker that
+       left since the last page moves no other worker. */
+    for (oq_link_t *n = self->workers_all.next; n != &self->workers_all; n = n->next) {
+        const oq_worker_t *w = oq_container_of(n, oq_worker_t, all);
+        if (w->seq <= after)
+            continue;
+        oq_worker_view_t view;
+        oq_eng_worker_view(self, w, &view);
+        if (!fn(ctx, &view))
+            return;
+    }
+}
+
+void oq_engine_worker_names(const oq_engine_t *self,
+                            bool (*fn)(void *ctx, const char *name, uint32_t workers,
+                                       uint32_t unavailable),
+                            void *ctx)
+{
+    for (const oq_link_t *n = self->names_all.next; n != &self->names_all; n = n->next) {
+        const oq_eng_name_t *named = oq_container_of(n, oq_eng_name_t, all);
+        if (!fn(ctx, named->name, named->workers, named->unavailable))
+            return;
+    }
+}
+
+size_t oq_engine_worker_names_count(const oq_engine_t *self)
+{
+    return zhashx_size(self->names);
+}
+
 size_t oq_engine_worker_count(const oq_engine_t *self)
 {
     return zhashx_size(self->workers);
@@ -318,6 +375,7 @@ void oq_eng_worker_refuse_type(oq_engine_t *self, oq_worker_t *w, oq_eng_type_t 
         }
     } else if (oq_eng_worker_handles(w, t) && w->refused_count < OQ_MAX_REFUSED_TYPES) {
         w->refused[w->refused_count++] = t;
+        t->refusing++; /* it no longer counts among the type's workers */
     }
     oq_info("worker %s (pid %u) handed back a job of type %s: it is sent no more of them", w->key,
             w->pid, t->name);

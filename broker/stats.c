@@ -1,10 +1,13 @@
 /*  stats.c: encoding of the stats and failed replies. Both are built in two
     passes where a count must precede the items (msgpack arrays carry their
-    length up front). */
+    length up front). A stats reply lists its workers a page at a time, so
+    that its size and the time it takes stay bounded whatever the workers
+    registered (onceq/limits.h, OQ_STATS_WORKERS_BYTES). */
 #include "stats.h"
 
 #include <stdlib.h>
 
+#include "onceq/limits.h"
 #include "onceq/proto.h"
 
 #define S_QUEUE_FIELDS    18
@@ -12,7 +15,7 @@
 #define S_JOB_FIELDS      8
 #define S_TYPE_FIELDS     8
 #define S_JOURNAL_FIELDS  13
-#define S_BROKER_FIELDS   11
+#define S_BROKER_FIELDS   12
 #define S_AUTH_FIELDS     8
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
@@ -36,9 +39,8 @@ static void s_kv_seconds(msgpack_packer *pk, const char *key, int64_t ms)
     msgpack_pack_double(pk, (double)ms / 1000.0);
 }
 
-static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
+static void s_pack_worker(msgpack_packer *pk, const oq_worker_view_t *w)
 {
-    msgpack_packer *pk = ctx;
     static const char digits[] = "0123456789abcdef";
     char hex[513];
     const uint8_t *b = w->identity;
@@ -71,6 +73,49 @@ static void s_pack_worker(void *ctx, const oq_worker_view_t *w)
     s_kv_u64(pk, "state_ms", w->status_ms > 0 ? (uint64_t)w->status_ms : 0);
     s_key(pk, "error");
     oq_proto_pack_cstr(pk, w->status_error);
+}
+
+/* A page of workers, packed apart first: the array's length comes first,
+   and the page ends at its limit or its bytes, whichever comes first. */
+typedef struct {
+    msgpack_sbuffer buf;
+    msgpack_packer pk;
+    uint32_t limit, count;
+    uint64_t last_seq; /* of the last worker packed */
+    bool more;         /* a worker was left for the next page */
+} s_worker_page_t;
+
+static bool s_page_worker(void *ctx, const oq_worker_view_t *w)
+{
+    s_worker_page_t *page = ctx;
+    if (page->count == page->limit || page->buf.size >= OQ_STATS_WORKERS_BYTES) {
+        page->more = page->limit > 0; /* a page of none has no next one */
+        return false;
+    }
+    s_pack_worker(&page->pk, w);
+    page->count++;
+    page->last_seq = w->seq;
+    return true;
+}
+
+/* The summary of the workers by name, at most OQ_STATS_WORKER_NAMES. */
+typedef struct {
+    msgpack_packer *pk;
+    size_t left;
+} s_names_t;
+
+static bool s_pack_name(void *ctx, const char *name, uint32_t workers, uint32_t unavailable)
+{
+    s_names_t *names = ctx;
+    if (names->left == 0)
+        return false;
+    names->left--;
+    msgpack_pack_map(names->pk, 3);
+    s_key(names->pk, "name");
+    oq_proto_pack_cstr(names->pk, name);
+    s_kv_u64(names->pk, "workers", workers);
+    s_kv_u64(names->pk, "unavailable", unavailable);
+    return true;
 }
 
 /* {producers, workers, admins} from an array indexed by role. */
@@ -124,11 +169,17 @@ static void s_pack_waits(msgpack_packer *pk, const oq_stats_waits_t *w)
 
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
-                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits)
+                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits,
+                     uint64_t workers_after, uint32_t workers_limit)
 {
+    s_worker_page_t page = {.limit = workers_limit};
+    msgpack_sbuffer_init(&page.buf);
+    msgpack_packer_init(&page.pk, &page.buf, msgpack_sbuffer_write);
+    oq_engine_worker_page(engine, workers_after, s_page_worker, &page);
+
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, 9);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, page.more ? 11 : 10);
     s_pack_auth(&pk, auth);
     s_pack_messages(&pk, messages);
     s_pack_waits(&pk, waits);
@@ -213,8 +264,18 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     }
 
     s_key(&pk, "workers");
-    msgpack_pack_array(&pk, oq_engine_worker_count(engine));
-    oq_engine_worker_each(engine, s_pack_worker, &pk);
+    msgpack_pack_array(&pk, page.count);
+    if (page.buf.size)
+        msgpack_sbuffer_write(buf, page.buf.data, page.buf.size);
+    msgpack_sbuffer_destroy(&page.buf);
+    if (page.more)
+        s_kv_u64(&pk, "workers_next", page.last_seq);
+
+    size_t names = oq_engine_worker_names_count(engine);
+    s_names_t summary = {&pk, names < OQ_STATS_WORKER_NAMES ? names : OQ_STATS_WORKER_NAMES};
+    s_key(&pk, "worker_names");
+    msgpack_pack_array(&pk, summary.left);
+    oq_engine_worker_names(engine, s_pack_name, &summary);
 
     s_key(&pk, "broker");
     msgpack_pack_map(&pk, S_BROKER_FIELDS);
@@ -226,6 +287,7 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
     s_kv_u64(&pk, "max_bytes", oq_engine_max_bytes(engine));
     s_kv_u64(&pk, "held_bytes", oq_engine_held_bytes(engine));
     s_kv_u64(&pk, "workers", oq_engine_worker_count(engine));
+    s_kv_u64(&pk, "worker_names", names);
     s_kv_u64(&pk, "workers_unavailable", oq_engine_workers_unavailable(engine));
     s_kv_u64(&pk, "unknown_acks", oq_engine_unknown_acks(engine));
     s_key(&pk, "version");

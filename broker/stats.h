@@ -54,10 +54,14 @@ typedef struct {
     uint64_t max_per_peer; /* held at most from one connection */
 } oq_stats_waits_t;
 
-/* Append a "stats" reply for request req to buf. */
+/* Append a "stats" reply for request req to buf, listing at most
+   workers_limit workers (0: none), those registered after the cursor
+   workers_after (0: from the first), with "workers_next" while more
+   remain. */
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
-                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits);
+                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits,
+                     uint64_t workers_after, uint32_t workers_limit);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

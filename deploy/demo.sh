@@ -131,7 +131,7 @@ ONCEQ_TEST_HOOKS=1 onceq-test-worker --broker "$back" --processes "$workers" \
 pids+=("$!")
 stats() { onceq stats --json; }
 for _ in $(seq 100); do
-  [ "$(stats | jq '.workers | length')" -ge "$workers" ] && break
+  [ "$(stats | jq '.broker.workers')" -ge "$workers" ] && break
   sleep 0.1
 done
 echo "== $workers workers connected"

@@ -1,11 +1,14 @@
-/*  cmd_stats.c: `onceq stats [--json]`: the broker's queues and workers.
-    The table reads the reply by field name and shows "-" for a field the
-    broker did not send, so an older or newer broker still prints. */
+/*  cmd_stats.c: `onceq stats [--workers N] [--after CURSOR] [--json]`: the
+    broker's queues and workers. The broker lists its workers a page at a
+    time; the table shows one page and the cursor of the next. The table
+    reads the reply by field name and shows "-" for a field the broker did
+    not send, so an older or newer broker still prints. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "onceq/config.h"
 #include "onceq/limits.h"
 #include "table.h"
 
@@ -55,11 +58,18 @@ static const s_column_t s_worker_columns[] = {
     {"types", "TYPES", "", true},
 };
 
+/* The workers by name, printed when the page does not list every worker. */
+static const s_column_t s_name_columns[] = {
+    {"name", "NAME", "", true},
+    {"workers", "WORKERS", "", false},
+    {"unavailable", "PAUSED", "", false},
+};
+
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static void s_help(void)
 {
-    printf("Usage: onceq stats [--json]\n"
+    printf("Usage: onceq stats [--workers N] [--after CURSOR] [--json]\n"
            "\n"
            "Show the broker's queues and connected workers.\n"
            "\n"
@@ -78,7 +88,13 @@ static void s_help(void)
            "does. Per worker: its STATE (ready, or unavailable: paused because what its\n"
            "jobs need, its database, is down; it takes no job until a probe connects),\n"
            "the QUEUES it serves in priority order and the TYPES it handles (* for\n"
-           "every one). Each paused worker gets a line saying for how long and why.\n"
+           "every one). Each paused worker listed gets a line saying for how long and\n"
+           "why.\n"
+           "The broker lists its workers a page at a time, in the order they\n"
+           "registered: at most --workers of them, fewer when their types and queues\n"
+           "are long; below a page that is not the last, the cursor of the next one\n"
+           "(--after). When the page does not list every worker, a table counts\n"
+           "them by NAME (the first 100 names), with those PAUSED.\n"
            "\n"
            "The journal line: the fsync policy, the journal's size next to what its live\n"
            "jobs take, compactions, and the dispatch ids remembered; or the error while\n"
@@ -104,12 +120,15 @@ static void s_help(void)
            "wait is refused).\n"
            "\n"
            "Options:\n"
+           "  --workers N        list at most N workers, 0 to %d (default %d; 0: none)\n"
+           "  --after CURSOR     list the workers after this cursor, as printed below\n"
+           "                     the previous page\n"
            "  --json             print the broker's reply as one line of JSON\n"
            "  --broker ENDPOINT  broker front socket (env %s, default %s)\n"
            "  --timeout-ms N     how long to wait for the broker (env %s, default "
            "%d)\n" OQ_CLI_KEY_HELP "  -h, --help         show this help\n",
-           OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS,
-           OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+           OQ_MAX_STATS_WORKERS, OQ_DEFAULT_STATS_WORKERS, OQ_CLI_ENV_BROKER,
+           OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
 
 /* An array of strings as "a,b,c" (cut to fit), or empty when it is empty. */
@@ -358,13 +377,29 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
 
     const msgpack_object *workers = oq_proto_map_get(reply, "workers");
     uint32_t count = workers && workers->type == MSGPACK_OBJECT_ARRAY ? workers->via.array.size : 0;
-    printf("\nworkers: %" PRIu32 " connected", count);
+    /* The connected count is the broker's; the array is one page of them
+       (all of them from a broker that does not page). */
+    uint64_t connected = count;
+    oq_cli_get_uint(broker, "workers", &connected);
+    printf("\nworkers: %" PRIu64 " connected", connected);
     if (oq_cli_get_uint(broker, "workers_unavailable", &n) == 0 && n > 0)
         printf(", %" PRIu64 " paused (unavailable)", n);
+    if (count < connected)
+        printf(", %" PRIu32 " listed", count);
     printf("\n");
+    const msgpack_object *names = oq_proto_map_get(reply, "worker_names");
+    if (count < connected && names && names->type == MSGPACK_OBJECT_ARRAY &&
+        names->via.array.size > 0) {
+        rc |= s_print_rows(names, s_name_columns, S_COUNT(s_name_columns));
+        if (oq_cli_get_uint(broker, "worker_names", &n) == 0 && n > names->via.array.size)
+            printf("(%" PRIu64 " more names)\n", n - names->via.array.size);
+        printf("\n");
+    }
     if (count > 0)
         rc |= s_print_rows(workers, s_worker_columns, S_COUNT(s_worker_columns));
     s_print_paused(workers);
+    if (oq_cli_get_uint(reply, "workers_next", &n) == 0)
+        printf("more workers: onceq stats --after %" PRIu64 "\n", n);
     if (rc != 0) {
         fprintf(stderr, "onceq: out of memory\n");
         return OQ_CLI_EXIT_REFUSED;
@@ -374,19 +409,28 @@ static int s_print_table(const oq_cli_t *cli, const msgpack_object *reply)
 
 int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv)
 {
-    enum { S_OPT_JSON = OQ_CLI_OPT_FIRST_FREE_ };
+    enum { S_OPT_JSON = OQ_CLI_OPT_FIRST_FREE_, S_OPT_WORKERS, S_OPT_AFTER };
     static const struct option options[] = {
         OQ_CLI_GLOBAL_OPTIONS,
         {"json", no_argument, NULL, S_OPT_JSON},
+        {"workers", required_argument, NULL, S_OPT_WORKERS},
+        {"after", required_argument, NULL, S_OPT_AFTER},
         {NULL, 0, NULL, 0},
     };
     bool json = false;
+    uint64_t limit = OQ_DEFAULT_STATS_WORKERS, after = 0;
     int opt, stop;
     while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
         if (opt == OQ_CLI_OPT_STOP)
             return stop;
         if (opt == S_OPT_JSON)
             json = true;
+        if (opt == S_OPT_WORKERS && oq_config_uint(optarg, 0, OQ_MAX_STATS_WORKERS, &limit) < 0)
+            return oq_cli_usage_error(cli, "--workers '%s' must be a whole number from 0 to %d",
+                                      optarg, OQ_MAX_STATS_WORKERS);
+        if (opt == S_OPT_AFTER && oq_config_uint(optarg, 1, UINT64_MAX, &after) < 0)
+            return oq_cli_usage_error(
+                cli, "--after '%s' must be a cursor as printed under a page of workers", optarg);
     }
     if (optind < argc)
         return oq_cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);
@@ -396,7 +440,7 @@ int oq_cmd_stats(oq_cli_t *cli, int argc, char **argv)
     if (rc != OQ_CLI_EXIT_OK)
         return rc;
     oq_msg_t reply;
-    if (oq_client_stats(client, cli->timeout, &reply) < 0) {
+    if (oq_client_stats_page(client, after, (uint32_t)limit, cli->timeout, &reply) < 0) {
         rc = oq_cli_report(cli, client);
     } else {
         rc = json ? oq_cli_print_json(&reply.root) : s_print_table(cli, &reply.root);

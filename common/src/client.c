@@ -550,6 +550,15 @@ int oq_client_stats(oq_client_t *self, int timeout_ms, oq_msg_t *reply)
     return s_request(self, req, timeout_ms, OQ_CMD_STATS, reply);
 }
 
+int oq_client_stats_page(oq_client_t *self, uint64_t after, uint32_t limit, int timeout_ms,
+                         oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_stats(&self->buf, (int64_t)req, after, limit);
+    return s_request(self, req, timeout_ms, OQ_CMD_STATS, reply);
+}
+
 int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
                      oq_msg_t *reply)
 {

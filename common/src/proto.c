@@ -643,6 +643,17 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"action\" must be one of done, retry, fail");
         return 0;
     }
+    case OQ_CMD_STATS: {
+        /* A request carries an optional page of workers ("limit", "after");
+           a reply carries "broker". */
+        if (oq_proto_map_get(root, "broker"))
+            return 0;
+        bool present;
+        if (s_get_uint(ctx, root, "limit", false, 0, OQ_MAX_STATS_WORKERS, &u, &present) < 0)
+            return -1;
+        msg->limit = present ? (uint32_t)u : OQ_DEFAULT_STATS_WORKERS;
+        return s_get_uint(ctx, root, "after", false, 0, UINT64_MAX, &msg->after, NULL);
+    }
     case OQ_CMD_REVIEW:
     case OQ_CMD_FAILED: {
         /* A request carries optional "queue" and "limit"; a reply carries "jobs". */
@@ -1168,6 +1179,19 @@ void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req)
     msgpack_packer pk;
     s_init(&pk, buf);
     oq_proto_begin(&pk, cmd, req, 0);
+}
+
+void oq_proto_encode_stats(msgpack_sbuffer *buf, int64_t req, uint64_t after, uint32_t limit)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, (after ? 1 : 0) + 1);
+    if (after) {
+        oq_proto_pack_cstr(&pk, "after");
+        msgpack_pack_uint64(&pk, after);
+    }
+    oq_proto_pack_cstr(&pk, "limit");
+    msgpack_pack_uint32(&pk, limit);
 }
 
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,

@@ -133,6 +133,18 @@ static void s_read_queues(const oq_observe_t *self, const msgpack_object *root,
     }
 }
 
+/* A page of workers (the broker lists them a page at a time). */
+static void s_read_workers(const msgpack_object *root, oq_observe_stats_t *s)
+{
+    const msgpack_object *workers = s_array(root, "workers");
+    for (uint32_t i = 0;
+         workers && i < workers->via.array.size && s->workers < OQ_CHAOS_MAX_WORKERS; i++) {
+        s->worker_pid[s->workers] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
+        s->worker_leased[s->workers] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
+        s->workers++;
+    }
+}
+
 static void s_read_rest(const oq_observe_t *self, const msgpack_object *root, oq_observe_stats_t *s)
 {
     const msgpack_object *types = s_array(root, "types");
@@ -149,12 +161,7 @@ static void s_read_rest(const oq_observe_t *self, const msgpack_object *root, oq
         s->type_duplicates = s_u64(t, "duplicates");
         s->type_failed = s_u64(t, "failed");
     }
-    const msgpack_object *workers = s_array(root, "workers");
-    for (uint32_t i = 0; workers && i < workers->via.array.size && i < OQ_CHAOS_MAX_WORKERS; i++) {
-        s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
-        s->worker_leased[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
-        s->workers++;
-    }
+    s_read_workers(root, s);
     s->uptime_ms = s_u64(oq_proto_map_get(root, "broker"), "uptime_ms");
     const msgpack_object *enabled = oq_proto_map_get(oq_proto_map_get(root, "journal"), "enabled");
     s->journal = enabled && enabled->type == MSGPACK_OBJECT_BOOLEAN && enabled->via.boolean;
@@ -209,12 +216,24 @@ int oq_observe_stats(oq_observe_t *self, oq_observe_stats_t *stats)
     assert(stats);
     memset(stats, 0, sizeof *stats);
     oq_msg_t reply;
-    if (oq_client_stats(self->client, OQ_CHAOS_CALL_MS, &reply) < 0) {
+    if (oq_client_stats_page(self->client, 0, OQ_MAX_STATS_WORKERS, OQ_CHAOS_CALL_MS, &reply) < 0) {
         snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
         return -1;
     }
     s_read_queues(self, &reply.root, stats);
     s_read_rest(self, &reply.root, stats);
+    /* The workers past the first page, up to what the run reads. */
+    uint64_t next; /* a cursor is a worker's place in registration order: never 0 */
+    while (stats->workers < OQ_CHAOS_MAX_WORKERS &&
+           (next = s_u64(&reply.root, "workers_next")) > 0) {
+        oq_proto_msg_release(&reply);
+        if (oq_client_stats_page(self->client, next, OQ_MAX_STATS_WORKERS, OQ_CHAOS_CALL_MS,
+                                 &reply) < 0) {
+            snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
+            return -1;
+        }
+        s_read_workers(&reply.root, stats);
+    }
     oq_proto_msg_release(&reply);
     s_fold(self, stats);
     return 0;

@@ -1341,6 +1341,10 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_int_equal(v.state, OQ_STATE_READY);
     assert_int_equal(v.attempt, 0);
+    /* Stats say so: no connected worker takes the type, its job waits. */
+    assert_int_equal(s_type(f, "hello").workers, 0);
+    assert_int_equal(s_type(f, "hello").unhandled, 1);
+    assert_int_equal(s_type(f, "noop").workers, 1);
     /* Not sent back to the worker that handed it back: it gets the noop. */
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
     assert_int_equal(f->sent[1].id, noop);
@@ -1353,6 +1357,69 @@ static void test_return_keeps_the_attempt_and_skips_the_worker(void **state)
     assert_int_equal(f->sent[2].attempt, 1);
     assert_int_equal(f->sent[2].worker, 'b');
     assert_int_equal(s_stats(f).retried, 0);
+    assert_int_equal(s_type(f, "hello").workers, 1);
+    /* The worker that handed it back leaves: its refusal goes with it. */
+    oq_engine_worker_remove(f->engine, &a, "test");
+    assert_int_equal(s_type(f, "hello").workers, 1);
+    assert_int_equal(s_type(f, "noop").workers, 1);
+}
+
+/* The summary by name counts the workers of each name as they come, pause
+   and go; a name leaves with its last worker. */
+typedef struct {
+    char names[4][OQ_MAX_NAME_LEN + 1];
+    uint32_t workers[4], unavailable[4];
+    size_t count;
+} s_names_seen_t;
+
+static bool s_name_seen(void *ctx, const char *name, uint32_t workers, uint32_t unavailable)
+{
+    s_names_seen_t *seen = ctx;
+    assert_true(seen->count < 4);
+    snprintf(seen->names[seen->count], sizeof seen->names[0], "%s", name);
+    seen->workers[seen->count] = workers;
+    seen->unavailable[seen->count++] = unavailable;
+    return true;
+}
+
+static s_names_seen_t s_names(ef_fixture_t *f)
+{
+    s_names_seen_t seen = {0};
+    oq_engine_worker_names(f->engine, s_name_seen, &seen);
+    assert_int_equal(seen.count, oq_engine_worker_names_count(f->engine));
+    return seen;
+}
+
+static void test_workers_are_summarised_by_name(void **state)
+{
+    ef_fixture_t *f = *state;
+    oq_worker_t *a1 = oq_engine_worker_add(f->engine, "1", 1, oq_str("host-a"), 1, NULL);
+    oq_worker_t *b = oq_engine_worker_add(f->engine, "2", 1, oq_str("host-b"), 2, NULL);
+    oq_worker_t *a2 = oq_engine_worker_add(f->engine, "3", 1, oq_str("host-a"), 3, NULL);
+    oq_engine_worker_status(f->engine, a2, OQ_STATUS_UNAVAILABLE, 0, oq_str("db down"));
+    oq_engine_worker_status(f->engine, a2, OQ_STATUS_UNAVAILABLE, 0, oq_str("db down"));
+    s_names_seen_t seen = s_names(f);
+    assert_int_equal(seen.count, 2);
+    assert_string_equal(seen.names[0], "host-a");
+    assert_int_equal(seen.workers[0], 2);
+    assert_int_equal(seen.unavailable[0], 1);
+    assert_string_equal(seen.names[1], "host-b");
+    assert_int_equal(seen.workers[1], 1);
+    assert_int_equal(seen.unavailable[1], 0);
+    /* A paused worker that goes takes its pause with it. */
+    oq_engine_worker_remove(f->engine, &a2, "test");
+    seen = s_names(f);
+    assert_int_equal(seen.workers[0], 1);
+    assert_int_equal(seen.unavailable[0], 0);
+    oq_engine_worker_status(f->engine, b, OQ_STATUS_UNAVAILABLE, 0, oq_str("db down"));
+    oq_engine_worker_status(f->engine, b, OQ_STATUS_READY, 0, oq_str(""));
+    oq_engine_worker_remove(f->engine, &a1, "test");
+    seen = s_names(f);
+    assert_int_equal(seen.count, 1);
+    assert_string_equal(seen.names[0], "host-b");
+    assert_int_equal(seen.unavailable[0], 0);
+    oq_engine_worker_remove(f->engine, &b, "test");
+    assert_int_equal(s_names(f).count, 0);
 }
 
 /* A worker that prefetched a job and hands it back unrun (stopping, or it
@@ -2422,6 +2489,7 @@ int main(void)
             test_unavailable_hands_back_without_a_try_and_keeps_the_type, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_held_return_keeps_the_attempt_and_the_type, ef_setup,
                                         ef_teardown),
+        cmocka_unit_test_setup_teardown(test_workers_are_summarised_by_name, ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_return_keeps_the_attempt_and_skips_the_worker,
                                         ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_hooks_hear_every_change_in_order, ef_setup,

@@ -198,10 +198,23 @@ final class Client
         return ['state' => $reply['state'], 'error' => is_string($reply['error'] ?? null) ? $reply['error'] : ''];
     }
 
-    /** The broker's stats map (docs/protocol.md §5, stats). */
-    public function stats(): array
+    /**
+     * The broker's stats map (docs/protocol.md §5, stats). Its 'workers' is
+     * one page: at most $workers of them (0 … 1,000; null: the broker's
+     * default, 100), those registered after the cursor $after (0: from the
+     * first). While more remain, 'workers_next' is the $after of the next
+     * page; 'broker' => ['workers' => …] counts them all.
+     */
+    public function stats(?int $workers = null, int $after = 0): array
     {
-        return $this->request('stats', [], 'stats');
+        $fields = [];
+        if ($workers !== null) {
+            $fields['limit'] = $workers;
+        }
+        if ($after > 0) {
+            $fields['after'] = $after;
+        }
+        return $this->request('stats', $fields, 'stats');
     }
 
     /** True once the broker answers a ping; a TimeoutException otherwise. */

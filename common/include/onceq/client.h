@@ -86,6 +86,12 @@ int oq_client_requeue(oq_client_t *self, uint64_t id, int timeout_ms);
    in *reply (release it with oq_proto_msg_release), or -1. */
 int oq_client_stats(oq_client_t *self, int timeout_ms, oq_msg_t *reply);
 
+/* The same, with at most limit workers listed (0: none), those registered
+   after the cursor after (0: from the first). The reply's "workers_next",
+   present while more remain, is the after of the next page. */
+int oq_client_stats_page(oq_client_t *self, uint64_t after, uint32_t limit, int timeout_ms,
+                         oq_msg_t *reply);
+
 /* List failed jobs, optionally of one queue (NULL for all), at most limit.
    Returns 0 with the decoded "failed" reply in *reply, or -1. */
 int oq_client_failed(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,

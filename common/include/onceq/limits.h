@@ -67,6 +67,22 @@
 #define OQ_DEFAULT_MARGIN_MS      5000 /* timeout must be shorter than retry_after by this */
 #define OQ_DEFAULT_FAILED_LIST    100
 
+/* A "stats" reply lists the connected workers a page at a time
+   (docs/protocol.md, "stats"): at most the request's "limit" (default
+   DEFAULT_STATS_WORKERS, at most MAX_STATS_WORKERS), and no more once the
+   page's entries take STATS_WORKERS_BYTES (one entry is at most some
+   21 KB: 256 type and 32 queue names of 64 bytes, a 1,024-byte error), so
+   a reply stays far below OQ_MAX_FRAME_BYTES whatever the workers
+   registered. Once a loop turn's stats replies took STATS_TURN_BYTES
+   (about one of the largest, a few of a plain fleet), the broker reads no
+   more of the front socket in that turn: acks are read and jobs pumped
+   first, however many admins ask. */
+#define OQ_STATS_WORKER_NAMES    100 /* names summarised in one reply: the first that came */
+#define OQ_DEFAULT_STATS_WORKERS 100
+#define OQ_MAX_STATS_WORKERS     1000
+#define OQ_STATS_WORKERS_BYTES   (64 * 1024)
+#define OQ_STATS_TURN_BYTES      (128 * 1024)
+
 /* The review store: resolutions remembered (with their notes and the
    handlers' reasons) after their jobs left it, newest kept; beyond it the
    oldest is forgotten (docs/protocol.md, "review"). */

@@ -209,8 +209,9 @@ typedef struct {
        OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
        type, every queue). Read them with oq_proto_list_at. */
     const msgpack_object *types, *queues;
-    uint32_t limit;   /* failed, review */
-    uint64_t after;   /* failed, review: the cursor's job id (0: from the start) */
+    uint32_t limit;   /* failed, review; stats: workers listed at most */
+    uint64_t after;   /* failed, review: the cursor's job id (0: from the start); stats: the
+                         workers' cursor (workers_next of the previous page) */
     int64_t after_at; /* failed: the cursor's failure time (has_after_at) */
     bool has_after_at;
     oq_worker_status_t status;       /* status: the worker's state */
@@ -331,6 +332,9 @@ void oq_proto_encode_requeue(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, ui
 void oq_proto_encode_error(msgpack_sbuffer *buf, int64_t req, oq_err_t code, const char *text);
 /* Commands without fields: stats, ping, pong, heartbeat, drain, disconnect. */
 void oq_proto_encode_simple(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req);
+/* A "stats" request whose reply lists at most limit workers (0: none),
+   those registered after the cursor after (0: from the first). */
+void oq_proto_encode_stats(msgpack_sbuffer *buf, int64_t req, uint64_t after, uint32_t limit);
 void oq_proto_encode_failed_request(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                     uint32_t limit);
 

@@ -340,6 +340,33 @@ final class FleetTest extends TestCase
         }
     }
 
+    public function testStatsListsTheWorkersAPageAtATime(): void
+    {
+        $client = $this->client();
+        $first = $client->stats();
+        $connected = $first['broker']['workers'];
+        $this->assertGreaterThanOrEqual(1, $connected); // the C worker
+        $this->assertCount(min($connected, 100), $first['workers']);
+
+        $none = $client->stats(0);
+        $this->assertSame([], $none['workers']);
+        $this->assertArrayNotHasKey('workers_next', $none);
+        $this->assertSame($connected, $none['broker']['workers']);
+
+        // One worker a page, following the cursor, adds up to all of them.
+        $listed = 0;
+        $after = 0;
+        do {
+            $page = $client->stats(1, $after);
+            $listed += count($page['workers']);
+            $after = $page['workers_next'] ?? 0;
+        } while ($after > 0 && $listed <= $connected);
+        $this->assertSame($connected, $listed);
+
+        $this->expectException(BadRequestException::class);
+        $client->stats(1001);
+    }
+
     public function testAWorkerKeyOnTheFrontIsForbidden(): void
     {
         $this->expectException(ForbiddenException::class);
