@@ -979,7 +979,7 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
     if (self->journal) {
         j.fsync = oq_fsync_name(oq_journal_policy(self->journal));
         j.bytes = oq_journal_file_bytes(self->journal);
-        j.live_bytes = oq_journal_live_bytes(self->journal);
+        j.live_bytes = oq_compact_live_bytes(self->compact);
         j.fsyncs = oq_journal_fsyncs(self->journal);
         j.failures = oq_journal_failures(self->journal);
         j.backlog_bytes = oq_journal_backlog_bytes(self->journal);

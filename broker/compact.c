@@ -127,14 +127,18 @@ int oq_compact_fd(const oq_compact_t *self)
     return self->pipe_fd;
 }
 
+uint64_t oq_compact_live_bytes(const oq_compact_t *self)
+{
+    return oq_journal_live_bytes(self->journal) +
+           oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() + OQ_RECORD_HEADER_BYTES;
+}
+
 bool oq_compact_due(const oq_compact_t *self)
 {
     if (self->child > 0 || oq_clock_now_ms(self->clock) < self->retry_at_ms)
         return false;
     uint64_t size = oq_journal_file_bytes(self->journal);
-    uint64_t live = oq_journal_live_bytes(self->journal) +
-                    oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() +
-                    OQ_RECORD_HEADER_BYTES;
+    uint64_t live = oq_compact_live_bytes(self);
     return size >= self->config.min_bytes && size > live * self->config.ratio;
 }
 
@@ -143,9 +147,7 @@ bool oq_compact_reclaim_due(const oq_compact_t *self)
     if (self->child > 0 || oq_clock_now_ms(self->clock) < self->retry_at_ms)
         return false;
     uint64_t size = oq_journal_file_bytes(self->journal);
-    uint64_t live = oq_journal_live_bytes(self->journal) +
-                    oq_engine_dispatch_ids(self->engine) * oq_record_dedupe_bytes() +
-                    OQ_RECORD_HEADER_BYTES;
+    uint64_t live = oq_compact_live_bytes(self);
     uint64_t free_bytes;
     if (size < live * S_RECLAIM_FACTOR)
         return false;

@@ -61,6 +61,11 @@ int oq_compact_poll(oq_compact_t *self);
 /* Compactions finished since start. */
 uint64_t oq_compact_count(const oq_compact_t *self);
 
+/* What a snapshot written now would take, estimated: the live jobs'
+   records, the dispatch ids' records and the header. The thresholds are
+   measured against it, and stats shows it as the journal's live size. */
+uint64_t oq_compact_live_bytes(const oq_compact_t *self);
+
 /* Write a snapshot of the live state into fd from offset 0: a header with
    key, the next job id, every live job, every dispatch id the engine
    remembers still inside its window at now_ms (wall clock). *bytes gets

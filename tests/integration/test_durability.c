@@ -316,6 +316,31 @@ static void test_dispatch_id_maps_to_the_same_job_after_a_restart(void **state)
     assert_true(it_dispatch(it, "noop", NULL, &options) > other);
 }
 
+/* The journal's live size in stats is what a snapshot would take, which
+   the compaction thresholds use too: the dispatch ids count, so a journal
+   of done jobs with ids kept for their window is not shown as empty. */
+static void test_live_bytes_count_the_dispatch_ids(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    enum { S_IDS = 200 };
+    for (int i = 0; i < S_IDS; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "order-%d:grant", i);
+        oq_job_msg_t options = {.dispatch_id = oq_str(id)};
+        assert_true(it_dispatch(it, "noop", NULL, &options) > 0);
+    }
+    assert_true(it_start_worker(it, "worker", NULL) > 0);
+    uint64_t done = S_IDS;
+    it_stats_t s;
+    assert_true(it_wait_stats(it, it_done_is, &done, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s_journal_u64(it, "dispatch_ids"), S_IDS);
+    /* Each id's record holds at least its 16-byte digest. */
+    uint64_t live = s_journal_u64(it, "live_bytes");
+    if (live < (uint64_t)S_IDS * 16)
+        fail_msg("live_bytes %llu with %d dispatch ids held", (unsigned long long)live, S_IDS);
+}
+
 /* The journal holds payloads in plaintext: the data directory the broker
    makes is its user's alone (0700), and so is every file in it (0600),
    whatever the umask lets through. */
@@ -386,6 +411,8 @@ int main(void)
             test_confirmed_dispatches_survive_sigkill_across_compactions, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_dispatch_id_maps_to_the_same_job_after_a_restart,
                                         s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_live_bytes_count_the_dispatch_ids, s_setup,
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_data_dir_and_journal_are_the_brokers_alone, s_setup,
                                         it_teardown),
         cmocka_unit_test_setup_teardown(test_lazy_pirate_resends_until_the_broker_answers, s_setup,
