@@ -199,8 +199,8 @@ static pid_t s_victim(oq_faults_t *self)
         pid_t candidates[OQ_CHAOS_MAX_WORKERS];
         size_t n = 0;
         for (size_t i = 0; i < stats->workers; i++) {
-            pid_t pid = (pid_t)stats->worker_pid[i];
-            if (stats->worker_leased[i] > 0 && !s_is_paused(self, pid) &&
+            pid_t pid = (pid_t)stats->worker[i].pid;
+            if (stats->worker[i].leased > 0 && !s_is_paused(self, pid) &&
                 oq_procs_owns_worker(self->procs, pid))
                 candidates[n++] = pid;
         }

@@ -71,98 +71,46 @@ int oq_observe_ping(oq_observe_t *self, int timeout_ms)
     return oq_client_ping(self->client, timeout_ms);
 }
 
-static uint64_t s_u64(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = oq_proto_map_get(map, key);
-    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
-}
-
-static double s_double(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = oq_proto_map_get(map, key);
-    if (!o)
-        return 0;
-    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
-        return o->via.f64;
-    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64 : 0;
-}
-
-static bool s_name_is(const msgpack_object *map, const char *name)
-{
-    const msgpack_object *o = oq_proto_map_get(map, "name");
-    return o && o->type == MSGPACK_OBJECT_STR &&
-           oq_str_eq((oq_str_t){o->via.str.ptr, o->via.str.size}, name);
-}
-
-static const msgpack_object *s_array(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = oq_proto_map_get(map, key);
-    return o && o->type == MSGPACK_OBJECT_ARRAY ? o : NULL;
-}
-
+/* The run's queue and the shipments' queue. */
 static void s_read_queues(const oq_observe_t *self, const msgpack_object *root,
                           oq_observe_stats_t *s)
 {
-    const msgpack_object *queues = s_array(root, "queues");
-    for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
-        const msgpack_object *q = &queues->via.array.ptr[i];
-        s->leased_all += s_u64(q, "leased");
-        if (self->ship_queue && s_name_is(q, self->ship_queue)) {
-            s->ship_ready = s_u64(q, "ready");
-            s->ship_delayed = s_u64(q, "delayed");
-            s->ship_leased = s_u64(q, "leased");
-            s->ship_failed = s_u64(q, "failed");
-            s->ship_review = s_u64(q, "review");
-            s->ship_done = s_u64(q, "done");
-        }
-        if (!s_name_is(q, self->queue))
-            continue;
-        s->ready = s_u64(q, "ready");
-        s->delayed = s_u64(q, "delayed");
-        s->leased = s_u64(q, "leased");
-        s->failed = s_u64(q, "failed");
-        s->dispatched = s_u64(q, "dispatched");
-        s->done = s_u64(q, "done");
-        s->retried = s_u64(q, "retried");
-        s->redelivered = s_u64(q, "redelivered");
-        s->late_acks = s_u64(q, "late_acks");
-        s->ignored_acks = s_u64(q, "ignored_acks");
-        s->duplicates = s_u64(q, "duplicates");
-        s->retry_after_s = s_double(q, "retry_after");
-        s->timeout_s = s_double(q, "timeout");
-    }
-}
-
-/* A page of workers (the broker lists them a page at a time). */
-static void s_read_workers(const msgpack_object *root, oq_observe_stats_t *s)
-{
-    const msgpack_object *workers = s_array(root, "workers");
-    for (uint32_t i = 0;
-         workers && i < workers->via.array.size && s->workers < OQ_CHAOS_MAX_WORKERS; i++) {
-        s->worker_pid[s->workers] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
-        s->worker_leased[s->workers] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
-        s->workers++;
-    }
+    s->leased_all = oq_statsr_sum(root, "queues", "leased");
+    const msgpack_object *ship = oq_statsr_entry(root, "queues", self->ship_queue);
+    s->ship_ready = oq_statsr_u64(ship, "ready");
+    s->ship_delayed = oq_statsr_u64(ship, "delayed");
+    s->ship_leased = oq_statsr_u64(ship, "leased");
+    s->ship_failed = oq_statsr_u64(ship, "failed");
+    s->ship_review = oq_statsr_u64(ship, "review");
+    s->ship_done = oq_statsr_u64(ship, "done");
+    const msgpack_object *q = oq_statsr_entry(root, "queues", self->queue);
+    s->ready = oq_statsr_u64(q, "ready");
+    s->delayed = oq_statsr_u64(q, "delayed");
+    s->leased = oq_statsr_u64(q, "leased");
+    s->failed = oq_statsr_u64(q, "failed");
+    s->dispatched = oq_statsr_u64(q, "dispatched");
+    s->done = oq_statsr_u64(q, "done");
+    s->retried = oq_statsr_u64(q, "retried");
+    s->redelivered = oq_statsr_u64(q, "redelivered");
+    s->late_acks = oq_statsr_u64(q, "late_acks");
+    s->ignored_acks = oq_statsr_u64(q, "ignored_acks");
+    s->duplicates = oq_statsr_u64(q, "duplicates");
+    s->retry_after_s = oq_statsr_double(q, "retry_after");
+    s->timeout_s = oq_statsr_double(q, "timeout");
 }
 
 static void s_read_rest(const oq_observe_t *self, const msgpack_object *root, oq_observe_stats_t *s)
 {
-    const msgpack_object *types = s_array(root, "types");
-    for (uint32_t i = 0; types && i < types->via.array.size; i++) {
-        const msgpack_object *t = &types->via.array.ptr[i];
-        if (self->ship_type && s_name_is(t, self->ship_type)) {
-            s->ship_applied = s_u64(t, "applied");
-            s->ship_duplicates = s_u64(t, "duplicates");
-        }
-        if (!s_name_is(t, self->job_type))
-            continue;
-        s->type_done = s_u64(t, "done");
-        s->type_applied = s_u64(t, "applied");
-        s->type_duplicates = s_u64(t, "duplicates");
-        s->type_failed = s_u64(t, "failed");
-    }
-    s_read_workers(root, s);
-    s->uptime_ms = s_u64(oq_proto_map_get(root, "broker"), "uptime_ms");
+    const msgpack_object *ship = oq_statsr_entry(root, "types", self->ship_type);
+    s->ship_applied = oq_statsr_u64(ship, "applied");
+    s->ship_duplicates = oq_statsr_u64(ship, "duplicates");
+    const msgpack_object *t = oq_statsr_entry(root, "types", self->job_type);
+    s->type_done = oq_statsr_u64(t, "done");
+    s->type_applied = oq_statsr_u64(t, "applied");
+    s->type_duplicates = oq_statsr_u64(t, "duplicates");
+    s->type_failed = oq_statsr_u64(t, "failed");
+    oq_statsr_workers(root, s->worker, &s->workers, OQ_CHAOS_MAX_WORKERS);
+    s->uptime_ms = oq_statsr_u64(oq_proto_map_get(root, "broker"), "uptime_ms");
     const msgpack_object *enabled = oq_proto_map_get(oq_proto_map_get(root, "journal"), "enabled");
     s->journal = enabled && enabled->type == MSGPACK_OBJECT_BOOLEAN && enabled->via.boolean;
 }
@@ -225,14 +173,14 @@ int oq_observe_stats(oq_observe_t *self, oq_observe_stats_t *stats)
     /* The workers past the first page, up to what the run reads. */
     uint64_t next; /* a cursor is a worker's place in registration order: never 0 */
     while (stats->workers < OQ_CHAOS_MAX_WORKERS &&
-           (next = s_u64(&reply.root, "workers_next")) > 0) {
+           (next = oq_statsr_u64(&reply.root, "workers_next")) > 0) {
         oq_proto_msg_release(&reply);
         if (oq_client_stats_page(self->client, next, OQ_MAX_STATS_WORKERS, OQ_CHAOS_CALL_MS,
                                  &reply) < 0) {
             snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
             return -1;
         }
-        s_read_workers(&reply.root, stats);
+        oq_statsr_workers(&reply.root, stats->worker, &stats->workers, OQ_CHAOS_MAX_WORKERS);
     }
     oq_proto_msg_release(&reply);
     s_fold(self, stats);
@@ -268,15 +216,15 @@ int oq_observe_failed(oq_observe_t *self, const char *queue, oq_observe_failed_f
         snprintf(self->error, sizeof self->error, "%s", oq_client_error(self->client));
         return -1;
     }
-    *total = s_u64(&reply.root, "total");
+    *total = oq_statsr_u64(&reply.root, "total");
     *listed = 0;
-    const msgpack_object *jobs = s_array(&reply.root, "jobs");
+    const msgpack_object *jobs = oq_statsr_array(&reply.root, "jobs");
     for (uint32_t i = 0; jobs && i < jobs->via.array.size; i++) {
         const msgpack_object *job = &jobs->via.array.ptr[i];
         char type[OQ_MAX_NAME_LEN + 1], error[S_ERROR_LEN];
         s_copy_str(job, "type", type, sizeof type);
         s_copy_str(job, "error", error, sizeof error);
-        fn(ctx, s_u64(job, "id"), s_order_of(job), type, error);
+        fn(ctx, oq_statsr_u64(job, "id"), s_order_of(job), type, error);
         (*listed)++;
     }
     oq_proto_msg_release(&reply);
@@ -301,20 +249,20 @@ int oq_observe_review(oq_observe_t *self, const char *queue, oq_observe_review_f
             return -1;
         }
         if (page == 0) {
-            *total = s_u64(&reply.root, "total");
+            *total = oq_statsr_u64(&reply.root, "total");
             pages = *total / OQ_MAX_FAILED_LIST + 1;
         }
-        const msgpack_object *jobs = s_array(&reply.root, "jobs");
+        const msgpack_object *jobs = oq_statsr_array(&reply.root, "jobs");
         for (uint32_t i = 0; jobs && i < jobs->via.array.size; i++) {
             const msgpack_object *job = &jobs->via.array.ptr[i];
             char reason[S_ERROR_LEN];
             s_copy_str(job, "reason", reason, sizeof reason);
-            fn(ctx, s_u64(job, "id"), s_order_of(job), reason);
+            fn(ctx, oq_statsr_u64(job, "id"), s_order_of(job), reason);
             (*listed)++;
         }
         bool more = oq_proto_map_get(&reply.root, "next") != NULL;
-        after = s_u64(&reply.root, "next");
-        after_at = (int64_t)s_u64(&reply.root, "next_at");
+        after = oq_statsr_u64(&reply.root, "next");
+        after_at = (int64_t)oq_statsr_u64(&reply.root, "next_at");
         oq_proto_msg_release(&reply);
         if (!more)
             break;

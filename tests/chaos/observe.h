@@ -14,6 +14,7 @@
 
 #include "chaos_limits.h"
 #include "curve.h"
+#include "stats_reader.h"
 
 /* One stats reply, reduced to what the harness uses. */
 typedef struct {
@@ -30,8 +31,7 @@ typedef struct {
     uint64_t uptime_ms;
     bool journal; /* the broker reports a journal and it is enabled */
     size_t workers;
-    uint32_t worker_pid[OQ_CHAOS_MAX_WORKERS];
-    uint32_t worker_leased[OQ_CHAOS_MAX_WORKERS];
+    oq_statsr_worker_t worker[OQ_CHAOS_MAX_WORKERS];
 } oq_observe_stats_t;
 
 /* Counters summed over the broker's lifetimes (lower bounds, see above). */

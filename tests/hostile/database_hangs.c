@@ -146,7 +146,8 @@ static void test_database_hangs(void **state)
     assert_true(it_wait_stats(it, it_done_is, &orders, IT_WAIT_MS, &s) >= 0);
     uint32_t pids[IT_MAX_WORKERS];
     size_t workers = s.workers;
-    memcpy(pids, s.worker_pid, sizeof pids);
+    for (size_t i = 0; i < workers; i++)
+        pids[i] = s.worker[i].pid;
 
     /* Frozen, with S_JOBS grants in flight. */
     assert_true(it_freeze_pg(it) > 0);
@@ -182,7 +183,7 @@ static void test_database_hangs(void **state)
     for (size_t i = 0; i < workers; i++) {
         bool found = false;
         for (size_t j = 0; j < s.workers; j++)
-            found = found || s.worker_pid[j] == pids[i];
+            found = found || s.worker[j].pid == pids[i];
         assert_true(found);
     }
     /* Balances exact: one grant row per order, S_POINTS each. */

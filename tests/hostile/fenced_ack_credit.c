@@ -67,7 +67,7 @@ static void test_fenced_ack_credit(void **state)
     assert_int_equal(s.ready, S_JOBS - 1);
     assert_int_equal(s.done, 0);
     assert_int_equal(s.workers, 1);
-    assert_int_equal(s.worker_credit[0], 0);
+    assert_int_equal(s.worker[0].credit, 0);
 }
 
 int main(void)

@@ -136,8 +136,8 @@ static bool s_redelivered(const it_stats_t *s, const void *arg)
 static uint32_t s_leasing_pid(const it_stats_t *s)
 {
     for (size_t i = 0; i < s->workers; i++)
-        if (s->worker_leased[i])
-            return s->worker_pid[i];
+        if (s->worker[i].leased)
+            return s->worker[i].pid;
     return 0;
 }
 

@@ -273,7 +273,7 @@ static bool s_credits_are(const it_stats_t *s, const void *arg)
 {
     uint32_t want = *(const uint32_t *)arg;
     for (size_t i = 0; i < s->workers; i++)
-        if (s->worker_credit[i] != want)
+        if (s->worker[i].credit != want)
             return false;
     return s->workers > 0;
 }
@@ -303,7 +303,7 @@ static void test_auto_worker_of_short_jobs_holds_several(void **state)
     /* Before any job it takes one at a time. */
     it_stats_t s;
     assert_true(it_stats(it, &s) == 0);
-    assert_int_equal(s.worker_credit[0], 1);
+    assert_int_equal(s.worker[0].credit, 1);
     s_warm_up(it, 50);
 
     /* Stopped, it cannot take the jobs that come now: the broker leases it
@@ -314,7 +314,7 @@ static void test_auto_worker_of_short_jobs_holds_several(void **state)
         s_noop_job(it);
     uint64_t cap = S_AUTO_CAP;
     assert_true(it_wait_stats(it, it_leased_is, &cap, IT_WAIT_MS, &s) >= 0);
-    assert_int_equal(s.worker_leased[0], S_AUTO_CAP);
+    assert_int_equal(s.worker[0].leased, S_AUTO_CAP);
     assert_int_equal(s.ready, S_STOPPED_JOBS - S_AUTO_CAP);
     it_signal(worker, SIGCONT);
     uint64_t all = 50 + S_STOPPED_JOBS;

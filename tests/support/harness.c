@@ -432,12 +432,6 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value)
     msgpack_pack_uint64(&pk, value);
 }
 
-static uint64_t s_u64(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = oq_proto_map_get(map, key);
-    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
-}
-
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
 {
     msgpack_sbuffer buf;
@@ -488,49 +482,30 @@ int it_stats(it_t *self, it_stats_t *s)
     oq_msg_t reply;
     if (it_stats_reply(self, &reply, S_CALL_MS) < 0)
         return -1;
-    const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
-    for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
-        const msgpack_object *q = &queues->via.array.ptr[i];
-        const msgpack_object *name = oq_proto_map_get(q, "name");
-        if (!name || !oq_str_eq((oq_str_t){name->via.str.ptr, name->via.str.size}, "default"))
-            continue;
-        s->ready = s_u64(q, "ready");
-        s->delayed = s_u64(q, "delayed");
-        s->leased = s_u64(q, "leased");
-        s->failed = s_u64(q, "failed");
-        s->dispatched = s_u64(q, "dispatched");
-        s->done = s_u64(q, "done");
-        s->retried = s_u64(q, "retried");
-        s->redelivered = s_u64(q, "redelivered");
-        s->late_acks = s_u64(q, "late_acks");
-        s->ignored_acks = s_u64(q, "ignored_acks");
-        s->duplicates = s_u64(q, "duplicates");
-        s->review = s_u64(q, "review");
-        s->waiting = s_u64(q, "waiting");
-        s->returned = s_u64(q, "returned");
-    }
-    const msgpack_object *types = oq_proto_map_get(&reply.root, "types");
-    for (uint32_t i = 0; self->stats_type && types && i < types->via.array.size; i++) {
-        const msgpack_object *t = &types->via.array.ptr[i];
-        const msgpack_object *name = oq_proto_map_get(t, "name");
-        if (!name ||
-            !oq_str_eq((oq_str_t){name->via.str.ptr, name->via.str.size}, self->stats_type))
-            continue;
-        s->type_done = s_u64(t, "done");
-        s->type_applied = s_u64(t, "applied");
-        s->type_duplicates = s_u64(t, "duplicates");
-        s->type_failed = s_u64(t, "failed");
-    }
-    const msgpack_object *workers = oq_proto_map_get(&reply.root, "workers");
-    for (uint32_t i = 0; workers && i < workers->via.array.size && i < IT_MAX_WORKERS; i++) {
-        s->worker_pid[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "pid");
-        s->worker_leased[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "leased");
-        s->worker_credit[i] = (uint32_t)s_u64(&workers->via.array.ptr[i], "credit");
-        s->workers++;
-    }
+    const msgpack_object *q = oq_statsr_entry(&reply.root, "queues", "default");
+    s->ready = oq_statsr_u64(q, "ready");
+    s->delayed = oq_statsr_u64(q, "delayed");
+    s->leased = oq_statsr_u64(q, "leased");
+    s->failed = oq_statsr_u64(q, "failed");
+    s->dispatched = oq_statsr_u64(q, "dispatched");
+    s->done = oq_statsr_u64(q, "done");
+    s->retried = oq_statsr_u64(q, "retried");
+    s->redelivered = oq_statsr_u64(q, "redelivered");
+    s->late_acks = oq_statsr_u64(q, "late_acks");
+    s->ignored_acks = oq_statsr_u64(q, "ignored_acks");
+    s->duplicates = oq_statsr_u64(q, "duplicates");
+    s->review = oq_statsr_u64(q, "review");
+    s->waiting = oq_statsr_u64(q, "waiting");
+    s->returned = oq_statsr_u64(q, "returned");
+    const msgpack_object *t = oq_statsr_entry(&reply.root, "types", self->stats_type);
+    s->type_done = oq_statsr_u64(t, "done");
+    s->type_applied = oq_statsr_u64(t, "applied");
+    s->type_duplicates = oq_statsr_u64(t, "duplicates");
+    s->type_failed = oq_statsr_u64(t, "failed");
+    oq_statsr_workers(&reply.root, s->worker, &s->workers, IT_MAX_WORKERS);
     const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
-    s->unknown_acks = s_u64(broker, "unknown_acks");
-    s->workers_unavailable = s_u64(broker, "workers_unavailable");
+    s->unknown_acks = oq_statsr_u64(broker, "unknown_acks");
+    s->workers_unavailable = oq_statsr_u64(broker, "workers_unavailable");
     oq_proto_msg_release(&reply);
     return 0;
 }

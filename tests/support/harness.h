@@ -25,6 +25,7 @@
 
 #include "onceq/keys.h"
 #include "onceq/proto.h"
+#include "stats_reader.h"
 
 #define IT_MAX_PROCS   32
 #define IT_MAX_WORKERS 64
@@ -77,9 +78,7 @@ typedef struct {
     uint64_t workers_unavailable; /* connected workers paused (status unavailable) */
     uint64_t type_done, type_applied, type_duplicates, type_failed; /* of it->stats_type */
     size_t workers;
-    uint32_t worker_pid[IT_MAX_WORKERS];
-    uint32_t worker_leased[IT_MAX_WORKERS];
-    uint32_t worker_credit[IT_MAX_WORKERS]; /* jobs the broker may still send it */
+    oq_statsr_worker_t worker[IT_MAX_WORKERS]; /* the first page */
 } it_stats_t;
 
 /* A new fixture: temp dir, two free loopback ports, a ZeroMQ context. */
