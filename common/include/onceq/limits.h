@@ -123,6 +123,26 @@
    descriptors and a burst of accepts in flight, so that accept() never
    fails with EMFILE (libzmq would spin on it). */
 #define OQ_FD_RESERVE 64
+/* Handshakes (broker/conns.h). libzmq drops a connection whose ZMTP
+   handshake (the greeting; with CURVE, HELLO to INITIATE and the ZAP
+   answer) has not finished HANDSHAKE_MS after it began
+   (--handshake-timeout-ms; libzmq's own default is 30 s, long enough for
+   idle connections to hold every descriptor). A connection counts as in
+   its handshake until its first message, or until HANDSHAKE_MS plus
+   HANDSHAKE_SLACK_MS (libzmq's timer starts a little after the accept) have
+   passed. Of those, one source address (an IPv4 address, an IPv6 /64) may
+   hold PER_ADDR (--max-handshakes-per-ip), and all together at most one
+   connection cap in SHARE_DIVISOR and never more than OQ_MAX_HANDSHAKES:
+   at that bound the oldest is dropped for the new one, so the rest of the
+   cap stays with peers past their handshake. */
+#define OQ_DEFAULT_HANDSHAKE_MS        5000
+#define OQ_MIN_HANDSHAKE_MS            100
+#define OQ_MAX_HANDSHAKE_MS            60000
+#define OQ_HANDSHAKE_SLACK_MS          1000
+#define OQ_DEFAULT_HANDSHAKES_PER_ADDR 32
+#define OQ_MAX_HANDSHAKES              4096
+#define OQ_HANDSHAKE_SHARE_DIVISOR     2
+#define OQ_IPV6_SOURCE_PREFIX_BYTES    8 /* a /64: what one IPv6 host commonly holds */
 
 /* Authentication (CURVE and ZAP; docs/operations.md). */
 #define OQ_MAX_KEYS 65536 /* public keys allowed, over every role */
