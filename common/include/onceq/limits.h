@@ -84,13 +84,17 @@
 /* The /metrics endpoint (--metrics): the loop renders the text at most
    every RENDER_MS, and waits at least RENDER_SPACING times as long as the
    last rendering took (a broker with many queues spends at most 2% of its
-   time on it); the HTTP thread takes MAX_CONNS connections at most, drops
-   a silent one after TIMEOUT_S, and queues BACKLOG pending accepts. */
-#define OQ_METRICS_RENDER_MS      250
-#define OQ_METRICS_RENDER_SPACING 50
-#define OQ_METRICS_MAX_CONNS      16
-#define OQ_METRICS_TIMEOUT_S      10
-#define OQ_METRICS_BACKLOG        16
+   time on it); the HTTP thread takes MAX_CONNS connections at most (they
+   are the broker's descriptors too: within OQ_FD_RESERVE), MAX_CONNS_PER_IP
+   of them from one address (so slow clients from one place cannot hold
+   every slot), drops a silent one after TIMEOUT_S, and queues BACKLOG
+   pending accepts. */
+#define OQ_METRICS_RENDER_MS        250
+#define OQ_METRICS_RENDER_SPACING   50
+#define OQ_METRICS_MAX_CONNS        16
+#define OQ_METRICS_MAX_CONNS_PER_IP 4
+#define OQ_METRICS_TIMEOUT_S        5
+#define OQ_METRICS_BACKLOG          16
 /* Lease tokens (fenced acks): the 128-bit secret kept in the data dir. */
 #define OQ_LEASE_KEY_FILE  "lease.key"
 #define OQ_LEASE_KEY_BYTES 16
