@@ -12,8 +12,15 @@
     address, so one address cannot take the descriptors the others need,
     and libzmq drops an unfinished handshake after --handshake-timeout-ms.
 
+    The same flood spread over S_MANY_SOURCES addresses, each under its
+    limit and together over the cap, leaves them answered too: the oldest
+    connection in its handshake gives way to a new one.
+
+    And one idle connection alone is dropped once the default handshake
+    timeout has passed, where libzmq alone kept it for 30 s.
+
     Bounded: S_ATTACK_MS of attack at most, S_MAX_REOPENS reopened
-    connections at most. */
+    connections at most, S_DROP_MS of waiting for the drop. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,23 +39,30 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "onceq/limits.h"
 
-#define S_NOFILE          "256" /* the broker's open-file limit */
-#define S_IDLE_CONNS      400   /* idle connections held: more than the broker can take */
-#define S_MAX_REOPENS     20000
-#define S_REOPENS_PER_S   500  /* the finding's attacker reopened about 330 a second */
-#define S_WARMUP_MS       1500 /* the attack runs this long before the first producer */
-#define S_PRODUCERS       6
-#define S_PRODUCER_GAP_MS 300
-#define S_PING_MS         5000 /* a fresh producer's ping is answered within this */
-#define S_ATTACK_MS       (S_WARMUP_MS + S_PRODUCERS * (S_PING_MS + S_PRODUCER_GAP_MS))
-#define S_POLL_MS         20
-#define S_ATTACKER_ADDR   "127.0.0.1"
-#define S_PRODUCER_ADDR   "127.0.0.2"
+#define S_NOFILE            "256" /* the broker's open-file limit */
+#define S_IDLE_CONNS        400   /* idle connections held: more than the broker can take */
+#define S_MAX_REOPENS       20000
+#define S_REOPENS_PER_S     500  /* the finding's attacker reopened about 330 a second */
+#define S_WARMUP_MS         1500 /* the attack runs this long before the first producer */
+#define S_PRODUCERS         6
+#define S_PRODUCER_GAP_MS   300
+#define S_PING_MS           5000 /* a fresh producer's ping is answered within this */
+#define S_ATTACK_MS         (S_WARMUP_MS + S_PRODUCERS * (S_PING_MS + S_PRODUCER_GAP_MS))
+#define S_POLL_MS           20
+#define S_DROP_MS           (OQ_DEFAULT_HANDSHAKE_MS + 10000) /* libzmq's own default is 30 s */
+#define S_DROP_EARLY_MS     500 /* the broker may start its timer before this test's clock */
+#define S_ATTACKER_ADDR     "127.0.0.1"
+#define S_LOOPBACK_NET      0x7f000000u
+#define S_MANY_SOURCES      20 /* the flood from many addresses: 127.0.0.10 to .29 */
+#define S_MANY_SOURCES_FROM 9  /* each under the limit per address, together over the cap */
+#define S_PRODUCER_ADDR     "127.0.0.2"
 
 typedef struct {
     int fds[S_IDLE_CONNS];
     int port;
+    int sources; /* 0: every connection from 127.0.0.1; else from this many others */
     int64_t started_ms;
     unsigned long reopened;
 } s_attack_t;
@@ -59,12 +73,20 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-/* A non-blocking connection from S_ATTACKER_ADDR that will never speak. */
-static int s_idle_conn(int port)
+/* A non-blocking connection to 127.0.0.1:port from 127.0.0.1 (source 0)
+   or from 127.0.0.(S_MANY_SOURCES_FROM + source), that will never speak. */
+static int s_idle_conn(int port, int source)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    from.sin_addr.s_addr =
+        htonl(source ? S_LOOPBACK_NET | (uint32_t)(S_MANY_SOURCES_FROM + source) : INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&from, sizeof from) < 0) {
+        close(fd);
+        return -1;
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, S_ATTACKER_ADDR, &a.sin_addr);
     connect(fd, (struct sockaddr *)&a, sizeof a); /* EINPROGRESS: completes by itself */
@@ -98,7 +120,7 @@ static void s_reopen_dropped(s_attack_t *attack, const zmq_pollitem_t *items)
         attack->fds[i] = -1; /* poll skips it until it is opened again */
         if (attack->reopened >= S_MAX_REOPENS || (int64_t)attack->reopened >= budget)
             continue;
-        attack->fds[i] = s_idle_conn(attack->port);
+        attack->fds[i] = s_idle_conn(attack->port, attack->sources ? i % attack->sources + 1 : 0);
         attack->reopened++;
     }
 }
@@ -144,9 +166,11 @@ static bool s_attack_while(s_attack_t *attack, void *sock, int wait_ms)
     return false;
 }
 
-static void test_fresh_producers_are_answered_while_idle_connections_flood(void **state)
+/* Flood the broker (under S_NOFILE) with idle connections from 127.0.0.1
+   (sources 0) or from that many other addresses, and ping it from fresh
+   producers on S_PRODUCER_ADDR meanwhile: how many were answered. */
+static int s_flood(it_t *it, int sources)
 {
-    it_t *it = *state;
     /* This process holds the idle connections: give it room. */
     struct rlimit rl;
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -164,9 +188,10 @@ static void test_fresh_producers_are_answered_while_idle_connections_flood(void 
     assert_int_equal(it_wait_log(it, "broker", "serving:", 1, IT_WAIT_MS), 0);
     assert_int_equal(it_log_count(it, "broker", "open-file limit " S_NOFILE " (was"), 1);
 
-    s_attack_t attack = {.port = atoi(strrchr(it->front, ':') + 1), .started_ms = it_now_ms()};
+    s_attack_t attack = {
+        .port = atoi(strrchr(it->front, ':') + 1), .sources = sources, .started_ms = it_now_ms()};
     for (int i = 0; i < S_IDLE_CONNS; i++)
-        attack.fds[i] = s_idle_conn(attack.port);
+        attack.fds[i] = s_idle_conn(attack.port, sources ? i % sources + 1 : 0);
     s_attack_while(&attack, NULL, S_WARMUP_MS);
 
     char endpoint[128];
@@ -193,10 +218,48 @@ static void test_fresh_producers_are_answered_while_idle_connections_flood(void 
     for (int i = 0; i < S_IDLE_CONNS; i++)
         if (attack.fds[i] >= 0)
             close(attack.fds[i]);
-    print_message("fresh producers answered within %d ms: %d of %d (slowest %lld ms); idle "
-                  "connections reopened: %lu\n",
-                  S_PING_MS, answered, S_PRODUCERS, (long long)worst_ms, attack.reopened);
-    assert_int_equal(answered, S_PRODUCERS);
+    print_message("idle connections from %d address(es): fresh producers answered within %d ms: "
+                  "%d of %d (slowest %lld ms); idle connections reopened: %lu\n",
+                  sources ? sources : 1, S_PING_MS, answered, S_PRODUCERS, (long long)worst_ms,
+                  attack.reopened);
+    return answered;
+}
+
+static void test_fresh_producers_are_answered_while_idle_connections_flood(void **state)
+{
+    assert_int_equal(s_flood(*state, 0), S_PRODUCERS);
+}
+
+/* Each address under its limit, together more than the cap: connections
+   still in their handshake give way to new ones. */
+static void test_fresh_producers_are_answered_while_many_addresses_flood(void **state)
+{
+    it_t *it = *state;
+    assert_true(S_IDLE_CONNS / S_MANY_SOURCES < OQ_DEFAULT_HANDSHAKES_PER_ADDR);
+    assert_int_equal(s_flood(it, S_MANY_SOURCES), S_PRODUCERS);
+    assert_true(it_log_count(it, "broker", "dropping connections still in their handshake") > 0);
+}
+
+/* An idle connection is dropped once the default handshake timeout has
+   passed, where libzmq alone keeps it 30 s. */
+static void test_idle_connection_is_dropped_after_the_handshake_timeout(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, (const char *[]){"--no-journal", NULL}) > 0);
+    int64_t start = it_now_ms();
+    int fd = s_idle_conn(atoi(strrchr(it->front, ':') + 1), 0);
+    assert_true(fd >= 0);
+    bool dropped = false;
+    while (!dropped && it_now_ms() - start < S_DROP_MS) {
+        zmq_pollitem_t item = {.fd = fd, .events = ZMQ_POLLIN};
+        if (zmq_poll(&item, 1, S_POLL_MS) > 0)
+            dropped = s_dropped(fd, item.revents);
+    }
+    int64_t took_ms = it_now_ms() - start;
+    close(fd);
+    print_message("idle connection dropped after %lld ms\n", (long long)took_ms);
+    assert_true(dropped);
+    assert_true(took_ms >= OQ_DEFAULT_HANDSHAKE_MS - S_DROP_EARLY_MS);
 }
 
 int main(void)
@@ -204,6 +267,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             test_fresh_producers_are_answered_while_idle_connections_flood, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_fresh_producers_are_answered_while_many_addresses_flood, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connection_is_dropped_after_the_handshake_timeout,
+                                        s_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
