@@ -458,26 +458,6 @@ void oq_conns_spoke(oq_conns_t *self, int fd)
     s_unlink(self, fd);
 }
 
-size_t oq_conns_handshaking(const oq_conns_t *self)
-{
-    return self->handshaking;
-}
-
-size_t oq_conns_max_handshaking(const oq_conns_t *self)
-{
-    return self->max_handshaking;
-}
-
-unsigned long long oq_conns_refused_source(const oq_conns_t *self)
-{
-    return self->refused_source;
-}
-
-unsigned long long oq_conns_evicted(const oq_conns_t *self)
-{
-    return self->evicted;
-}
-
 void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx)
 {
     self->watch = fn;

@@ -78,16 +78,6 @@ unsigned long long oq_conns_refused(const oq_conns_t *self);
    handshake is over. */
 void oq_conns_spoke(oq_conns_t *self, int fd);
 
-/* Connections in their handshake now, and the most of them allowed. */
-size_t oq_conns_handshaking(const oq_conns_t *self);
-size_t oq_conns_max_handshaking(const oq_conns_t *self);
-
-/* Since start: connections shut down because their source address had
-   max_handshakes_per_addr in their handshake, and connections dropped
-   while in their handshake to make room for a new one. */
-unsigned long long oq_conns_refused_source(const oq_conns_t *self);
-unsigned long long oq_conns_evicted(const oq_conns_t *self);
-
 /* Call fn(ctx, fd) for every descriptor accepted or closed from now on,
    as the events are read: whatever was known about a connection on fd is
    stale. One watcher; NULL stops watching. */
