@@ -77,7 +77,8 @@ struct oq_conns {
     int64_t handshake_ms;      /* then a connection is past its handshake, or closed */
     oq_throttle_t *source_log; /* refusals for a source said once a minute per source */
     int64_t evict_logged_ms;   /* the last eviction said, or -1 */
-    unsigned long long refused_source, evicted;
+    int64_t crowded_logged_ms; /* the last refusal for want of handshake room said, or -1 */
+    unsigned long long refused_source, refused_crowded, evicted;
 };
 
 /* Descriptors open in this process now. */
@@ -108,6 +109,7 @@ oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count,
     self->per_source = config->max_handshakes_per_addr;
     self->handshake_ms = config->handshake_ms;
     self->evict_logged_ms = -1;
+    self->crowded_logged_ms = -1;
     self->source_log = oq_throttle_new(S_LOG_SOURCES, OQ_AUTH_LOG_INTERVAL_MS);
     if (!self->source_log) {
         free(self);
@@ -283,11 +285,14 @@ static size_t s_count_from(const oq_conns_t *self, const uint8_t *source, size_t
     return n;
 }
 
-/* Drop the oldest connection in its handshake; false if there is none. */
+/* Drop the oldest connection in its handshake; false if there is none
+   past its grace. A younger one may have finished its handshake with its
+   first message still unread in this turn: dropped, it would lose the
+   answer to that message. */
 static bool s_evict_oldest(oq_conns_t *self, int64_t now)
 {
     int fd = self->head;
-    if (fd == S_NONE)
+    if (fd == S_NONE || now - self->by_fd[fd].accepted_ms < OQ_HANDSHAKE_GRACE_MS)
         return false;
     s_unlink(self, fd);
     oq_conns_shutdown(self, fd);
@@ -300,6 +305,20 @@ static bool s_evict_oldest(oq_conns_t *self, int64_t now)
         self->evict_logged_ms = now;
     }
     return true;
+}
+
+/* A connection that finds as many in their handshake as may be, all in
+   their grace: shut down, said once a minute. */
+static void s_refuse_crowded(oq_conns_t *self, int fd, int64_t now)
+{
+    oq_conns_shutdown(self, fd);
+    self->refused_crowded++;
+    if (self->crowded_logged_ms >= 0 && now - self->crowded_logged_ms < OQ_AUTH_LOG_INTERVAL_MS)
+        return;
+    oq_warn("refusing new peers for now: %zu connections are in their handshake, the most there "
+            "may be, none older than %d ms (%llu refused so far; logged once a minute)",
+            self->handshaking, OQ_HANDSHAKE_GRACE_MS, self->refused_crowded);
+    self->crowded_logged_ms = now;
 }
 
 /* A connection from a source at its cap: shut down, said once a minute
@@ -339,8 +358,12 @@ static s_verdict_t s_handshake_begin(oq_conns_t *self, int fd)
         return S_REFUSED;
     }
     if ((self->open > self->max || self->handshaking >= self->max_handshaking) &&
-        !s_evict_oldest(self, now) && self->open > self->max)
-        return S_OVER_CAP;
+        !s_evict_oldest(self, now)) {
+        if (self->open > self->max)
+            return S_OVER_CAP;
+        s_refuse_crowded(self, fd, now);
+        return S_REFUSED;
+    }
     s_conn_t *c = s_slot(self, fd);
     if (!c)
         return S_ADMITTED;

@@ -23,7 +23,9 @@
     (OQ_HANDSHAKE_SHARE_DIVISOR, at most OQ_MAX_HANDSHAKES); past it, and
     at the cap, the oldest of them is dropped to take the new one, so a
     flood from many addresses still lets a new peer in and never touches
-    a peer past its handshake.
+    a peer past its handshake. None is dropped in its first
+    OQ_HANDSHAKE_GRACE_MS, whose first message may wait unread in this
+    turn; when all are that young the new one is refused.
 
     The per-role limits (peers.h) learn from here when a descriptor opens
     or closes (oq_conns_watch), and refuse a connection through here. */

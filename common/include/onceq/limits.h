@@ -138,11 +138,14 @@
    hold PER_ADDR (--max-handshakes-per-ip), and all together at most one
    connection cap in SHARE_DIVISOR and never more than OQ_MAX_HANDSHAKES:
    at that bound the oldest is dropped for the new one, so the rest of the
-   cap stays with peers past their handshake. */
+   cap stays with peers past their handshake. None is dropped for room in
+   its first GRACE_MS (its first message may wait unread: far longer than
+   a loop turn takes): if all are that young, the new one is refused. */
 #define OQ_DEFAULT_HANDSHAKE_MS        5000
 #define OQ_MIN_HANDSHAKE_MS            100
 #define OQ_MAX_HANDSHAKE_MS            60000
 #define OQ_HANDSHAKE_SLACK_MS          1000
+#define OQ_HANDSHAKE_GRACE_MS          100
 #define OQ_DEFAULT_HANDSHAKES_PER_ADDR 32
 #define OQ_MAX_HANDSHAKES              4096
 #define OQ_HANDSHAKE_SHARE_DIVISOR     2
