@@ -133,6 +133,8 @@ oq_broker_config_t oq_broker_config_default(void)
         .back_endpoint = OQ_DEFAULT_BACK_ENDPOINT,
         .heartbeat_ms = OQ_DEFAULT_HEARTBEAT_MS,
         .liveness = OQ_DEFAULT_LIVENESS,
+        .handshake_ms = OQ_DEFAULT_HANDSHAKE_MS,
+        .max_handshakes_per_addr = OQ_DEFAULT_HANDSHAKES_PER_ADDR,
         .engine = oq_engine_config_default(),
         .journal = {.dir = OQ_DEFAULT_DATA_DIR,
                     .fsync = OQ_FSYNC_ALWAYS,
@@ -170,9 +172,11 @@ static void s_on_signal(int sig)
 }
 
 /* A ROUTER socket bound to endpoint; a CURVE server with the broker's
-   pair if keys is not NULL, its handshakes sent to ZAP as domain. */
+   pair if keys is not NULL, its handshakes sent to ZAP as domain. A peer
+   that has not finished its handshake within handshake_ms is dropped
+   (conns.h). */
 static void *s_bind(void *ctx, const char *endpoint, const oq_keystore_t *keys, const char *domain,
-                    char *reason, size_t reason_len)
+                    int handshake_ms, char *reason, size_t reason_len)
 {
     void *sock = zmq_socket(ctx, ZMQ_ROUTER);
     int one = 1, zero = 0;
@@ -182,6 +186,8 @@ static void *s_bind(void *ctx, const char *endpoint, const oq_keystore_t *keys, 
     zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+    if (zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms) < 0)
+        goto fail;
     if (keys) {
         const char *secret = oq_keystore_broker(keys)->secret_z85;
         if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) < 0 ||
@@ -424,10 +430,10 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     oq_engine_hooks_t hooks = {s_changed, self};
     oq_engine_set_hooks(self->engine, &hooks);
     if (s_auth_start(self, reason, reason_len) < 0 ||
-        !(self->front =
-              s_bind(self->ctx, config->front_endpoint, self->keys, "front", reason, reason_len)) ||
-        !(self->back =
-              s_bind(self->ctx, config->back_endpoint, self->keys, "back", reason, reason_len))) {
+        !(self->front = s_bind(self->ctx, config->front_endpoint, self->keys, "front",
+                               config->handshake_ms, reason, reason_len)) ||
+        !(self->back = s_bind(self->ctx, config->back_endpoint, self->keys, "back",
+                              config->handshake_ms, reason, reason_len))) {
         oq_broker_destroy(&self);
         return NULL;
     }
@@ -438,7 +444,10 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
         return NULL;
     }
     void *const listening[] = {self->front, self->back};
-    self->conns = oq_conns_new(self->ctx, listening, 2, config->max_conns);
+    oq_conns_config_t conns = {.max_conns = config->max_conns,
+                               .max_handshakes_per_addr = config->max_handshakes_per_addr,
+                               .handshake_ms = config->handshake_ms};
+    self->conns = oq_conns_new(self->ctx, listening, 2, &conns, clock);
     if (!self->conns)
         oq_warn("connections are not counted: new peers are not refused before the open-file "
                 "limit");
@@ -1335,6 +1344,8 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
             zmq_msg_close(&body);
             continue;
         }
+        if (self->conns) /* its handshake is over (conns.h) */
+            oq_conns_spoke(self->conns, zmq_msg_get(&body, ZMQ_SRCFD));
         uint8_t key[OQ_KEY_BYTES] = {0};
         const char *key_name = "";
         oq_role_t role = OQ_ROLE_NONE;

@@ -42,8 +42,10 @@ typedef struct {
     const char *keys_dir;
     bool insecure;
     bool insecure_remote;
-    size_t max_conns;     /* connections at most, both sockets; 0: the open-file limit's */
-    size_t max_producers; /* connections of each role at most (with keys) */
+    size_t max_conns; /* connections at most, both sockets; 0: the open-file limit's */
+    int handshake_ms; /* an unfinished handshake is dropped after this (conns.h) */
+    size_t max_handshakes_per_addr; /* in their handshake from one source address; 0: no cap */
+    size_t max_producers;           /* connections of each role at most (with keys) */
     size_t max_workers;
     size_t max_admins;
     const char *metrics_addr; /* serve GET /metrics on IP:PORT (metrics_http.h); NULL: off */

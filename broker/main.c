@@ -112,8 +112,9 @@ int main(int argc, char **argv)
     static s_queues_t queues;
     static const char *const fsyncs[] = {"always", "batch", "off", NULL};
     oq_log_level_t level = OQ_LOG_INFO;
-    uint32_t heartbeat_ms = 0, liveness = 0, fsync_interval_ms = 0;
-    uint64_t max_jobs = 0, max_conns = 0, max_producers = 0, max_workers = 0, max_admins = 0;
+    uint32_t heartbeat_ms = 0, liveness = 0, fsync_interval_ms = 0, handshake_ms = 0;
+    uint64_t max_jobs = 0, max_conns = 0, max_producers = 0, max_workers = 0, max_admins = 0,
+             max_handshakes = 0;
     int fsync = 0;
     bool help = false, version = false;
     char def_retry_after[S_DEFAULT_LEN], def_timeout[S_DEFAULT_LEN], def_margin[S_DEFAULT_LEN],
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
         def_fsync_interval[S_DEFAULT_LEN], def_compact_min[S_DEFAULT_LEN],
         def_compact_ratio[S_DEFAULT_LEN], def_reserve[S_DEFAULT_LEN], def_dedupe[S_DEFAULT_LEN],
         def_producers[S_DEFAULT_LEN], def_workers[S_DEFAULT_LEN], def_admins[S_DEFAULT_LEN],
+        def_handshake[S_DEFAULT_LEN], def_handshakes[S_DEFAULT_LEN],
         help_max_bytes[S_DEFAULT_LEN * 2];
     snprintf(def_retry_after, sizeof def_retry_after, "%d", OQ_DEFAULT_RETRY_AFTER_MS / 1000);
     snprintf(def_timeout, sizeof def_timeout, "%d", OQ_DEFAULT_TIMEOUT_MS / 1000);
@@ -147,6 +149,8 @@ int main(int argc, char **argv)
     snprintf(def_producers, sizeof def_producers, "%d", OQ_DEFAULT_MAX_PRODUCERS);
     snprintf(def_workers, sizeof def_workers, "%d", OQ_DEFAULT_MAX_WORKER_CONNS);
     snprintf(def_admins, sizeof def_admins, "%d", OQ_DEFAULT_MAX_ADMINS);
+    snprintf(def_handshake, sizeof def_handshake, "%d", OQ_DEFAULT_HANDSHAKE_MS);
+    snprintf(def_handshakes, sizeof def_handshakes, "%d", OQ_DEFAULT_HANDSHAKES_PER_ADDR);
 
     const oq_flag_t flags[] = {
         {.kind = OQ_FLAG_SECTION, .help = "options (environment variable in brackets):"},
@@ -298,6 +302,25 @@ int main(int argc, char **argv)
          .dest = &max_conns,
          .help = "connections at most, both sockets, authenticated or not; a peer over it "
                  "is disconnected at once"},
+        {.name = "handshake-timeout-ms",
+         .env = "ONCEQ_HANDSHAKE_TIMEOUT_MS",
+         .kind = OQ_FLAG_MS,
+         .arg = "N",
+         .min = OQ_MIN_HANDSHAKE_MS,
+         .max = OQ_MAX_HANDSHAKE_MS,
+         .def = def_handshake,
+         .dest = &handshake_ms,
+         .help = "a connection that has not finished its handshake (greeting, CURVE) by then "
+                 "is dropped"},
+        {.name = "max-handshakes-per-ip",
+         .env = "ONCEQ_MAX_HANDSHAKES_PER_IP",
+         .kind = OQ_FLAG_UINT,
+         .arg = "N",
+         .max = OQ_MAX_HANDSHAKES,
+         .def = def_handshakes,
+         .dest = &max_handshakes,
+         .help = "connections from one address (IPv6: one /64) still in their handshake at "
+                 "most; one more is disconnected at once; 0: no such limit"},
         {.name = "max-producers",
          .env = "ONCEQ_MAX_PRODUCERS",
          .kind = OQ_FLAG_UINT,
@@ -437,6 +460,8 @@ int main(int argc, char **argv)
     config.journal.fsync_interval_ms = fsync_interval_ms;
     oq_fsync_parse(fsyncs[fsync], &config.journal.fsync);
     config.max_conns = (size_t)max_conns;
+    config.handshake_ms = (int)handshake_ms;
+    config.max_handshakes_per_addr = (size_t)max_handshakes;
     config.max_producers = (size_t)max_producers;
     config.max_workers = (size_t)max_workers;
     config.max_admins = (size_t)max_admins;

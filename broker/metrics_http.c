@@ -3,7 +3,17 @@
     with ZMQ_CONFLATE: the loop's PUSH never blocks, and the server's PULL
     holds at most the newest text. Each socket is used by one thread only:
     the PUSH by the loop, the PULL by the server's thread (created before
-    that thread starts, closed after it stops). */
+    that thread starts, closed after it stops).
+
+    Slow clients. The polling thread waits on every connection at once and
+    the handler never waits (it takes the newest text or answers 503), so
+    a client that sends or reads slowly holds its connection, never the
+    thread. What it can hold is a slot: OQ_METRICS_MAX_CONNS of them over
+    every address, OQ_METRICS_MAX_CONNS_PER_IP from one address (a
+    connection over it is closed at once), each dropped after
+    OQ_METRICS_TIMEOUT_S without a byte. libmicrohttpd has no deadline for
+    a whole request, so a client trickling bytes keeps its slot; the limit
+    per address is what leaves the others theirs. */
 #include "metrics_http.h"
 
 #include <arpa/inet.h>
@@ -210,6 +220,7 @@ oq_metrics_http_t *oq_metrics_http_new(const char *addr, char *reason, size_t re
             (self->ipv6 ? MHD_USE_IPv6 : 0),
         0, NULL, NULL, s_handle, self, MHD_OPTION_LISTEN_SOCKET, self->fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)OQ_METRICS_MAX_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)OQ_METRICS_MAX_CONNS_PER_IP,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)OQ_METRICS_TIMEOUT_S, MHD_OPTION_END);
     if (!self->httpd) {
         snprintf(reason, reason_len, "metrics: the HTTP server did not start on %s", addr);

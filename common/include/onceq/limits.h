@@ -100,13 +100,17 @@
 /* The /metrics endpoint (--metrics): the loop renders the text at most
    every RENDER_MS, and waits at least RENDER_SPACING times as long as the
    last rendering took (a broker with many queues spends at most 2% of its
-   time on it); the HTTP thread takes MAX_CONNS connections at most, drops
-   a silent one after TIMEOUT_S, and queues BACKLOG pending accepts. */
-#define OQ_METRICS_RENDER_MS      250
-#define OQ_METRICS_RENDER_SPACING 50
-#define OQ_METRICS_MAX_CONNS      16
-#define OQ_METRICS_TIMEOUT_S      10
-#define OQ_METRICS_BACKLOG        16
+   time on it); the HTTP thread takes MAX_CONNS connections at most (they
+   are the broker's descriptors too: within OQ_FD_RESERVE), MAX_CONNS_PER_IP
+   of them from one address (so slow clients from one place cannot hold
+   every slot), drops a silent one after TIMEOUT_S, and queues BACKLOG
+   pending accepts. */
+#define OQ_METRICS_RENDER_MS        250
+#define OQ_METRICS_RENDER_SPACING   50
+#define OQ_METRICS_MAX_CONNS        16
+#define OQ_METRICS_MAX_CONNS_PER_IP 4
+#define OQ_METRICS_TIMEOUT_S        5
+#define OQ_METRICS_BACKLOG          16
 /* Lease tokens (fenced acks): the 128-bit secret kept in the data dir. */
 #define OQ_LEASE_KEY_FILE  "lease.key"
 #define OQ_LEASE_KEY_BYTES 16
@@ -155,6 +159,29 @@
    descriptors and a burst of accepts in flight, so that accept() never
    fails with EMFILE (libzmq would spin on it). */
 #define OQ_FD_RESERVE 64
+/* Handshakes (broker/conns.h). libzmq drops a connection whose ZMTP
+   handshake (the greeting; with CURVE, HELLO to INITIATE and the ZAP
+   answer) has not finished HANDSHAKE_MS after it began
+   (--handshake-timeout-ms; libzmq's own default is 30 s, long enough for
+   idle connections to hold every descriptor). A connection counts as in
+   its handshake until its first message, or until HANDSHAKE_MS plus
+   HANDSHAKE_SLACK_MS (libzmq's timer starts a little after the accept) have
+   passed. Of those, one source address (an IPv4 address, an IPv6 /64) may
+   hold PER_ADDR (--max-handshakes-per-ip), and all together at most one
+   connection cap in SHARE_DIVISOR and never more than OQ_MAX_HANDSHAKES:
+   at that bound the oldest is dropped for the new one, so the rest of the
+   cap stays with peers past their handshake. None is dropped for room in
+   its first GRACE_MS (its first message may wait unread: far longer than
+   a loop turn takes): if all are that young, the new one is refused. */
+#define OQ_DEFAULT_HANDSHAKE_MS        5000
+#define OQ_MIN_HANDSHAKE_MS            100
+#define OQ_MAX_HANDSHAKE_MS            60000
+#define OQ_HANDSHAKE_SLACK_MS          1000
+#define OQ_HANDSHAKE_GRACE_MS          100
+#define OQ_DEFAULT_HANDSHAKES_PER_ADDR 32
+#define OQ_MAX_HANDSHAKES              4096
+#define OQ_HANDSHAKE_SHARE_DIVISOR     2
+#define OQ_IPV6_SOURCE_PREFIX_BYTES    8 /* a /64: what one IPv6 host commonly holds */
 
 /* Authentication (CURVE and ZAP; docs/operations.md). */
 #define OQ_MAX_KEYS 65536 /* public keys allowed, over every role */
