@@ -39,7 +39,7 @@ struct oq_conns {
     bool accept_failed;              /* an accept failed in this episode: logged */
     unsigned long long refused;
     unsigned long long failed_accepts;
-    void (*watch)(void *ctx, int fd); /* told of every accept and close */
+    void (*watch)(void *ctx, int fd, bool open); /* told of every accept and close */
     void *watch_ctx;
 };
 
@@ -133,7 +133,7 @@ static void s_refuse(oq_conns_t *self, int fd)
 static void s_event(oq_conns_t *self, uint16_t event, uint32_t value)
 {
     if (self->watch && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
-        self->watch(self->watch_ctx, (int)value);
+        self->watch(self->watch_ctx, (int)value, event == ZMQ_EVENT_ACCEPTED);
     switch (event) {
     case ZMQ_EVENT_ACCEPTED:
         self->open++;
@@ -223,7 +223,7 @@ unsigned long long oq_conns_refused(const oq_conns_t *self)
     return self->refused;
 }
 
-void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx)
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd, bool open), void *ctx)
 {
     self->watch = fn;
     self->watch_ctx = ctx;

@@ -51,10 +51,10 @@ bool oq_conns_room(const oq_conns_t *self);
 /* Peers shut down for want of room, since start. */
 unsigned long long oq_conns_refused(const oq_conns_t *self);
 
-/* Call fn(ctx, fd) for every descriptor accepted or closed from now on,
-   as the events are read: whatever was known about a connection on fd is
-   stale. One watcher; NULL stops watching. */
-void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx);
+/* Call fn(ctx, fd, open) for every descriptor accepted (open true) or
+   closed (false) from now on, as the events are read: whatever was known
+   about a connection on fd is stale. One watcher; NULL stops watching. */
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd, bool open), void *ctx);
 
 /* Shut down the connection on fd (if fd is still a connected socket):
    libzmq sees it end and closes it. For a peer refused after it was

@@ -53,10 +53,22 @@ typedef struct {
     uint64_t max_per_peer; /* held at most from one connection */
 } oq_stats_waits_t;
 
+/* The numbers of the "replies" map: replies to producers that met a full
+   pipe and were kept for it (outbox.h), now and since start. */
+typedef struct {
+    uint64_t kept;        /* replies kept for full pipes now */
+    uint64_t kept_bytes;  /* their bytes */
+    uint64_t kept_peers;  /* the connections they are for */
+    uint64_t full_pipes;  /* replies that met a full pipe, since start */
+    uint64_t peers_cut;   /* connections cut off at the bound, since start */
+    uint64_t cut_replies; /* replies dropped with them */
+} oq_stats_replies_t;
+
 /* Append a "stats" reply for request req to buf. */
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
-                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits);
+                     const oq_stats_messages_t *messages, const oq_stats_waits_t *waits,
+                     const oq_stats_replies_t *replies);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

@@ -163,6 +163,17 @@
 /* Dispatch replies waiting for their records to be durable, at most; a
    dispatch beyond it is refused with "unavailable". */
 #define OQ_MAX_OUTBOX_REPLIES 65536
+/* Replies kept for a peer whose pipe is full (the front socket holds
+   libzmq's default 1,000 messages a peer), at most, with their identities
+   and headers: about 60 bytes a "dispatched", so some 70,000 answers for
+   one peer and 1,000,000 in all. Past either the peer holding most is cut
+   off (its connection shut down, logged and counted). While replies are
+   kept the loop tries them again after OQ_KEPT_RETRY_MIN_MS, doubling to
+   OQ_KEPT_RETRY_MAX_MS while none goes: libzmq signals no room in a pipe. */
+#define OQ_MAX_KEPT_BYTES_PER_PEER (4 * 1024 * 1024)
+#define OQ_MAX_KEPT_BYTES          (64 * 1024 * 1024)
+#define OQ_KEPT_RETRY_MIN_MS       1
+#define OQ_KEPT_RETRY_MAX_MS       100
 
 /* Dispatch ids: a repeated dispatch_id within the window gets the first job's id. */
 #define OQ_DEFAULT_DEDUPE_WINDOW_MS (3600LL * 1000)
