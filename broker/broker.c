@@ -156,6 +156,8 @@ typedef struct {
     size_t identity_len;
     int fd;         /* the connection's descriptor (ZMQ_SRCFD), -1 if unknown */
     bool delimiter; /* a REQ peer: answer behind an empty frame */
+    bool has_key;   /* with --keys: key holds the sender's */
+    uint8_t key[OQ_KEY_BYTES];
 } s_envelope_t;
 
 static volatile sig_atomic_t s_stop = 0;
@@ -351,15 +353,18 @@ static int s_auth_start(oq_broker_t *self, char *reason, size_t reason_len)
 static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch);
 
-/* conns.h: a descriptor opened or closed; its binding is stale, and
-   replies kept for a connection that closed have nobody to read them. */
+/* conns.h: a descriptor opened or closed; its binding is stale, and the
+   replies kept and the waits held for a connection that closed have
+   nobody to read them. */
 static void s_forget_fd(void *ctx, int fd, bool open)
 {
     oq_broker_t *self = ctx;
     if (self->peers)
         oq_peers_forget(self->peers, fd);
-    if (!open)
+    if (!open) {
         oq_outbox_forget_fd(self->outbox, fd);
+        oq_waiters_drop_fd(self->waiters, fd);
+    }
 }
 
 static void s_cut_peer(void *ctx, const void *identity, size_t identity_len, int fd, size_t replies,
@@ -380,7 +385,8 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     self->engine = oq_engine_new(&config->engine, clock);
     self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES, s_cut_peer, self);
     self->kept_retry_ms = OQ_KEPT_RETRY_MIN_MS;
-    self->waiters = oq_waiters_new(OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, clock);
+    self->waiters =
+        oq_waiters_new(OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, OQ_MAX_WAITERS_PER_KEY, clock);
     self->ctx = zmq_ctx_new();
     if (!self->engine || !self->outbox || !self->waiters || !self->ctx) {
         snprintf(reason, reason_len, "out of memory");
@@ -595,6 +601,7 @@ static int s_recv(oq_broker_t *self, void *sock, s_envelope_t *env, zmq_msg_t *b
     /* The first frame is the identity the ROUTER socket put there. */
     env->identity_len = zmq_msg_size(&frame);
     env->fd = -1;
+    env->has_key = false;
     if (env->identity_len > S_MAX_IDENTITY)
         env->identity_len = S_MAX_IDENTITY;
     memcpy(env->identity, zmq_msg_data(&frame), env->identity_len);
@@ -849,17 +856,17 @@ static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, c
    producer's resend with the same dispatch_id finds the job. */
 static void s_wait_answer(oq_broker_t *self, const oq_waiter_view_t *w)
 {
-    if (oq_outbox_add(self->outbox, s_appended(self), w->req, w->identity, w->identity_len, -1,
+    if (oq_outbox_add(self->outbox, s_appended(self), w->req, w->identity, w->identity_len, w->fd,
                       w->delimiter, self->wait_out.data, self->wait_out.size) < 0) {
         if (w->confirms) {
             s_envelope_t env = {
-                .identity_len = w->identity_len, .fd = -1, .delimiter = w->delimiter};
+                .identity_len = w->identity_len, .fd = w->fd, .delimiter = w->delimiter};
             memcpy(env.identity, w->identity, w->identity_len);
             s_reply_error(self, self->front, &env, w->req, OQ_ERR_UNAVAILABLE,
                           "too many replies wait for the journal to confirm the job's dispatch; "
                           "send it again with the same dispatch_id");
         } else {
-            oq_outbox_send(self->outbox, w->identity, w->identity_len, -1, w->delimiter,
+            oq_outbox_send(self->outbox, w->identity, w->identity_len, w->fd, w->delimiter,
                            self->wait_out.data, self->wait_out.size, s_outbox_send, self);
         }
     }
@@ -890,7 +897,7 @@ static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
         s_wait_answer(self, w);
         return;
     }
-    if (oq_outbox_send(self->outbox, w->identity, w->identity_len, -1, w->delimiter,
+    if (oq_outbox_send(self->outbox, w->identity, w->identity_len, w->fd, w->delimiter,
                        self->wait_out.data, self->wait_out.size, s_outbox_send, self) < 0)
         oq_debug("a waiter for job %llu went away before its timeout",
                  (unsigned long long)w->job_id);
@@ -945,15 +952,21 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
    grow, and the journal keeps the next one, so below it an id not held is
    a job that completed, unless it is remembered as cancelled or deleted
    from the failed store. confirms: the wait of a dispatch (s_dispatch),
-   whose every answer goes through the outbox. 0 once answered or held, -1
-   if not (answered with an error, unless confirms). */
+   whose every answer goes through the outbox. A wait read after its
+   connection closed is not held: nobody is there to answer (its
+   connection's other waits went at the close, s_forget_fd). 0 once
+   answered or held, -1 if not (answered with an error, unless
+   confirms). */
 static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id,
                       int64_t wait_ms, bool confirms)
 {
     char reason[256];
     oq_job_view_t view;
     s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
-    oq_waiter_view_t now = {id, req, env->identity, env->identity_len, env->delimiter, confirms};
+    oq_waiter_view_t now = {id,      req, env->identity, env->identity_len, env->fd, env->delimiter,
+                            confirms};
+    oq_waiter_owner_t owner = {env->identity, env->identity_len, env->fd,
+                               env->has_key ? env->key : NULL, env->delimiter};
     if (oq_engine_job_view(self->engine, id, &view) == 0) {
         if (view.state == OQ_STATE_FAILED || view.state == OQ_STATE_REVIEW) {
             ended.state = view.state == OQ_STATE_FAILED ? OQ_WAIT_FAILED : OQ_WAIT_REVIEW;
@@ -961,9 +974,13 @@ static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
         } else if (wait_ms == 0) {
             s_answer_pending(self, &now);
             return 0;
+        } else if (self->conns && oq_conns_closed(self->conns, env->fd)) {
+            oq_debug("a wait for job %llu came from a connection that has closed: not held",
+                     (unsigned long long)id);
+            return 0;
         } else {
-            if (oq_waiters_add(self->waiters, id, wait_ms, env->identity, env->identity_len,
-                               env->delimiter, confirms, req, reason, sizeof reason) == 0)
+            if (oq_waiters_add(self->waiters, id, wait_ms, &owner, confirms, req, reason,
+                               sizeof reason) == 0)
                 return 0;
             /* A dispatch is answered "dispatched" instead: the job is queued. */
             if (!confirms)
@@ -1031,6 +1048,8 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
         .held = oq_waiters_count(self->waiters),
         .max = oq_waiters_max(self->waiters),
         .max_per_peer = oq_waiters_max_per_peer(self->waiters),
+        .max_per_key = oq_waiters_max_per_key(self->waiters),
+        .closed = oq_waiters_closed(self->waiters),
     };
 }
 
@@ -1373,6 +1392,8 @@ static void s_drain_socket(oq_broker_t *self, void *sock)
         oq_role_t role = OQ_ROLE_NONE;
         if (self->keys) {
             role = s_sender_role(self, &body, key, &key_name);
+            env.has_key = true;
+            memcpy(env.key, key, OQ_KEY_BYTES);
             if (role != OQ_ROLE_NONE && !s_admit(self, &body, side, role, key, &env)) {
                 zmq_msg_close(&body);
                 continue;

@@ -7,7 +7,11 @@
     the connection end and closes it itself (reported as DISCONNECTED). A
     descriptor named by an event may have been closed and reused by the
     time the event is read, so it is shut down only if it is still a
-    connected socket. */
+    connected socket.
+
+    Each descriptor's last event is kept (a byte per descriptor up to the
+    open-file limit), so the broker can tell a message from a connection
+    that closed after it was sent from one of a live connection. */
 #include "conns.h"
 
 #include <assert.h>
@@ -28,6 +32,9 @@
 #define S_EVENTS       (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED)
 #define S_EVENT_BYTES  6
 #define S_ENDPOINT_LEN 64
+#define S_MAX_FD_SLOTS (1 << 20) /* descriptors whose state is kept, at most */
+
+enum { S_FD_UNSEEN, S_FD_OPEN, S_FD_CLOSED };
 
 struct oq_conns {
     void *monitors[S_MAX_SOCKETS];   /* PAIR sockets reading each monitor */
@@ -40,6 +47,8 @@ struct oq_conns {
     unsigned long long refused;
     unsigned long long failed_accepts;
     void (*watch)(void *ctx, int fd, bool open); /* told of every accept and close */
+    uint8_t *fd_state;                           /* S_FD_* per descriptor */
+    size_t fd_slots;
     void *watch_ctx;
 };
 
@@ -72,6 +81,12 @@ oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count, size_t 
     self->max = limit > used + OQ_FD_RESERVE ? limit - used - OQ_FD_RESERVE : 1;
     if (max_conns && max_conns < self->max)
         self->max = max_conns;
+    self->fd_slots = limit < S_MAX_FD_SLOTS ? limit : S_MAX_FD_SLOTS;
+    self->fd_state = calloc(self->fd_slots, 1);
+    if (!self->fd_state) {
+        free(self);
+        return NULL;
+    }
     if (self->max < OQ_FD_RESERVE)
         oq_warn("the open-file limit %zu leaves room for %zu connections only (%zu descriptors in "
                 "use, %d kept in reserve); raise it (ulimit -n, LimitNOFILE)",
@@ -109,6 +124,7 @@ void oq_conns_destroy(oq_conns_t **self_p)
     for (size_t i = 0; i < self->count; i++)
         if (self->monitors[i])
             zmq_close(self->monitors[i]);
+    free(self->fd_state);
     free(self);
     *self_p = NULL;
 }
@@ -132,6 +148,8 @@ static void s_refuse(oq_conns_t *self, int fd)
 
 static void s_event(oq_conns_t *self, uint16_t event, uint32_t value)
 {
+    if (value < self->fd_slots && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
+        self->fd_state[value] = event == ZMQ_EVENT_ACCEPTED ? S_FD_OPEN : S_FD_CLOSED;
     if (self->watch && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
         self->watch(self->watch_ctx, (int)value, event == ZMQ_EVENT_ACCEPTED);
     switch (event) {
@@ -201,6 +219,16 @@ void oq_conns_poll(oq_conns_t *self)
             s_event(self, event, value);
         }
     }
+}
+
+bool oq_conns_closed(oq_conns_t *self, int fd)
+{
+    if (fd < 0 || (size_t)fd >= self->fd_slots || self->fd_state[fd] != S_FD_CLOSED)
+        return false;
+    /* Its new connection's accept may wait unread: it was reported before
+       any of that connection's messages could be read. */
+    oq_conns_poll(self);
+    return self->fd_state[fd] == S_FD_CLOSED;
 }
 
 size_t oq_conns_count(const oq_conns_t *self)

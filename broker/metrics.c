@@ -332,6 +332,10 @@ static void s_render_waits(FILE *out, const oq_stats_waits_t *w)
     s_metric(out, "onceq_waits_max", "gauge", "The most waits held at once, in all.", w->max);
     s_metric(out, "onceq_waits_max_per_connection", "gauge",
              "The most waits held at once from one connection.", w->max_per_peer);
+    s_metric(out, "onceq_waits_max_per_key", "gauge",
+             "The most waits held at once from all the connections of one key.", w->max_per_key);
+    s_metric(out, "onceq_waits_closed_total", "counter",
+             "Waits forgotten because their connection closed, since start.", w->closed);
 }
 
 /* ---- replies kept for full pipes ---- */

@@ -17,7 +17,7 @@
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
 #define S_MESSAGES_FIELDS 6
-#define S_WAITS_FIELDS    3
+#define S_WAITS_FIELDS    5
 #define S_REPLIES_FIELDS  6
 
 static void s_key(msgpack_packer *pk, const char *key)
@@ -121,6 +121,8 @@ static void s_pack_waits(msgpack_packer *pk, const oq_stats_waits_t *w)
     s_kv_u64(pk, "held", w->held);
     s_kv_u64(pk, "max", w->max);
     s_kv_u64(pk, "max_per_peer", w->max_per_peer);
+    s_kv_u64(pk, "max_per_key", w->max_per_key);
+    s_kv_u64(pk, "closed", w->closed);
 }
 
 static void s_pack_replies(msgpack_packer *pk, const oq_stats_replies_t *r)

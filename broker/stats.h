@@ -51,6 +51,8 @@ typedef struct {
     uint64_t held;         /* waits held now, until their job ends or they time out */
     uint64_t max;          /* held at most, in all */
     uint64_t max_per_peer; /* held at most from one connection */
+    uint64_t max_per_key;  /* held at most from all the connections of one key */
+    uint64_t closed;       /* forgotten because their connection closed, since start */
 } oq_stats_waits_t;
 
 /* The numbers of the "replies" map: replies to producers that met a full
