@@ -41,7 +41,7 @@ typedef void (*oq_outbox_cut_fn)(void *ctx, const void *identity, size_t identit
 /* What the outbox keeps for full pipes, now and since it was made. */
 typedef struct {
     uint64_t kept;        /* replies kept now */
-    uint64_t kept_bytes;  /* their bytes, with their identities */
+    uint64_t kept_bytes;  /* their bytes, with a small header each */
     uint64_t kept_peers;  /* peers they are for */
     uint64_t full_pipes;  /* replies that met a full pipe, since start */
     uint64_t peers_cut;   /* peers cut off at the bound, since start */
