@@ -110,7 +110,9 @@ static uint64_t s_pipeline(void *sock, uint64_t total, uint64_t window, int64_t 
             other++;
             continue;
         }
-        assert_true(req > last_req);
+        if (req <= last_req)
+            fail_msg("the answer to request %llu came after the one to %llu",
+                     (unsigned long long)req, (unsigned long long)last_req);
         last_req = req;
         answered++;
     }
