@@ -1707,6 +1707,19 @@ static bool s_may_deliver(oq_broker_t *self)
 
 int oq_broker_turn(oq_broker_t *self, long timeout_ms)
 {
+    /* A peer that reads tells the socket by a command, which an ask for
+       ZMQ_EVENTS takes in without a sign (oq_zpoll asks one used since it
+       was found empty): take it in here, then send what now fits, so that
+       the loop does not sleep beside a pipe with room. */
+    if (oq_outbox_stats(self->outbox).kept) {
+        int events = 0;
+        size_t len = sizeof events;
+        zmq_getsockopt(self->front, ZMQ_EVENTS, &events, &len);
+        s_retry_kept(self);
+        int64_t wait_ms = self->next_kept_retry_ms - oq_clock_now_ms(self->clock);
+        if (oq_outbox_stats(self->outbox).kept && (timeout_ms < 0 || wait_ms < timeout_ms))
+            timeout_ms = wait_ms > 0 ? (long)wait_ms : 0;
+    }
     /* One poll(2) over the sockets' descriptors and the compaction's pipe;
        a socket is asked for ZMQ_EVENTS only if it was used since it was
        last found empty (onceq/zpoll.h). */

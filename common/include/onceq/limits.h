@@ -175,7 +175,7 @@
 #define OQ_MAX_KEPT_BYTES_PER_PEER (4 * 1024 * 1024)
 #define OQ_MAX_KEPT_BYTES          (64 * 1024 * 1024)
 #define OQ_KEPT_RETRY_MIN_MS       1
-#define OQ_KEPT_RETRY_MAX_MS       100
+#define OQ_KEPT_RETRY_MAX_MS       10
 
 /* Dispatch ids: a repeated dispatch_id within the window gets the first job's id. */
 #define OQ_DEFAULT_DEDUPE_WINDOW_MS (3600LL * 1000)
