@@ -177,9 +177,11 @@ static void test_waits_go_with_their_connection_and_a_key_has_a_limit(void **sta
     oq_proto_msg_release(&reply);
 
     /* (ii) The producer's connections close. */
+    int64_t closed_at = it_now_ms();
     s_close_all();
     uint64_t left = s_wait_held_at_most(it, 0);
-    printf("after the connections closed: %llu waits held\n", (unsigned long long)left);
+    printf("after the connections closed: %llu waits held, %lld ms later\n",
+           (unsigned long long)left, (long long)(it_now_ms() - closed_at));
 
     assert_true(held <= OQ_MAX_WAITERS_PER_KEY);
     assert_int_equal(held + refused, sent);
