@@ -10,9 +10,9 @@
     a producer that keeps more requests in flight than that, or reads
     slower than the broker answers, finds the pipe full, and a reply sent
     then would be lost though the peer is alive and waiting for it. Such a
-    reply is kept for its peer instead, and so is every later reply to that
-    peer (a connection is answered in order); the broker sends them again
-    each loop turn until the pipe takes them. Bounded: past
+    reply is kept for its peer instead, and so is every later reply to
+    that peer (its answers leave in the order they were made); the broker
+    sends them again each loop turn until the pipe takes them. Bounded: past
     OQ_MAX_KEPT_BYTES_PER_PEER for one peer, or OQ_MAX_KEPT_BYTES for all,
     a peer (the one holding most) is cut off: its kept replies are dropped
     and the broker is told (oq_outbox_cut_fn), which logs it, counts it and

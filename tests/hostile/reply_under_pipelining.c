@@ -10,12 +10,11 @@
     (i)  A producer keeps 512, then 900, then 5,000 dispatches in flight
          over 20,000 each, then sends 50,000 and reads none until the
          broker has queued them all: it gets one "dispatched" per request,
-         in the order it sent them (the broker answers one connection in
-         order). The last part meets the full pipe whatever the timing;
-         the windows may or may not, as the producer keeps up or not.
-    (ii) A peer that asks for stats over and over and never reads is cut
-         off once the replies kept for it reach the bound: the broker logs
-         it, counts it in stats, and still answers everyone else. */
+         in the order it sent them (a connection's "dispatched" answers
+         leave in the order of its dispatches). The last part meets the full pipe whatever the
+   timing; the windows may or may not, as the producer keeps up or not. (ii) A peer that asks for
+   stats over and over and never reads is cut off once the replies kept for it reach the bound: the
+   broker logs it, counts it in stats, and still answers everyone else. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
