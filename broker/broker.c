@@ -13,6 +13,16 @@
     ROUTER_MANDATORY a send to a worker that has gone fails at once, and the
     worker's leases are given back.
 
+    Full pipes. libzmq holds about a thousand messages for one peer; a
+    reply to a producer whose pipe is full (it keeps more requests in
+    flight than that, or reads slower than the broker answers) fails with
+    EAGAIN though the peer is there. Such a reply, and every later one to
+    the same peer, is kept in the outbox and sent again each loop turn, in
+    order, until the pipe takes it (outbox.h). A peer that never reads is
+    cut off at the outbox's bound: logged, counted, its connection shut
+    down. Only a peer the socket no longer knows (EHOSTUNREACH) loses a
+    reply, and nobody is there to read it.
+
     Group commit. The engine reports every change to the journal, which
     buffers the records. Replies that promise something a restart must keep
     (dispatched, requeued) go to the outbox, tagged with the journal position
@@ -124,6 +134,8 @@ struct oq_broker {
     oq_waiters_t *waiters;           /* producers waiting for a job to end */
     oq_engine_hooks_t journal_hooks; /* the journal's observer; changed NULL without one */
     msgpack_sbuffer wait_out;        /* encoding buffer of answers to waits (see s_changed) */
+    int64_t kept_retry_ms;           /* wait before retrying replies kept for full pipes */
+    int64_t next_kept_retry_ms;      /* when the loop retries them next */
 };
 
 oq_broker_config_t oq_broker_config_default(void)
@@ -149,6 +161,7 @@ oq_broker_config_t oq_broker_config_default(void)
 typedef struct {
     uint8_t identity[S_MAX_IDENTITY];
     size_t identity_len;
+    int fd;                    /* the connection's descriptor (ZMQ_SRCFD), -1 if unknown */
     bool delimiter;            /* a REQ peer: answer behind an empty frame */
     uint8_t key[OQ_KEY_BYTES]; /* the CURVE key libzmq stamped on the message (User-Id) */
     bool has_key;              /* false under --insecure */
@@ -359,11 +372,22 @@ static int s_auth_start(oq_broker_t *self, char *reason, size_t reason_len)
 static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch);
 
-/* conns.h: a descriptor opened or closed; its binding is stale. */
-static void s_forget_fd(void *ctx, int fd)
+/* conns.h: a descriptor opened or closed; its binding is stale, and the
+   replies kept and the waits held for a connection that closed have
+   nobody to read them. */
+static void s_forget_fd(void *ctx, int fd, bool open)
 {
-    oq_peers_forget(ctx, fd);
+    oq_broker_t *self = ctx;
+    if (self->peers)
+        oq_peers_forget(self->peers, fd);
+    if (!open) {
+        oq_outbox_forget_fd(self->outbox, fd);
+        oq_waiters_drop_fd(self->waiters, fd);
+    }
 }
+
+static void s_cut_peer(void *ctx, const void *identity, size_t identity_len, int fd, size_t replies,
+                       size_t bytes);
 
 oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *clock, char *reason,
                            size_t reason_len)
@@ -378,8 +402,10 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     msgpack_sbuffer_init(&self->out);
     msgpack_sbuffer_init(&self->wait_out);
     self->engine = oq_engine_new(&config->engine, clock);
-    self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES);
-    self->waiters = oq_waiters_new(OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, clock);
+    self->outbox = oq_outbox_new(OQ_MAX_OUTBOX_REPLIES, s_cut_peer, self);
+    self->kept_retry_ms = OQ_KEPT_RETRY_MIN_MS;
+    self->waiters =
+        oq_waiters_new(OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, OQ_MAX_WAITERS_PER_KEY, clock);
     self->ctx = zmq_ctx_new();
     if (!self->engine || !self->outbox || !self->waiters || !self->ctx) {
         snprintf(reason, reason_len, "out of memory");
@@ -448,7 +474,9 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
                                .max_handshakes_per_addr = config->max_handshakes_per_addr,
                                .handshake_ms = config->handshake_ms};
     self->conns = oq_conns_new(self->ctx, listening, 2, &conns, clock);
-    if (!self->conns)
+    if (self->conns)
+        oq_conns_watch(self->conns, s_forget_fd, self);
+    else
         oq_warn("connections are not counted: new peers are not refused before the open-file "
                 "limit");
     if (self->keys && self->conns) {
@@ -462,7 +490,6 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
             oq_broker_destroy(&self);
             return NULL;
         }
-        oq_conns_watch(self->conns, s_forget_fd, self->peers);
         oq_auth_set_peers(self->auth, self->peers);
     } else if (self->keys) {
         oq_warn("connections per role are not counted: --max-producers, --max-workers and "
@@ -526,10 +553,10 @@ static oq_zsock_t *s_wait_of(oq_broker_t *self, void *sock)
     return sock == self->front ? &self->front_wait : &self->back_wait;
 }
 
-/* Send self->out to the peer of env on sock, then clear the buffer.
-   0 if it went out, -1 if the peer is unreachable. */
-static int s_send(oq_broker_t *self, void *sock, const void *identity, size_t identity_len,
-                  bool delimiter)
+/* One message to a peer on sock, without blocking: 0, or -1 with errno
+   (EAGAIN: its pipe is full; EHOSTUNREACH: the socket knows no such peer). */
+static int s_send_raw(oq_broker_t *self, void *sock, const void *identity, size_t identity_len,
+                      bool delimiter, const void *body, size_t body_len)
 {
     /* A send may take in the socket's news: the loop looks before it waits. */
     oq_zsock_used(s_wait_of(self, sock));
@@ -537,14 +564,37 @@ static int s_send(oq_broker_t *self, void *sock, const void *identity, size_t id
     if (rc >= 0 && delimiter)
         rc = zmq_send(sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0)
-        rc = zmq_send(sock, self->out.data, self->out.size, ZMQ_DONTWAIT);
-    msgpack_sbuffer_clear(&self->out);
+        rc = zmq_send(sock, body, body_len, ZMQ_DONTWAIT);
     return rc < 0 ? -1 : 0;
+}
+
+/* oq_outbox_send_fn for the front socket. */
+static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
+                         const void *body, size_t body_len)
+{
+    oq_broker_t *self = ctx;
+    return s_send_raw(self, self->front, identity, identity_len, delimiter, body, body_len);
+}
+
+/* Send self->out to a peer on sock, then clear the buffer. On the front a
+   reply that meets a full pipe is kept and sent later, in order
+   (outbox.h). 0 if it went out (or is kept), -1 if the peer is
+   unreachable. */
+static int s_send(oq_broker_t *self, void *sock, const void *identity, size_t identity_len, int fd,
+                  bool delimiter)
+{
+    int rc = sock == self->front
+                 ? oq_outbox_send(self->outbox, identity, identity_len, fd, delimiter,
+                                  self->out.data, self->out.size, s_outbox_send, self)
+                 : s_send_raw(self, sock, identity, identity_len, delimiter, self->out.data,
+                              self->out.size);
+    msgpack_sbuffer_clear(&self->out);
+    return rc;
 }
 
 static int s_reply(oq_broker_t *self, void *sock, const s_envelope_t *env)
 {
-    return s_send(self, sock, env->identity, env->identity_len, env->delimiter);
+    return s_send(self, sock, env->identity, env->identity_len, env->fd, env->delimiter);
 }
 
 static void s_reply_error(oq_broker_t *self, void *sock, const s_envelope_t *env, int64_t req,
@@ -572,6 +622,8 @@ static int s_recv(oq_broker_t *self, void *sock, s_envelope_t *env, zmq_msg_t *b
     }
     /* The first frame is the identity the ROUTER socket put there. */
     env->identity_len = zmq_msg_size(&frame);
+    env->fd = -1;
+    env->has_key = false;
     if (env->identity_len > S_MAX_IDENTITY)
         env->identity_len = S_MAX_IDENTITY;
     memcpy(env->identity, zmq_msg_data(&frame), env->identity_len);
@@ -600,6 +652,7 @@ static int s_recv(oq_broker_t *self, void *sock, s_envelope_t *env, zmq_msg_t *b
         return -1;
     }
     env->delimiter = parts == 2;
+    env->fd = zmq_msg_get(&frame, ZMQ_SRCFD);
     zmq_msg_move(body, &frame);
     zmq_msg_close(&frame);
     return 1;
@@ -636,7 +689,7 @@ static bool s_can_promise(oq_broker_t *self, const s_envelope_t *env, int64_t re
    journal is durable up to needs. */
 static void s_promise(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t needs)
 {
-    int rc = oq_outbox_add(self->outbox, needs, req, env->identity, env->identity_len,
+    int rc = oq_outbox_add(self->outbox, needs, req, env->identity, env->identity_len, env->fd,
                            env->delimiter, self->out.data, self->out.size);
     msgpack_sbuffer_clear(&self->out);
     if (rc < 0)
@@ -823,9 +876,6 @@ static void s_resolve(oq_broker_t *self, const s_envelope_t *env, int64_t req, c
 
 /* ---- waits: a producer waiting for a job to end ------------------------------------ */
 
-static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
-                         const void *body, size_t body_len);
-
 /* Send the answer in self->wait_out to waiter w once the journal is
    durable up to where it is now (the record of the end it reports), as a
    dispatch's answer waits; with the outbox full, at once, unless it
@@ -833,17 +883,18 @@ static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, b
    producer's resend with the same dispatch_id finds the job. */
 static void s_wait_answer(oq_broker_t *self, const oq_waiter_view_t *w)
 {
-    if (oq_outbox_add(self->outbox, s_appended(self), w->req, w->identity, w->identity_len,
+    if (oq_outbox_add(self->outbox, s_appended(self), w->req, w->identity, w->identity_len, w->fd,
                       w->delimiter, self->wait_out.data, self->wait_out.size) < 0) {
         if (w->confirms) {
-            s_envelope_t env = {.identity_len = w->identity_len, .delimiter = w->delimiter};
+            s_envelope_t env = {
+                .identity_len = w->identity_len, .fd = w->fd, .delimiter = w->delimiter};
             memcpy(env.identity, w->identity, w->identity_len);
             s_reply_error(self, self->front, &env, w->req, OQ_ERR_UNAVAILABLE,
                           "too many replies wait for the journal to confirm the job's dispatch; "
                           "send it again with the same dispatch_id");
         } else {
-            s_outbox_send(self, w->identity, w->identity_len, w->delimiter, self->wait_out.data,
-                          self->wait_out.size);
+            oq_outbox_send(self->outbox, w->identity, w->identity_len, w->fd, w->delimiter,
+                           self->wait_out.data, self->wait_out.size, s_outbox_send, self);
         }
     }
     msgpack_sbuffer_clear(&self->wait_out);
@@ -873,8 +924,8 @@ static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
         s_wait_answer(self, w);
         return;
     }
-    if (s_outbox_send(self, w->identity, w->identity_len, w->delimiter, self->wait_out.data,
-                      self->wait_out.size) < 0)
+    if (oq_outbox_send(self->outbox, w->identity, w->identity_len, w->fd, w->delimiter,
+                       self->wait_out.data, self->wait_out.size, s_outbox_send, self) < 0)
         oq_debug("a waiter for job %llu went away before its timeout",
                  (unsigned long long)w->job_id);
     msgpack_sbuffer_clear(&self->wait_out);
@@ -928,15 +979,21 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
    grow, and the journal keeps the next one, so below it an id not held is
    a job that completed, unless it is remembered as cancelled or deleted
    from the failed store. confirms: the wait of a dispatch (s_dispatch),
-   whose every answer goes through the outbox. 0 once answered or held, -1
-   if not (answered with an error, unless confirms). */
+   whose every answer goes through the outbox. A wait read after its
+   connection closed is not held: nobody is there to answer (its
+   connection's other waits went at the close, s_forget_fd). 0 once
+   answered or held, -1 if not (answered with an error, unless
+   confirms). */
 static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, uint64_t id,
                       int64_t wait_ms, bool confirms)
 {
     char reason[256];
     oq_job_view_t view;
     s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
-    oq_waiter_view_t now = {id, req, env->identity, env->identity_len, env->delimiter, confirms};
+    oq_waiter_view_t now = {id,      req, env->identity, env->identity_len, env->fd, env->delimiter,
+                            confirms};
+    oq_waiter_owner_t owner = {env->identity, env->identity_len, env->fd,
+                               env->has_key ? env->key : NULL, env->delimiter};
     if (oq_engine_job_view(self->engine, id, &view) == 0) {
         if (view.state == OQ_STATE_FAILED || view.state == OQ_STATE_REVIEW) {
             ended.state = view.state == OQ_STATE_FAILED ? OQ_WAIT_FAILED : OQ_WAIT_REVIEW;
@@ -944,9 +1001,13 @@ static int s_wait_for(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
         } else if (wait_ms == 0) {
             s_answer_pending(self, &now);
             return 0;
+        } else if (self->conns && oq_conns_closed(self->conns, env->fd)) {
+            oq_debug("a wait for job %llu came from a connection that has closed: not held",
+                     (unsigned long long)id);
+            return 0;
         } else {
-            if (oq_waiters_add(self->waiters, id, wait_ms, env->identity, env->identity_len,
-                               env->delimiter, confirms, req, reason, sizeof reason) == 0)
+            if (oq_waiters_add(self->waiters, id, wait_ms, &owner, confirms, req, reason,
+                               sizeof reason) == 0)
                 return 0;
             /* A dispatch is answered "dispatched" instead: the job is queued. */
             if (!confirms)
@@ -1015,7 +1076,21 @@ static void s_gather(oq_broker_t *self, oq_stats_journal_t *journal, oq_stats_au
         .held = oq_waiters_count(self->waiters),
         .max = oq_waiters_max(self->waiters),
         .max_per_peer = oq_waiters_max_per_peer(self->waiters),
+        .max_per_key = oq_waiters_max_per_key(self->waiters),
+        .closed = oq_waiters_closed(self->waiters),
     };
+}
+
+/* The outbox's replies kept for full pipes, for "stats" and the metrics. */
+static oq_stats_replies_t s_replies(const oq_broker_t *self)
+{
+    oq_outbox_stats_t o = oq_outbox_stats(self->outbox);
+    return (oq_stats_replies_t){.kept = o.kept,
+                                .kept_bytes = o.kept_bytes,
+                                .kept_peers = o.kept_peers,
+                                .full_pipes = o.full_pipes,
+                                .peers_cut = o.peers_cut,
+                                .cut_replies = o.cut_replies};
 }
 
 /* `stats`, with the page of workers the request asked for. Its bytes count
@@ -1026,9 +1101,10 @@ static void s_stats(oq_broker_t *self, int64_t req, const oq_msg_t *msg)
     oq_stats_auth_t a;
     oq_stats_waits_t w;
     s_gather(self, &j, &a, &w);
+    oq_stats_replies_t r = s_replies(self);
     size_t before = self->out.size;
     oq_stats_encode(&self->out, req, self->engine, oq_clock_now_ms(self->clock) - self->started_ms,
-                    &j, &a, &self->messages, &w, msg->after, msg->limit);
+                    &j, &a, &self->messages, &w, &r, msg->after, msg->limit);
     self->stats_turn_bytes += self->out.size - before;
 }
 
@@ -1487,7 +1563,7 @@ static int s_deliver(void *ctx, const oq_worker_view_t *worker, const oq_job_vie
         oq_proto_encode_job(&self->out, &msgs[0]);
     else
         oq_proto_encode_jobs(&self->out, msgs, count);
-    if (s_send(self, self->back, worker->identity, worker->identity_len, false) < 0) {
+    if (s_send(self, self->back, worker->identity, worker->identity_len, -1, false) < 0) {
         oq_warn("cannot deliver job %llu%s to worker pid %u: %s", (unsigned long long)jobs[0].id,
                 count > 1 ? " and the jobs sent with it" : "", worker->pid,
                 zmq_strerror(zmq_errno()));
@@ -1510,7 +1586,7 @@ static void s_beat_one(void *ctx, const oq_worker_view_t *w)
 {
     s_beat_t *beat = ctx;
     oq_proto_encode_simple(&beat->broker->out, OQ_CMD_HEARTBEAT, -1);
-    if (s_send(beat->broker, beat->broker->back, w->identity, w->identity_len, false) < 0 &&
+    if (s_send(beat->broker, beat->broker->back, w->identity, w->identity_len, -1, false) < 0 &&
         beat->gone) {
         beat->gone[beat->gone_count][0] = (uint8_t)w->identity_len;
         memcpy(&beat->gone[beat->gone_count][1], w->identity, w->identity_len);
@@ -1538,19 +1614,25 @@ static void s_heartbeat(oq_broker_t *self)
 
 /* ---- before sleep: the journal, then the replies that waited on it ---------------- */
 
-static int s_outbox_send(void *ctx, const void *identity, size_t identity_len, bool delimiter,
-                         const void *body, size_t body_len)
+/* The outbox's bound: a peer that reads none of its replies. Its
+   connection is shut down (libzmq then closes it), so the peer sees it end
+   and reconnects, instead of waiting for answers that were dropped. */
+static void s_cut_peer(void *ctx, const void *identity, size_t identity_len, int fd, size_t replies,
+                       size_t bytes)
 {
     oq_broker_t *self = ctx;
-    oq_zsock_used(&self->front_wait);
-    int rc = zmq_send(self->front, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (rc >= 0 && delimiter)
-        rc = zmq_send(self->front, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (rc >= 0)
-        rc = zmq_send(self->front, body, body_len, ZMQ_DONTWAIT);
-    if (rc < 0)
-        oq_debug("producer went away before its reply");
-    return rc < 0 ? -1 : 0;
+    char hex[2 * 8 + 1] = "";
+    const uint8_t *b = identity;
+    for (size_t i = 0; i < identity_len && i < 8; i++)
+        snprintf(hex + 2 * i, 3, "%02x", b[i]);
+    bool shut = fd >= 0 && self->conns;
+    oq_warn("a producer (connection %s%s) reads none of its replies: %zu of them (%zu bytes) "
+            "waited for its full pipe, the most kept for one peer; they are dropped and the "
+            "connection is treated as gone%s",
+            hex, identity_len > 8 ? "..." : "", replies, bytes,
+            shut ? " (shut down)" : " (its descriptor is unknown: not shut down)");
+    if (shut)
+        oq_conns_shutdown(self->conns, fd);
 }
 
 /* A reply that waited for a record the journal cannot write. */
@@ -1565,7 +1647,24 @@ static void s_outbox_reject(void *ctx, const void *identity, size_t identity_len
              "dispatches are accepted",
              oq_journal_error(self->journal));
     oq_proto_encode_error(&self->out, req, OQ_ERR_UNAVAILABLE, text);
-    s_send(self, self->front, identity, identity_len, delimiter);
+    s_send(self, self->front, identity, identity_len, -1, delimiter);
+}
+
+/* Replies kept for full pipes go again, at once while they go and less
+   often while none does (libzmq says nothing when a pipe has room). */
+static void s_retry_kept(oq_broker_t *self)
+{
+    if (!oq_outbox_stats(self->outbox).kept)
+        return;
+    int64_t now = oq_clock_now_ms(self->clock);
+    size_t sent = oq_outbox_retry(self->outbox, s_outbox_send, self);
+    if (sent)
+        self->kept_retry_ms = OQ_KEPT_RETRY_MIN_MS;
+    else if (self->kept_retry_ms < OQ_KEPT_RETRY_MAX_MS)
+        self->kept_retry_ms *= 2;
+    if (self->kept_retry_ms > OQ_KEPT_RETRY_MAX_MS)
+        self->kept_retry_ms = OQ_KEPT_RETRY_MAX_MS;
+    self->next_kept_retry_ms = now + self->kept_retry_ms;
 }
 
 /* Once per turn, for everything the turn did: start a compaction if one is
@@ -1583,6 +1682,7 @@ static void s_before_sleep(oq_broker_t *self)
         failing = oq_journal_flush(self->journal, oq_outbox_needs(self->outbox)) < 0;
         durable = oq_journal_durable(self->journal);
     }
+    s_retry_kept(self);
     oq_outbox_flush(self->outbox, durable, s_outbox_send, self);
     if (failing && oq_outbox_count(self->outbox)) {
         size_t n = oq_outbox_reject(self->outbox, s_outbox_reject, self);
@@ -1607,12 +1707,14 @@ static void s_publish_metrics(oq_broker_t *self, int64_t now)
     oq_stats_auth_t a;
     oq_stats_waits_t w;
     s_gather(self, &j, &a, &w);
+    oq_stats_replies_t r = s_replies(self);
     oq_metrics_source_t source = {
         .engine = self->engine,
         .journal = &j,
         .auth = &a,
         .messages = &self->messages,
         .waits = &w,
+        .replies = &r,
         .fsync_latency = self->journal ? oq_journal_fsync_latency(self->journal) : NULL,
         .uptime_ms = now - self->started_ms,
     };
@@ -1645,6 +1747,19 @@ static bool s_may_deliver(oq_broker_t *self)
 
 int oq_broker_turn(oq_broker_t *self, long timeout_ms)
 {
+    /* A peer that reads tells the socket by a command, which an ask for
+       ZMQ_EVENTS takes in without a sign (oq_zpoll asks one used since it
+       was found empty): take it in here, then send what now fits, so that
+       the loop does not sleep beside a pipe with room. */
+    if (oq_outbox_stats(self->outbox).kept) {
+        int events = 0;
+        size_t len = sizeof events;
+        zmq_getsockopt(self->front, ZMQ_EVENTS, &events, &len);
+        s_retry_kept(self);
+        int64_t wait_ms = self->next_kept_retry_ms - oq_clock_now_ms(self->clock);
+        if (oq_outbox_stats(self->outbox).kept && (timeout_ms < 0 || wait_ms < timeout_ms))
+            timeout_ms = wait_ms > 0 ? (long)wait_ms : 0;
+    }
     /* One poll(2) over the sockets' descriptors and the compaction's pipe;
        a socket is asked for ZMQ_EVENTS only if it was used since it was
        last found empty (onceq/zpoll.h). */
@@ -1707,7 +1822,8 @@ int oq_broker_turn(oq_broker_t *self, long timeout_ms)
 }
 
 /* Sleep until the nearest of: a job deadline, the next heartbeat, the
-   journal's next batch fsync or retry, the next rendering of the metrics. */
+   journal's next batch fsync or retry, the next rendering of the metrics,
+   a wait's timeout, the next retry of replies kept for full pipes. */
 static long s_timeout_ms(const oq_broker_t *self)
 {
     int64_t now = oq_clock_now_ms(self->clock);
@@ -1723,6 +1839,8 @@ static long s_timeout_ms(const oq_broker_t *self)
     deadline = oq_waiters_next_deadline(self->waiters);
     if (deadline >= 0 && deadline < wake)
         wake = deadline;
+    if (oq_outbox_stats(self->outbox).kept && self->next_kept_retry_ms < wake)
+        wake = self->next_kept_retry_ms;
     return wake > now ? (long)(wake - now) : 0;
 }
 

@@ -15,7 +15,11 @@
     connection past handshake_ms is no longer in its handshake: libzmq
     would have dropped it) and the eviction take from. Counting one
     address's connections walks the list, which OQ_MAX_HANDSHAKES keeps
-    short. */
+    short.
+
+    Each descriptor's last event is kept (a byte per descriptor up to the
+    open-file limit), so the broker can tell a message from a connection
+    that closed after it was sent from one of a live connection. */
 #include "conns.h"
 
 #include <assert.h>
@@ -55,6 +59,10 @@ typedef struct {
     int prev, next;                 /* the list, oldest first; S_NONE ends it */
 } s_conn_t;
 
+#define S_MAX_FD_SLOTS (1 << 20) /* descriptors whose state is kept, at most */
+
+enum { S_FD_UNSEEN, S_FD_OPEN, S_FD_CLOSED };
+
 struct oq_conns {
     void *monitors[S_MAX_SOCKETS];   /* PAIR sockets reading each monitor */
     oq_zsock_t waits[S_MAX_SOCKETS]; /* the same, as the broker's loop waits on them */
@@ -65,7 +73,9 @@ struct oq_conns {
     bool accept_failed;              /* an accept failed in this episode: logged */
     unsigned long long refused;
     unsigned long long failed_accepts;
-    void (*watch)(void *ctx, int fd); /* told of every accept and close */
+    void (*watch)(void *ctx, int fd, bool open); /* told of every accept and close */
+    uint8_t *fd_state;                           /* S_FD_* per descriptor */
+    size_t fd_slots;
     void *watch_ctx;
     const oq_clock_t *clock;
     s_conn_t *by_fd;           /* slots, as many as the highest descriptor seen */
@@ -128,6 +138,13 @@ oq_conns_t *oq_conns_new(void *ctx, void *const sockets[], size_t count,
         self->max_handshaking = OQ_MAX_HANDSHAKES;
     if (self->max_handshaking == 0)
         self->max_handshaking = 1;
+    self->fd_slots = limit < S_MAX_FD_SLOTS ? limit : S_MAX_FD_SLOTS;
+    self->fd_state = calloc(self->fd_slots, 1);
+    if (!self->fd_state) {
+        oq_throttle_destroy(&self->source_log);
+        free(self);
+        return NULL;
+    }
     if (self->max < OQ_FD_RESERVE)
         oq_warn("the open-file limit %zu leaves room for %zu connections only (%zu descriptors in "
                 "use, %d kept in reserve); raise it (ulimit -n, LimitNOFILE)",
@@ -169,6 +186,7 @@ void oq_conns_destroy(oq_conns_t **self_p)
             zmq_close(self->monitors[i]);
     oq_throttle_destroy(&self->source_log);
     free(self->by_fd);
+    free(self->fd_state);
     free(self);
     *self_p = NULL;
 }
@@ -384,8 +402,10 @@ static s_verdict_t s_handshake_begin(oq_conns_t *self, int fd)
 
 static void s_event(oq_conns_t *self, uint16_t event, uint32_t value)
 {
+    if (value < self->fd_slots && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
+        self->fd_state[value] = event == ZMQ_EVENT_ACCEPTED ? S_FD_OPEN : S_FD_CLOSED;
     if (self->watch && (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED))
-        self->watch(self->watch_ctx, (int)value);
+        self->watch(self->watch_ctx, (int)value, event == ZMQ_EVENT_ACCEPTED);
     switch (event) {
     case ZMQ_EVENT_ACCEPTED:
         self->open++;
@@ -456,6 +476,16 @@ void oq_conns_poll(oq_conns_t *self)
     }
 }
 
+bool oq_conns_closed(oq_conns_t *self, int fd)
+{
+    if (fd < 0 || (size_t)fd >= self->fd_slots || self->fd_state[fd] != S_FD_CLOSED)
+        return false;
+    /* Its new connection's accept may wait unread: it was reported before
+       any of that connection's messages could be read. */
+    oq_conns_poll(self);
+    return self->fd_state[fd] == S_FD_CLOSED;
+}
+
 size_t oq_conns_count(const oq_conns_t *self)
 {
     return self->open;
@@ -481,7 +511,7 @@ void oq_conns_spoke(oq_conns_t *self, int fd)
     s_unlink(self, fd);
 }
 
-void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx)
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd, bool open), void *ctx)
 {
     self->watch = fn;
     self->watch_ctx = ctx;

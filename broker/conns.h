@@ -80,10 +80,16 @@ unsigned long long oq_conns_refused(const oq_conns_t *self);
    handshake is over. */
 void oq_conns_spoke(oq_conns_t *self, int fd);
 
-/* Call fn(ctx, fd) for every descriptor accepted or closed from now on,
-   as the events are read: whatever was known about a connection on fd is
-   stale. One watcher; NULL stops watching. */
-void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd), void *ctx);
+/* Call fn(ctx, fd, open) for every descriptor accepted (open true) or
+   closed (false) from now on, as the events are read: whatever was known
+   about a connection on fd is stale. One watcher; NULL stops watching. */
+void oq_conns_watch(oq_conns_t *self, void (*fn)(void *ctx, int fd, bool open), void *ctx);
+
+/* True if the connection last seen on fd has closed and none was
+   accepted on fd since, once every waiting event is read (a message read
+   now from fd came from a peer that is gone). False for a descriptor
+   never seen. */
+bool oq_conns_closed(oq_conns_t *self, int fd);
 
 /* Shut down the connection on fd (if fd is still a connected socket):
    libzmq sees it end and closes it. For a peer refused after it was

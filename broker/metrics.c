@@ -340,6 +340,31 @@ static void s_render_waits(FILE *out, const oq_stats_waits_t *w)
     s_metric(out, "onceq_waits_max", "gauge", "The most waits held at once, in all.", w->max);
     s_metric(out, "onceq_waits_max_per_connection", "gauge",
              "The most waits held at once from one connection.", w->max_per_peer);
+    s_metric(out, "onceq_waits_max_per_key", "gauge",
+             "The most waits held at once from all the connections of one key.", w->max_per_key);
+    s_metric(out, "onceq_waits_closed_total", "counter",
+             "Waits forgotten because their connection closed, since start.", w->closed);
+}
+
+/* ---- replies kept for full pipes ---- */
+
+static void s_render_replies(FILE *out, const oq_stats_replies_t *r)
+{
+    if (!r)
+        return;
+    s_metric(out, "onceq_replies_kept", "gauge",
+             "Replies to producers kept because their pipe was full, sent as it drains.", r->kept);
+    s_metric(out, "onceq_replies_kept_bytes", "gauge", "The bytes of the replies kept now.",
+             r->kept_bytes);
+    s_metric(out, "onceq_replies_full_pipe_total", "counter",
+             "Replies that met a full pipe to a producer and were kept, since start.",
+             r->full_pipes);
+    s_metric(out, "onceq_reply_peers_cut_total", "counter",
+             "Producer connections cut off because they read none of their replies, since "
+             "start.",
+             r->peers_cut);
+    s_metric(out, "onceq_replies_cut_total", "counter",
+             "Replies dropped with the connections cut off, since start.", r->cut_replies);
 }
 
 char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
@@ -353,6 +378,7 @@ char *oq_metrics_render(const oq_metrics_source_t *source, size_t *len)
     s_render_broker(out, source);
     s_render_messages(out, source->messages);
     s_render_waits(out, source->waits);
+    s_render_replies(out, source->replies);
     s_render_queues(out, source->engine);
     s_render_latency(out, source->engine);
     s_render_types(out, source->engine);

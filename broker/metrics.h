@@ -20,6 +20,7 @@ typedef struct {
     const oq_stats_auth_t *auth;
     const oq_stats_messages_t *messages;
     const oq_stats_waits_t *waits;
+    const oq_stats_replies_t *replies;
     const oq_histogram_t *fsync_latency; /* NULL with --no-journal */
     int64_t uptime_ms;
 } oq_metrics_source_t;

@@ -266,7 +266,8 @@ static void s_side_open(oq_journal_t *journal, int64_t now_ms, int *side_fd,
         return;
     snprintf(report->saved_to, sizeof report->saved_to, "%s.damaged-%lld", oq_journal_path(journal),
              (long long)now_ms);
-    *side_fd = open(report->saved_to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
+    *side_fd =
+        open(report->saved_to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
     if (*side_fd < 0) {
         oq_warn("repair: cannot create %s: %s (the damaged bytes are not saved)", report->saved_to,
                 strerror(errno));
@@ -320,7 +321,8 @@ static void s_skip(oq_journal_t *journal, s_reader_t *r, uint64_t from, uint64_t
 static int s_rewrite(oq_journal_t *journal, oq_engine_t *engine, int64_t now_ms, char *reason,
                      size_t reason_len)
 {
-    int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
+    int fd = open(oq_journal_tmp_path(journal), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+                  OQ_JOURNAL_FILE_MODE);
     uint64_t bytes = 0;
     if (fd < 0 || oq_compact_snapshot(fd, oq_journal_ops(journal), oq_journal_header(journal),
                                       engine, now_ms, &bytes) < 0) {

@@ -20,7 +20,8 @@
 #define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
 #define S_HORIZON_FIELDS  4
 #define S_MESSAGES_FIELDS 6
-#define S_WAITS_FIELDS    3
+#define S_WAITS_FIELDS    5
+#define S_REPLIES_FIELDS  6
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -165,12 +166,27 @@ static void s_pack_waits(msgpack_packer *pk, const oq_stats_waits_t *w)
     s_kv_u64(pk, "held", w->held);
     s_kv_u64(pk, "max", w->max);
     s_kv_u64(pk, "max_per_peer", w->max_per_peer);
+    s_kv_u64(pk, "max_per_key", w->max_per_key);
+    s_kv_u64(pk, "closed", w->closed);
+}
+
+static void s_pack_replies(msgpack_packer *pk, const oq_stats_replies_t *r)
+{
+    s_key(pk, "replies");
+    msgpack_pack_map(pk, S_REPLIES_FIELDS);
+    s_kv_u64(pk, "kept", r->kept);
+    s_kv_u64(pk, "kept_bytes", r->kept_bytes);
+    s_kv_u64(pk, "kept_peers", r->kept_peers);
+    s_kv_u64(pk, "full_pipes", r->full_pipes);
+    s_kv_u64(pk, "peers_cut", r->peers_cut);
+    s_kv_u64(pk, "cut_replies", r->cut_replies);
 }
 
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
                      const oq_stats_messages_t *messages, const oq_stats_waits_t *waits,
-                     uint64_t workers_after, uint32_t workers_limit)
+                     const oq_stats_replies_t *replies, uint64_t workers_after,
+                     uint32_t workers_limit)
 {
     s_worker_page_t page = {.limit = workers_limit};
     msgpack_sbuffer_init(&page.buf);
@@ -179,10 +195,11 @@ void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int
 
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    oq_proto_begin(&pk, OQ_CMD_STATS, req, page.more ? 11 : 10);
+    oq_proto_begin(&pk, OQ_CMD_STATS, req, page.more ? 12 : 11);
     s_pack_auth(&pk, auth);
     s_pack_messages(&pk, messages);
     s_pack_waits(&pk, waits);
+    s_pack_replies(&pk, replies);
 
     s_key(&pk, "journal");
     msgpack_pack_map(&pk, S_JOURNAL_FIELDS);

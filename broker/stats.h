@@ -52,7 +52,20 @@ typedef struct {
     uint64_t held;         /* waits held now, until their job ends or they time out */
     uint64_t max;          /* held at most, in all */
     uint64_t max_per_peer; /* held at most from one connection */
+    uint64_t max_per_key;  /* held at most from all the connections of one key */
+    uint64_t closed;       /* forgotten because their connection closed, since start */
 } oq_stats_waits_t;
+
+/* The numbers of the "replies" map: replies to producers that met a full
+   pipe and were kept for it (outbox.h), now and since start. */
+typedef struct {
+    uint64_t kept;        /* replies kept for full pipes now */
+    uint64_t kept_bytes;  /* their bytes */
+    uint64_t kept_peers;  /* the connections they are for */
+    uint64_t full_pipes;  /* replies that met a full pipe, since start */
+    uint64_t peers_cut;   /* connections cut off at the bound, since start */
+    uint64_t cut_replies; /* replies dropped with them */
+} oq_stats_replies_t;
 
 /* Append a "stats" reply for request req to buf, listing at most
    workers_limit workers (0: none), those registered after the cursor
@@ -61,7 +74,8 @@ typedef struct {
 void oq_stats_encode(msgpack_sbuffer *buf, int64_t req, oq_engine_t *engine, int64_t uptime_ms,
                      const oq_stats_journal_t *journal, const oq_stats_auth_t *auth,
                      const oq_stats_messages_t *messages, const oq_stats_waits_t *waits,
-                     uint64_t workers_after, uint32_t workers_limit);
+                     const oq_stats_replies_t *replies, uint64_t workers_after,
+                     uint32_t workers_limit);
 
 /* Append a "failed" reply listing at most limit failed jobs of queue (NULL:
    all queues) after the cursor (NULL: from the first), oldest failure first,

@@ -116,8 +116,8 @@ static void s_help(void)
            "\n"
            "The waits line: the waits for a job to end ('onceq wait', 'onceq dispatch\n"
            "--wait') the broker holds now, until their job ends or they time out, and\n"
-           "how many it holds at most, in all and from one connection (past either a\n"
-           "wait is refused).\n"
+           "how many it holds at most, in all, from one connection and from all the\n"
+           "connections of one key (past any of them a wait is refused).\n"
            "\n"
            "Options:\n"
            "  --workers N        list at most N workers, 0 to %d (default %d; 0: none)\n"
@@ -264,13 +264,16 @@ static void s_print_messages(const msgpack_object *reply)
 static void s_print_waits(const msgpack_object *reply)
 {
     const msgpack_object *w = oq_proto_map_get(reply, "waits");
-    uint64_t held = 0, max = 0, per_peer = 0;
+    uint64_t held = 0, max = 0, per_peer = 0, per_key = 0;
     if (!w || oq_cli_get_uint(w, "held", &held) < 0)
         return;
     oq_cli_get_uint(w, "max", &max);
     oq_cli_get_uint(w, "max_per_peer", &per_peer);
-    printf("waits: %" PRIu64 " held (at most %" PRIu64 ", %" PRIu64 " from one connection)\n", held,
-           max, per_peer);
+    char key[64] = "";
+    if (oq_cli_get_uint(w, "max_per_key", &per_key) == 0)
+        snprintf(key, sizeof key, ", %" PRIu64 " from one key", per_key);
+    printf("waits: %" PRIu64 " held (at most %" PRIu64 ", %" PRIu64 " from one connection%s)\n",
+           held, max, per_peer, key);
 }
 
 /* One line per paused worker: who, for how long, and the error that paused it. */

@@ -352,9 +352,10 @@ static void test_stats_count_the_waits_held(void **state)
     s_send_wait(producer, 2, id, S_LONG_MS);
     s_send_wait(producer, 3, id, S_LONG_MS);
     assert_int_equal(s_waits_held(producer, 4), 2);
-    char want[96];
-    snprintf(want, sizeof want, "waits: 2 held (at most %d, %d from one connection)\n",
-             OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER);
+    char want[128];
+    snprintf(want, sizeof want,
+             "waits: 2 held (at most %d, %d from one connection, %d from one key)\n",
+             OQ_MAX_WAITERS, OQ_MAX_WAITERS_PER_PEER, OQ_MAX_WAITERS_PER_KEY);
     it_expect_output(it_cli(it, "stats-held", 0, "stats", NULL), want);
 
     /* Answered: the job ends, both are answered, none is held. */

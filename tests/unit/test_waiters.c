@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "onceq/limits.h"
+#include "onceq/keys.h"
 #include "waiters.h"
 
 static int64_t s_now_ms;
@@ -46,18 +47,19 @@ static void s_record(void *ctx, const oq_waiter_view_t *w)
     seen->count++;
 }
 
+/* A waiter from peer, on no known descriptor and with no key. */
 static int s_add(oq_waiters_t *w, uint64_t job, int64_t timeout_ms, const char *peer, int64_t req)
 {
     char reason[256];
-    return oq_waiters_add(w, job, timeout_ms, peer, strlen(peer), false, false, req, reason,
-                          sizeof reason);
+    oq_waiter_owner_t owner = {peer, strlen(peer), -1, NULL, false};
+    return oq_waiters_add(w, job, timeout_ms, &owner, false, req, reason, sizeof reason);
 }
 
 static void test_end_answers_the_jobs_waiters_once_oldest_first(void **state)
 {
     (void)state;
     s_now_ms = 1000;
-    oq_waiters_t *w = oq_waiters_new(100, 10, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(100, 10, 100, &s_clock);
     assert_non_null(w);
     assert_int_equal(s_add(w, 7, 5000, "a", 1), 0);
     assert_int_equal(s_add(w, 8, 5000, "b", 2), 0);
@@ -89,7 +91,7 @@ static void test_timeout_answers_only_when_due(void **state)
 {
     (void)state;
     s_now_ms = 50000;
-    oq_waiters_t *w = oq_waiters_new(100, 10, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(100, 10, 100, &s_clock);
     assert_int_equal(s_add(w, 1, 300, "a", 1), 0);
     assert_int_equal(s_add(w, 2, 100, "a", 2), 0);
     assert_int_equal(s_add(w, 1, 0, "b", 3), 0);
@@ -120,21 +122,23 @@ static void test_limits_refuse_and_free_their_room(void **state)
 {
     (void)state;
     s_now_ms = 0;
-    oq_waiters_t *w = oq_waiters_new(4, 2, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(4, 2, 4, &s_clock);
     assert_int_equal(oq_waiters_max(w), 4); /* as stats shows them */
     assert_int_equal(oq_waiters_max_per_peer(w), 2);
     char reason[256];
     assert_int_equal(s_add(w, 1, 1000, "a", 1), 0);
     assert_int_equal(s_add(w, 2, 1000, "a", 2), 0);
     /* The connection's limit, named. */
-    assert_int_equal(oq_waiters_add(w, 3, 1000, "a", 1, false, false, 3, reason, sizeof reason),
+    assert_int_equal(oq_waiters_add(w, 3, 1000, &(oq_waiter_owner_t){"a", 1, -1, NULL, false},
+                                    false, 3, reason, sizeof reason),
                      -1);
     assert_non_null(strstr(reason, "per connection"));
     assert_int_equal(oq_waiters_of_peer(w, "a", 1), 2);
     /* Another connection still has room, until the total is reached. */
     assert_int_equal(s_add(w, 3, 1000, "b", 4), 0);
     assert_int_equal(s_add(w, 3, 1000, "c", 5), 0);
-    assert_int_equal(oq_waiters_add(w, 4, 1000, "d", 1, false, false, 6, reason, sizeof reason),
+    assert_int_equal(oq_waiters_add(w, 4, 1000, &(oq_waiter_owner_t){"d", 1, -1, NULL, false},
+                                    false, 6, reason, sizeof reason),
                      -1);
     assert_non_null(strstr(reason, "its limit"));
     assert_int_equal(oq_waiters_count(w), 4);
@@ -155,12 +159,18 @@ static void test_dispatch_waits_are_marked(void **state)
 {
     (void)state;
     s_now_ms = 1000;
-    oq_waiters_t *w = oq_waiters_new(100, 10, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(100, 10, 100, &s_clock);
     assert_non_null(w);
     char reason[256];
-    assert_int_equal(oq_waiters_add(w, 7, 5000, "a", 1, false, true, 1, reason, sizeof reason), 0);
-    assert_int_equal(oq_waiters_add(w, 7, 5000, "b", 1, false, false, 2, reason, sizeof reason), 0);
-    assert_int_equal(oq_waiters_add(w, 8, 500, "c", 1, false, true, 3, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 7, 5000, &(oq_waiter_owner_t){"a", 1, -1, NULL, false}, true,
+                                    1, reason, sizeof reason),
+                     0);
+    assert_int_equal(oq_waiters_add(w, 7, 5000, &(oq_waiter_owner_t){"b", 1, -1, NULL, false},
+                                    false, 2, reason, sizeof reason),
+                     0);
+    assert_int_equal(oq_waiters_add(w, 8, 500, &(oq_waiter_owner_t){"c", 1, -1, NULL, false}, true,
+                                    3, reason, sizeof reason),
+                     0);
     s_seen_t seen = {0};
     assert_int_equal(oq_waiters_end(w, 7, s_record, &seen), 2);
     assert_true(seen.confirms[0]);
@@ -176,7 +186,7 @@ static void test_destroy_frees_unanswered_waiters(void **state)
 {
     (void)state;
     s_now_ms = 0;
-    oq_waiters_t *w = oq_waiters_new(100, 100, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(100, 100, 100, &s_clock);
     for (uint64_t i = 0; i < 50; i++)
         assert_int_equal(s_add(w, 1 + i % 7, 1000 + (int64_t)i, "peer", (int64_t)i), 0);
     /* Leak-checked by the sanitizer build. */
@@ -187,7 +197,7 @@ static void test_destroy_frees_unanswered_waiters(void **state)
 static void test_ends_remembered_oldest_forgotten(void **state)
 {
     (void)state;
-    oq_waiters_t *w = oq_waiters_new(1, 1, &s_clock);
+    oq_waiters_t *w = oq_waiters_new(1, 1, 1, &s_clock);
     oq_wait_state_t st;
     assert_int_equal(oq_waiters_recall_end(w, 5, &st), -1);
     oq_waiters_remember_end(w, 5, OQ_WAIT_CANCELLED);
@@ -204,9 +214,53 @@ static void test_ends_remembered_oldest_forgotten(void **state)
     oq_waiters_destroy(&w);
 }
 
+static void test_a_closed_connection_and_a_key_limit(void **state)
+{
+    (void)state;
+    s_now_ms = 0;
+    oq_waiters_t *w = oq_waiters_new(100, 10, 3, &s_clock);
+    assert_int_equal(oq_waiters_max_per_key(w), 3);
+    char reason[256];
+    uint8_t key_a[OQ_KEY_BYTES] = {1}, key_b[OQ_KEY_BYTES] = {2};
+    /* One key over two connections (descriptors 5 and 6), up to its limit. */
+    oq_waiter_owner_t on5 = {"p", 1, 5, key_a, false}, on6 = {"q", 1, 6, key_a, false};
+    oq_waiter_owner_t other = {"r", 1, 7, key_b, false}, unknown = {"s", 1, -1, NULL, false};
+    assert_int_equal(oq_waiters_add(w, 1, 1000, &on5, false, 1, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 2, 1000, &on5, false, 2, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 1, 1000, &on6, false, 3, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 3, 1000, &on6, false, 4, reason, sizeof reason), -1);
+    assert_non_null(strstr(reason, "per key"));
+    assert_int_equal(oq_waiters_of_key(w, key_a), 3);
+    /* Another key, and a peer without one, still have room. */
+    assert_int_equal(oq_waiters_add(w, 1, 1000, &other, false, 5, reason, sizeof reason), 0);
+    assert_int_equal(oq_waiters_add(w, 1, 1000, &unknown, false, 6, reason, sizeof reason), 0);
+    /* Descriptor 5 closes: its two waiters go unanswered, the others stay. */
+    assert_int_equal(oq_waiters_drop_fd(w, 5), 2);
+    assert_int_equal(oq_waiters_drop_fd(w, 5), 0);
+    assert_int_equal(oq_waiters_drop_fd(w, -1), 0);
+    assert_int_equal(oq_waiters_closed(w), 2);
+    assert_int_equal(oq_waiters_count(w), 3);
+    assert_int_equal(oq_waiters_of_key(w, key_a), 1);
+    assert_int_equal(oq_waiters_of_peer(w, "p", 1), 0);
+    /* The key has room again; job 1's list lost only the dropped one. */
+    assert_int_equal(oq_waiters_add(w, 3, 1000, &on6, false, 7, reason, sizeof reason), 0);
+    s_seen_t seen = {0};
+    assert_int_equal(oq_waiters_end(w, 1, s_record, &seen), 3);
+    assert_int_equal(seen.req[0], 3);
+    assert_int_equal(seen.req[1], 5);
+    assert_int_equal(seen.req[2], 6);
+    assert_int_equal(oq_waiters_drop_fd(w, 6), 1); /* job 3's */
+    assert_int_equal(oq_waiters_count(w), 0);
+    assert_int_equal(oq_waiters_next_deadline(w), -1);
+    /* Destroyed with waiters on a descriptor: nothing leaks (ASan). */
+    assert_int_equal(oq_waiters_add(w, 4, 1000, &on5, false, 8, reason, sizeof reason), 0);
+    oq_waiters_destroy(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_closed_connection_and_a_key_limit),
         cmocka_unit_test(test_end_answers_the_jobs_waiters_once_oldest_first),
         cmocka_unit_test(test_timeout_answers_only_when_due),
         cmocka_unit_test(test_limits_refuse_and_free_their_room),

@@ -46,16 +46,18 @@
 
 /* Waiting for a job to end (docs/protocol.md, "wait"): how long a wait
    lasts without a timeout of its own and at most, how many the broker
-   holds at once in all and from one connection (beyond: "full"), and how
-   many jobs that left without completing (cancelled, deleted from the
-   failed store) it remembers to tell them from done ones. The limit per
-   connection stays well below libzmq's default send high-water mark (1,000
-   messages a peer): the answers of every wait one connection holds may
-   come due in one loop turn, and a send beyond the mark would be dropped. */
+   holds at once in all, from one connection and from all the connections
+   of one CURVE key (beyond: "full"), and how many jobs that left without
+   completing (cancelled, deleted from the failed store) it remembers to
+   tell them from done ones. A key may hold a quarter of all: one key
+   (a producer's, opening connection after connection) cannot lock out
+   the others, an admin's among them. A connection's waits go when it
+   closes. */
 #define OQ_DEFAULT_WAIT_MS      30000
 #define OQ_MAX_WAIT_MS          (3600LL * 1000)
 #define OQ_MAX_WAITERS          65536
 #define OQ_MAX_WAITERS_PER_PEER 256
+#define OQ_MAX_WAITERS_PER_KEY  (OQ_MAX_WAITERS / 4)
 #define OQ_WAIT_ENDS_REMEMBERED 4096
 
 /* Job defaults */
@@ -226,6 +228,17 @@
 /* Dispatch replies waiting for their records to be durable, at most; a
    dispatch beyond it is refused with "unavailable". */
 #define OQ_MAX_OUTBOX_REPLIES 65536
+/* Replies kept for a peer whose pipe is full (the front socket holds
+   libzmq's default 1,000 messages a peer), at most, with their identities
+   and headers: about 60 bytes a "dispatched", so some 70,000 answers for
+   one peer and 1,000,000 in all. Past either the peer holding most is cut
+   off (its connection shut down, logged and counted). While replies are
+   kept the loop tries them again after OQ_KEPT_RETRY_MIN_MS, doubling to
+   OQ_KEPT_RETRY_MAX_MS while none goes: libzmq signals no room in a pipe. */
+#define OQ_MAX_KEPT_BYTES_PER_PEER (4 * 1024 * 1024)
+#define OQ_MAX_KEPT_BYTES          (64 * 1024 * 1024)
+#define OQ_KEPT_RETRY_MIN_MS       1
+#define OQ_KEPT_RETRY_MAX_MS       10
 
 /* Dispatch ids: a repeated dispatch_id within the window gets the first job's id. */
 #define OQ_DEFAULT_DEDUPE_WINDOW_MS (3600LL * 1000)
