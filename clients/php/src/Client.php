@@ -170,10 +170,13 @@ final class Client
      * 'error' => the failed job's error or the reviewed job's reason, else ''].
      * 'pending': the job had not ended by then; wait again. A job the broker
      * no longer holds has ended (docs/protocol.md §5, wait). An id the broker
-     * never issued is a NotFoundException.
+     * never issued is a NotFoundException; one below 1 a ConfigException, sent nowhere.
      */
     public function wait(int $id, int|float $timeout = 30): array
     {
+        if ($id < 1) {
+            throw new ConfigException("onceq: a job id is an integer from 1, not $id");
+        }
         self::checkWaitTimeout($timeout);
         $reply = $this->request('wait', ['id' => $id, 'timeout' => $timeout], 'waited', null,
             (int)ceil($timeout * 1000));

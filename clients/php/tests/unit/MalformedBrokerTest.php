@@ -4,6 +4,7 @@ declare(strict_types=1);
 namespace Onceq\Tests\Unit;
 
 use Onceq\Client;
+use Onceq\Exception\ConfigException;
 use Onceq\Exception\ProtocolException;
 use Onceq\Exception\TimeoutException;
 use Onceq\Job;
@@ -61,6 +62,16 @@ final class MalformedBrokerTest extends TestCase
         $this->assertRefused(fn () => $client->dispatch('noop'), 'a dispatched reply with job id 1.5');
         $this->assertRefused(fn () => $client->wait(1, 0), 'a waited reply with job id -1');
         $this->assertSame(3, $client->dispatch('noop'), 'the client still works');
+        // Nor does it send one: a wait for job 0 or -1 is refused before anything goes out.
+        foreach ([0, -1] as $id) {
+            try {
+                $client->wait($id, 0);
+                $this->fail("waited for job $id");
+            } catch (ConfigException $e) {
+                $this->assertStringContainsString("a job id is an integer from 1, not $id", $e->getMessage());
+            }
+        }
+        $this->assertCount(6, $this->broker->requests());
     }
 
     public function testFieldsOfTheWrongTypeOrSizeAreRefused(): void
