@@ -12,8 +12,9 @@ use Onceq\Protocol\Unreadable;
  * (a closed socket drops what it had not sent: the Lazy Pirate resends on a
  * fresh one), and libzmq's message size capped at Codec::MAX_WIRE_MSG_BYTES,
  * so a peer cannot make PHP allocate an unbounded frame (libzmq drops the
- * connection instead, and reconnects). A new Connection is a new identity
- * to the broker.
+ * connection instead, as a protocol error, and does not reconnect it: the
+ * caller's handling of silence opens a fresh Connection). A new Connection
+ * is a new identity to the broker.
  */
 final class Connection
 {
