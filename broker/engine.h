@@ -540,6 +540,16 @@ typedef struct {
     int64_t retry_after_ms; /* the queue's lease length */
     uint32_t max_tries;     /* the largest budget: the default, or a held job's own */
     int64_t backoff_ms;     /* the largest backoff step: the default, or a held job's own */
+    /* The held job whose own runs span longest, max_tries x (retry_after +
+       its largest backoff step), if that is longer than the defaults' span:
+       the job an operator is told about when it holds a prune back (id 0:
+       none). type is borrowed until the next engine call. */
+    struct {
+        uint64_t id;
+        const char *type;
+        uint32_t max_tries, attempt;
+        int64_t backoff_ms;
+    } job;
 } oq_queue_horizon_t;
 
 /* The horizon of every queue, into out[0 .. oq_engine_queue_count - 1] in

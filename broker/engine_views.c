@@ -4,6 +4,7 @@
 #include "engine.h"
 
 #include <assert.h>
+#include <string.h>
 
 #include "engine_jobs.h"
 #include "engine_queues.h"
@@ -168,10 +169,18 @@ uint64_t oq_engine_next_id(const oq_engine_t *self)
 static void s_horizon_default(const oq_engine_t *self, const char *name, int64_t retry_after_ms,
                               oq_queue_horizon_t *h)
 {
+    memset(h, 0, sizeof *h);
     h->name = name;
     h->retry_after_ms = retry_after_ms;
     h->max_tries = self->config.max_tries;
     h->backoff_ms = self->config.backoff_ms;
+}
+
+/* How long the runs of a job with this budget can span, in ms (as a double:
+   1000 tries of 30 days overflow no integer type, but neither matters). */
+static double s_span_ms(uint32_t max_tries, int64_t retry_after_ms, int64_t backoff_ms)
+{
+    return (double)max_tries * ((double)retry_after_ms + (double)backoff_ms);
 }
 
 void oq_engine_default_horizon(const oq_engine_t *self, oq_queue_horizon_t *horizon)
@@ -187,9 +196,24 @@ static void s_horizon_job(void *ctx, const oq_job_view_t *job)
     oq_queue_horizon_t *h = &out[q->index];
     if (job->max_tries > h->max_tries)
         h->max_tries = job->max_tries;
+    int64_t backoff_ms = job->backoff_ms ? 0 : self->config.backoff_ms;
     for (uint32_t k = 0; job->backoff_ms && k < job->backoff_len; k++)
-        if (job->backoff_ms[k] > h->backoff_ms)
-            h->backoff_ms = job->backoff_ms[k];
+        if (job->backoff_ms[k] > backoff_ms)
+            backoff_ms = job->backoff_ms[k];
+    if (backoff_ms > h->backoff_ms)
+        h->backoff_ms = backoff_ms;
+    /* Which one job holds the floor up: named to the operator. */
+    double span = s_span_ms(job->max_tries, q->retry_after_ms, backoff_ms);
+    double least =
+        h->job.id ? s_span_ms(h->job.max_tries, q->retry_after_ms, h->job.backoff_ms)
+                  : s_span_ms(self->config.max_tries, q->retry_after_ms, self->config.backoff_ms);
+    if (span > least) {
+        h->job.id = job->id;
+        h->job.type = job->type;
+        h->job.max_tries = job->max_tries;
+        h->job.attempt = job->attempt;
+        h->job.backoff_ms = backoff_ms;
+    }
 }
 
 void oq_engine_horizons(oq_engine_t *self, oq_queue_horizon_t *out)

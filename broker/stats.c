@@ -10,18 +10,20 @@
 #include "onceq/limits.h"
 #include "onceq/proto.h"
 
-#define S_QUEUE_FIELDS    18
-#define S_WORKER_FIELDS   11
-#define S_JOB_FIELDS      8
-#define S_TYPE_FIELDS     8
-#define S_JOURNAL_FIELDS  13
-#define S_BROKER_FIELDS   12
-#define S_AUTH_FIELDS     8
-#define S_ROLES           3 /* producers, workers, admins: oq_role_t 1 to 3 */
-#define S_HORIZON_FIELDS  4
-#define S_MESSAGES_FIELDS 6
-#define S_WAITS_FIELDS    5
-#define S_REPLIES_FIELDS  6
+#define S_QUEUE_FIELDS   18
+#define S_WORKER_FIELDS  11
+#define S_JOB_FIELDS     8
+#define S_TYPE_FIELDS    8
+#define S_JOURNAL_FIELDS 13
+#define S_BROKER_FIELDS  12
+#define S_AUTH_FIELDS    8
+#define S_ROLES          3 /* producers, workers, admins: oq_role_t 1 to 3 */
+#define S_HORIZON_FIELDS 4
+/* A queue's held job whose own runs span longest: id, type, max_tries, attempt, backoff. */
+#define S_HORIZON_JOB_FIELDS 5
+#define S_MESSAGES_FIELDS    6
+#define S_WAITS_FIELDS       5
+#define S_REPLIES_FIELDS     6
 
 static void s_key(msgpack_packer *pk, const char *key)
 {
@@ -331,12 +333,22 @@ static void s_pack_failed(void *ctx, const oq_job_view_t *job)
 
 static void s_pack_horizon(msgpack_packer *pk, const oq_queue_horizon_t *h)
 {
-    msgpack_pack_map(pk, S_HORIZON_FIELDS);
+    msgpack_pack_map(pk, S_HORIZON_FIELDS + (h->job.id != 0));
     s_key(pk, "name");
     oq_proto_pack_cstr(pk, h->name);
     s_kv_seconds(pk, "retry_after", h->retry_after_ms);
     s_kv_u64(pk, "max_tries", h->max_tries);
     s_kv_seconds(pk, "backoff", h->backoff_ms);
+    if (h->job.id) {
+        s_key(pk, "job");
+        msgpack_pack_map(pk, S_HORIZON_JOB_FIELDS);
+        s_kv_u64(pk, "id", h->job.id);
+        s_key(pk, "type");
+        oq_proto_pack_cstr(pk, h->job.type);
+        s_kv_u64(pk, "max_tries", h->job.max_tries);
+        s_kv_u64(pk, "attempt", h->job.attempt);
+        s_kv_seconds(pk, "backoff", h->job.backoff_ms);
+    }
 }
 
 typedef struct {

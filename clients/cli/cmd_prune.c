@@ -13,7 +13,18 @@
     the jobs they hold now, which the broker reports ("horizon"); a window
     under it is refused, naming it. Without the broker there is no floor to
     trust, so the prune is refused unless --floor-from-defaults says the
-    broker runs with the built-in defaults. */
+    broker runs with the built-in defaults.
+
+    One job can hold the floor up: a job held with 1,000 tries and a 30-day
+    backoff can still run 30,000 days from now, and its guard row must last
+    that long. The broker names, per queue, the held job whose runs span
+    longest; a refusal names each job that holds the floor above the window,
+    with its budget, so an operator can see what to do about it (let it end,
+    or cancel it if its effect is no longer wanted, and prune once a run of
+    it still going has ended: within its queue's retry_after, which its
+    timeout is shorter than). No flag prunes past it:
+    the guard tables do not record which job wrote a row, so the rows such a
+    job needs cannot be told from the others. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,20 +41,35 @@
 #define S_MIN_WINDOW_S 1
 #define S_MS_PER_S     1000
 
-/* One term of the floor: max_tries x (retry_after + backoff). */
+/* Held jobs named in a refusal at most; the rest are counted. */
+#define S_MAX_NAMED_JOBS 16
+
+/* A held job whose own runs span longer than its queue's defaults allow. */
+typedef struct {
+    uint64_t id, max_tries, attempt;
+    char type[OQ_MAX_NAME_LEN + 1];
+    double backoff_s;
+} s_job_t;
+
+/* One term of the floor: max_tries x (retry_after + backoff), and the held
+   job that set it (id 0: the defaults did). */
 typedef struct {
     char name[OQ_MAX_NAME_LEN + 1];
     double retry_after_s, backoff_s;
     uint64_t max_tries;
+    s_job_t job;
 } s_term_t;
 
 typedef struct {
-    double dedupe_s;    /* the dispatch-id window */
-    double unique_s;    /* the longest unique_for of a unique key the broker holds */
-    s_term_t longest;   /* the queue whose runs span longest */
-    int64_t floor_s;    /* the larger of the two, rounded up */
-    int64_t oldest_ms;  /* oldest failure in the failed store (0: none, or unknown) */
-    bool from_defaults; /* the broker was not asked */
+    double dedupe_s;                 /* the dispatch-id window */
+    double unique_s;                 /* the longest unique_for of a unique key the broker holds */
+    s_term_t longest;                /* the queue whose runs span longest */
+    s_term_t held[S_MAX_NAMED_JOBS]; /* queues whose term a held job set, longest first */
+    size_t held_count;               /* of them (at most S_MAX_NAMED_JOBS) */
+    size_t held_more;                /* such queues beyond those */
+    int64_t floor_s;                 /* the larger of the two, rounded up */
+    int64_t oldest_ms;               /* oldest failure in the failed store (0: none, or unknown) */
+    bool from_defaults;              /* the broker was not asked */
 } s_floor_t;
 
 /* Seconds rounded up (without libm), for values from 0 to well below 2^62. */
@@ -64,6 +90,28 @@ static void s_consider(s_floor_t *f, const s_term_t *t)
 {
     if (s_term_s(t) > s_term_s(&f->longest))
         f->longest = *t;
+    if (!t->job.id)
+        return;
+    /* Kept longest first; past the array's room the shortest is only counted. */
+    size_t at = f->held_count;
+    while (at > 0 && s_term_s(&f->held[at - 1]) < s_term_s(t))
+        at--;
+    if (at == S_MAX_NAMED_JOBS) {
+        f->held_more++;
+        return;
+    }
+    if (f->held_count == S_MAX_NAMED_JOBS)
+        f->held_more++;
+    else
+        f->held_count++;
+    memmove(&f->held[at + 1], &f->held[at], (f->held_count - 1 - at) * sizeof f->held[0]);
+    f->held[at] = *t;
+}
+
+/* The span of a held job's own runs: its tries x (retry_after + its backoff). */
+static double s_job_span_s(const s_term_t *t)
+{
+    return (double)t->job.max_tries * (t->retry_after_s + t->job.backoff_s);
 }
 
 static void s_finish(s_floor_t *f)
@@ -78,8 +126,10 @@ static void s_from_defaults(s_floor_t *f)
 {
     memset(f, 0, sizeof *f);
     f->dedupe_s = OQ_DEFAULT_DEDUPE_WINDOW_MS / (double)S_MS_PER_S;
-    s_term_t t = {"*", OQ_DEFAULT_RETRY_AFTER_MS / (double)S_MS_PER_S,
-                  OQ_DEFAULT_BACKOFF_MS / (double)S_MS_PER_S, OQ_DEFAULT_MAX_TRIES};
+    s_term_t t = {.name = "*",
+                  .retry_after_s = OQ_DEFAULT_RETRY_AFTER_MS / (double)S_MS_PER_S,
+                  .backoff_s = OQ_DEFAULT_BACKOFF_MS / (double)S_MS_PER_S,
+                  .max_tries = OQ_DEFAULT_MAX_TRIES};
     s_consider(f, &t);
     f->from_defaults = true;
     s_finish(f);
@@ -104,6 +154,16 @@ static void s_read_term(const msgpack_object *map, s_term_t *t)
     t->retry_after_s = s_seconds(map, "retry_after");
     t->backoff_s = s_seconds(map, "backoff");
     oq_cli_get_uint(map, "max_tries", &t->max_tries);
+    const msgpack_object *job = oq_proto_map_get(map, "job");
+    if (!job || job->type != MSGPACK_OBJECT_MAP || oq_cli_get_uint(job, "id", &t->job.id) < 0)
+        return;
+    const msgpack_object *type = oq_proto_map_get(job, "type");
+    if (type && type->type == MSGPACK_OBJECT_STR)
+        oq_str_copy((oq_str_t){type->via.str.ptr, type->via.str.size}, t->job.type,
+                    sizeof t->job.type);
+    oq_cli_get_uint(job, "max_tries", &t->job.max_tries);
+    oq_cli_get_uint(job, "attempt", &t->job.attempt);
+    t->job.backoff_s = s_seconds(job, "backoff");
 }
 
 /* The floor from the broker's "horizon" reply. */
@@ -137,9 +197,12 @@ static void s_print_floor(const s_floor_t *f)
     oq_cli_duration_format(s_ceil(f->longest.retry_after_s), retry, sizeof retry);
     oq_cli_duration_format(s_ceil(f->longest.backoff_s), backoff, sizeof backoff);
     oq_cli_duration_format(s_ceil(s_term_s(&f->longest)), span, sizeof span);
-    char who[OQ_MAX_NAME_LEN + 16];
+    char who[2 * OQ_MAX_NAME_LEN + 64];
     if (strcmp(f->longest.name, "*") == 0)
         snprintf(who, sizeof who, "the defaults");
+    else if (f->longest.job.id)
+        snprintf(who, sizeof who, "queue \"%s\", set by job %" PRIu64 " (%s)", f->longest.name,
+                 f->longest.job.id, f->longest.job.type);
     else
         snprintf(who, sizeof who, "queue \"%s\"", f->longest.name);
     char unique[OQ_CLI_DURATION_TEXT_LEN + 32] = "";
@@ -191,6 +254,37 @@ static int s_floor(oq_cli_t *cli, bool defaults_allowed, s_floor_t *f)
     return OQ_CLI_EXIT_OK;
 }
 
+/* Each held job whose own runs outlast the window, with its budget and
+   what an operator can do about it. */
+static void s_name_holders(const s_floor_t *f, int64_t window_s)
+{
+    size_t named = 0;
+    for (size_t i = 0; i < f->held_count; i++) {
+        const s_term_t *t = &f->held[i];
+        if (s_job_span_s(t) <= (double)window_s)
+            continue;
+        char span[OQ_CLI_DURATION_TEXT_LEN], backoff[OQ_CLI_DURATION_TEXT_LEN];
+        char retry[OQ_CLI_DURATION_TEXT_LEN];
+        oq_cli_duration_format(s_ceil(s_job_span_s(t)), span, sizeof span);
+        oq_cli_duration_format(s_ceil(t->job.backoff_s), backoff, sizeof backoff);
+        oq_cli_duration_format(s_ceil(t->retry_after_s), retry, sizeof retry);
+        fprintf(stderr,
+                "onceq: held back by job %" PRIu64 " (type %s, queue %s): %" PRIu64
+                " tries (attempt %" PRIu64 " so far) x (%s retry_after + %s backoff) = %s\n",
+                t->job.id, t->job.type, t->name, t->job.max_tries, t->job.attempt, retry, backoff,
+                span);
+        named++;
+    }
+    if (f->held_more)
+        fprintf(stderr, "onceq: and the held jobs of %zu more queue(s)\n", f->held_more);
+    if (named || f->held_more)
+        fprintf(stderr,
+                "onceq: a held job can still run that long, and its guard row must last until "
+                "its last run: let it end, or cancel it ('onceq job cancel ID', not while it is "
+                "leased) if its effect is no longer wanted, and prune again once its queue's "
+                "retry_after has passed (a run of it still going ends within that)\n");
+}
+
 static void s_help(void)
 {
     char max[OQ_CLI_DURATION_TEXT_LEN];
@@ -207,7 +301,9 @@ static void s_help(void)
            "if it is shorter than the floor the broker reports: the larger of its\n"
            "dispatch-id window (--dedupe-window) and, over its queues and the jobs they\n"
            "hold, max_tries x (retry_after + the largest backoff step). The floor is\n"
-           "printed. Without an answer from the broker nothing is deleted.\n"
+           "printed; a refusal names each held job whose own runs outlast the window\n"
+           "(id, type, tries, backoff). Without an answer from the broker nothing is\n"
+           "deleted.\n"
            "\n"
            "Options:\n"
            "  --older-than DURATION  delete rows older than this (required)\n"
@@ -305,6 +401,7 @@ int oq_cmd_db_prune(oq_cli_t *cli, int argc, char **argv)
                 "duplicate of a job can still arrive that long after its effect, and would find "
                 "no guard row; nothing was deleted (use --older-than %s or more)\n",
                 window, least, least);
+        s_name_holders(&floor, window_s);
         return OQ_CLI_EXIT_REFUSED;
     }
     s_warn_failed(&floor, window_s);

@@ -1757,8 +1757,9 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
     assert_int_equal(s_stats(f).cancelled, 2);
 }
 
-/* What the retention floor is made of: each queue's lease length, and the
-   largest budget and backoff among the defaults and the jobs it holds. */
+/* What the retention floor is made of: each queue's lease length, the
+   largest budget and backoff among the defaults and the jobs it holds, and
+   the held job whose own runs span longest (named when a prune is refused). */
 static void test_horizons_take_the_largest_budget_held(void **state)
 {
     ef_fixture_t *f = *state;
@@ -1788,6 +1789,13 @@ static void test_horizons_take_the_largest_budget_held(void **state)
     assert_int_equal(h[1].retry_after_ms, EF_RETRY_AFTER_MS);
     assert_int_equal(h[1].max_tries, OQ_DEFAULT_MAX_TRIES);
     assert_int_equal(h[1].backoff_ms, 1000);
+    /* The job that sets a queue's term is named; a queue of default jobs names none. */
+    assert_int_equal(h[0].job.id, id);
+    assert_string_equal(h[0].job.type, "noop");
+    assert_int_equal(h[0].job.max_tries, 7);
+    assert_int_equal(h[0].job.attempt, 0);
+    assert_int_equal(h[0].job.backoff_ms, 300000);
+    assert_int_equal(h[1].job.id, 0);
     oq_queue_horizon_t d;
     oq_engine_default_horizon(f->engine, &d);
     assert_string_equal(d.name, "*");
@@ -1798,6 +1806,7 @@ static void test_horizons_take_the_largest_budget_held(void **state)
     oq_engine_horizons(f->engine, h);
     assert_int_equal(h[0].max_tries, OQ_DEFAULT_MAX_TRIES);
     assert_int_equal(h[0].backoff_ms, 1000);
+    assert_int_equal(h[0].job.id, 0);
 }
 
 /* ---- the review store ---- */

@@ -8,6 +8,8 @@ use Onceq\Exception\ConfigException;
 use Onceq\Exception\OnceqException;
 use Onceq\Exception\ProtocolException;
 use Onceq\Exception\TimeoutException;
+use Onceq\Protocol\Check;
+use Onceq\Protocol\Unreadable;
 
 /**
  * A producer on the broker's front socket (docs/protocol.md §5).
@@ -156,13 +158,10 @@ final class Client
         return [['dispatch_id' => $dispatchId, 'job' => $job], $dispatchId];
     }
 
-    /** The job id of a dispatched or waited reply. */
+    /** The job id of a dispatched or waited reply (Check::reply() has seen it). */
     private static function jobId(array $reply): int
     {
-        if (!is_int($reply['id'] ?? null)) {
-            throw new ProtocolException("onceq: a {$reply['cmd']} reply without a job id");
-        }
-        return $reply['id'];
+        return Check::id($reply, $reply['cmd']);
     }
 
     /**
@@ -171,10 +170,13 @@ final class Client
      * 'error' => the failed job's error or the reviewed job's reason, else ''].
      * 'pending': the job had not ended by then; wait again. A job the broker
      * no longer holds has ended (docs/protocol.md §5, wait). An id the broker
-     * never issued is a NotFoundException.
+     * never issued is a NotFoundException; one below 1 a ConfigException, sent nowhere.
      */
     public function wait(int $id, int|float $timeout = 30): array
     {
+        if ($id < 1) {
+            throw new ConfigException("onceq: a job id is an integer from 1, not $id");
+        }
         self::checkWaitTimeout($timeout);
         $reply = $this->request('wait', ['id' => $id, 'timeout' => $timeout], 'waited', null,
             (int)ceil($timeout * 1000));
@@ -189,13 +191,10 @@ final class Client
         }
     }
 
-    /** ['state' => …, 'error' => …] of a waited reply. */
+    /** ['state' => …, 'error' => …] of a waited reply (Check::reply() has seen it). */
     private static function waitOutcome(array $reply): array
     {
-        if (!is_string($reply['state'] ?? null)) {
-            throw new ProtocolException('onceq: a waited reply without a state');
-        }
-        return ['state' => $reply['state'], 'error' => is_string($reply['error'] ?? null) ? $reply['error'] : ''];
+        return ['state' => $reply['state'], 'error' => $reply['error'] ?? ''];
     }
 
     /**
@@ -229,6 +228,14 @@ final class Client
      * cmd and req; the reply is the broker's map, its cmd $expect (or one of
      * a list). $holdMs: how long the broker may hold the answer on purpose
      * (a wait), on top of the timeout.
+     *
+     * A reply the C client would refuse (a frame over 1 MiB, not one
+     * msgpack map, a job id below 1, an error text over 1,024 bytes: see
+     * Protocol\Check) is a ProtocolException naming what is wrong; one
+     * that cannot be told to be ours is passed over, and named in the
+     * TimeoutException if no answer follows. A reply over
+     * Codec::MAX_WIRE_MSG_BYTES never reaches PHP: libzmq drops the
+     * connection, and the request is sent again on a fresh one.
      */
     public function request(string $cmd, array $fields, string|array $expect, ?string $dispatchId = null,
         int $holdMs = 0): array
@@ -236,21 +243,36 @@ final class Client
         $expect = (array)$expect;
         $req = $this->nextReq++;
         $message = ['cmd' => $cmd, 'req' => $req] + $fields;
+        $dropped = null;
         for ($try = 1; $try <= $this->tries; $try++) {
             $this->connection ??= new Connection($this->endpoint, $this->curve);
             $this->connection->send($message);
             $deadline = hrtime(true) + ($this->timeoutMs + $holdMs) * 1_000_000;
             while (($left = intdiv($deadline - hrtime(true), 1_000_000)) > 0) {
                 $reply = $this->connection->receive($left);
+                if ($reply instanceof Unreadable) {
+                    if ($reply->req === $req) {
+                        throw new ProtocolException("onceq: a bad reply from the broker at {$this->endpoint} to $cmd: " .
+                            preg_replace('/^onceq: /', '', $reply->reason));
+                    }
+                    $dropped = $reply->reason;
+                    continue;
+                }
                 if ($reply === null || ($reply['req'] ?? null) !== $req) {
                     continue; // nothing yet, or a late answer to an earlier request
                 }
-                if (($reply['cmd'] ?? null) === 'error') {
+                try {
+                    Check::reply($reply);
+                } catch (ProtocolException $e) {
+                    throw new ProtocolException("onceq: a bad reply from the broker at {$this->endpoint} to $cmd: " .
+                        preg_replace('/^onceq: /', '', $e->getMessage()));
+                }
+                if ($reply['cmd'] === 'error') {
                     throw BrokerException::fromReply($reply);
                 }
-                if (!in_array($reply['cmd'] ?? null, $expect, true)) {
+                if (!in_array($reply['cmd'], $expect, true)) {
                     throw new ProtocolException('onceq: expected "' . implode('" or "', $expect) .
-                        '" from the broker, got "' . (is_string($reply['cmd'] ?? null) ? $reply['cmd'] : '?') . '"');
+                        '" from the broker, got ' . Check::show($reply['cmd']));
                 }
                 return $reply;
             }
@@ -259,6 +281,7 @@ final class Client
             $this->connection = null;
         }
         $what = $dispatchId !== null ? " (dispatch id $dispatchId: send it again with this id to be sure)" : '';
+        $what .= $dropped !== null ? " (dropped an unreadable message: $dropped)" : '';
         throw new TimeoutException(sprintf(
             'onceq: no answer from the broker at %s to %s after %d tries of %d ms%s',
             $this->endpoint,

@@ -3,12 +3,18 @@ declare(strict_types=1);
 
 namespace Onceq;
 
+use Onceq\Exception\ProtocolException;
 use Onceq\Protocol\Codec;
+use Onceq\Protocol\Unreadable;
 
 /**
  * One DEALER socket to the broker: CURVE keys set before connect, linger 0
  * (a closed socket drops what it had not sent: the Lazy Pirate resends on a
- * fresh one). A new Connection is a new identity to the broker.
+ * fresh one), and libzmq's message size capped at Codec::MAX_WIRE_MSG_BYTES,
+ * so a peer cannot make PHP allocate an unbounded frame (libzmq drops the
+ * connection instead, as a protocol error, and does not reconnect it: the
+ * caller's handling of silence opens a fresh Connection). A new Connection
+ * is a new identity to the broker.
  */
 final class Connection
 {
@@ -23,6 +29,7 @@ final class Connection
         self::$context ??= new \ZMQContext(1, false);
         $this->socket = new \ZMQSocket(self::$context, \ZMQ::SOCKET_DEALER);
         $this->socket->setSockOpt(\ZMQ::SOCKOPT_LINGER, 0);
+        $this->socket->setSockOpt(\ZMQ::SOCKOPT_MAXMSGSIZE, Codec::MAX_WIRE_MSG_BYTES);
         $curve?->apply($this->socket);
         $this->socket->connect($endpoint);
     }
@@ -44,14 +51,15 @@ final class Connection
     /**
      * The next message, waiting at most $timeoutMs (0: only what is there);
      * null when none came, or when a signal interrupted the wait (the
-     * caller loops, and sees a SIGTERM's flag). A frame that is not a map
-     * is dropped (the caller cannot answer it).
+     * caller loops, and sees a SIGTERM's flag). A frame Codec refuses comes
+     * as an Unreadable saying why; a message of several frames (the broker
+     * sends one) is dropped.
      *
      * It waits in stream_select() on the socket's ZMQ_FD, not in
      * ZMQPoll: a signal that interrupts zmq_poll() never reaches its
      * pcntl handler (php-zmq 1.1.3), so SIGTERM would be lost.
      */
-    public function receive(int $timeoutMs): ?array
+    public function receive(int $timeoutMs): array|Unreadable|null
     {
         $deadline = hrtime(true) + max(0, $timeoutMs) * 1_000_000;
         $this->fd ??= $this->socket->getSockOpt(\ZMQ::SOCKOPT_FD);
@@ -64,8 +72,8 @@ final class Connection
                 }
                 try {
                     return Codec::decode($parts[0]);
-                } catch (\Onceq\Exception\ProtocolException) {
-                    continue;
+                } catch (ProtocolException $e) {
+                    return new Unreadable($e->getMessage(), Codec::peekReq($parts[0]));
                 }
             }
             $leftUs = intdiv($deadline - hrtime(true), 1000);

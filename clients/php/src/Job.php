@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 namespace Onceq;
 
+use Onceq\Protocol\Check;
 use Onceq\Protocol\Uint64;
 
 /**
@@ -26,21 +27,12 @@ final class Job
     ) {
     }
 
-    /** @internal */
-    public static function fromMessage(array $job, \Closure $toucher): self
+    /** @internal A delivery's job map, checked (Protocol\Check::delivery); a ProtocolException if malformed. */
+    public static function fromMessage(mixed $job, \Closure $toucher): self
     {
-        $lease = $job['lease'] ?? null;
-        return new self(
-            (int)($job['id'] ?? 0),
-            (string)($job['type'] ?? ''),
-            (string)($job['queue'] ?? 'default'),
-            is_array($job['payload'] ?? null) ? $job['payload'] : [],
-            (int)($job['attempt'] ?? 1),
-            (int)($job['max_tries'] ?? 1),
-            (float)($job['timeout'] ?? 60),
-            Uint64::of(is_int($lease) || is_string($lease) ? $lease : 0),
-            $toucher,
-        );
+        $f = Check::delivery($job);
+        return new self($f['id'], $f['type'], $f['queue'], $f['payload'], $f['attempt'], $f['max_tries'],
+            $f['timeout'], $f['lease'], $toucher);
     }
 
     /**

@@ -4,6 +4,10 @@ declare(strict_types=1);
 namespace Onceq;
 
 use Onceq\Exception\ConfigException;
+use Onceq\Exception\ProtocolException;
+use Onceq\Protocol\Check;
+use Onceq\Protocol\Codec;
+use Onceq\Protocol\Unreadable;
 
 /**
  * A worker on the broker's back socket (docs/protocol.md §6), one job at a
@@ -37,7 +41,7 @@ final class Worker
     public const DEFAULT_ENDPOINT = 'tcp://127.0.0.1:7751';
     public const EXIT_TIMEOUT = 3;
 
-    private const MAX_ERROR_BYTES = 1024;
+    private const MAX_ERROR_BYTES = Check::MAX_ERROR_BYTES;
     private const NAME_PATTERN = '/^[A-Za-z0-9_.:\-]{1,64}$/';
 
     /** @var array<string, callable|object|string> */
@@ -199,38 +203,61 @@ final class Worker
         $this->lastSent = microtime(true);
     }
 
-    private function handle(array $message): void
+    /**
+     * One message from the broker. What does not decode, or carries a field
+     * the C worker would refuse, is logged as a protocol error and changes
+     * nothing here (a malformed delivery is answered: runJob()); it still
+     * counts as hearing from the broker, as in onceq-worker.
+     */
+    private function handle(array|Unreadable $message): void
     {
-        switch ($message['cmd'] ?? null) {
-            case 'welcome':
-                $this->heartbeatMs = max(10, (int)($message['heartbeat_ms'] ?? $this->heartbeatMs));
-                $this->liveness = max(1, (int)($message['liveness'] ?? $this->liveness));
-                $this->say(sprintf('connected to %s as %s (heartbeat %d ms, liveness %d)',
-                    $this->endpoint, $this->name, $this->heartbeatMs, $this->liveness));
-                break;
-            case 'job':
-                if (is_array($message['job'] ?? null)) {
-                    $this->runJob($message['job']);
-                }
-                break;
-            case 'reconnect':
-                $this->say('the broker does not know this worker (' . ($message['reason'] ?? '?') . '); sending ready');
-                $this->sendReady($this->stopping ? 0 : 1);
-                break;
-            case 'error':
-                $this->say('broker error: ' . ($message['code'] ?? '?') . ': ' . ($message['message'] ?? ''));
-                break;
-            default:
-                break; // heartbeat, or a later revision's message
+        if ($message instanceof Unreadable) {
+            $this->say('protocol error: ignoring a message from the broker: ' . $message->reason);
+            return;
+        }
+        try {
+            if (($message['v'] ?? null) !== Codec::VERSION) {
+                throw new ProtocolException('onceq: a message of protocol version ' .
+                    Check::show($message['v'] ?? null) . ', this worker speaks ' . Codec::VERSION);
+            }
+            switch ($message['cmd'] ?? null) {
+                case 'welcome':
+                    [$this->heartbeatMs, $this->liveness] = Check::welcome($message);
+                    $this->say(sprintf('connected to %s as %s (heartbeat %d ms, liveness %d)',
+                        $this->endpoint, $this->name, $this->heartbeatMs, $this->liveness));
+                    break;
+                case 'job':
+                    $this->runJob($message['job'] ?? null);
+                    break;
+                case 'reconnect':
+                    $reason = Check::str($message, 'reason', false, Check::MAX_ERROR_BYTES) ?? '?';
+                    $this->say("the broker does not know this worker ($reason); sending ready");
+                    $this->sendReady($this->stopping ? 0 : 1);
+                    break;
+                case 'error':
+                    $this->say('broker error: ' . Check::str($message, 'code', true, 64) . ': ' .
+                        (Check::str($message, 'message', false, Check::MAX_ERROR_BYTES) ?? ''));
+                    break;
+                default:
+                    break; // heartbeat, or a later revision's message
+            }
+        } catch (ProtocolException $e) {
+            $this->say('protocol error: ignoring a "' . (is_string($message['cmd'] ?? null) ?
+                Check::show($message['cmd']) : '?') . '" from the broker: ' . $e->getMessage());
         }
     }
 
-    private function runJob(array $message): void
+    private function runJob(mixed $message): void
     {
-        $job = Job::fromMessage($message, function (Job $job): void {
-            $this->send(['cmd' => 'touch', 'id' => $job->id, 'attempt' => $job->attempt, 'lease' => $job->lease]);
-            $this->deadline = microtime(true) + $job->timeout;
-        });
+        try {
+            $job = Job::fromMessage($message, function (Job $job): void {
+                $this->send(['cmd' => 'touch', 'id' => $job->id, 'attempt' => $job->attempt, 'lease' => $job->lease]);
+                $this->deadline = microtime(true) + $job->timeout;
+            });
+        } catch (ProtocolException $e) {
+            $this->refuseMalformed(is_array($message) ? $message : [], $e->getMessage());
+            return;
+        }
         if ($this->stopping || !isset($this->handlers[$job->type])) {
             // Unrun, no try used: stopping, or a type we never named.
             $this->ack($job, Result::giveBack(), 0.0);
@@ -254,6 +281,37 @@ final class Worker
         }
         $this->ack($job, $result, microtime(true) - $started);
         $this->jobsDone++;
+    }
+
+    /**
+     * A delivery that does not decode runs nothing. If its id and attempt
+     * can be read it is answered as onceq-worker answers one: `fail` with
+     * the reason (to the failed store, where a person can requeue it; given
+     * back unrun while stopping), echoing its lease token if that is
+     * readable. An ack with no valid token changes nothing at the broker
+     * but its credit: the job stays leased and is delivered again when the
+     * lease ends. Without an id it is only logged.
+     */
+    private function refuseMalformed(array $message, string $reason): void
+    {
+        try {
+            [$id, $attempt, $lease] = Check::deliveryIds($message);
+        } catch (ProtocolException $e) {
+            $this->say("protocol error: ignoring a job the broker sent: $reason");
+            return;
+        }
+        $result = $this->stopping ? Result::giveBack() : Result::fail("the worker could not decode the job: $reason");
+        $ack = ['cmd' => 'ack', 'id' => $id, 'attempt' => $attempt, 'outcome' => $result->outcome,
+                'credit' => $this->stopping ? 0 : 1];
+        if ($lease !== null) {
+            $ack['lease'] = $lease;
+        }
+        if ($result->error !== null) {
+            $ack['error'] = self::truncate($result->error);
+        }
+        $this->send($ack);
+        $this->say(sprintf('protocol error: job %d attempt=%d outcome=%s: %s%s', $id, $attempt, $result->outcome,
+            $reason, $lease === null ? ' (no lease token to echo: the ack changes nothing, the job comes again)' : ''));
     }
 
     private function call(Job $job): mixed
@@ -324,8 +382,8 @@ final class Worker
         }
         // A job the broker sent before it read the drain: hand it back unrun.
         while (($message = $this->connection->receive(50)) !== null) {
-            if (($message['cmd'] ?? null) === 'job' && is_array($message['job'] ?? null)) {
-                $this->runJob($message['job']);
+            if (is_array($message) && ($message['cmd'] ?? null) === 'job') {
+                $this->runJob($message['job'] ?? null);
             }
         }
         $this->send(['cmd' => 'disconnect']);

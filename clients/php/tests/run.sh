@@ -4,7 +4,10 @@
 #
 #   - unit tests of the codec (uint64 lease tokens, empty maps), the zcert
 #     reader, the error classes, and Client::dispatchWait() against a
-#     scripted stand-in for the broker (tests/support/);
+#     scripted stand-in for the broker (tests/support/); against the same
+#     stand-in, a broker sending malformed replies and deliveries, and a
+#     seeded stream of random and mutated frames (also run alone, without
+#     PostgreSQL, as hostile.php_malformed_broker: tests/run-unit.sh);
 #   - a grant dispatched from PHP runs in C (onceq-worker, queue "c"), one
 #     dispatched with `onceq dispatch` runs in PHP (examples/points-worker.php,
 #     queue "php"), on the same tables;

@@ -6,7 +6,17 @@ namespace Onceq\Protocol;
 use Onceq\Exception\ProtocolException;
 
 /**
- * One frame, one msgpack map (docs/protocol.md §1). Decoding is php-msgpack's.
+ * One frame, one msgpack map (docs/protocol.md §1).
+ *
+ * Decoding is php-msgpack's, held to what the C decoder (common/src/proto.c)
+ * accepts, because a frame comes from the network: at most MAX_FRAME_BYTES,
+ * exactly one map with nothing after it, nested at most MAX_DEPTH deep.
+ * php-msgpack is used in its plain mode: in its default mode a map with a
+ * nil key names a PHP class to instantiate, which a peer must never choose.
+ * Anything else (a warning php-msgpack raises on a map key that is itself
+ * a map, say) is a ProtocolException too, so a caller sees a value or the
+ * library's own exception, never a PHP warning.
+ *
  * Encoding is done here, because the protocol needs two things
  * msgpack_pack() cannot say: an empty map (a PHP [] packs as an empty
  * array; `payload` must be a map) and a uint64 above PHP_INT_MAX (a lease
@@ -18,36 +28,103 @@ final class Codec
     public const VERSION = 1;
 
     /** Max nesting the broker accepts (§2). */
-    private const MAX_DEPTH = 32;
+    public const MAX_DEPTH = 32;
+
+    /** One message body at most, OQ_MAX_FRAME_BYTES of onceq/limits.h (§2). */
+    public const MAX_FRAME_BYTES = 1024 * 1024;
+
+    /**
+     * Bytes libzmq reads of one message at most, OQ_MAX_WIRE_MSG_BYTES: a
+     * larger one is never buffered (libzmq drops the connection instead),
+     * one up to this size is read and refused as larger than MAX_FRAME_BYTES.
+     */
+    public const MAX_WIRE_MSG_BYTES = 4 * self::MAX_FRAME_BYTES;
 
     public static function encode(array $message): string
     {
         return self::map($message, 1);
     }
 
-    /** The map of one frame, or a ProtocolException. */
+    /** The map of one frame, or a ProtocolException saying what is wrong with it. */
     public static function decode(string $frame): array
     {
+        $size = strlen($frame);
+        if ($size > self::MAX_FRAME_BYTES) {
+            throw new ProtocolException("onceq: a frame of $size bytes, the limit is " . self::MAX_FRAME_BYTES);
+        }
         if ($frame === '' || !self::looksLikeMap(ord($frame[0]))) {
-            throw new ProtocolException('onceq: a frame that is not a msgpack map (' . strlen($frame) . ' bytes)');
+            throw new ProtocolException("onceq: a frame that is not a msgpack map ($size bytes)");
         }
-        $value = @msgpack_unpack($frame);
+        $value = self::unpack($frame);
         if (!is_array($value)) {
-            throw new ProtocolException('onceq: a frame that is not a msgpack map (' . strlen($frame) . ' bytes)');
+            throw new ProtocolException("onceq: a frame that is not one msgpack map ($size bytes)");
         }
-        return self::plain($value);
+        return self::plain($value, 1);
     }
 
-    /** php-msgpack unpacks an empty map as a stdClass: make every map an array. */
-    private static function plain(mixed $v): mixed
+    /**
+     * The `req` of a frame that decode() refused, if it can be read (a
+     * frame larger than MAX_FRAME_BYTES but well-formed), so that the
+     * refusal can be matched to its request; null otherwise.
+     */
+    public static function peekReq(string $frame): ?int
     {
+        if ($frame === '' || strlen($frame) > self::MAX_WIRE_MSG_BYTES || !self::looksLikeMap(ord($frame[0]))) {
+            return null;
+        }
+        try {
+            $value = self::unpack($frame);
+        } catch (ProtocolException) {
+            return null;
+        }
+        $req = is_array($value) ? ($value['req'] ?? null) : null;
+        return is_int($req) && $req >= 0 ? $req : null;
+    }
+
+    /** php-msgpack's plain-mode unpacking of exactly one value, or null; its warnings as a ProtocolException. */
+    private static function unpack(string $frame): mixed
+    {
+        $unpacker = new \MessagePackUnpacker(false);
+        $offset = 0;
+        // Noted, not thrown: an exception thrown from inside the extension's
+        // call is lost (php-msgpack 2.2 carries on and returns its result).
+        $warning = null;
+        set_error_handler(static function (int $errno, string $message) use (&$warning): bool {
+            $warning ??= $message;
+            return true;
+        });
+        try {
+            $done = $unpacker->execute($frame, $offset);
+        } finally {
+            restore_error_handler();
+        }
+        if ($warning !== null) {
+            throw new ProtocolException("onceq: a frame that is not well-formed msgpack ($warning)");
+        }
+        if ($done !== true || $offset !== strlen($frame)) {
+            return null;
+        }
+        return $unpacker->data();
+    }
+
+    /**
+     * php-msgpack unpacks an empty map as a stdClass: make every map an
+     * array, and refuse nesting deeper than the broker's.
+     */
+    private static function plain(mixed $v, int $depth): mixed
+    {
+        if ($depth > self::MAX_DEPTH) {
+            throw new ProtocolException('onceq: a frame nested deeper than ' . self::MAX_DEPTH . ' levels');
+        }
         if ($v instanceof \stdClass) {
             $v = get_object_vars($v);
+        } elseif (is_object($v)) {
+            throw new ProtocolException('onceq: a frame holding a ' . get_debug_type($v));
         }
         if (is_array($v)) {
             foreach ($v as $k => $item) {
                 if (is_array($item) || is_object($item)) {
-                    $v[$k] = self::plain($item);
+                    $v[$k] = self::plain($item, $depth + 1);
                 }
             }
         }

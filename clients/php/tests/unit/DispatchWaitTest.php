@@ -148,7 +148,7 @@ final class DispatchWaitTest extends TestCase
     {
         $client = $this->client([['cmd' => 'pong'], ['cmd' => 'waited', 'id' => 3], ['cmd' => 'waited', 'state' => 'done'],
             ['cmd' => 'dispatched']]);
-        foreach (['expected "waited" or "dispatched" from the broker, got "pong"', 'a waited reply without a state',
+        foreach (['expected "waited" or "dispatched" from the broker, got "pong"', 'to dispatch: missing field "state"',
                   'a waited reply without a job id', 'a dispatched reply without a job id'] as $message) {
             try {
                 $client->dispatchWait('noop', [], [], 1);
