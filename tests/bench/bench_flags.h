@@ -1,0 +1,106 @@
+/*  bench_flags.h: the benchmarks' command lines, on the product's flag
+    table (onceq/flags.h) as the broker's, the worker's and the CLI's are.
+    A bench declares its flags once; this module adds --help, prints the
+    usage text with the table's options block, and keeps the exit codes
+    alike. Two kinds of row recur and live here once: the --mode list of
+    the transport benches (chain-rtt, transport-rtt), and the load options
+    that onceq-bench and the peer benches (beanstalk-bench, redis-bench)
+    share, with the same names, bounds and defaults, so that both sides of
+    a comparison are driven alike. */
+#ifndef ONCEQ_BENCH_FLAGS_H
+#define ONCEQ_BENCH_FLAGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "onceq/flags.h"
+
+/* A bench's exit status after a usage error (as the product's binaries). */
+#define OQ_BENCH_EXIT_USAGE 2
+
+/* Parse argv against flags, with a --help row added. usage is printed
+   above the options block and epilogue (or NULL) below it. 0: run; 1:
+   --help was printed (exit 0); -1: an error was printed (exit
+   OQ_BENCH_EXIT_USAGE). */
+int oq_bench_flags_parse(const char *program, const char *usage, const char *epilogue,
+                         const oq_flag_t *flags, size_t count, int argc, char **argv);
+
+/* ---- --mode, repeatable: which of a bench's modes run ---- */
+
+typedef struct {
+    const char *const *names; /* the modes, count of them; "all" names every one */
+    int count;
+    bool *chosen; /* count entries, set by each --mode */
+    bool given;   /* whether any --mode was */
+} oq_bench_modes_t;
+
+/* An OQ_FLAG_CUSTOM parser (dest: an oq_bench_modes_t) for a repeated
+   --mode: one mode's name, or all; the row's expected text lists them. */
+int oq_bench_modes_parse(const char *value, void *dest, char *why, size_t why_len);
+
+/* After parsing: every mode, if --mode was not given. */
+void oq_bench_modes_settle(oq_bench_modes_t *modes);
+
+/* ---- the load options of the producers and their peers ---- */
+
+#define OQ_BENCH_DEFAULT_JOBS         20000
+#define OQ_BENCH_DEFAULT_WINDOW       64
+#define OQ_BENCH_DEFAULT_LATENCY_JOBS 500
+#define OQ_BENCH_DEFAULT_WARMUP_JOBS  200
+#define OQ_BENCH_DEFAULT_GAP_US       1000
+#define OQ_BENCH_DEFAULT_DEADLINE_S   300
+#define OQ_BENCH_MAX_JOBS             10000000
+#define OQ_BENCH_MAX_WINDOW           10000
+#define OQ_BENCH_MAX_GAP_US           1000000
+#define OQ_BENCH_MAX_DEADLINE_S       3600
+#define OQ_BENCH_MAX_PRODUCERS        64
+
+#define OQ_BENCH_STR_(x) #x
+#define OQ_BENCH_STR(x)  OQ_BENCH_STR_(x)
+
+/* Each row's dest is a uint64_t. */
+#define OQ_BENCH_FLAG_JOBS(dest)                                                                   \
+    {                                                                                              \
+        .name = "jobs", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_JOBS,      \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_JOBS), .dest = (dest),                                \
+        .help = "jobs in the throughput phase"                                                     \
+    }
+/* help: "unanswered dispatches at most" or the peer's word for them. */
+#define OQ_BENCH_FLAG_WINDOW(dest, help_text)                                                      \
+    {                                                                                              \
+        .name = "window", .kind = OQ_FLAG_UINT, .arg = "W", .min = 1, .max = OQ_BENCH_MAX_WINDOW,  \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WINDOW), .dest = (dest), .help = (help_text)          \
+    }
+#define OQ_BENCH_FLAG_LATENCY_JOBS(dest)                                                           \
+    {                                                                                              \
+        .name = "latency-jobs", .kind = OQ_FLAG_UINT, .arg = "M", .min = 0,                        \
+        .max = OQ_BENCH_MAX_JOBS, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_LATENCY_JOBS),              \
+        .dest = (dest), .help = "jobs in the latency phase, 0 to skip"                             \
+    }
+#define OQ_BENCH_FLAG_WARMUP(dest)                                                                 \
+    {                                                                                              \
+        .name = "warmup", .kind = OQ_FLAG_UINT, .arg = "N", .min = 0, .max = OQ_BENCH_MAX_JOBS,    \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WARMUP_JOBS), .dest = (dest),                         \
+        .help = "jobs run first and not measured"                                                  \
+    }
+#define OQ_BENCH_FLAG_GAP_US(dest)                                                                 \
+    {                                                                                              \
+        .name = "gap-us", .kind = OQ_FLAG_UINT, .arg = "U", .min = 0, .max = OQ_BENCH_MAX_GAP_US,  \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_GAP_US), .dest = (dest),                              \
+        .help = "microseconds of pause between two latency jobs"                                   \
+    }
+#define OQ_BENCH_FLAG_DEADLINE(dest)                                                               \
+    {                                                                                              \
+        .name = "deadline", .kind = OQ_FLAG_UINT, .arg = "S", .min = 1,                            \
+        .max = OQ_BENCH_MAX_DEADLINE_S, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_DEADLINE_S),          \
+        .dest = (dest), .help = "give up after S seconds in all"                                   \
+    }
+/* help: what the processes do, e.g. "processes dispatching the throughput
+   phase, each with its own connection and window". */
+#define OQ_BENCH_FLAG_PRODUCERS(dest, help_text)                                                   \
+    {                                                                                              \
+        .name = "producers", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1,                           \
+        .max = OQ_BENCH_MAX_PRODUCERS, .def = "1", .dest = (dest), .help = (help_text)             \
+    }
+
+#endif
