@@ -58,49 +58,49 @@ void oq_bench_modes_settle(oq_bench_modes_t *modes);
 #define OQ_BENCH_STR_(x) #x
 #define OQ_BENCH_STR(x)  OQ_BENCH_STR_(x)
 
-/* Each row's dest is a uint64_t. */
-#define OQ_BENCH_FLAG_JOBS(dest)                                                                   \
+/* Each row's ptr (its dest) is a uint64_t *. */
+#define OQ_BENCH_FLAG_JOBS(ptr)                                                                    \
     {                                                                                              \
         .name = "jobs", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_JOBS,      \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_JOBS), .dest = (dest),                                \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_JOBS), .dest = (ptr),                                 \
         .help = "jobs in the throughput phase"                                                     \
     }
 /* help: "unanswered dispatches at most" or the peer's word for them. */
-#define OQ_BENCH_FLAG_WINDOW(dest, help_text)                                                      \
+#define OQ_BENCH_FLAG_WINDOW(ptr, help_text)                                                       \
     {                                                                                              \
         .name = "window", .kind = OQ_FLAG_UINT, .arg = "W", .min = 1, .max = OQ_BENCH_MAX_WINDOW,  \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WINDOW), .dest = (dest), .help = (help_text)          \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WINDOW), .dest = (ptr), .help = (help_text)           \
     }
-#define OQ_BENCH_FLAG_LATENCY_JOBS(dest)                                                           \
+#define OQ_BENCH_FLAG_LATENCY_JOBS(ptr)                                                            \
     {                                                                                              \
         .name = "latency-jobs", .kind = OQ_FLAG_UINT, .arg = "M", .min = 0,                        \
         .max = OQ_BENCH_MAX_JOBS, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_LATENCY_JOBS),              \
-        .dest = (dest), .help = "jobs in the latency phase, 0 to skip"                             \
+        .dest = (ptr), .help = "jobs in the latency phase, 0 to skip"                              \
     }
-#define OQ_BENCH_FLAG_WARMUP(dest)                                                                 \
+#define OQ_BENCH_FLAG_WARMUP(ptr)                                                                  \
     {                                                                                              \
         .name = "warmup", .kind = OQ_FLAG_UINT, .arg = "N", .min = 0, .max = OQ_BENCH_MAX_JOBS,    \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WARMUP_JOBS), .dest = (dest),                         \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WARMUP_JOBS), .dest = (ptr),                          \
         .help = "jobs run first and not measured"                                                  \
     }
-#define OQ_BENCH_FLAG_GAP_US(dest)                                                                 \
+#define OQ_BENCH_FLAG_GAP_US(ptr)                                                                  \
     {                                                                                              \
         .name = "gap-us", .kind = OQ_FLAG_UINT, .arg = "U", .min = 0, .max = OQ_BENCH_MAX_GAP_US,  \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_GAP_US), .dest = (dest),                              \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_GAP_US), .dest = (ptr),                               \
         .help = "microseconds of pause between two latency jobs"                                   \
     }
-#define OQ_BENCH_FLAG_DEADLINE(dest)                                                               \
+#define OQ_BENCH_FLAG_DEADLINE(ptr)                                                                \
     {                                                                                              \
         .name = "deadline", .kind = OQ_FLAG_UINT, .arg = "S", .min = 1,                            \
         .max = OQ_BENCH_MAX_DEADLINE_S, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_DEADLINE_S),          \
-        .dest = (dest), .help = "give up after S seconds in all"                                   \
+        .dest = (ptr), .help = "give up after S seconds in all"                                    \
     }
 /* help: what the processes do, e.g. "processes dispatching the throughput
    phase, each with its own connection and window". */
-#define OQ_BENCH_FLAG_PRODUCERS(dest, help_text)                                                   \
+#define OQ_BENCH_FLAG_PRODUCERS(ptr, help_text)                                                    \
     {                                                                                              \
         .name = "producers", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1,                           \
-        .max = OQ_BENCH_MAX_PRODUCERS, .def = "1", .dest = (dest), .help = (help_text)             \
+        .max = OQ_BENCH_MAX_PRODUCERS, .def = "1", .dest = (ptr), .help = (help_text)              \
     }
 
 #endif
