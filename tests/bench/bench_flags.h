@@ -2,8 +2,9 @@
     table (onceq/flags.h) as the broker's, the worker's and the CLI's are.
     A bench declares its flags once; this module adds --help, prints the
     usage text with the table's options block, and keeps the exit codes
-    alike. Two kinds of row recur and live here once: the --mode list of
-    the transport benches (chain-rtt, transport-rtt), and the load options
+    alike. Two kinds of row recur and live here once: the --mode, --runs
+    and --bytes of the transport benches (chain-rtt, transport-rtt), and
+    the load options
     that onceq-bench and the peer benches (beanstalk-bench, redis-bench)
     share, with the same names, bounds and defaults, so that both sides of
     a comparison are driven alike. */
@@ -14,6 +15,9 @@
 #include <stddef.h>
 
 #include "onceq/flags.h"
+
+#define OQ_BENCH_STR_(x) #x
+#define OQ_BENCH_STR(x)  OQ_BENCH_STR_(x) /* a number macro as a string, for defaults */
 
 /* A bench's exit status after a usage error (as the product's binaries). */
 #define OQ_BENCH_EXIT_USAGE 2
@@ -41,6 +45,34 @@ int oq_bench_modes_parse(const char *value, void *dest, char *why, size_t why_le
 /* After parsing: every mode, if --mode was not given. */
 void oq_bench_modes_settle(oq_bench_modes_t *modes);
 
+/* The --mode row (ptr: an oq_bench_modes_t *); list: the modes as a
+   sentence, "tcp, zmq-tcp or all". */
+#define OQ_BENCH_FLAG_MODE(ptr, list)                                                              \
+    {                                                                                              \
+        .name = "mode", .kind = OQ_FLAG_CUSTOM, .arg = "M", .parse = oq_bench_modes_parse,         \
+        .repeat = true, .expected = (list), .def_text = "all", .dest = (ptr),                      \
+        .help = list "; may be given more than once"                                               \
+    }
+
+/* The rows of the transport benches' runs (each row's ptr: a uint64_t *). */
+#define OQ_BENCH_DEFAULT_RUNS  5
+#define OQ_BENCH_DEFAULT_BYTES 100
+#define OQ_BENCH_MAX_RUNS      101
+#define OQ_BENCH_MAX_BYTES     65536
+
+#define OQ_BENCH_FLAG_RUNS(ptr)                                                                    \
+    {                                                                                              \
+        .name = "runs", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_RUNS,      \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_RUNS), .dest = (ptr),                                 \
+        .help = "runs per mode, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_RUNS) "; medians are printed"     \
+    }
+#define OQ_BENCH_FLAG_BYTES(ptr)                                                                   \
+    {                                                                                              \
+        .name = "bytes", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_BYTES,    \
+        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_BYTES), .dest = (ptr),                                \
+        .help = "message size, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_BYTES)                             \
+    }
+
 /* ---- the load options of the producers and their peers ---- */
 
 #define OQ_BENCH_DEFAULT_JOBS         20000
@@ -54,9 +86,6 @@ void oq_bench_modes_settle(oq_bench_modes_t *modes);
 #define OQ_BENCH_MAX_GAP_US           1000000
 #define OQ_BENCH_MAX_DEADLINE_S       3600
 #define OQ_BENCH_MAX_PRODUCERS        64
-
-#define OQ_BENCH_STR_(x) #x
-#define OQ_BENCH_STR(x)  OQ_BENCH_STR_(x)
 
 /* Each row's ptr (its dest) is a uint64_t *. */
 #define OQ_BENCH_FLAG_JOBS(ptr)                                                                    \

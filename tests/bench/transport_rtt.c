@@ -51,11 +51,8 @@
 
 #define S_DEFAULT_ROUND_TRIPS 5000
 #define S_DEFAULT_WARMUP      500
-#define S_DEFAULT_RUNS        5
-#define S_DEFAULT_BYTES       100
 #define S_MAX_ROUND_TRIPS     10000000
-#define S_MAX_RUNS            101
-#define S_MAX_BYTES           65536
+#define S_MAX_RUNS            OQ_BENCH_MAX_RUNS
 #define S_RECV_TIMEOUT_MS     10000 /* one round trip may take this long at most */
 #define S_LINGER_MS           1000  /* a closing ZeroMQ socket flushes this long at most */
 #define S_CHILD_DEADLINE_S    600   /* the echo server exits after this long, whatever happens */
@@ -517,16 +514,7 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
     *opts = (s_opts_t){0};
     oq_bench_modes_t modes = {s_mode_names, S_MODES, opts->modes, false};
     const oq_flag_t flags[] = {
-        {.name = "mode",
-         .kind = OQ_FLAG_CUSTOM,
-         .arg = "M",
-         .parse = oq_bench_modes_parse,
-         .repeat = true,
-         .expected = "tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all",
-         .def_text = "all",
-         .dest = &modes,
-         .help = "tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all; may be given more "
-                 "than once"},
+        OQ_BENCH_FLAG_MODE(&modes, "tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all"),
         {.name = "round-trips",
          .kind = OQ_FLAG_UINT,
          .arg = "N",
@@ -543,22 +531,8 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
          .def = OQ_BENCH_STR(S_DEFAULT_WARMUP),
          .dest = &opts->warmup,
          .help = "unmeasured round trips before them"},
-        {.name = "runs",
-         .kind = OQ_FLAG_UINT,
-         .arg = "N",
-         .min = 1,
-         .max = S_MAX_RUNS,
-         .def = OQ_BENCH_STR(S_DEFAULT_RUNS),
-         .dest = &opts->runs,
-         .help = "runs per mode, 1 to " OQ_BENCH_STR(S_MAX_RUNS) "; medians are printed"},
-        {.name = "bytes",
-         .kind = OQ_FLAG_UINT,
-         .arg = "N",
-         .min = 1,
-         .max = S_MAX_BYTES,
-         .def = OQ_BENCH_STR(S_DEFAULT_BYTES),
-         .dest = &opts->bytes,
-         .help = "message size, 1 to " OQ_BENCH_STR(S_MAX_BYTES)},
+        OQ_BENCH_FLAG_RUNS(&opts->runs),
+        OQ_BENCH_FLAG_BYTES(&opts->bytes),
     };
     int rc =
         oq_bench_flags_parse(S_PROGRAM, s_usage, NULL, flags, OQ_FLAGS_COUNT(flags), argc, argv);
