@@ -22,6 +22,15 @@
 /* A bench's exit status after a usage error (as the product's binaries). */
 #define OQ_BENCH_EXIT_USAGE 2
 
+/* A row of a whole number from min_ to max_ (ptr: a uint64_t *) with a
+   default (a number, or a macro that is one): the shape of most bench
+   options, one row to a line as in a command table. */
+#define OQ_BENCH_UINT(name_, arg_, min_, max_, def_, ptr, help_)                                   \
+    {                                                                                              \
+        .name = (name_), .kind = OQ_FLAG_UINT, .arg = (arg_), .min = (min_), .max = (max_),        \
+        .def = OQ_BENCH_STR(def_), .dest = (ptr), .help = (help_)                                  \
+    }
+
 /* Parse argv against flags, with a --help row added. usage is printed
    above the options block and epilogue (or NULL) below it. 0: run; 1:
    --help was printed (exit 0); -1: an error was printed (exit
@@ -61,17 +70,11 @@ void oq_bench_modes_settle(oq_bench_modes_t *modes);
 #define OQ_BENCH_MAX_BYTES     65536
 
 #define OQ_BENCH_FLAG_RUNS(ptr)                                                                    \
-    {                                                                                              \
-        .name = "runs", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_RUNS,      \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_RUNS), .dest = (ptr),                                 \
-        .help = "runs per mode, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_RUNS) "; medians are printed"     \
-    }
+    OQ_BENCH_UINT("runs", "N", 1, OQ_BENCH_MAX_RUNS, OQ_BENCH_DEFAULT_RUNS, ptr,                   \
+                  "runs per mode, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_RUNS) "; medians are printed")
 #define OQ_BENCH_FLAG_BYTES(ptr)                                                                   \
-    {                                                                                              \
-        .name = "bytes", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_BYTES,    \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_BYTES), .dest = (ptr),                                \
-        .help = "message size, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_BYTES)                             \
-    }
+    OQ_BENCH_UINT("bytes", "N", 1, OQ_BENCH_MAX_BYTES, OQ_BENCH_DEFAULT_BYTES, ptr,                \
+                  "message size, 1 to " OQ_BENCH_STR(OQ_BENCH_MAX_BYTES))
 
 /* ---- the load options of the producers and their peers ---- */
 
@@ -87,49 +90,28 @@ void oq_bench_modes_settle(oq_bench_modes_t *modes);
 #define OQ_BENCH_MAX_DEADLINE_S       3600
 #define OQ_BENCH_MAX_PRODUCERS        64
 
-/* Each row's ptr (its dest) is a uint64_t *. */
+/* Each row's ptr is a uint64_t *. */
 #define OQ_BENCH_FLAG_JOBS(ptr)                                                                    \
-    {                                                                                              \
-        .name = "jobs", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1, .max = OQ_BENCH_MAX_JOBS,      \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_JOBS), .dest = (ptr),                                 \
-        .help = "jobs in the throughput phase"                                                     \
-    }
+    OQ_BENCH_UINT("jobs", "N", 1, OQ_BENCH_MAX_JOBS, OQ_BENCH_DEFAULT_JOBS, ptr,                   \
+                  "jobs in the throughput phase")
 /* help: "unanswered dispatches at most" or the peer's word for them. */
 #define OQ_BENCH_FLAG_WINDOW(ptr, help_text)                                                       \
-    {                                                                                              \
-        .name = "window", .kind = OQ_FLAG_UINT, .arg = "W", .min = 1, .max = OQ_BENCH_MAX_WINDOW,  \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WINDOW), .dest = (ptr), .help = (help_text)           \
-    }
+    OQ_BENCH_UINT("window", "W", 1, OQ_BENCH_MAX_WINDOW, OQ_BENCH_DEFAULT_WINDOW, ptr, help_text)
 #define OQ_BENCH_FLAG_LATENCY_JOBS(ptr)                                                            \
-    {                                                                                              \
-        .name = "latency-jobs", .kind = OQ_FLAG_UINT, .arg = "M", .min = 0,                        \
-        .max = OQ_BENCH_MAX_JOBS, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_LATENCY_JOBS),              \
-        .dest = (ptr), .help = "jobs in the latency phase, 0 to skip"                              \
-    }
+    OQ_BENCH_UINT("latency-jobs", "M", 0, OQ_BENCH_MAX_JOBS, OQ_BENCH_DEFAULT_LATENCY_JOBS, ptr,   \
+                  "jobs in the latency phase, 0 to skip")
 #define OQ_BENCH_FLAG_WARMUP(ptr)                                                                  \
-    {                                                                                              \
-        .name = "warmup", .kind = OQ_FLAG_UINT, .arg = "N", .min = 0, .max = OQ_BENCH_MAX_JOBS,    \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_WARMUP_JOBS), .dest = (ptr),                          \
-        .help = "jobs run first and not measured"                                                  \
-    }
+    OQ_BENCH_UINT("warmup", "N", 0, OQ_BENCH_MAX_JOBS, OQ_BENCH_DEFAULT_WARMUP_JOBS, ptr,          \
+                  "jobs run first and not measured")
 #define OQ_BENCH_FLAG_GAP_US(ptr)                                                                  \
-    {                                                                                              \
-        .name = "gap-us", .kind = OQ_FLAG_UINT, .arg = "U", .min = 0, .max = OQ_BENCH_MAX_GAP_US,  \
-        .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_GAP_US), .dest = (ptr),                               \
-        .help = "microseconds of pause between two latency jobs"                                   \
-    }
+    OQ_BENCH_UINT("gap-us", "U", 0, OQ_BENCH_MAX_GAP_US, OQ_BENCH_DEFAULT_GAP_US, ptr,             \
+                  "microseconds of pause between two latency jobs")
 #define OQ_BENCH_FLAG_DEADLINE(ptr)                                                                \
-    {                                                                                              \
-        .name = "deadline", .kind = OQ_FLAG_UINT, .arg = "S", .min = 1,                            \
-        .max = OQ_BENCH_MAX_DEADLINE_S, .def = OQ_BENCH_STR(OQ_BENCH_DEFAULT_DEADLINE_S),          \
-        .dest = (ptr), .help = "give up after S seconds in all"                                    \
-    }
+    OQ_BENCH_UINT("deadline", "S", 1, OQ_BENCH_MAX_DEADLINE_S, OQ_BENCH_DEFAULT_DEADLINE_S, ptr,   \
+                  "give up after S seconds in all")
 /* help: what the processes do, e.g. "processes dispatching the throughput
    phase, each with its own connection and window". */
 #define OQ_BENCH_FLAG_PRODUCERS(ptr, help_text)                                                    \
-    {                                                                                              \
-        .name = "producers", .kind = OQ_FLAG_UINT, .arg = "N", .min = 1,                           \
-        .max = OQ_BENCH_MAX_PRODUCERS, .def = "1", .dest = (ptr), .help = (help_text)              \
-    }
+    OQ_BENCH_UINT("producers", "N", 1, OQ_BENCH_MAX_PRODUCERS, 1, ptr, help_text)
 
 #endif

@@ -573,33 +573,15 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
     oq_bench_modes_t modes = {s_mode_names, S_MODES, opts->modes, false};
     const oq_flag_t flags[] = {
         OQ_BENCH_FLAG_MODE(&modes, "tcp, zmq-tcp, zmq-curve or all"),
-        {.name = "chains",
-         .kind = OQ_FLAG_UINT,
-         .arg = "N",
-         .min = 1,
-         .max = S_MAX_CHAINS,
-         .def = OQ_BENCH_STR(S_DEFAULT_CHAINS),
-         .dest = &opts->chains,
-         .help = "timed chains per run"},
-        {.name = "warmup",
-         .kind = OQ_FLAG_UINT,
-         .arg = "N",
-         .min = 0,
-         .max = S_MAX_CHAINS,
-         .def = OQ_BENCH_STR(S_DEFAULT_WARMUP),
-         .dest = &opts->warmup,
-         .help = "unmeasured chains before them"},
+        OQ_BENCH_UINT("chains", "N", 1, S_MAX_CHAINS, S_DEFAULT_CHAINS, &opts->chains,
+                      "timed chains per run"),
+        OQ_BENCH_UINT("warmup", "N", 0, S_MAX_CHAINS, S_DEFAULT_WARMUP, &opts->warmup,
+                      "unmeasured chains before them"),
         OQ_BENCH_FLAG_RUNS(&opts->runs),
         OQ_BENCH_FLAG_BYTES(&opts->bytes),
-        {.name = "gap-us",
-         .kind = OQ_FLAG_UINT,
-         .arg = "U",
-         .min = 0,
-         .max = S_MAX_GAP_US,
-         .def = OQ_BENCH_STR(S_DEFAULT_GAP_US),
-         .dest = &opts->gap_us,
-         .help = "microseconds of pause after each timed chain, 0 to " OQ_BENCH_STR(
-             S_MAX_GAP_US) ", as the latency runs of onceq-bench and beanstalk-bench"},
+        OQ_BENCH_UINT("gap-us", "U", 0, S_MAX_GAP_US, S_DEFAULT_GAP_US, &opts->gap_us,
+                      "microseconds of pause after each timed chain, 0 to " OQ_BENCH_STR(
+                          S_MAX_GAP_US) ", as the latency runs of onceq-bench and beanstalk-bench"),
     };
     int rc =
         oq_bench_flags_parse(S_PROGRAM, s_usage, NULL, flags, OQ_FLAGS_COUNT(flags), argc, argv);
