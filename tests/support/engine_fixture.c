@@ -182,6 +182,21 @@ oq_ack_effect_t ef_ack_leased(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint
     return oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
+void ef_expect(ef_fixture_t *f, uint64_t id, const char *state, uint32_t attempt)
+{
+    const char *got = oq_engine_job_state(f->engine, id);
+    if (!state) {
+        if (got)
+            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
+        return;
+    }
+    if (!got || strcmp(got, state) != 0)
+        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
+    oq_job_view_t v;
+    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
+    assert_int_equal(v.attempt, attempt);
+}
+
 /* ---- the journal under it ---- */
 
 static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)

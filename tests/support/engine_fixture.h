@@ -169,6 +169,10 @@ oq_worker_t *ef_lease_all(ef_fixture_t *f, char name);
 oq_ack_effect_t ef_ack_leased(ef_fixture_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt,
                               oq_outcome_t outcome);
 
+/* Fails the test unless job id is in state ("ready", "leased", ...: as
+   oq_engine_job_state names it) at attempt; state NULL: the job is gone. */
+void ef_expect(ef_fixture_t *f, uint64_t id, const char *state, uint32_t attempt);
+
 /* The token of the delivery (id, attempt), as its worker got it; 0 if
    there was no such delivery. */
 uint64_t ef_lease(const ef_fixture_t *f, uint64_t id, uint32_t attempt);

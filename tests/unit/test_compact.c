@@ -97,21 +97,6 @@ static int s_compact(ef_fixture_t *f, void (*meanwhile)(ef_fixture_t *f))
     return oq_compact_poll(f->compact);
 }
 
-static void s_expect(ef_fixture_t *f, uint64_t id, const char *state, uint32_t attempt)
-{
-    const char *got = oq_engine_job_state(f->engine, id);
-    if (!state) {
-        if (got)
-            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
-        return;
-    }
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
-    oq_job_view_t v;
-    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
-    assert_int_equal(v.attempt, attempt);
-}
-
 typedef struct {
     uint64_t done, retried, failed, leased, ready, delayed;
 } s_ids_t;
@@ -141,13 +126,13 @@ static s_ids_t s_history(ef_fixture_t *f)
 
 static void s_expect_history(ef_fixture_t *f, const s_ids_t *ids)
 {
-    s_expect(f, ids->done, NULL, 0);
-    s_expect(f, ids->retried, "delayed", 1);
-    s_expect(f, ids->failed, "failed", 1);
-    s_expect(f, ids->leased, "ready", 1);
-    s_expect(f, ids->ready, "ready", 0);
-    s_expect(f, ids->delayed, "delayed", 0);
-    s_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->done, NULL, 0);
+    ef_expect(f, ids->retried, "delayed", 1);
+    ef_expect(f, ids->failed, "failed", 1);
+    ef_expect(f, ids->leased, "ready", 1);
+    ef_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->delayed, "delayed", 0);
+    ef_expect(f, ids->ready, "ready", 0);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -186,9 +171,9 @@ static void test_compacted_journal_replays_to_the_same_state(void **state)
    snapshot's resolution of its first stay must not resolve its second. */
 static void s_expect_reviews(ef_fixture_t *f, uint64_t open_id, uint64_t done_id, uint64_t again_id)
 {
-    s_expect(f, open_id, "review", 1);
-    s_expect(f, done_id, NULL, 0);
-    s_expect(f, again_id, "review", 1);
+    ef_expect(f, open_id, "review", 1);
+    ef_expect(f, done_id, NULL, 0);
+    ef_expect(f, again_id, "review", 1);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, open_id, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -261,17 +246,17 @@ static void test_records_appended_while_the_child_runs_are_kept(void **state)
     assert_int_equal(s_compact(f, s_meanwhile), 1);
     /* The pump meanwhile leased the history's ready job too. */
     s_open(f);
-    s_expect(f, s_during[0], "ready", 1);
-    s_expect(f, s_during[1], NULL, 0);
-    s_expect(f, s_during[2], "ready", 0);
-    s_expect(f, ids.ready, "ready", 1);
-    s_expect(f, ids.failed, "failed", 1);
-    s_expect(f, ids.done, NULL, 0);
+    ef_expect(f, s_during[0], "ready", 1);
+    ef_expect(f, s_during[1], NULL, 0);
+    ef_expect(f, s_during[2], "ready", 0);
+    ef_expect(f, ids.ready, "ready", 1);
+    ef_expect(f, ids.failed, "failed", 1);
+    ef_expect(f, ids.done, NULL, 0);
     /* And appends go on into the new file. */
     uint64_t after = s_dispatch(f, "noop", 0);
     s_flush(f);
     s_open(f);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, after, "ready", 0);
 }
 
 /* While the child runs: appends that are still in memory, not written. */
@@ -294,9 +279,9 @@ static void test_records_pending_at_the_switch_leave_no_hole(void **state)
     s_flush(f);
     assert_int_equal(s_journal_size(f), oq_journal_file_bytes(f->journal));
     s_open(f);
-    s_expect(f, s_during[0], "ready", 0);
-    s_expect(f, s_during[1], "ready", 0);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, s_during[0], "ready", 0);
+    ef_expect(f, s_during[1], "ready", 0);
+    ef_expect(f, after, "ready", 0);
 }
 
 static void test_disk_use_stays_proportional_to_live_jobs(void **state)
@@ -335,7 +320,7 @@ static void test_disk_use_stays_proportional_to_live_jobs(void **state)
                  (unsigned long long)bound);
     s_open(f);
     for (int i = 0; i < 20; i++)
-        s_expect(f, live[i], "ready", 0);
+        ef_expect(f, live[i], "ready", 0);
     assert_int_equal(oq_engine_job_count(f->engine), 20);
 }
 
@@ -357,7 +342,7 @@ static void test_a_failed_snapshot_leaves_the_journal_alone(void **state)
     s_flush(f);
     s_open(f);
     s_expect_history(f, &ids);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, after, "ready", 0);
     assert_int_equal(oq_engine_job_count(f->engine), 6);
 }
 
@@ -461,10 +446,10 @@ static void test_failure_times_and_operator_changes_survive_compaction(void **st
     f->time.now += 500; /* the restart comes later: failure times must not be "now" */
     s_open(f);
     s_expect_history(f, &ids);
-    s_expect(f, forgotten, NULL, 0);
-    s_expect(f, cancelled, NULL, 0);
-    s_expect(f, s_op_during[0], NULL, 0);
-    s_expect(f, s_op_during[1], NULL, 0);
+    ef_expect(f, forgotten, NULL, 0);
+    ef_expect(f, cancelled, NULL, 0);
+    ef_expect(f, s_op_during[0], NULL, 0);
+    ef_expect(f, s_op_during[1], NULL, 0);
     uint64_t listed[8] = {0};
     bool more;
     assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 8, s_collect_id, listed, &more),
@@ -573,21 +558,21 @@ static void test_requeue_generation_survives_compaction(void **state)
     assert_int_equal(s_compact(f, NULL), 1);
 
     s_open(f);
-    s_expect(f, id, "ready", 0);
-    s_expect(f, again, "failed", 1);
+    ef_expect(f, id, "ready", 0);
+    ef_expect(f, again, "failed", 1);
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_int_equal(v.generation, 1);
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
     assert_int_equal(v.generation, 1);
     assert_int_equal(v.lease, again_lease);
     w = s_lease_all(f);
-    s_expect(f, id, "leased", 1);
+    ef_expect(f, id, "leased", 1);
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_true(v.lease != old_lease);
     oq_ack_msg_t ack = {
         .id = id, .attempt = 1, .outcome = OQ_OUTCOME_OK, .lease = old_lease, .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, w, NULL, &ack), OQ_ACK_FENCED);
-    s_expect(f, id, "leased", 1);
+    ef_expect(f, id, "leased", 1);
     assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
     assert_int_equal(v.generation, 2);

@@ -404,31 +404,16 @@ static s_ids_t s_build_history(ef_fixture_t *f)
     return ids;
 }
 
-static void s_expect(ef_fixture_t *f, uint64_t id, const char *state, uint32_t attempt)
-{
-    const char *got = oq_engine_job_state(f->engine, id);
-    if (!state) {
-        if (got)
-            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
-        return;
-    }
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
-    oq_job_view_t v;
-    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
-    assert_int_equal(v.attempt, attempt);
-}
-
 static void s_expect_history(ef_fixture_t *f, const s_ids_t *ids)
 {
-    s_expect(f, ids->done, NULL, 0);
-    s_expect(f, ids->retried, "delayed", 1);
-    s_expect(f, ids->failed, "failed", 1);
-    s_expect(f, ids->requeued, "ready", 0);
-    s_expect(f, ids->leased, "ready", 1); /* was leased: back with its attempt */
-    s_expect(f, ids->ready, "ready", 0);
-    s_expect(f, ids->delayed, "delayed", 0);
-    s_expect(f, ids->keyed, "ready", 0);
+    ef_expect(f, ids->done, NULL, 0);
+    ef_expect(f, ids->retried, "delayed", 1);
+    ef_expect(f, ids->failed, "failed", 1);
+    ef_expect(f, ids->requeued, "ready", 0);
+    ef_expect(f, ids->leased, "ready", 1); /* was leased: back with its attempt */
+    ef_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->delayed, "delayed", 0);
+    ef_expect(f, ids->keyed, "ready", 0);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -458,7 +443,7 @@ static void test_replay_rebuilds_every_state(void **state)
     /* Delays still count from the wall clock: the retry's second passes. */
     f->time.now += 1000;
     oq_engine_tick(f->engine);
-    s_expect(f, ids.retried, "ready", 1);
+    ef_expect(f, ids.retried, "ready", 1);
 }
 
 /* Write what was appended without making it durable: the fsync fails, so
@@ -492,7 +477,7 @@ static void test_torn_tail_is_cut_with_a_warning(void **state)
     assert_int_equal(r.torn_bytes, whole - 7 - good);
     assert_int_equal(s_file_size(ef_path(f, "journal")), good);
     s_expect_history(f, &ids);
-    s_expect(f, last, NULL, 0);
+    ef_expect(f, last, NULL, 0);
 
     /* And it goes on appending after the cut: the next start is clean. */
     uint64_t next = s_dispatch(f, "noop", 0, NULL);
@@ -500,7 +485,7 @@ static void test_torn_tail_is_cut_with_a_warning(void **state)
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
     ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, 0);
-    s_expect(f, next, "ready", 0);
+    ef_expect(f, next, "ready", 0);
 }
 
 static void test_zeros_or_a_bad_crc_past_the_mark_are_torn_too(void **state)
@@ -529,7 +514,7 @@ static void test_zeros_or_a_bad_crc_past_the_mark_are_torn_too(void **state)
     close(fd);
     ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, whole - good);
-    s_expect(f, last, NULL, 0);
+    ef_expect(f, last, NULL, 0);
 }
 
 /* Flip one byte inside the record that starts at offset `at` or later. */
@@ -658,10 +643,10 @@ static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **s
     assert_true(r.rewritten);
     assert_int_equal(r.ready, S_MANY_JOBS - 1);
     uint64_t lost = k + 1; /* ids run from 1 in record order */
-    s_expect(f, lost, NULL, 0);
-    s_expect(f, lost - 1, "ready", 0);
-    s_expect(f, lost + 1, "ready", 0);
-    s_expect(f, S_MANY_JOBS, "ready", 0);
+    ef_expect(f, lost, NULL, 0);
+    ef_expect(f, lost - 1, "ready", 0);
+    ef_expect(f, lost + 1, "ready", 0);
+    ef_expect(f, S_MANY_JOBS, "ready", 0);
     /* Ids the gap may have held are not handed out again. */
     assert_true(oq_engine_next_id(f->engine) > S_MANY_JOBS + 1);
     /* The rewritten journal starts cleanly. */
@@ -697,8 +682,8 @@ static void test_a_bit_flipped_in_the_last_durable_record_is_damage(void **state
     assert_int_equal(r.dropped_bytes, size - offs[n - 1]);
     assert_false(r.rewritten); /* a gap at the end is cut */
     assert_int_equal(s_file_size(ef_path(f, "journal")), offs[n - 1]);
-    s_expect(f, n, NULL, 0);
-    s_expect(f, n - 1, "ready", 0);
+    ef_expect(f, n, NULL, 0);
+    ef_expect(f, n - 1, "ready", 0);
     free(offs);
 }
 
@@ -756,16 +741,16 @@ static void test_repair_resyncs_and_keeps_every_good_record(void **state)
     assert_int_equal(r.ignored, 2); /* second's LEASED and FAILED */
     assert_true(r.saved_to[0]);
     assert_int_equal(s_file_size(r.saved_to), after - at);
-    s_expect(f, first, NULL, 0);
-    s_expect(f, second, NULL, 0);
-    s_expect(f, third, "ready", 1);
-    s_expect(f, fourth, "ready", 0);
+    ef_expect(f, first, NULL, 0);
+    ef_expect(f, second, NULL, 0);
+    ef_expect(f, third, "ready", 1);
+    ef_expect(f, fourth, "ready", 0);
     /* The repaired journal starts cleanly from then on. */
     ef_open_ok(f, &r);
     assert_int_equal(r.gaps, 0);
     assert_int_equal(r.ignored, 0);
-    s_expect(f, third, "ready", 1);
-    s_expect(f, fourth, "ready", 0);
+    ef_expect(f, third, "ready", 1);
+    ef_expect(f, fourth, "ready", 0);
     free(offs);
 }
 
@@ -819,8 +804,8 @@ static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state
     assert_true(r.saved_to[0]);
     assert_int_equal(s_file_size(r.saved_to), OQ_RECORD_HEADER_BYTES);
     assert_memory_not_equal(oq_journal_header(f->journal)->dedupe_key, key, sizeof key);
-    s_expect(f, a, "ready", 1);
-    s_expect(f, b, "ready", 1);
+    ef_expect(f, a, "ready", 1);
+    ef_expect(f, b, "ready", 1);
     assert_int_equal(s_resend(f, "order-1"), a);
     assert_int_equal(s_resend(f, "order-2"), c);
 
@@ -836,7 +821,7 @@ static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state
         fail_msg("repair: %s", reason);
     assert_int_equal(r.digests_dropped, 2);
     assert_int_equal(r.ready, 2);
-    s_expect(f, a, "ready", 1);
+    ef_expect(f, a, "ready", 1);
     size_t jobs = oq_engine_job_count(f->engine);
     assert_true(s_dispatch(f, "noop", 0, "order-1") != a); /* a new job now */
     assert_int_equal(oq_engine_job_count(f->engine), jobs + 1);
@@ -902,8 +887,8 @@ static void test_failed_write_keeps_records_and_resumes_where_it_stopped(void **
     oq_replay_report_t r;
     ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, 0);
-    s_expect(f, a, "ready", 0);
-    s_expect(f, b, "ready", 0);
+    ef_expect(f, a, "ready", 0);
+    ef_expect(f, b, "ready", 0);
 }
 
 static void test_failed_fsync_writes_everything_since_the_last_good_one_again(void **state)
@@ -926,7 +911,7 @@ static void test_failed_fsync_writes_everything_since_the_last_good_one_again(vo
     assert_int_equal(f->disk.last_offset, (off_t)synced);
     assert_int_equal(oq_journal_durable(f->journal), needs);
     ef_open_ok(f, NULL);
-    s_expect(f, b, "ready", 0);
+    ef_expect(f, b, "ready", 0);
 }
 
 /* ---- the broker on a full disk ---- */
@@ -1348,10 +1333,10 @@ static void s_collect_id(void *ctx, const oq_job_view_t *job)
 
 static void s_expect_operations(ef_fixture_t *f, const s_ops_t *ops)
 {
-    s_expect(f, ops->forgotten, NULL, 0);
-    s_expect(f, ops->cancelled_ready, NULL, 0);
-    s_expect(f, ops->cancelled_delayed, NULL, 0);
-    s_expect(f, ops->requeued, "ready", 0);
+    ef_expect(f, ops->forgotten, NULL, 0);
+    ef_expect(f, ops->cancelled_ready, NULL, 0);
+    ef_expect(f, ops->cancelled_delayed, NULL, 0);
+    ef_expect(f, ops->requeued, "ready", 0);
     /* Failure times came back as they were, and with them the order. */
     uint64_t listed[8] = {0};
     bool more;
@@ -1388,7 +1373,7 @@ static void test_replay_keeps_operator_changes_and_failure_times(void **state)
     ef_open_ok(f, &r);
     assert_int_equal(r.failed, 0);
     assert_int_equal(r.ignored, 0);
-    s_expect(f, ops.requeued, "ready", 0);
+    ef_expect(f, ops.requeued, "ready", 0);
 }
 
 /* A journal written in format version 1 is read, then rewritten in the
@@ -1423,9 +1408,9 @@ static void test_older_format_is_rewritten_at_open(void **state)
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
     ef_open_ok(f, &r);
     assert_false(r.rewritten);
-    s_expect(f, ids.failed, "failed", 1);
-    s_expect(f, ids.delayed, "delayed", 0);
-    s_expect(f, id, NULL, 0);
+    ef_expect(f, ids.failed, "failed", 1);
+    ef_expect(f, ids.delayed, "delayed", 0);
+    ef_expect(f, id, NULL, 0);
     assert_int_equal(oq_engine_next_id(f->engine), id + 1);
     fd = open(ef_path(f, "journal"), O_RDONLY);
     assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
