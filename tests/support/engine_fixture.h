@@ -13,7 +13,8 @@
     opens the journal there and replays it into a new engine, and calling
     it again is a restart.
 
-    Jobs are built with EF_JOB: the fields a test names, over the defaults
+    Jobs are built with EF_JOB (also where a test has an engine of its
+    own, as test_metrics_text): the fields a test names, over the defaults
     every test would otherwise spell out (type "noop", queue "default", an
     empty map as payload), with the has_* flag of each optional field set
     because the test gave it. */
@@ -40,8 +41,8 @@
 #define EF_WALL_BASE_MS 1700000000000LL
 /* Deliveries recorded per test at most. */
 #define EF_MAX_SENT 64
-/* ef_setup_journal: the monotonic clock at the start (not 0, which reads
-   as "never" to some deadlines), and the journal's fsync interval. */
+/* ef_setup_journal: the monotonic clock when the test begins, and the
+   journal's fsync interval. */
 #define EF_JOURNAL_START_MS  1000
 #define EF_FSYNC_INTERVAL_MS 50
 
