@@ -345,7 +345,10 @@ static const oq_peer_t s_beanstalkd = {
                       "latency (one job at a time), reading completion from stats-tube.\n",
     .help_host = "beanstalkd IPv4 address",
     .help_port = "beanstalkd port",
-    .help_name = "--tube T            tube to use (default bench-PID)",
+    .name_arg = "T",
+    .name_expected = "1 to " S_STR(S_NAME_MAX) " of letters, digits and -+/;.$_(), not starting "
+                                               "with a hyphen",
+    .help_name = "tube to use",
     .help_note = "",
     .connect = s_open,
     .disconnect = s_close,

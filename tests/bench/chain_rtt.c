@@ -28,7 +28,6 @@
     gives the median over --runs of each figure and each ZeroMQ mode's ratio
     to tcp. tests/bench/README.md ("The floor of a job's path") reads it. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -43,7 +42,7 @@
 #include <zmq.h>
 
 #include "onceq/clock.h"
-#include "onceq/config.h"
+#include "bench_flags.h"
 #include "loopback.h"
 #include "samples.h"
 #include "support.h"
@@ -52,13 +51,10 @@
 
 #define S_DEFAULT_CHAINS   5000
 #define S_DEFAULT_WARMUP   500
-#define S_DEFAULT_RUNS     5
-#define S_DEFAULT_BYTES    100
 #define S_DEFAULT_GAP_US   1000 /* as onceq-bench's and beanstalk-bench's latency runs */
 #define S_MAX_GAP_US       1000000
 #define S_MAX_CHAINS       10000000
-#define S_MAX_RUNS         101
-#define S_MAX_BYTES        65536
+#define S_MAX_RUNS         OQ_BENCH_MAX_RUNS
 #define S_RECV_TIMEOUT_MS  10000 /* one chain may take this long at most */
 #define S_LINGER_MS        1000  /* a closing ZeroMQ socket flushes this long at most */
 #define S_CHILD_DEADLINE_S 600   /* relay and echo exit after this long, whatever happens */
@@ -557,108 +553,49 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
 
 /* ---- options -------------------------------------------------------------- */
 
-static void s_help(void)
-{
-    printf("Usage: " S_PROGRAM " [OPTION]...\n"
-           "Time the 4-hop chain of one message, one at a time, across three processes\n"
-           "on loopback: producer -> relay -> echo -> relay -> producer, the path of one\n"
-           "onceq job (dispatch, delivery, ack, answer) with nothing done at the stops.\n"
-           "Over plain TCP (the relay polls both connections) and over libzmq (the relay\n"
-           "polls two ROUTER sockets; producer and echo are DEALERs), with and without\n"
-           "CURVE. Prints, per mode, the medians over the runs of p50, p99 and max (us),\n"
-           "chains a second (the pauses left out), each process's context switches and\n"
-           "the CPU time per chain; then each ZeroMQ mode against tcp. One result line\n"
-           "per run goes to stderr.\n"
-           "\n"
-           "  --mode M      tcp, zmq-tcp, zmq-curve or all (default all); may be given\n"
-           "                more than once\n"
-           "  --chains N    timed chains per run (default %d)\n"
-           "  --warmup N    unmeasured chains before them (default %d)\n"
-           "  --runs N      runs per mode, 1 to %d; medians are printed (default %d)\n"
-           "  --bytes N     message size, 1 to %d (default %d)\n"
-           "  --gap-us U    pause after each timed chain, 0 to %d (default %d, as the\n"
-           "                latency runs of onceq-bench and beanstalk-bench)\n"
-           "  -h, --help    this text\n",
-           S_DEFAULT_CHAINS, S_DEFAULT_WARMUP, S_MAX_RUNS, S_DEFAULT_RUNS, S_MAX_BYTES,
-           S_DEFAULT_BYTES, S_MAX_GAP_US, S_DEFAULT_GAP_US);
-}
+static const char s_usage[] =
+    "usage: " S_PROGRAM " [options]\n"
+    "\n"
+    "Time the 4-hop chain of one message, one at a time, across three processes\n"
+    "on loopback: producer -> relay -> echo -> relay -> producer, the path of one\n"
+    "onceq job (dispatch, delivery, ack, answer) with nothing done at the stops.\n"
+    "Over plain TCP (the relay polls both connections) and over libzmq (the relay\n"
+    "polls two ROUTER sockets; producer and echo are DEALERs), with and without\n"
+    "CURVE. Prints, per mode, the medians over the runs of p50, p99 and max (us),\n"
+    "chains a second (the pauses left out), each process's context switches and\n"
+    "the CPU time per chain; then each ZeroMQ mode against tcp. One result line\n"
+    "per run goes to stderr.\n";
 
-enum { O_MODE = 256, O_CHAINS, O_WARMUP, O_RUNS, O_BYTES, O_GAP };
-
+/* 0 to run, 1 after --help, -1 after a usage error. */
 static int s_parse(int argc, char **argv, s_opts_t *opts)
 {
-    const struct option options[] = {
-        {"mode", required_argument, NULL, O_MODE},
-        {"chains", required_argument, NULL, O_CHAINS},
-        {"warmup", required_argument, NULL, O_WARMUP},
-        {"runs", required_argument, NULL, O_RUNS},
-        {"bytes", required_argument, NULL, O_BYTES},
-        {"gap-us", required_argument, NULL, O_GAP},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    *opts = (s_opts_t){0};
+    oq_bench_modes_t modes = {s_mode_names, S_MODES, opts->modes, false};
+    const oq_flag_t flags[] = {
+        OQ_BENCH_FLAG_MODE(&modes, "tcp, zmq-tcp, zmq-curve or all"),
+        OQ_BENCH_UINT("chains", "N", 1, S_MAX_CHAINS, S_DEFAULT_CHAINS, &opts->chains,
+                      "timed chains per run"),
+        OQ_BENCH_UINT("warmup", "N", 0, S_MAX_CHAINS, S_DEFAULT_WARMUP, &opts->warmup,
+                      "unmeasured chains before them"),
+        OQ_BENCH_FLAG_RUNS(&opts->runs),
+        OQ_BENCH_FLAG_BYTES(&opts->bytes),
+        OQ_BENCH_UINT("gap-us", "U", 0, S_MAX_GAP_US, S_DEFAULT_GAP_US, &opts->gap_us,
+                      "microseconds of pause after each timed chain, 0 to " OQ_BENCH_STR(
+                          S_MAX_GAP_US) ", as the latency runs of onceq-bench and beanstalk-bench"),
     };
-    *opts = (s_opts_t){.chains = S_DEFAULT_CHAINS,
-                       .warmup = S_DEFAULT_WARMUP,
-                       .runs = S_DEFAULT_RUNS,
-                       .bytes = S_DEFAULT_BYTES,
-                       .gap_us = S_DEFAULT_GAP_US};
-    bool any_mode = false;
-    int opt, bad = 0, which = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help();
-            exit(0);
-        case O_MODE:
-            bad = 1;
-            for (int m = 0; m < S_MODES; m++)
-                if (strcmp(optarg, "all") == 0 || strcmp(optarg, s_mode_names[m]) == 0) {
-                    opts->modes[m] = true;
-                    bad = 0;
-                }
-            any_mode = true;
-            break;
-        case O_CHAINS:
-            bad = oq_config_uint(optarg, 1, S_MAX_CHAINS, &opts->chains);
-            break;
-        case O_WARMUP:
-            bad = oq_config_uint(optarg, 0, S_MAX_CHAINS, &opts->warmup);
-            break;
-        case O_RUNS:
-            bad = oq_config_uint(optarg, 1, S_MAX_RUNS, &opts->runs);
-            break;
-        case O_BYTES:
-            bad = oq_config_uint(optarg, 1, S_MAX_BYTES, &opts->bytes);
-            break;
-        case O_GAP:
-            bad = oq_config_uint(optarg, 0, S_MAX_GAP_US, &opts->gap_us);
-            break;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad && opt != '?')
-            fprintf(stderr, S_PROGRAM ": bad value '%s' for --%s\n", optarg, options[which].name);
-    }
-    if (!bad && optind < argc) {
-        fprintf(stderr, S_PROGRAM ": unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
-    }
-    if (bad) {
-        fprintf(stderr, "Try '" S_PROGRAM " --help'.\n");
-        return -1;
-    }
-    if (!any_mode)
-        for (int m = 0; m < S_MODES; m++)
-            opts->modes[m] = true;
-    return 0;
+    int rc =
+        oq_bench_flags_parse(S_PROGRAM, s_usage, NULL, flags, OQ_FLAGS_COUNT(flags), argc, argv);
+    if (rc == 0)
+        oq_bench_modes_settle(&modes);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     s_opts_t opts;
-    if (s_parse(argc, argv, &opts) < 0)
-        return 2;
+    int parsed = s_parse(argc, argv, &opts);
+    if (parsed != 0)
+        return parsed < 0 ? OQ_BENCH_EXIT_USAGE : 0;
     signal(SIGPIPE, SIG_IGN);
     if (opts.modes[S_ZMQ_CURVE] && (zmq_curve_keypair(s_relay_public, s_relay_secret) < 0 ||
                                     zmq_curve_keypair(s_peer_public, s_peer_secret) < 0)) {

@@ -13,7 +13,6 @@
     runs from the moment every process has connected and run one warm-up
     batch until the last one is done; jobs/s = N / that time. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_flags.h"
 #include "onceq/clock.h"
-#include "onceq/config.h"
 #include "onceq/effects.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
@@ -150,91 +149,51 @@ static int s_worker(const s_opts_t *opts, uint64_t share, int ready, int go)
     return rc == 0 ? 0 : 1;
 }
 
-static void s_help(void)
-{
-    printf("Usage: grant-batch-bench --database URL [options]\n"
-           "\n"
-           "Run grant_points jobs of new orders through the batch function of the\n"
-           "points handler (oq_points_grant_batch), B jobs per transaction, in W\n"
-           "processes with a connection each, and print the jobs per second.\n"
-           "\n"
-           "  --database URL      libpq conninfo or URI of a migrated database whose\n"
-           "                      point_balances has customers 1..C\n"
-           "  --workers W         processes, one connection each (default %d, at most %d)\n"
-           "  --jobs N            jobs in all, shared by the processes (default %d)\n"
-           "  --batch B           jobs per batch, 1 .. %d (default %d; 1 runs the handler's\n"
-           "                      single transaction)\n"
-           "  --customers C       customers drawn from 1..C (default %d)\n"
-           "\n"
-           "Prints one line of key=value pairs.\n",
-           S_DEFAULT_WORKERS, S_MAX_WORKERS, S_DEFAULT_JOBS, OQ_WORKER_MAX_BATCH, S_DEFAULT_BATCH,
-           S_DEFAULT_CUSTOMERS);
-}
+static const char s_usage[] =
+    "usage: grant-batch-bench --database URL [options]\n"
+    "\n"
+    "Run grant_points jobs of new orders through the batch function of the\n"
+    "points handler (oq_points_grant_batch), B jobs per transaction, in W\n"
+    "processes with a connection each, and print the jobs per second.\n";
 
+/* 0 to run, 1 after --help, -1 after a usage error. */
 static int s_parse(int argc, char **argv, s_opts_t *opts)
 {
-    enum { O_DATABASE = 0x100, O_WORKERS, O_JOBS, O_BATCH, O_CUSTOMERS };
-    static const struct option options[] = {
-        {"database", required_argument, NULL, O_DATABASE},
-        {"workers", required_argument, NULL, O_WORKERS},
-        {"jobs", required_argument, NULL, O_JOBS},
-        {"batch", required_argument, NULL, O_BATCH},
-        {"customers", required_argument, NULL, O_CUSTOMERS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    *opts = (s_opts_t){0};
+    const oq_flag_t flags[] = {
+        {.name = "database",
+         .kind = OQ_FLAG_STRING,
+         .arg = "URL",
+         .dest = &opts->database,
+         .help =
+             "required: the libpq conninfo or URI of a migrated database whose point_balances has "
+             "customers 1..C"},
+        OQ_BENCH_UINT("workers", "W", 1, S_MAX_WORKERS, S_DEFAULT_WORKERS, &opts->workers,
+                      "processes, one connection each, at most " OQ_BENCH_STR(S_MAX_WORKERS)),
+        OQ_BENCH_UINT("jobs", "N", 1, S_MAX_JOBS, S_DEFAULT_JOBS, &opts->jobs,
+                      "jobs in all, shared by the processes"),
+        OQ_BENCH_UINT("batch", "B", 1, OQ_WORKER_MAX_BATCH, S_DEFAULT_BATCH, &opts->batch,
+                      "jobs per batch, 1 to " OQ_BENCH_STR(
+                          OQ_WORKER_MAX_BATCH) "; 1 runs the handler's single transaction"),
+        OQ_BENCH_UINT("customers", "C", 1, INT32_MAX, S_DEFAULT_CUSTOMERS, &opts->customers,
+                      "customers drawn from 1..C"),
     };
-    *opts = (s_opts_t){.jobs = S_DEFAULT_JOBS,
-                       .batch = S_DEFAULT_BATCH,
-                       .customers = S_DEFAULT_CUSTOMERS,
-                       .workers = S_DEFAULT_WORKERS};
-    int opt, bad = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help();
-            exit(0);
-        case O_DATABASE:
-            opts->database = optarg;
-            break;
-        case O_WORKERS:
-            bad = oq_config_uint(optarg, 1, S_MAX_WORKERS, &opts->workers);
-            break;
-        case O_JOBS:
-            bad = oq_config_uint(optarg, 1, S_MAX_JOBS, &opts->jobs);
-            break;
-        case O_BATCH:
-            bad = oq_config_uint(optarg, 1, OQ_WORKER_MAX_BATCH, &opts->batch);
-            break;
-        case O_CUSTOMERS:
-            bad = oq_config_uint(optarg, 1, INT32_MAX, &opts->customers);
-            break;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad && opt != '?')
-            fprintf(stderr, "grant-batch-bench: bad value '%s' for %s\n", optarg, argv[optind - 1]);
+    int rc =
+        oq_bench_flags_parse("grant-batch-bench", s_usage, "Prints one line of key=value pairs.\n",
+                             flags, OQ_FLAGS_COUNT(flags), argc, argv);
+    if (rc == 0 && !opts->database) {
+        fprintf(stderr, "grant-batch-bench: --database is required (see --help)\n");
+        rc = -1;
     }
-    if (!bad && optind < argc) {
-        fprintf(stderr, "grant-batch-bench: unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
-    }
-    if (!bad && !opts->database) {
-        fprintf(stderr, "grant-batch-bench: --database is required\n");
-        bad = 1;
-    }
-    if (bad) {
-        fprintf(stderr, "Try 'grant-batch-bench --help'.\n");
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     s_opts_t opts;
-    if (s_parse(argc, argv, &opts) < 0)
-        return 2;
+    int parsed = s_parse(argc, argv, &opts);
+    if (parsed != 0)
+        return parsed < 0 ? OQ_BENCH_EXIT_USAGE : 0;
     oq_log_set_level(OQ_LOG_WARN);
     int ready[2], go[2];
     if (pipe(ready) < 0 || pipe(go) < 0) {

@@ -43,7 +43,6 @@
     tests/bench/README.md explains the method and beanstalk-bench, which
     measures beanstalkd the same way. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +54,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bench_flags.h"
 #include "onceq/client.h"
 #include "onceq/clock.h"
 #include "onceq/config.h"
@@ -71,18 +71,8 @@
 /* fixmap(1) + fixstr "pad"(4) + str8 header(2) */
 #define S_PAD_BYTES (S_PAYLOAD_BYTES - 7)
 
-#define S_DEFAULT_JOBS         20000
-#define S_DEFAULT_WINDOW       64
-#define S_DEFAULT_LATENCY_JOBS 500
-#define S_DEFAULT_WARMUP_JOBS  200
-#define S_DEFAULT_GAP_US       1000
-#define S_DEFAULT_DEADLINE_S   300
-#define S_MAX_JOBS             10000000
-#define S_MAX_WINDOW           10000
-#define S_MAX_DEADLINE_S       3600
-#define S_MAX_WORKERS          OQ_SUPERVISOR_MAX_PROCESSES
-#define S_MAX_GAP_US           1000000
-#define S_MAX_PRODUCERS        64
+#define S_MAX_WORKERS   OQ_SUPERVISOR_MAX_PROCESSES
+#define S_MAX_PRODUCERS OQ_BENCH_MAX_PRODUCERS
 
 #define S_US_PER_S          1000000
 #define S_DRAIN_POLL_US     1000   /* stats polling while the last jobs finish */
@@ -534,190 +524,123 @@ static int s_flood(const s_opts_t *opts)
     return 0;
 }
 
-static void s_help(void)
+#define S_PAYLOAD_TEXT OQ_BENCH_STR(S_PAYLOAD_BYTES)
+
+static const char s_usage[] =
+    "usage: onceq-bench [options]\n"
+    "\n"
+    "Dispatch noop jobs with a " S_PAYLOAD_TEXT "-byte payload to onceq-broker and measure\n"
+    "throughput (pipelined; completion read from the broker's stats) and\n"
+    "end-to-end latency (one job at a time; completion told by a wait). Workers\n"
+    "must be running already.\n";
+
+static const char s_epilogue[] = "Prints one line of key=value pairs (times in microseconds).\n";
+
+static int s_parse_queue(const char *value, void *dest, char *why, size_t why_len)
 {
-    printf("Usage: onceq-bench [options]\n"
-           "\n"
-           "Dispatch noop jobs with a %d-byte payload to onceq-broker and measure\n"
-           "throughput (pipelined; completion read from the broker's stats) and\n"
-           "end-to-end latency (one job at a time; completion told by a wait). Workers\n"
-           "must be running already.\n"
-           "\n"
-           "  --broker ENDPOINT   broker front socket (default %s)\n"
-           "  --queue Q           queue to use (default bench)\n"
-           "  --jobs N            jobs in the throughput phase (default %d)\n"
-           "  --window W          unanswered dispatches at most (default %d)\n"
-           "  --latency-jobs M    jobs in the latency phase, 0 to skip (default %d)\n"
-           "  --warmup N          jobs run first and not measured (default %d)\n"
-           "  --gap-us U          pause between two latency jobs (default %d)\n"
-           "  --latency-mode M    wait: a latency sample ends when the broker answers a\n"
-           "                      wait for the job, done (the default); poll: when a stats\n"
-           "                      reply, polled back to back, shows the queue's done moved\n"
-           "  --workers W         wait until W workers are connected (default 0)\n"
-           "  --deadline S        give up after S seconds in all (default %d)\n"
-           "  --grant C           grant_points jobs (new order each, customers 1..C) instead\n"
-           "                      of noop: the article's effect, for tests/bench/pg_run.sh\n"
-           "  --producers N       N processes dispatch the throughput phase, each with its\n"
-           "                      own connection and window (default 1, at most %d)\n"
-           "  --dispatch-ids      send a random dispatch_id with every dispatch, as the C\n"
-           "                      client does\n"
-           "  --dispatch-only     only queue --jobs jobs (no workers needed) and print the\n"
-           "                      dispatch rate\n"
-           "  --key FILE          our secret key file: speak CURVE (env ONCEQ_KEY)\n"
-           "  --broker-key FILE   the broker's public key file (env ONCEQ_BROKER_KEY)\n"
-           "  --flood N           instead: keep N connections pinging the broker, each one\n"
-           "                      unanswered after %d ms replaced by a new one\n"
-           "  --flood-s S         for S seconds (default 10)\n"
-           "  --flood-unknown     each flood connection with a fresh key the broker does\n"
-           "                      not know (needs --broker-key)\n"
-           "\n"
-           "Prints one line of key=value pairs (times in microseconds).\n",
-           S_PAYLOAD_BYTES, OQ_DEFAULT_FRONT_ENDPOINT, S_DEFAULT_JOBS, S_DEFAULT_WINDOW,
-           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S,
-           S_MAX_PRODUCERS, S_FLOOD_PATIENCE_MS);
+    (void)why;
+    (void)why_len;
+    if (!oq_proto_name_valid(value, strlen(value)))
+        return -1;
+    *(const char **)dest = value;
+    return 0;
 }
 
+static const char *const s_latency_modes[] = {"wait", "poll", NULL};
+
+/* 0 to run, 1 after --help, -1 after a usage error. */
 static int s_parse(int argc, char **argv, s_opts_t *opts)
 {
-    enum {
-        O_BROKER = 0x100,
-        O_QUEUE,
-        O_JOBS,
-        O_WINDOW,
-        O_LATENCY,
-        O_WARMUP,
-        O_GAP,
-        O_WORKERS,
-        O_DEADLINE,
-        O_GRANT,
-        O_PRODUCERS,
-        O_DISPATCH_IDS,
-        O_DISPATCH_ONLY,
-        O_KEY,
-        O_BROKER_KEY,
-        O_FLOOD,
-        O_FLOOD_S,
-        O_FLOOD_UNKNOWN,
-        O_LATENCY_MODE
+    *opts = (s_opts_t){0};
+    int latency_mode = 0;
+    const oq_flag_t flags[] = {
+        {.name = "broker",
+         .kind = OQ_FLAG_ENDPOINT,
+         .arg = "ENDPOINT",
+         .def = OQ_DEFAULT_FRONT_ENDPOINT,
+         .dest = &opts->endpoint,
+         .help = "broker front socket"},
+        {.name = "queue",
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = "Q",
+         .parse = s_parse_queue,
+         .expected = "a queue name",
+         .def = "bench",
+         .dest = &opts->queue,
+         .help = "queue to use"},
+        OQ_BENCH_FLAG_JOBS(&opts->jobs),
+        OQ_BENCH_FLAG_WINDOW(&opts->window, "unanswered dispatches at most"),
+        OQ_BENCH_FLAG_LATENCY_JOBS(&opts->latency_jobs),
+        OQ_BENCH_FLAG_WARMUP(&opts->warmup_jobs),
+        OQ_BENCH_FLAG_GAP_US(&opts->gap_us),
+        {.name = "latency-mode",
+         .kind = OQ_FLAG_ENUM,
+         .arg = "M",
+         .words = s_latency_modes,
+         .def = "wait",
+         .dest = &latency_mode,
+         .help = "wait: a latency sample ends when the broker answers a wait for the job, "
+                 "done; poll: when a stats reply, polled back to back, shows the queue's "
+                 "done moved"},
+        OQ_BENCH_UINT("workers", "W", 0, S_MAX_WORKERS, 0, &opts->workers,
+                      "wait until W workers are connected"),
+        OQ_BENCH_FLAG_DEADLINE(&opts->deadline_s),
+        {.name = "grant",
+         .kind = OQ_FLAG_UINT,
+         .arg = "C",
+         .min = 1,
+         .max = UINT32_MAX,
+         .def_text = "noop jobs",
+         .dest = &opts->grant_customers,
+         .help = "grant_points jobs (new order each, customers 1..C) instead of noop: the "
+                 "article's effect, for tests/bench/pg_run.sh"},
+        OQ_BENCH_FLAG_PRODUCERS(
+            &opts->producers,
+            "processes dispatching the throughput phase, each with its "
+            "own connection and window, at most " OQ_BENCH_STR(OQ_BENCH_MAX_PRODUCERS)),
+        {.name = "dispatch-ids",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &opts->dispatch_ids,
+         .help = "send a random dispatch_id with every dispatch, as the C client does"},
+        {.name = "dispatch-only",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &opts->dispatch_only,
+         .help = "only queue --jobs jobs (no workers needed) and print the dispatch rate"},
+        {.name = "key",
+         .env = "ONCEQ_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .def_text = "plaintext",
+         .dest = &opts->key,
+         .help = "our secret key file: speak CURVE"},
+        {.name = "broker-key",
+         .env = "ONCEQ_BROKER_KEY",
+         .kind = OQ_FLAG_STRING,
+         .arg = "FILE",
+         .dest = &opts->broker_key,
+         .help = "the broker's public key file"},
+        {.name = "flood",
+         .kind = OQ_FLAG_UINT,
+         .arg = "N",
+         .min = 1,
+         .max = S_MAX_FLOOD,
+         .def_text = "no flood",
+         .dest = &opts->flood,
+         .help = "instead: keep N connections pinging the broker, each one unanswered "
+                 "after " OQ_BENCH_STR(S_FLOOD_PATIENCE_MS) " ms replaced by a new one"},
+        OQ_BENCH_UINT("flood-s", "S", 1, S_MAX_FLOOD_S, 10, &opts->flood_s, "flood for S seconds"),
+        {.name = "flood-unknown",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &opts->flood_unknown,
+         .help = "each flood connection with a fresh key the broker does not know (needs "
+                 "--broker-key)"},
     };
-    static const struct option options[] = {
-        {"broker", required_argument, NULL, O_BROKER},
-        {"queue", required_argument, NULL, O_QUEUE},
-        {"jobs", required_argument, NULL, O_JOBS},
-        {"window", required_argument, NULL, O_WINDOW},
-        {"latency-jobs", required_argument, NULL, O_LATENCY},
-        {"warmup", required_argument, NULL, O_WARMUP},
-        {"gap-us", required_argument, NULL, O_GAP},
-        {"workers", required_argument, NULL, O_WORKERS},
-        {"deadline", required_argument, NULL, O_DEADLINE},
-        {"grant", required_argument, NULL, O_GRANT},
-        {"producers", required_argument, NULL, O_PRODUCERS},
-        {"dispatch-ids", no_argument, NULL, O_DISPATCH_IDS},
-        {"dispatch-only", no_argument, NULL, O_DISPATCH_ONLY},
-        {"key", required_argument, NULL, O_KEY},
-        {"broker-key", required_argument, NULL, O_BROKER_KEY},
-        {"flood", required_argument, NULL, O_FLOOD},
-        {"flood-s", required_argument, NULL, O_FLOOD_S},
-        {"flood-unknown", no_argument, NULL, O_FLOOD_UNKNOWN},
-        {"latency-mode", required_argument, NULL, O_LATENCY_MODE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    *opts = (s_opts_t){
-        .endpoint = OQ_DEFAULT_FRONT_ENDPOINT,
-        .queue = "bench",
-        .jobs = S_DEFAULT_JOBS,
-        .window = S_DEFAULT_WINDOW,
-        .latency_jobs = S_DEFAULT_LATENCY_JOBS,
-        .warmup_jobs = S_DEFAULT_WARMUP_JOBS,
-        .gap_us = S_DEFAULT_GAP_US,
-        .deadline_s = S_DEFAULT_DEADLINE_S,
-        .producers = 1,
-        .flood_s = 10,
-    };
-    int opt, bad = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help();
-            exit(0);
-        case O_BROKER:
-            opts->endpoint = optarg;
-            break;
-        case O_QUEUE:
-            opts->queue = optarg;
-            bad = !oq_proto_name_valid(optarg, strlen(optarg));
-            break;
-        case O_JOBS:
-            bad = oq_config_uint(optarg, 1, S_MAX_JOBS, &opts->jobs);
-            break;
-        case O_WINDOW:
-            bad = oq_config_uint(optarg, 1, S_MAX_WINDOW, &opts->window);
-            break;
-        case O_LATENCY:
-            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->latency_jobs);
-            break;
-        case O_WARMUP:
-            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->warmup_jobs);
-            break;
-        case O_GAP:
-            bad = oq_config_uint(optarg, 0, S_MAX_GAP_US, &opts->gap_us);
-            break;
-        case O_WORKERS:
-            bad = oq_config_uint(optarg, 0, S_MAX_WORKERS, &opts->workers);
-            break;
-        case O_DEADLINE:
-            bad = oq_config_uint(optarg, 1, S_MAX_DEADLINE_S, &opts->deadline_s);
-            break;
-        case O_GRANT:
-            bad = oq_config_uint(optarg, 1, UINT32_MAX, &opts->grant_customers);
-            break;
-        case O_PRODUCERS:
-            bad = oq_config_uint(optarg, 1, S_MAX_PRODUCERS, &opts->producers);
-            break;
-        case O_DISPATCH_IDS:
-            opts->dispatch_ids = true;
-            break;
-        case O_DISPATCH_ONLY:
-            opts->dispatch_only = true;
-            break;
-        case O_KEY:
-            opts->key = optarg;
-            break;
-        case O_BROKER_KEY:
-            opts->broker_key = optarg;
-            break;
-        case O_FLOOD:
-            bad = oq_config_uint(optarg, 1, S_MAX_FLOOD, &opts->flood);
-            break;
-        case O_FLOOD_S:
-            bad = oq_config_uint(optarg, 1, S_MAX_FLOOD_S, &opts->flood_s);
-            break;
-        case O_FLOOD_UNKNOWN:
-            opts->flood_unknown = true;
-            break;
-        case O_LATENCY_MODE:
-            opts->latency_poll = strcmp(optarg, "poll") == 0;
-            bad = !opts->latency_poll && strcmp(optarg, "wait") != 0;
-            break;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad && opt != '?')
-            fprintf(stderr, "onceq-bench: bad value '%s' for %s\n", optarg, argv[optind - 1]);
-    }
-    if (!bad && optind < argc) {
-        fprintf(stderr, "onceq-bench: unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
-    }
-    if (bad) {
-        fprintf(stderr, "Try 'onceq-bench --help'.\n");
-        return -1;
-    }
+    int rc = oq_bench_flags_parse("onceq-bench", s_usage, s_epilogue, flags, OQ_FLAGS_COUNT(flags),
+                                  argc, argv);
+    if (rc != 0)
+        return rc;
+    opts->latency_poll = latency_mode == 1;
     opts->deadline_us = oq_clock_mono_us() + (int64_t)opts->deadline_s * S_US_PER_S;
-    opts->key = oq_config_str(opts->key, "ONCEQ_KEY", NULL);
-    opts->broker_key = oq_config_str(opts->broker_key, "ONCEQ_BROKER_KEY", NULL);
     char why[1024];
     if (opts->broker_key && oq_keys_load_public(opts->broker_key, s_broker, why, sizeof why) < 0) {
         fprintf(stderr, "onceq-bench: %s\n", why);
@@ -738,8 +661,9 @@ static int s_parse(int argc, char **argv, s_opts_t *opts)
 int main(int argc, char **argv)
 {
     s_opts_t opts;
-    if (s_parse(argc, argv, &opts) < 0)
-        return 2;
+    int parsed = s_parse(argc, argv, &opts);
+    if (parsed != 0)
+        return parsed < 0 ? OQ_BENCH_EXIT_USAGE : 0;
     if (opts.flood)
         return s_flood(&opts);
     s_build_payload();

@@ -12,7 +12,6 @@
 #include "peer.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,25 +20,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_flags.h"
 #include "onceq/clock.h"
 #include "onceq/config.h"
 #include "samples.h"
 #include "support.h"
 
-#define S_DEFAULT_HOST         "127.0.0.1"
-#define S_DEFAULT_JOBS         20000
-#define S_DEFAULT_WINDOW       64
-#define S_DEFAULT_LATENCY_JOBS 500
-#define S_DEFAULT_WARMUP_JOBS  200
-#define S_DEFAULT_GAP_US       1000
-#define S_DEFAULT_DEADLINE_S   300
-#define S_MAX_JOBS             10000000
-#define S_MAX_WINDOW           10000
-#define S_MAX_CONSUMERS        256
-#define S_MAX_PRODUCERS        64
-#define S_MAX_DEADLINE_S       3600
-#define S_MAX_GAP_US           1000000
-#define S_MAX_PORT             65535
+#define S_DEFAULT_HOST  "127.0.0.1"
+#define S_MAX_CONSUMERS 256
+#define S_MAX_PRODUCERS OQ_BENCH_MAX_PRODUCERS
+#define S_MAX_PORT      65535
+#define S_HELP_LEN      512 /* one row's help or default, built at run time */
 
 #define S_US_PER_S        1000000
 #define S_DRAIN_POLL_US   1000  /* stats polling while the last jobs finish */
@@ -148,144 +139,83 @@ static int s_latency(const oq_peer_t *peer, void *conn, const oq_peer_opts_t *op
     return 0;
 }
 
-static void s_help(const oq_peer_t *peer)
+/* The tube or queue option's value: checked against the peer's rules. */
+typedef struct {
+    const oq_peer_t *peer;
+    oq_peer_opts_t *opts;
+} s_name_dest_t;
+
+static int s_parse_name(const char *value, void *dest, char *why, size_t why_len)
 {
-    printf("Usage: %s [options]\n"
-           "\n"
-           "%s"
-           "\n"
-           "  --host ADDR         %s (default %s)\n"
-           "  --port P            %s (default %" PRIu64 ")\n"
-           "  %s\n"
-           "  --consumers W       consumer processes (default 1)\n"
-           "  --jobs N            jobs in the throughput phase (default %d)\n"
-           "  --window W          unanswered %s at most (default %d)\n"
-           "  --latency-jobs M    jobs in the latency phase, 0 to skip (default %d)\n"
-           "  --warmup N          jobs run first and not measured (default %d)\n"
-           "  --gap-us U          pause between two latency jobs (default %d)\n"
-           "  --deadline S        give up after S seconds in all (default %d)\n"
-           "  --producers N       N processes %s the throughput phase, each with its own\n"
-           "                      connection and window (default 1, at most %d)\n"
-           "%s"
-           "\n"
-           "%s"
-           "Prints one line of key=value pairs (times in microseconds).\n",
-           peer->program, peer->help_intro, peer->help_host, S_DEFAULT_HOST, peer->help_port,
-           peer->default_port, peer->help_name, S_DEFAULT_JOBS, peer->verbs, S_DEFAULT_WINDOW,
-           S_DEFAULT_LATENCY_JOBS, S_DEFAULT_WARMUP_JOBS, S_DEFAULT_GAP_US, S_DEFAULT_DEADLINE_S,
-           peer->verb, S_MAX_PRODUCERS,
-           peer->put_only ? "  --put-only          only put --jobs jobs (no consumers) and print "
-                            "the put rate\n"
-                          : "",
-           peer->help_note);
+    (void)why;
+    (void)why_len;
+    const s_name_dest_t *d = dest;
+    size_t len = strlen(value);
+    if (len == 0 || len > d->peer->name_max || (d->peer->name_ok && !d->peer->name_ok(value)))
+        return -1;
+    snprintf(d->opts->name, sizeof d->opts->name, "%s", value);
+    return 0;
 }
 
+/* 0 to run, 1 after --help, -1 after a usage error. */
 static int s_parse(const oq_peer_t *peer, int argc, char **argv, oq_peer_opts_t *opts)
 {
-    enum {
-        O_HOST = 0x100,
-        O_PORT,
-        O_NAME,
-        O_CONSUMERS,
-        O_JOBS,
-        O_WINDOW,
-        O_LATENCY,
-        O_WARMUP,
-        O_GAP,
-        O_DEADLINE,
-        O_PRODUCERS,
-        O_PUT_ONLY
-    };
-    /* --put-only is there only for the peers that have it. */
-    const struct option options[] = {
-        {"host", required_argument, NULL, O_HOST},
-        {"port", required_argument, NULL, O_PORT},
-        {peer->name_option, required_argument, NULL, O_NAME},
-        {"consumers", required_argument, NULL, O_CONSUMERS},
-        {"jobs", required_argument, NULL, O_JOBS},
-        {"window", required_argument, NULL, O_WINDOW},
-        {"latency-jobs", required_argument, NULL, O_LATENCY},
-        {"warmup", required_argument, NULL, O_WARMUP},
-        {"gap-us", required_argument, NULL, O_GAP},
-        {"deadline", required_argument, NULL, O_DEADLINE},
-        {"producers", required_argument, NULL, O_PRODUCERS},
-        {"help", no_argument, NULL, 'h'},
-        peer->put_only ? (struct option){"put-only", no_argument, NULL, O_PUT_ONLY}
-                       : (struct option){NULL, 0, NULL, 0},
-        {NULL, 0, NULL, 0},
-    };
-    *opts = (oq_peer_opts_t){
-        .host = S_DEFAULT_HOST,
-        .port = peer->default_port,
-        .jobs = S_DEFAULT_JOBS,
-        .window = S_DEFAULT_WINDOW,
-        .latency_jobs = S_DEFAULT_LATENCY_JOBS,
-        .warmup_jobs = S_DEFAULT_WARMUP_JOBS,
-        .consumers = 1,
-        .gap_us = S_DEFAULT_GAP_US,
-        .deadline_s = S_DEFAULT_DEADLINE_S,
-        .producers = 1,
-    };
+    *opts = (oq_peer_opts_t){0};
     snprintf(opts->name, sizeof opts->name, "bench-%ld", (long)getpid());
-    int opt, bad = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help(peer);
-            exit(0);
-        case O_HOST:
-            opts->host = optarg;
-            break;
-        case O_PORT:
-            bad = oq_config_uint(optarg, 1, S_MAX_PORT, &opts->port);
-            break;
-        case O_NAME:
-            bad = strlen(optarg) == 0 || strlen(optarg) > peer->name_max ||
-                  (peer->name_ok && !peer->name_ok(optarg));
-            snprintf(opts->name, sizeof opts->name, "%s", optarg);
-            break;
-        case O_CONSUMERS:
-            bad = oq_config_uint(optarg, 1, S_MAX_CONSUMERS, &opts->consumers);
-            break;
-        case O_JOBS:
-            bad = oq_config_uint(optarg, 1, S_MAX_JOBS, &opts->jobs);
-            break;
-        case O_WINDOW:
-            bad = oq_config_uint(optarg, 1, S_MAX_WINDOW, &opts->window);
-            break;
-        case O_LATENCY:
-            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->latency_jobs);
-            break;
-        case O_WARMUP:
-            bad = oq_config_uint(optarg, 0, S_MAX_JOBS, &opts->warmup_jobs);
-            break;
-        case O_GAP:
-            bad = oq_config_uint(optarg, 0, S_MAX_GAP_US, &opts->gap_us);
-            break;
-        case O_DEADLINE:
-            bad = oq_config_uint(optarg, 1, S_MAX_DEADLINE_S, &opts->deadline_s);
-            break;
-        case O_PRODUCERS:
-            bad = oq_config_uint(optarg, 1, S_MAX_PRODUCERS, &opts->producers);
-            break;
-        case O_PUT_ONLY:
-            opts->put_only = true;
-            break;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad && opt != '?')
-            fprintf(stderr, "%s: bad value '%s' for %s\n", peer->program, optarg, argv[optind - 1]);
-    }
-    if (!bad && optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", peer->program, argv[optind]);
-        bad = 1;
-    }
-    if (bad) {
-        fprintf(stderr, "Try '%s --help'.\n", peer->program);
-        return -1;
-    }
+    s_name_dest_t name = {peer, opts};
+    char port_def[S_HELP_LEN], window_help[S_HELP_LEN], producers_help[S_HELP_LEN];
+    char usage[S_HELP_LEN * 4], epilogue[S_HELP_LEN * 2];
+    snprintf(port_def, sizeof port_def, "%" PRIu64, peer->default_port);
+    snprintf(window_help, sizeof window_help, "unanswered %s at most", peer->verbs);
+    snprintf(producers_help, sizeof producers_help,
+             "processes that %s the throughput phase, each with its own connection and "
+             "window, at most %d",
+             peer->verb, S_MAX_PRODUCERS);
+    snprintf(usage, sizeof usage, "usage: %s [options]\n\n%s", peer->program, peer->help_intro);
+    snprintf(epilogue, sizeof epilogue,
+             "%sPrints one line of key=value pairs (times in microseconds).\n", peer->help_note);
+    oq_flag_t flags[] = {
+        {.name = "host",
+         .kind = OQ_FLAG_STRING,
+         .arg = "ADDR",
+         .def = S_DEFAULT_HOST,
+         .dest = &opts->host,
+         .help = peer->help_host},
+        {.name = "port",
+         .kind = OQ_FLAG_UINT,
+         .arg = "P",
+         .min = 1,
+         .max = S_MAX_PORT,
+         .def = port_def,
+         .dest = &opts->port,
+         .help = peer->help_port},
+        {.name = peer->name_option,
+         .kind = OQ_FLAG_CUSTOM,
+         .arg = peer->name_arg,
+         .parse = s_parse_name,
+         .expected = peer->name_expected,
+         .def_text = "bench-PID",
+         .dest = &name,
+         .help = peer->help_name},
+        OQ_BENCH_UINT("consumers", "W", 1, S_MAX_CONSUMERS, 1, &opts->consumers,
+                      "consumer processes"),
+        OQ_BENCH_FLAG_JOBS(&opts->jobs),
+        OQ_BENCH_FLAG_WINDOW(&opts->window, window_help),
+        OQ_BENCH_FLAG_LATENCY_JOBS(&opts->latency_jobs),
+        OQ_BENCH_FLAG_WARMUP(&opts->warmup_jobs),
+        OQ_BENCH_FLAG_GAP_US(&opts->gap_us),
+        OQ_BENCH_FLAG_DEADLINE(&opts->deadline_s),
+        OQ_BENCH_FLAG_PRODUCERS(&opts->producers, producers_help),
+        /* Last, so that a peer without it leaves it out by the count. */
+        {.name = "put-only",
+         .kind = OQ_FLAG_BOOL,
+         .dest = &opts->put_only,
+         .help = "only put --jobs jobs (no consumers) and print the put rate"},
+    };
+    size_t count = OQ_FLAGS_COUNT(flags) - (peer->put_only ? 0 : 1);
+    int rc = oq_bench_flags_parse(peer->program, usage, epilogue, flags, count, argc, argv);
+    if (rc != 0)
+        return rc;
     opts->deadline_us = oq_clock_mono_us() + (int64_t)opts->deadline_s * S_US_PER_S;
     return 0;
 }
@@ -357,8 +287,9 @@ static int s_run(const oq_peer_t *peer, void *conn, const oq_peer_opts_t *opts)
 int oq_peer_main(const oq_peer_t *peer, int argc, char **argv)
 {
     oq_peer_opts_t opts;
-    if (s_parse(peer, argc, argv, &opts) < 0)
-        return 2;
+    int parsed = s_parse(peer, argc, argv, &opts);
+    if (parsed != 0)
+        return parsed < 0 ? OQ_BENCH_EXIT_USAGE : 0;
     /* Output must not be duplicated into the children's buffers. */
     fflush(stdout);
 

@@ -25,7 +25,7 @@ typedef struct {
     int64_t deadline_us; /* monotonic time by which everything must be over */
 } oq_peer_opts_t;
 
-/* What one peer system is: its names, its --help lines and its operations
+/* What one peer system is: its names, its --help texts and its operations
    on a connection (void *, the peer's own type). Operations return 0 or
    -1 after printing why; the optional ones may be NULL. */
 typedef struct {
@@ -35,14 +35,16 @@ typedef struct {
     const char *name_option; /* long option naming the tube or queue */
     size_t name_max;         /* longest name accepted, at most OQ_PEER_NAME_MAX */
     bool (*name_ok)(const char *name);
-    bool put_only;          /* whether --put-only exists */
-    const char *verb;       /* "put" or "push", in --help */
-    const char *verbs;      /* "puts" or "pushes", in --help */
-    const char *help_intro; /* paragraph after the usage line */
-    const char *help_host;  /* --host's description, before the default */
-    const char *help_port;  /* --port's description, before the default */
-    const char *help_name;  /* the whole line of the name option */
-    const char *help_note;  /* text before the last line of --help, or "" */
+    bool put_only;             /* whether --put-only exists */
+    const char *verb;          /* "put" or "push", in --help */
+    const char *verbs;         /* "puts" or "pushes", in --help */
+    const char *help_intro;    /* paragraph after the usage line */
+    const char *help_host;     /* --host's description */
+    const char *help_port;     /* --port's description */
+    const char *name_arg;      /* the name option's value in --help ("T") */
+    const char *name_expected; /* what a valid name is, for errors */
+    const char *help_name;     /* what the name option names */
+    const char *help_note;     /* text after the options in --help, before the last line, or "" */
 
     /* A new connection, or NULL. */
     void *(*connect)(const oq_peer_opts_t *opts);

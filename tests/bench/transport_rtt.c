@@ -29,7 +29,6 @@
     median over --runs of each figure, and each ZeroMQ mode's ratio to tcp.
     tests/bench/README.md explains how to read it. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,7 +43,7 @@
 #include <zmq.h>
 
 #include "onceq/clock.h"
-#include "onceq/config.h"
+#include "bench_flags.h"
 #include "loopback.h"
 #include "samples.h"
 
@@ -52,11 +51,8 @@
 
 #define S_DEFAULT_ROUND_TRIPS 5000
 #define S_DEFAULT_WARMUP      500
-#define S_DEFAULT_RUNS        5
-#define S_DEFAULT_BYTES       100
 #define S_MAX_ROUND_TRIPS     10000000
-#define S_MAX_RUNS            101
-#define S_MAX_BYTES           65536
+#define S_MAX_RUNS            OQ_BENCH_MAX_RUNS
 #define S_RECV_TIMEOUT_MS     10000 /* one round trip may take this long at most */
 #define S_LINGER_MS           1000  /* a closing ZeroMQ socket flushes this long at most */
 #define S_CHILD_DEADLINE_S    600   /* the echo server exits after this long, whatever happens */
@@ -502,98 +498,43 @@ static void s_summary(const s_opts_t *opts, s_result_t results[S_MODES][S_MAX_RU
 
 /* ---- options -------------------------------------------------------------- */
 
-static void s_help(void)
-{
-    printf("Usage: " S_PROGRAM " [OPTION]...\n"
-           "Time the round trip of one message, one at a time, between two processes\n"
-           "on loopback: plain TCP, libzmq DEALER->ROUTER over tcp://, the same with\n"
-           "CURVE, over ipc://, and over inproc:// between two threads. Prints, per\n"
-           "mode, the medians over the runs of p50, p99 and max (us), round trips a\n"
-           "second, and each side's context switches and CPU time per round trip;\n"
-           "then each ZeroMQ mode against tcp. One result line per run goes to stderr.\n"
-           "\n"
-           "  --mode M          tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all\n"
-           "                    (default all); may be given more than once\n"
-           "  --round-trips N   timed round trips per run (default %d)\n"
-           "  --warmup N        unmeasured round trips before them (default %d)\n"
-           "  --runs N          runs per mode, 1 to %d; medians are printed (default %d)\n"
-           "  --bytes N         message size, 1 to %d (default %d)\n"
-           "  -h, --help        this text\n",
-           S_DEFAULT_ROUND_TRIPS, S_DEFAULT_WARMUP, S_MAX_RUNS, S_DEFAULT_RUNS, S_MAX_BYTES,
-           S_DEFAULT_BYTES);
-}
+static const char s_usage[] =
+    "usage: " S_PROGRAM " [options]\n"
+    "\n"
+    "Time the round trip of one message, one at a time, between two processes\n"
+    "on loopback: plain TCP, libzmq DEALER->ROUTER over tcp://, the same with\n"
+    "CURVE, over ipc://, and over inproc:// between two threads. Prints, per\n"
+    "mode, the medians over the runs of p50, p99 and max (us), round trips a\n"
+    "second, and each side's context switches and CPU time per round trip;\n"
+    "then each ZeroMQ mode against tcp. One result line per run goes to stderr.\n";
 
-enum { O_MODE = 256, O_ROUND_TRIPS, O_WARMUP, O_RUNS, O_BYTES };
-
+/* 0 to run, 1 after --help, -1 after a usage error. */
 static int s_parse(int argc, char **argv, s_opts_t *opts)
 {
-    const struct option options[] = {
-        {"mode", required_argument, NULL, O_MODE},
-        {"round-trips", required_argument, NULL, O_ROUND_TRIPS},
-        {"warmup", required_argument, NULL, O_WARMUP},
-        {"runs", required_argument, NULL, O_RUNS},
-        {"bytes", required_argument, NULL, O_BYTES},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    *opts = (s_opts_t){0};
+    oq_bench_modes_t modes = {s_mode_names, S_MODES, opts->modes, false};
+    const oq_flag_t flags[] = {
+        OQ_BENCH_FLAG_MODE(&modes, "tcp, zmq-tcp, zmq-curve, zmq-ipc, zmq-inproc or all"),
+        OQ_BENCH_UINT("round-trips", "N", 1, S_MAX_ROUND_TRIPS, S_DEFAULT_ROUND_TRIPS,
+                      &opts->round_trips, "timed round trips per run"),
+        OQ_BENCH_UINT("warmup", "N", 0, S_MAX_ROUND_TRIPS, S_DEFAULT_WARMUP, &opts->warmup,
+                      "unmeasured round trips before them"),
+        OQ_BENCH_FLAG_RUNS(&opts->runs),
+        OQ_BENCH_FLAG_BYTES(&opts->bytes),
     };
-    *opts = (s_opts_t){.round_trips = S_DEFAULT_ROUND_TRIPS,
-                       .warmup = S_DEFAULT_WARMUP,
-                       .runs = S_DEFAULT_RUNS,
-                       .bytes = S_DEFAULT_BYTES};
-    bool any_mode = false;
-    int opt, bad = 0, which = 0;
-    while (!bad && (opt = getopt_long(argc, argv, "h", options, &which)) != -1) {
-        switch (opt) {
-        case 'h':
-            s_help();
-            exit(0);
-        case O_MODE:
-            bad = 1;
-            for (int m = 0; m < S_MODES; m++)
-                if (strcmp(optarg, "all") == 0 || strcmp(optarg, s_mode_names[m]) == 0) {
-                    opts->modes[m] = true;
-                    bad = 0;
-                }
-            any_mode = true;
-            break;
-        case O_ROUND_TRIPS:
-            bad = oq_config_uint(optarg, 1, S_MAX_ROUND_TRIPS, &opts->round_trips);
-            break;
-        case O_WARMUP:
-            bad = oq_config_uint(optarg, 0, S_MAX_ROUND_TRIPS, &opts->warmup);
-            break;
-        case O_RUNS:
-            bad = oq_config_uint(optarg, 1, S_MAX_RUNS, &opts->runs);
-            break;
-        case O_BYTES:
-            bad = oq_config_uint(optarg, 1, S_MAX_BYTES, &opts->bytes);
-            break;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad && opt != '?')
-            fprintf(stderr, S_PROGRAM ": bad value '%s' for --%s\n", optarg, options[which].name);
-    }
-    if (!bad && optind < argc) {
-        fprintf(stderr, S_PROGRAM ": unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
-    }
-    if (bad) {
-        fprintf(stderr, "Try '" S_PROGRAM " --help'.\n");
-        return -1;
-    }
-    if (!any_mode)
-        for (int m = 0; m < S_MODES; m++)
-            opts->modes[m] = true;
-    return 0;
+    int rc =
+        oq_bench_flags_parse(S_PROGRAM, s_usage, NULL, flags, OQ_FLAGS_COUNT(flags), argc, argv);
+    if (rc == 0)
+        oq_bench_modes_settle(&modes);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     s_opts_t opts;
-    if (s_parse(argc, argv, &opts) < 0)
-        return 2;
+    int parsed = s_parse(argc, argv, &opts);
+    if (parsed != 0)
+        return parsed < 0 ? OQ_BENCH_EXIT_USAGE : 0;
     signal(SIGPIPE, SIG_IGN);
     if (opts.modes[S_ZMQ_CURVE] && (zmq_curve_keypair(s_server_public, s_server_secret) < 0 ||
                                     zmq_curve_keypair(s_client_public, s_client_secret) < 0)) {

@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -23,203 +22,72 @@
 #include "onceq/limits.h"
 #include "record.h"
 #include "replay.h"
-#include "support.h"
+#include "engine_fixture.h"
 
 /* Why the engine refused a resolve (oq_engine_review_resolve). */
 static oq_refusal_t s_why;
 
-#define S_WALL_BASE_MS 1700000000000LL
-#define S_INTERVAL_MS  50
-#define S_CHILD_MS     20000 /* a child gets this long at most */
-#define S_MIN_BYTES    4096
-#define S_RATIO        4
+#define S_CHILD_MS  20000 /* a child gets this long at most */
+#define S_MIN_BYTES 4096
+#define S_RATIO     4
 
-typedef struct {
-    int64_t now;
-} s_time_t;
-
-static int64_t s_now(void *ctx)
-{
-    return ((s_time_t *)ctx)->now;
-}
-
-static int64_t s_wall(void *ctx)
-{
-    return S_WALL_BASE_MS + ((s_time_t *)ctx)->now;
-}
-
-typedef struct {
-    int write_errno;
-    uint64_t free_bytes; /* what the file system reports free (0: plenty) */
-} s_disk_t;
-
-static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
-{
-    s_disk_t *d = ctx;
-    if (d->write_errno) {
-        errno = d->write_errno;
-        return -1;
-    }
-    return pwrite(fd, data, len, offset);
-}
-
-static int s_fsync(void *ctx, int fd)
-{
-    return fsync(fd);
-}
-
-static int s_free_bytes(void *ctx, const char *dir, uint64_t *bytes)
-{
-    const s_disk_t *d = ctx;
-    (void)dir;
-    *bytes = d->free_bytes ? d->free_bytes : UINT64_MAX / 2;
-    return 0;
-}
-
-typedef struct {
-    char dir[256];
-    s_time_t time;
-    oq_clock_t clock;
-    s_disk_t disk;
-    oq_disk_ops_t ops;
-    oq_engine_t *engine;
-    oq_journal_t *journal;
-    oq_compact_t *compact;
-} s_fix_t;
-
+/* The journal fixture with a compactor on top. */
 static int s_setup(void **state)
 {
-    s_fix_t *f = calloc(1, sizeof *f);
-    assert_int_equal(oq_support_temp_dir("onceq-unit-compact", f->dir, sizeof f->dir), 0);
-    f->time.now = 1000;
-    f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){
-        .pwrite = s_pwrite, .fsync = s_fsync, .ctx = &f->disk, .free_bytes = s_free_bytes};
-    *state = f;
+    ef_setup_journal(state);
+    ef_fixture_t *f = *state;
+    f->compact_config = (oq_compact_config_t){S_MIN_BYTES, S_RATIO};
     return 0;
 }
 
-static void s_close(s_fix_t *f)
+static uint64_t s_journal_size(ef_fixture_t *f)
 {
-    oq_compact_destroy(&f->compact);
-    if (f->engine)
-        oq_engine_set_hooks(f->engine, NULL);
-    oq_journal_destroy(&f->journal);
-    oq_engine_destroy(&f->engine);
-}
-
-static int s_teardown(void **state)
-{
-    s_fix_t *f = *state;
-    s_close(f);
-    if (oq_support_remove_tree(f->dir) < 0)
-        fprintf(stderr, "cannot remove %s\n", f->dir);
-    free(f);
-    return 0;
-}
-
-static uint64_t s_journal_size(s_fix_t *f)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/journal", f->dir);
     struct stat st;
-    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(stat(ef_path(f, "journal"), &st), 0);
     return (uint64_t)st.st_size;
 }
 
-/* Open (or reopen: a restart) and replay. */
-static void s_open(s_fix_t *f)
+/* Open (or reopen: a restart) and replay; every record is understood. */
+static void s_open(ef_fixture_t *f)
 {
-    s_close(f);
-    oq_engine_config_t ec = oq_engine_config_default();
-    ec.backoff_ms = 1000;
-    f->engine = oq_engine_new(&ec, &f->clock);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, &f->ops, 0, false};
-    char reason[4096];
-    f->journal = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
-    if (!f->journal)
-        fail_msg("open: %s", reason);
     oq_replay_report_t r;
-    if (oq_replay_run(f->journal, f->engine, &f->clock, false, &r, reason, sizeof reason) < 0)
-        fail_msg("replay: %s", reason);
+    ef_open_ok(f, &r);
     assert_int_equal(r.ignored, 0);
-    oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
-    oq_engine_set_hooks(f->engine, &hooks);
-    oq_compact_config_t cc = {S_MIN_BYTES, S_RATIO};
-    f->compact = oq_compact_new(&cc, f->journal, f->engine, &f->clock);
 }
 
 static const uint8_t s_payload[] = {0x81, 0xa1, 'n', 0x07};
 
-static uint64_t s_dispatch(s_fix_t *f, const char *type, int64_t delay_ms)
+static uint64_t s_dispatch(ef_fixture_t *f, const char *type, int64_t delay_ms)
 {
-    oq_job_msg_t job = {.type = oq_str(type),
-                        .queue = oq_str("default"),
-                        .payload = s_payload,
-                        .payload_len = sizeof s_payload,
-                        .delay_ms = delay_ms,
-                        .has_delay = delay_ms > 0};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
-    return id;
+    oq_job_msg_t job = EF_JOB(.type = type, .payload = s_payload, .payload_len = sizeof s_payload,
+                              .delay_ms = delay_ms);
+    return ef_dispatch(f, &job);
 }
 
 /* A dispatch with dispatch_id: the job's id; new (1) or the job of an
    earlier dispatch with that id (0), as the job count tells. */
-static uint64_t s_dispatch_id(s_fix_t *f, const char *dispatch_id, size_t expect_new)
+static uint64_t s_dispatch_id(ef_fixture_t *f, const char *dispatch_id, size_t expect_new)
 {
     size_t jobs = oq_engine_job_count(f->engine);
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = s_payload,
-                        .payload_len = sizeof s_payload,
-                        .dispatch_id = oq_str(dispatch_id)};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    oq_job_msg_t job = EF_JOB(.type = "noop", .payload = s_payload, .payload_len = sizeof s_payload,
+                              .dispatch_id = dispatch_id);
+    uint64_t id = ef_dispatch(f, &job);
     assert_int_equal(oq_engine_job_count(f->engine), jobs + expect_new);
     return id;
 }
 
-static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
+static oq_worker_t *s_lease_all(ef_fixture_t *f)
 {
-    return 0;
+    return ef_lease_all(f, 'w');
 }
 
-static oq_worker_t *s_lease_all(s_fix_t *f)
-{
-    char name = 'w';
-    oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
-    if (!w)
-        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1, NULL);
-    oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
-    oq_engine_pump(f->engine, s_deliver, f);
-    return w;
-}
-
-static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_outcome_t outcome)
-{
-    oq_ack_msg_t ack = {
-        .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
-    /* The token a worker got with the delivery. */
-    oq_job_view_t view;
-    if (oq_engine_job_view(f->engine, id, &view) == 0) {
-        ack.lease = view.lease;
-        ack.has_lease = true;
-    }
-    oq_engine_ack(f->engine, w, NULL, &ack);
-}
-
-static void s_flush(s_fix_t *f)
+static void s_flush(ef_fixture_t *f)
 {
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
 }
 
 /* Run a compaction to its end: 1 if it replaced the journal, -1 if not. */
-static int s_compact(s_fix_t *f, void (*meanwhile)(s_fix_t *f))
+static int s_compact(ef_fixture_t *f, void (*meanwhile)(ef_fixture_t *f))
 {
     assert_int_equal(oq_compact_start(f->compact), 0);
     if (meanwhile)
@@ -229,26 +97,11 @@ static int s_compact(s_fix_t *f, void (*meanwhile)(s_fix_t *f))
     return oq_compact_poll(f->compact);
 }
 
-static void s_expect(s_fix_t *f, uint64_t id, const char *state, uint32_t attempt)
-{
-    const char *got = oq_engine_job_state(f->engine, id);
-    if (!state) {
-        if (got)
-            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
-        return;
-    }
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
-    oq_job_view_t v;
-    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
-    assert_int_equal(v.attempt, attempt);
-}
-
 typedef struct {
     uint64_t done, retried, failed, leased, ready, delayed;
 } s_ids_t;
 
-static s_ids_t s_history(s_fix_t *f)
+static s_ids_t s_history(ef_fixture_t *f)
 {
     s_ids_t ids;
     ids.done = s_dispatch(f, "noop", 0);
@@ -256,14 +109,14 @@ static s_ids_t s_history(s_fix_t *f)
     ids.failed = s_dispatch(f, "bad", 0);
     ids.leased = s_dispatch(f, "slow", 0);
     oq_worker_t *w = s_lease_all(f);
-    s_ack(f, w, ids.done, 1, OQ_OUTCOME_OK);
-    s_ack(f, w, ids.retried, 1, OQ_OUTCOME_RETRY);
-    s_ack(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, ids.done, 1, OQ_OUTCOME_OK);
+    ef_ack_leased(f, w, ids.retried, 1, OQ_OUTCOME_RETRY);
+    ef_ack_leased(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
     /* Plenty of finished work for the compaction to drop. */
     for (int i = 0; i < 200; i++) {
         uint64_t id = s_dispatch(f, "churn", 0);
         oq_worker_t *cw = s_lease_all(f);
-        s_ack(f, cw, id, 1, OQ_OUTCOME_OK);
+        ef_ack_leased(f, cw, id, 1, OQ_OUTCOME_OK);
     }
     ids.ready = s_dispatch(f, "noop", 0);
     ids.delayed = s_dispatch(f, "noop", 60000);
@@ -271,15 +124,15 @@ static s_ids_t s_history(s_fix_t *f)
     return ids;
 }
 
-static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
+static void s_expect_history(ef_fixture_t *f, const s_ids_t *ids)
 {
-    s_expect(f, ids->done, NULL, 0);
-    s_expect(f, ids->retried, "delayed", 1);
-    s_expect(f, ids->failed, "failed", 1);
-    s_expect(f, ids->leased, "ready", 1);
-    s_expect(f, ids->ready, "ready", 0);
-    s_expect(f, ids->delayed, "delayed", 0);
-    s_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->done, NULL, 0);
+    ef_expect(f, ids->retried, "delayed", 1);
+    ef_expect(f, ids->failed, "failed", 1);
+    ef_expect(f, ids->leased, "ready", 1);
+    ef_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->delayed, "delayed", 0);
+    ef_expect(f, ids->ready, "ready", 0);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -287,12 +140,12 @@ static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
 
 static void test_compacted_journal_replays_to_the_same_state(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     /* A job done long ago: only its dispatch id is left, which the snapshot
        must keep (the job's own records are dropped). */
     uint64_t gone = s_dispatch_id(f, "order-9", 1);
-    s_ack(f, s_lease_all(f), gone, 1, OQ_OUTCOME_OK);
+    ef_ack_leased(f, s_lease_all(f), gone, 1, OQ_OUTCOME_OK);
     assert_null(oq_engine_job_state(f->engine, gone));
     s_ids_t ids = s_history(f);
     uint64_t next_id = oq_engine_next_id(f->engine);
@@ -316,11 +169,11 @@ static void test_compacted_journal_replays_to_the_same_state(void **state)
    their reasons, and the remembered resolutions with their notes. A job
    resolved as retry and sent to review again stays in review: the
    snapshot's resolution of its first stay must not resolve its second. */
-static void s_expect_reviews(s_fix_t *f, uint64_t open_id, uint64_t done_id, uint64_t again_id)
+static void s_expect_reviews(ef_fixture_t *f, uint64_t open_id, uint64_t done_id, uint64_t again_id)
 {
-    s_expect(f, open_id, "review", 1);
-    s_expect(f, done_id, NULL, 0);
-    s_expect(f, again_id, "review", 1);
+    ef_expect(f, open_id, "review", 1);
+    ef_expect(f, done_id, NULL, 0);
+    ef_expect(f, again_id, "review", 1);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, open_id, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -341,14 +194,14 @@ static void s_expect_reviews(s_fix_t *f, uint64_t open_id, uint64_t done_id, uin
 
 static void test_review_store_survives_restart_and_compaction(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     uint64_t open_id = s_dispatch(f, "ship", 0), done_id = s_dispatch(f, "ship", 0),
              again_id = s_dispatch(f, "ship", 0);
     oq_worker_t *w = s_lease_all(f);
-    s_ack(f, w, open_id, 1, OQ_OUTCOME_REVIEW);
-    s_ack(f, w, done_id, 1, OQ_OUTCOME_REVIEW);
-    s_ack(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
+    ef_ack_leased(f, w, open_id, 1, OQ_OUTCOME_REVIEW);
+    ef_ack_leased(f, w, done_id, 1, OQ_OUTCOME_REVIEW);
+    ef_ack_leased(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
     char reason[256];
     assert_int_equal(oq_engine_review_resolve(f->engine, done_id, OQ_REVIEW_DONE,
                                               "the carrier has SHP-000001", &s_why, reason,
@@ -358,10 +211,10 @@ static void test_review_store_survives_restart_and_compaction(void **state)
                                               &s_why, reason, sizeof reason),
                      0);
     w = s_lease_all(f);
-    s_ack(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
+    ef_ack_leased(f, w, again_id, 1, OQ_OUTCOME_REVIEW);
     for (int i = 0; i < 200; i++) {
         uint64_t id = s_dispatch(f, "churn", 0);
-        s_ack(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
+        ef_ack_leased(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
     }
     s_flush(f);
 
@@ -375,39 +228,39 @@ static void test_review_store_survives_restart_and_compaction(void **state)
 static uint64_t s_during[3];
 
 /* While the child writes: new jobs, and changes to jobs it is writing. */
-static void s_meanwhile(s_fix_t *f)
+static void s_meanwhile(ef_fixture_t *f)
 {
     s_during[0] = s_dispatch(f, "noop", 0);
     s_during[1] = s_dispatch(f, "noop", 0);
     oq_worker_t *w = s_lease_all(f);
-    s_ack(f, w, s_during[1], 1, OQ_OUTCOME_OK);
+    ef_ack_leased(f, w, s_during[1], 1, OQ_OUTCOME_OK);
     s_during[2] = s_dispatch(f, "noop", 0);
     s_flush(f);
 }
 
 static void test_records_appended_while_the_child_runs_are_kept(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     s_ids_t ids = s_history(f);
     assert_int_equal(s_compact(f, s_meanwhile), 1);
     /* The pump meanwhile leased the history's ready job too. */
     s_open(f);
-    s_expect(f, s_during[0], "ready", 1);
-    s_expect(f, s_during[1], NULL, 0);
-    s_expect(f, s_during[2], "ready", 0);
-    s_expect(f, ids.ready, "ready", 1);
-    s_expect(f, ids.failed, "failed", 1);
-    s_expect(f, ids.done, NULL, 0);
+    ef_expect(f, s_during[0], "ready", 1);
+    ef_expect(f, s_during[1], NULL, 0);
+    ef_expect(f, s_during[2], "ready", 0);
+    ef_expect(f, ids.ready, "ready", 1);
+    ef_expect(f, ids.failed, "failed", 1);
+    ef_expect(f, ids.done, NULL, 0);
     /* And appends go on into the new file. */
     uint64_t after = s_dispatch(f, "noop", 0);
     s_flush(f);
     s_open(f);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, after, "ready", 0);
 }
 
 /* While the child runs: appends that are still in memory, not written. */
-static void s_meanwhile_unwritten(s_fix_t *f)
+static void s_meanwhile_unwritten(ef_fixture_t *f)
 {
     s_during[0] = s_dispatch(f, "noop", 0);
     s_during[1] = s_dispatch(f, "noop", 0);
@@ -418,7 +271,7 @@ static void s_meanwhile_unwritten(s_fix_t *f)
    start took for damage. */
 static void test_records_pending_at_the_switch_leave_no_hole(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     s_history(f);
     assert_int_equal(s_compact(f, s_meanwhile_unwritten), 1);
@@ -426,14 +279,14 @@ static void test_records_pending_at_the_switch_leave_no_hole(void **state)
     s_flush(f);
     assert_int_equal(s_journal_size(f), oq_journal_file_bytes(f->journal));
     s_open(f);
-    s_expect(f, s_during[0], "ready", 0);
-    s_expect(f, s_during[1], "ready", 0);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, s_during[0], "ready", 0);
+    ef_expect(f, s_during[1], "ready", 0);
+    ef_expect(f, after, "ready", 0);
 }
 
 static void test_disk_use_stays_proportional_to_live_jobs(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     uint64_t largest = 0;
     int compactions = 0;
@@ -445,7 +298,7 @@ static void test_disk_use_stays_proportional_to_live_jobs(void **state)
     for (int round = 0; round < 250; round++) {
         oq_worker_t *w = s_lease_all(f);
         for (int i = 0; i < 20; i++) {
-            s_ack(f, w, live[i], 1, OQ_OUTCOME_OK);
+            ef_ack_leased(f, w, live[i], 1, OQ_OUTCOME_OK);
             live[i] = s_dispatch(f, "churn", 0);
         }
         s_flush(f);
@@ -467,13 +320,13 @@ static void test_disk_use_stays_proportional_to_live_jobs(void **state)
                  (unsigned long long)bound);
     s_open(f);
     for (int i = 0; i < 20; i++)
-        s_expect(f, live[i], "ready", 0);
+        ef_expect(f, live[i], "ready", 0);
     assert_int_equal(oq_engine_job_count(f->engine), 20);
 }
 
 static void test_a_failed_snapshot_leaves_the_journal_alone(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     s_ids_t ids = s_history(f);
     uint64_t before = s_journal_size(f);
@@ -489,13 +342,13 @@ static void test_a_failed_snapshot_leaves_the_journal_alone(void **state)
     s_flush(f);
     s_open(f);
     s_expect_history(f, &ids);
-    s_expect(f, after, "ready", 0);
+    ef_expect(f, after, "ready", 0);
     assert_int_equal(oq_engine_job_count(f->engine), 6);
 }
 
 static void test_tried_again_after_a_failure(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     s_history(f);
     f->disk.write_errno = ENOSPC;
@@ -512,7 +365,7 @@ static void test_tried_again_after_a_failure(void **state)
    that is free, rather than failing on it and waiting out the retry. */
 static void test_on_a_full_disk_the_snapshot_must_fit_the_free_space(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     s_history(f);
     uint64_t live = oq_journal_live_bytes(f->journal) + OQ_RECORD_HEADER_BYTES;
@@ -524,7 +377,7 @@ static void test_on_a_full_disk_the_snapshot_must_fit_the_free_space(void **stat
 
 static void test_not_due_below_the_minimum_or_the_ratio(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     for (int i = 0; i < 10; i++)
         s_dispatch(f, "noop", 0);
@@ -549,7 +402,7 @@ static uint64_t s_op_during[2];
 
 /* While the child writes: a failed job it is writing is forgotten, and a
    ready one cancelled. */
-static void s_meanwhile_operations(s_fix_t *f)
+static void s_meanwhile_operations(ef_fixture_t *f)
 {
     oq_refusal_t why;
     char reason[256];
@@ -563,7 +416,7 @@ static void s_meanwhile_operations(s_fix_t *f)
    stay gone. */
 static void test_failure_times_and_operator_changes_survive_compaction(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     uint64_t failed[3], forgotten = s_dispatch(f, "bad", 0);
     for (int i = 0; i < 3; i++)
@@ -574,11 +427,11 @@ static void test_failure_times_and_operator_changes_survive_compaction(void **st
     static const int order[] = {1, 2, 0};
     for (int i = 0; i < 3; i++) {
         f->time.now += 250;
-        s_ack(f, w, failed[order[i]], 1, OQ_OUTCOME_FAIL);
-        failed_at[order[i]] = S_WALL_BASE_MS + f->time.now;
+        ef_ack_leased(f, w, failed[order[i]], 1, OQ_OUTCOME_FAIL);
+        failed_at[order[i]] = EF_WALL_BASE_MS + f->time.now;
     }
-    s_ack(f, w, forgotten, 1, OQ_OUTCOME_FAIL);
-    s_ack(f, w, s_op_during[0], 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, forgotten, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, s_op_during[0], 1, OQ_OUTCOME_FAIL);
     oq_refusal_t why;
     char reason[256];
     assert_int_equal(oq_engine_forget(f->engine, forgotten, &why, reason, sizeof reason), 0);
@@ -593,10 +446,10 @@ static void test_failure_times_and_operator_changes_survive_compaction(void **st
     f->time.now += 500; /* the restart comes later: failure times must not be "now" */
     s_open(f);
     s_expect_history(f, &ids);
-    s_expect(f, forgotten, NULL, 0);
-    s_expect(f, cancelled, NULL, 0);
-    s_expect(f, s_op_during[0], NULL, 0);
-    s_expect(f, s_op_during[1], NULL, 0);
+    ef_expect(f, forgotten, NULL, 0);
+    ef_expect(f, cancelled, NULL, 0);
+    ef_expect(f, s_op_during[0], NULL, 0);
+    ef_expect(f, s_op_during[1], NULL, 0);
     uint64_t listed[8] = {0};
     bool more;
     assert_int_equal(oq_engine_failed_page(f->engine, NULL, NULL, 8, s_collect_id, listed, &more),
@@ -610,16 +463,12 @@ static void test_failure_times_and_operator_changes_survive_compaction(void **st
     }
 }
 
-static uint64_t s_dispatch_keyed(s_fix_t *f, const char *unique_key, int64_t unique_for_ms,
+static uint64_t s_dispatch_keyed(ef_fixture_t *f, const char *unique_key, int64_t unique_for_ms,
                                  const char *overlap_key, int *rc)
 {
-    oq_job_msg_t job = {.type = oq_str("keyed"),
-                        .queue = oq_str("default"),
-                        .payload = s_payload,
-                        .payload_len = sizeof s_payload,
-                        .unique_key = oq_str(unique_key),
-                        .unique_for_ms = unique_for_ms,
-                        .overlap_key = oq_str(overlap_key)};
+    oq_job_msg_t job = EF_JOB(.type = "keyed", .payload = s_payload,
+                              .payload_len = sizeof s_payload, .unique_key = unique_key,
+                              .unique_for_ms = unique_for_ms, .overlap_key = overlap_key);
     uint64_t id;
     oq_err_t code;
     char reason[256];
@@ -629,7 +478,7 @@ static uint64_t s_dispatch_keyed(s_fix_t *f, const char *unique_key, int64_t uni
 }
 
 /* The unique key held and where it answers, after a restart or a compaction. */
-static void s_expect_keys(s_fix_t *f, uint64_t live, uint64_t windowed, uint64_t failed)
+static void s_expect_keys(ef_fixture_t *f, uint64_t live, uint64_t windowed, uint64_t failed)
 {
     int rc;
     assert_int_equal(s_dispatch_keyed(f, "live", 0, NULL, &rc), live);
@@ -651,18 +500,18 @@ static void s_expect_keys(s_fix_t *f, uint64_t live, uint64_t windowed, uint64_t
 
 static void test_unique_and_overlap_keys_survive_restart_and_compaction(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     int rc;
     uint64_t windowed = s_dispatch_keyed(f, "window", 3600 * 1000, NULL, &rc);
     uint64_t failed = s_dispatch_keyed(f, "failed", 3600 * 1000, "cust", &rc);
     oq_worker_t *w = s_lease_all(f);
-    s_ack(f, w, windowed, 1, OQ_OUTCOME_OK); /* done: its window holds the key on */
-    s_ack(f, w, failed, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, windowed, 1, OQ_OUTCOME_OK); /* done: its window holds the key on */
+    ef_ack_leased(f, w, failed, 1, OQ_OUTCOME_FAIL);
     uint64_t live = s_dispatch_keyed(f, "live", 0, "cust", &rc);
     for (int i = 0; i < 200; i++) {
         uint64_t id = s_dispatch(f, "churn", 0);
-        s_ack(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
+        ef_ack_leased(f, s_lease_all(f), id, 1, OQ_OUTCOME_OK);
     }
     s_flush(f);
 
@@ -684,7 +533,7 @@ static void test_unique_and_overlap_keys_survive_restart_and_compaction(void **s
    its generation too, so its next requeue moves on from there. */
 static void test_requeue_generation_survives_compaction(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_open(f);
     uint64_t id = s_dispatch(f, "bad", 0);
     uint64_t again = s_dispatch(f, "bad", 0);
@@ -692,38 +541,38 @@ static void test_requeue_generation_survives_compaction(void **state)
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     uint64_t old_lease = v.lease;
-    s_ack(f, w, id, 1, OQ_OUTCOME_FAIL);
-    s_ack(f, w, again, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, id, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, again, 1, OQ_OUTCOME_FAIL);
     char reason[256];
     oq_refusal_t why;
     assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
-    s_ack(f, s_lease_all(f), again, 1, OQ_OUTCOME_FAIL); /* failed in generation 1 */
+    ef_ack_leased(f, s_lease_all(f), again, 1, OQ_OUTCOME_FAIL); /* failed in generation 1 */
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
     uint64_t again_lease = v.lease;
     for (int i = 0; i < 200; i++) {
         uint64_t churn = s_dispatch(f, "churn", 0);
-        s_ack(f, s_lease_all(f), churn, 1, OQ_OUTCOME_OK);
+        ef_ack_leased(f, s_lease_all(f), churn, 1, OQ_OUTCOME_OK);
     }
     assert_int_equal(oq_engine_requeue(f->engine, id, &why, reason, sizeof reason), 0);
     s_flush(f);
     assert_int_equal(s_compact(f, NULL), 1);
 
     s_open(f);
-    s_expect(f, id, "ready", 0);
-    s_expect(f, again, "failed", 1);
+    ef_expect(f, id, "ready", 0);
+    ef_expect(f, again, "failed", 1);
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_int_equal(v.generation, 1);
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
     assert_int_equal(v.generation, 1);
     assert_int_equal(v.lease, again_lease);
     w = s_lease_all(f);
-    s_expect(f, id, "leased", 1);
+    ef_expect(f, id, "leased", 1);
     assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
     assert_true(v.lease != old_lease);
     oq_ack_msg_t ack = {
         .id = id, .attempt = 1, .outcome = OQ_OUTCOME_OK, .lease = old_lease, .has_lease = true};
     assert_int_equal(oq_engine_ack(f->engine, w, NULL, &ack), OQ_ACK_FENCED);
-    s_expect(f, id, "leased", 1);
+    ef_expect(f, id, "leased", 1);
     assert_int_equal(oq_engine_requeue(f->engine, again, &why, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_job_view(f->engine, again, &v), 0);
     assert_int_equal(v.generation, 2);
@@ -731,10 +580,10 @@ static void test_requeue_generation_survives_compaction(void **state)
 
 int main(void)
 {
-#define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
+#define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, ef_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_review_store_survives_restart_and_compaction, s_setup,
-                                        s_teardown),
+                                        ef_teardown),
         S_TEST(test_compacted_journal_replays_to_the_same_state),
         S_TEST(test_records_appended_while_the_child_runs_are_kept),
         S_TEST(test_records_pending_at_the_switch_leave_no_hole),

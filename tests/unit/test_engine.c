@@ -20,15 +20,8 @@ static oq_refusal_t s_why;
 
 static uint64_t s_dispatch(ef_fixture_t *f, const char *type)
 {
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {
-        .type = oq_str(type), .queue = oq_str("default"), .payload = &empty_map, .payload_len = 1};
-    uint64_t id = 0;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
-    assert_true(id > 0);
-    return id;
+    oq_job_msg_t job = EF_JOB(.type = type);
+    return ef_dispatch(f, &job);
 }
 
 /* flush and requeue_all that the observer never refuses: how many. */
@@ -208,17 +201,8 @@ static void test_dead_worker_gives_leases_back_at_once(void **state)
 static void test_last_attempt_lease_end_fails_job(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("crash"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 2,
-                        .has_max_tries = true};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    oq_job_msg_t job = EF_JOB(.type = "crash", .max_tries = 2);
+    uint64_t id = ef_dispatch(f, &job);
     for (int attempt = 1; attempt <= 2; attempt++) {
         oq_worker_t *w = ef_worker(f, (char)('a' + attempt), 1);
         assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
@@ -235,19 +219,8 @@ static void test_last_attempt_lease_end_fails_job(void **state)
 static void test_retry_waits_backoff_then_fails_after_max_tries(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("fail"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 3,
-                        .has_max_tries = true,
-                        .backoff_ms = {1000, 5000},
-                        .backoff_len = 2};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
-    oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason);
+    oq_job_msg_t job = EF_JOB(.type = "fail", .max_tries = 3, .backoff_ms = {1000, 5000});
+    uint64_t id = ef_dispatch(f, &job);
     oq_worker_t *a = ef_worker(f, 'a', 1);
 
     oq_engine_pump(f->engine, ef_deliver, f);
@@ -320,13 +293,7 @@ static void test_fail_goes_to_failed_store_and_listing(void **state)
 static void test_timeout_rule_refuses_with_numbers(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .timeout_ms = 8001,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .timeout_ms = 8001);
     uint64_t id;
     oq_err_t code = OQ_ERR_NONE;
     char reason[512];
@@ -349,23 +316,13 @@ static void test_timeout_rule_refuses_with_numbers(void **state)
 static void test_delay_and_priority_order(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1};
-    uint64_t delayed, low, high1, high2;
-    oq_err_t code;
-    char reason[256];
-    job.has_delay = true;
-    job.delay_ms = 5000;
-    oq_engine_dispatch(f->engine, &job, &delayed, &code, reason, sizeof reason);
-    job.has_delay = false;
-    oq_engine_dispatch(f->engine, &job, &low, &code, reason, sizeof reason);
-    job.priority = 5;
-    job.has_priority = true;
-    oq_engine_dispatch(f->engine, &job, &high1, &code, reason, sizeof reason);
-    oq_engine_dispatch(f->engine, &job, &high2, &code, reason, sizeof reason);
+    oq_job_msg_t later = EF_JOB(.type = "noop", .delay_ms = 5000);
+    oq_job_msg_t now = EF_JOB(.type = "noop");
+    oq_job_msg_t high = EF_JOB(.type = "noop", .priority = 5);
+    uint64_t delayed = ef_dispatch(f, &later);
+    uint64_t low = ef_dispatch(f, &now);
+    uint64_t high1 = ef_dispatch(f, &high);
+    uint64_t high2 = ef_dispatch(f, &high);
     assert_string_equal(oq_engine_job_state(f->engine, delayed), "delayed");
     assert_int_equal(oq_engine_next_deadline(f->engine), 5000);
 
@@ -410,11 +367,7 @@ static void test_full_broker_refuses(void **state)
     ef_fixture_t *f = *state;
     for (int i = 0; i < 100; i++)
         s_dispatch(f, "noop");
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1};
+    oq_job_msg_t job = EF_JOB(.type = "noop");
     uint64_t id;
     oq_err_t code;
     char reason[256];
@@ -460,13 +413,7 @@ static void test_outcomes_counted_per_type(void **state)
 static void test_refused_dispatch_creates_no_queue(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("fresh"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .timeout_ms = 60000,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .queue = "fresh", .timeout_ms = 60000);
     uint64_t id;
     oq_err_t code;
     char reason[512];
@@ -548,15 +495,7 @@ static void test_restore_rebuilds_without_reporting(void **state)
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 3,
-                        .has_max_tries = true,
-                        .timeout_ms = 2000,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .max_tries = 3, .timeout_ms = 2000);
     char reason[128];
     int64_t wall = oq_clock_wall_ms(&f->clock);
     for (uint64_t id = 10; id <= 14; id++) {
@@ -630,18 +569,8 @@ static void test_job_each_goes_leased_ready_delayed_failed(void **state)
     oq_engine_pump(f->engine, ef_deliver, f);
     s_ack(f, a, failed, 1, OQ_OUTCOME_FAIL, "x");
     uint64_t ready = s_dispatch(f, "noop");
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .delay_ms = 5000,
-                        .has_delay = true};
-    uint64_t delayed;
-    oq_err_t code;
-    char reason[128];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &delayed, &code, reason, sizeof reason),
-                     0);
+    oq_job_msg_t job = EF_JOB(.type = "noop", .delay_ms = 5000);
+    uint64_t delayed = ef_dispatch(f, &job);
     s_walk_t w = {.count = 0};
     oq_engine_job_each(f->engine, s_walk, &w);
     assert_int_equal(w.count, 4);
@@ -656,18 +585,8 @@ static void test_job_each_goes_leased_ready_delayed_failed(void **state)
 
 static uint64_t s_dispatch_at(ef_fixture_t *f, const char *type, int32_t priority)
 {
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str(type),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .priority = priority,
-                        .has_priority = priority != 0};
-    uint64_t id = 0;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
-    return id;
+    oq_job_msg_t job = EF_JOB(.type = type, .priority = priority);
+    return ef_dispatch(f, &job);
 }
 
 /* A ready job is on its type's lane only; the queue's order (priority
@@ -712,11 +631,7 @@ static void test_ready_jobs_keep_the_queue_order_across_types(void **state)
 static oq_job_msg_t s_big_job(void)
 {
     static uint8_t payload[S_BIG_PAYLOAD] = {0x80};
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = payload,
-                        .payload_len = sizeof payload};
-    return job;
+    return EF_JOB(.type = "noop", .payload = payload, .payload_len = sizeof payload);
 }
 
 static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
@@ -724,16 +639,9 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     ef_fixture_t *f = *state;
     uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
     assert_int_equal(cost, S_BIG_PAYLOAD + OQ_JOB_OVERHEAD_BYTES);
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = EF_RETRY_AFTER_MS;
-    config.timeout_ms = EF_TIMEOUT_MS;
-    config.margin_ms = EF_MARGIN_MS;
     /* Room for three and a half, beside the worker, which counts too. */
-    config.max_bytes = 3 * cost + cost / 2 + OQ_WORKER_COST_BYTES;
-    oq_engine_destroy(&f->engine);
-    f->engine = oq_engine_new(&config, &f->clock);
-    assert_non_null(f->engine);
-    assert_int_equal(oq_engine_max_bytes(f->engine), config.max_bytes);
+    ef_engine_bytes(f, 3 * cost + cost / 2 + OQ_WORKER_COST_BYTES, 0);
+    assert_int_equal(oq_engine_max_bytes(f->engine), f->config.max_bytes);
     oq_worker_t *a = ef_worker(f, 'a', 1);
 
     oq_job_msg_t job = s_big_job();
@@ -749,7 +657,7 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
     assert_int_equal(code, OQ_ERR_FULL);
     char held[32], limit[32];
     snprintf(held, sizeof held, "%llu", (unsigned long long)(3 * cost));
-    snprintf(limit, sizeof limit, "%llu", (unsigned long long)config.max_bytes);
+    snprintf(limit, sizeof limit, "%llu", (unsigned long long)f->config.max_bytes);
     assert_non_null(strstr(reason, held));
     assert_non_null(strstr(reason, limit));
     assert_non_null(strstr(reason, "--max-bytes"));
@@ -775,19 +683,12 @@ static void test_byte_limit_refuses_before_it_and_done_frees(void **state)
 /* A job with keys and a dispatch id, numbered n. */
 static int s_dispatch_keyed(ef_fixture_t *f, int n, uint64_t *id, oq_err_t *code)
 {
-    static const uint8_t empty_map = 0x80;
     char unique[32], overlap[32], did[32];
     snprintf(unique, sizeof unique, "u-%d", n);
     snprintf(overlap, sizeof overlap, "o-%d", n);
     snprintf(did, sizeof did, "d-%d", n);
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .unique_key = oq_str(unique),
-                        .unique_for_ms = 3600 * 1000,
-                        .overlap_key = oq_str(overlap),
-                        .dispatch_id = oq_str(did)};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .unique_key = unique, .unique_for_ms = 3600 * 1000,
+                              .overlap_key = overlap, .dispatch_id = did);
     char reason[512];
     return oq_engine_dispatch(f->engine, &job, id, code, reason, sizeof reason);
 }
@@ -796,14 +697,7 @@ static void test_keys_and_ids_count_and_what_is_only_remembered_yields(void **st
 {
     ef_fixture_t *f = *state;
     uint64_t cost = oq_engine_job_cost(1, 0) + 2 * OQ_JOB_KEY_COST_BYTES;
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = EF_RETRY_AFTER_MS;
-    config.timeout_ms = EF_TIMEOUT_MS;
-    config.margin_ms = EF_MARGIN_MS;
-    config.max_bytes = 64 * cost;
-    oq_engine_destroy(&f->engine);
-    f->engine = oq_engine_new(&config, &f->clock);
-    assert_non_null(f->engine);
+    ef_engine_bytes(f, 64 * cost, 0);
 
     uint64_t id, ids[64];
     oq_err_t code = OQ_ERR_NONE;
@@ -836,31 +730,19 @@ static void test_keys_and_ids_count_and_what_is_only_remembered_yields(void **st
     oq_engine_keys_stats(f->engine, &keys);
     assert_int_equal(keys.unique_evicted, 1);
     assert_int_equal(keys.unique_keys, 64);
-    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    assert_true(oq_engine_held_bytes(f->engine) <= f->config.max_bytes);
     /* The window is whole: no dispatch id was forgotten. */
-    assert_int_equal(oq_engine_dedupe_window_held_ms(f->engine), config.dedupe_window_ms);
+    assert_int_equal(oq_engine_dedupe_window_held_ms(f->engine), f->config.dedupe_window_ms);
 }
 
 static void test_dispatch_ids_yield_to_jobs_and_the_window_held_is_told(void **state)
 {
     ef_fixture_t *f = *state;
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = EF_RETRY_AFTER_MS;
-    config.timeout_ms = EF_TIMEOUT_MS;
-    config.margin_ms = EF_MARGIN_MS;
-    config.max_bytes = 1024 * 1024;
-    oq_engine_destroy(&f->engine);
-    f->engine = oq_engine_new(&config, &f->clock);
-    assert_non_null(f->engine);
+    ef_engine_bytes(f, 1024 * 1024, 0);
 
     /* One job holds a unique key; dispatches naming it add only their ids,
        until the table grows to what the limit leaves it. */
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .unique_key = oq_str("held")};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .unique_key = "held");
     uint64_t holder, id;
     oq_err_t code;
     char reason[512], did[32];
@@ -870,9 +752,9 @@ static void test_dispatch_ids_yield_to_jobs_and_the_window_held_is_told(void **s
         job.dispatch_id = oq_str(did);
         assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 1);
     }
-    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    assert_true(oq_engine_held_bytes(f->engine) <= f->config.max_bytes);
     assert_true(oq_engine_dedupe_evicted(f->engine) > 0);
-    int64_t window = config.dedupe_window_ms;
+    int64_t window = f->config.dedupe_window_ms;
     assert_true(oq_engine_dedupe_window_held_ms(f->engine) < window);
     /* Jobs take the ids' room, oldest ids first, until only live jobs are
        left: then "full". */
@@ -883,9 +765,9 @@ static void test_dispatch_ids_yield_to_jobs_and_the_window_held_is_told(void **s
     while (oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason) == 0)
         taken++;
     assert_int_equal(code, OQ_ERR_FULL);
-    assert_true((uint64_t)taken * oq_engine_job_cost(1, 0) > config.max_bytes / 2);
+    assert_true((uint64_t)taken * oq_engine_job_cost(1, 0) > f->config.max_bytes / 2);
     assert_true(oq_engine_dedupe_evicted(f->engine) > before);
-    assert_true(oq_engine_held_bytes(f->engine) <= config.max_bytes);
+    assert_true(oq_engine_held_bytes(f->engine) <= f->config.max_bytes);
     /* The newest id is still held. */
     snprintf(did, sizeof did, "d-%d", 39999);
     job.dispatch_id = oq_str(did);
@@ -900,15 +782,7 @@ static void test_replayed_jobs_count_and_are_never_refused(void **state)
 {
     ef_fixture_t *f = *state;
     uint64_t cost = oq_engine_job_cost(S_BIG_PAYLOAD, 0);
-    oq_engine_config_t config = oq_engine_config_default();
-    config.retry_after_ms = EF_RETRY_AFTER_MS;
-    config.timeout_ms = EF_TIMEOUT_MS;
-    config.margin_ms = EF_MARGIN_MS;
-    config.max_bytes = 2 * cost;
-    config.max_jobs = 2;
-    oq_engine_destroy(&f->engine);
-    f->engine = oq_engine_new(&config, &f->clock);
-    assert_non_null(f->engine);
+    ef_engine_bytes(f, 2 * cost, 2);
     oq_job_msg_t job = s_big_job();
     job.has_max_tries = job.has_timeout = true;
     job.max_tries = 3;
@@ -936,14 +810,8 @@ static void test_restored_job_breaking_timeout_rule_is_clamped(void **state)
     /* The queue's lease was shortened since the jobs were accepted. */
     assert_int_equal(oq_engine_queue_config(f->engine, "short", 6000, 3000, reason, sizeof reason),
                      0);
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("short"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 3,
-                        .has_max_tries = true,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .queue = "short", .max_tries = 3);
+    job.has_timeout = true;
     job.id = 1;
     job.timeout_ms = 30000; /* legal under the old retry_after, not now */
     assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
@@ -1060,20 +928,9 @@ static void test_failed_pages_by_id_cursor(void **state)
 static uint64_t s_dispatch_to(ef_fixture_t *f, const char *type, const char *queue,
                               int64_t delay_ms, uint32_t max_tries)
 {
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str(type),
-                        .queue = oq_str(queue),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .delay_ms = delay_ms,
-                        .has_delay = delay_ms > 0,
-                        .max_tries = max_tries,
-                        .has_max_tries = max_tries > 0};
-    uint64_t id = 0;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
-    return id;
+    oq_job_msg_t job =
+        EF_JOB(.type = type, .queue = queue, .delay_ms = delay_ms, .max_tries = max_tries);
+    return ef_dispatch(f, &job);
 }
 
 /* A worker with the given lists (comma-separated names; NULL: every one). */
@@ -1765,18 +1622,9 @@ static void test_horizons_take_the_largest_budget_held(void **state)
     ef_fixture_t *f = *state;
     char reason[256];
     assert_int_equal(oq_engine_queue_config(f->engine, "slow", 60000, 0, reason, sizeof reason), 0);
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("slow"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 7,
-                        .has_max_tries = true,
-                        .backoff_ms = {1000, 300000, 2000},
-                        .backoff_len = 3};
-    uint64_t id;
-    oq_err_t code;
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    oq_job_msg_t job =
+        EF_JOB(.type = "noop", .queue = "slow", .max_tries = 7, .backoff_ms = {1000, 300000, 2000});
+    uint64_t id = ef_dispatch(f, &job);
     s_dispatch(f, "noop");
     assert_int_equal(oq_engine_queue_count(f->engine), 2);
     oq_queue_horizon_t h[2];
@@ -1948,16 +1796,7 @@ static void test_late_ok_resolves_a_review_as_done(void **state)
 static void test_restore_review_and_resolutions(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.id = 5,
-                        .type = oq_str("ship"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 3,
-                        .has_max_tries = true,
-                        .timeout_ms = EF_TIMEOUT_MS,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.id = 5, .type = "ship", .max_tries = 3, .timeout_ms = EF_TIMEOUT_MS);
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
     job.id = 6;
@@ -2001,12 +1840,7 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
     f->time.now = 1000;
     uint64_t quick = s_dispatch(f, "noop");
     uint64_t slow = s_dispatch(f, "noop");
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t old = {.id = 500,
-                        .type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1};
+    oq_job_msg_t old = EF_JOB(.id = 500, .type = "noop");
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &old, 0, reason, sizeof reason), 0);
     oq_worker_t *a = ef_worker(f, 'a', 3);
@@ -2041,12 +1875,7 @@ static void test_metrics_count_expiries_deaths_and_latency(void **state)
 static void test_dispatch_id_returns_the_first_job_for_its_window(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("grant"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .dispatch_id = oq_str("order-7:grant")};
+    oq_job_msg_t job = EF_JOB(.type = "grant", .dispatch_id = "order-7:grant");
     uint64_t first = 0, again = 0;
     oq_err_t code;
     char reason[256];
@@ -2093,12 +1922,7 @@ static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
     s_events_t e = {.count = 0};
     oq_engine_hooks_t hooks = {s_record, &e};
     oq_engine_set_hooks(f->engine, &hooks);
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .dispatch_id = oq_str("order-1")};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .dispatch_id = "order-1");
     uint64_t id = 0, next = oq_engine_next_id(f->engine);
     oq_err_t code = OQ_ERR_NONE;
     char reason[512];
@@ -2399,17 +2223,8 @@ static void test_first_decision_of_a_delivery_stands(void **state)
 static void test_decisions_past_the_tracked_attempts(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t msg = {.type = oq_str("noop"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 100,
-                        .has_max_tries = true};
-    uint64_t id = 0;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &msg, &id, &code, reason, sizeof reason), 0);
+    oq_job_msg_t msg = EF_JOB(.type = "noop", .max_tries = 100);
+    uint64_t id = ef_dispatch(f, &msg);
     oq_worker_t *w = ef_worker(f, 'a', 1);
     const uint32_t last = 70; /* past OQ_ENG_DECIDED_ATTEMPTS */
     for (uint32_t attempt = 1; attempt < last; attempt++) {

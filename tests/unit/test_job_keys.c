@@ -22,14 +22,8 @@
 static int s_dispatch_keyed(ef_fixture_t *f, const char *type, const char *unique_key,
                             int64_t unique_for_ms, const char *overlap_key, uint64_t *id)
 {
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.type = oq_str(type),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .unique_key = oq_str(unique_key),
-                        .unique_for_ms = unique_for_ms,
-                        .overlap_key = oq_str(overlap_key)};
+    oq_job_msg_t job = EF_JOB(.type = type, .unique_key = unique_key,
+                              .unique_for_ms = unique_for_ms, .overlap_key = overlap_key);
     oq_err_t code;
     char reason[256];
     *id = 0;
@@ -448,16 +442,7 @@ static void test_overlap_invariants_hold_under_random_events(void **state)
 static void test_restore_keys(void **state)
 {
     ef_fixture_t *f = *state;
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {.id = 5,
-                        .type = oq_str("t"),
-                        .queue = oq_str("default"),
-                        .payload = &empty_map,
-                        .payload_len = 1,
-                        .max_tries = 3,
-                        .timeout_ms = EF_TIMEOUT_MS,
-                        .has_max_tries = true,
-                        .has_timeout = true};
+    oq_job_msg_t job = EF_JOB(.id = 5, .type = "t", .max_tries = 3, .timeout_ms = EF_TIMEOUT_MS);
     char reason[128];
     assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
     assert_int_equal(oq_engine_restore_keys(f->engine, 5, oq_str("u"), 0, false, oq_str("k")), 0);

@@ -48,201 +48,33 @@
 #include "onceq/limits.h"
 #include "record.h"
 #include "replay.h"
+#include "engine_fixture.h"
 #include "support.h"
 
-#define S_WALL_BASE_MS 1700000000000LL
-#define S_INTERVAL_MS  50
-#define S_TURNS        200 /* loop turns a broker test waits for a reply at most */
-#define S_TURN_MS      5
+#define S_TURNS   200 /* loop turns a broker test waits for a reply at most */
+#define S_TURN_MS 5
 
-/* ---- fixtures: a clock the test moves, a disk that fails on demand ---- */
-
-typedef struct {
-    int64_t now;
-} s_time_t;
-
-static int64_t s_now(void *ctx)
-{
-    return ((s_time_t *)ctx)->now;
-}
-
-static int64_t s_wall(void *ctx)
-{
-    return S_WALL_BASE_MS + ((s_time_t *)ctx)->now;
-}
-
-typedef struct {
-    int write_errno;     /* non-zero: pwrite fails with it */
-    size_t write_budget; /* with write_errno: bytes written before failing */
-    int fsync_errno;
-    int writes, fsyncs;
-    off_t last_offset;
-} s_disk_t;
-
-static ssize_t s_pwrite(void *ctx, int fd, const void *data, size_t len, off_t offset)
-{
-    s_disk_t *d = ctx;
-    d->writes++;
-    d->last_offset = offset;
-    if (d->write_errno) {
-        if (d->write_budget == 0) {
-            errno = d->write_errno;
-            return -1;
-        }
-        if (len > d->write_budget)
-            len = d->write_budget;
-        d->write_budget -= len;
-    }
-    return pwrite(fd, data, len, offset);
-}
-
-static int s_fsync(void *ctx, int fd)
-{
-    s_disk_t *d = ctx;
-    if (d->fsync_errno) {
-        errno = d->fsync_errno;
-        return -1;
-    }
-    d->fsyncs++;
-    return fsync(fd);
-}
-
-typedef struct {
-    char dir[256];
-    s_time_t time;
-    oq_clock_t clock;
-    s_disk_t disk;
-    oq_disk_ops_t ops;
-    oq_engine_t *engine;
-    oq_journal_t *journal;
-    oq_fsync_t policy;
-    uint64_t reserve_bytes; /* the broker's disk reserve (0: its default) */
-} s_fix_t;
-
-static int s_setup(void **state)
-{
-    s_fix_t *f = calloc(1, sizeof *f);
-    assert_int_equal(oq_support_temp_dir("onceq-unit-journal", f->dir, sizeof f->dir), 0);
-    f->time.now = 1000;
-    f->clock = (oq_clock_t){s_now, s_wall, &f->time};
-    f->ops = (oq_disk_ops_t){.pwrite = s_pwrite, .fsync = s_fsync, .ctx = &f->disk};
-    f->policy = OQ_FSYNC_ALWAYS;
-    *state = f;
-    return 0;
-}
-
-static void s_close(s_fix_t *f)
-{
-    if (f->engine)
-        oq_engine_set_hooks(f->engine, NULL);
-    oq_journal_destroy(&f->journal);
-    oq_engine_destroy(&f->engine);
-}
-
-static int s_teardown(void **state)
-{
-    s_fix_t *f = *state;
-    s_close(f);
-    if (oq_support_remove_tree(f->dir) < 0)
-        fprintf(stderr, "cannot remove %s\n", f->dir);
-    free(f);
-    return 0;
-}
-
-static char *s_path(s_fix_t *f, const char *name)
-{
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", f->dir, name);
-    return path;
-}
-
-/* Open the journal, replay it into a fresh engine, attach the hooks. */
-static int s_open(s_fix_t *f, bool repair, oq_replay_report_t *report, char *reason,
-                  size_t reason_len)
-{
-    s_close(f);
-    oq_engine_config_t ec = oq_engine_config_default();
-    ec.backoff_ms = 1000;
-    f->engine = oq_engine_new(&ec, &f->clock);
-    oq_journal_config_t jc = {f->dir, f->policy, S_INTERVAL_MS, &f->ops, 0, repair};
-    f->journal = oq_journal_new(&jc, &f->clock, reason, reason_len);
-    if (!f->journal)
-        return -1;
-    if (oq_replay_run(f->journal, f->engine, &f->clock, repair, report, reason, reason_len) < 0)
-        return -1;
-    oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
-    oq_engine_set_hooks(f->engine, &hooks);
-    return 0;
-}
-
-static void s_open_ok(s_fix_t *f, oq_replay_report_t *report)
-{
-    char reason[4096];
-    oq_replay_report_t ignored;
-    if (s_open(f, false, report ? report : &ignored, reason, sizeof reason) < 0)
-        fail_msg("open: %s", reason);
-}
+/* ---- fixtures: the engine fixture's journal setup (engine_fixture.h) ---- */
 
 static const uint8_t s_payload[] = {0x81, 0xa1, 'n', 0x07}; /* {"n": 7} */
 
-static uint64_t s_dispatch(s_fix_t *f, const char *type, int64_t delay_ms, const char *dispatch_id)
+static uint64_t s_dispatch(ef_fixture_t *f, const char *type, int64_t delay_ms,
+                           const char *dispatch_id)
 {
-    oq_job_msg_t job = {.type = oq_str(type),
-                        .queue = oq_str("default"),
-                        .payload = s_payload,
-                        .payload_len = sizeof s_payload,
-                        .delay_ms = delay_ms,
-                        .has_delay = delay_ms > 0,
-                        .dispatch_id = oq_str(dispatch_id)};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
-    return id;
+    oq_job_msg_t job = EF_JOB(.type = type, .payload = s_payload, .payload_len = sizeof s_payload,
+                              .delay_ms = delay_ms, .dispatch_id = dispatch_id);
+    return ef_dispatch(f, &job);
 }
 
 /* A dispatch sent again with dispatch_id: the id of the job it maps to
    (nothing new is queued: the job count stays). */
-static uint64_t s_resend(s_fix_t *f, const char *dispatch_id)
+static uint64_t s_resend(ef_fixture_t *f, const char *dispatch_id)
 {
-    oq_job_msg_t job = {
-        .type = oq_str("noop"), .queue = oq_str("default"), .dispatch_id = oq_str(dispatch_id)};
-    uint64_t id;
-    oq_err_t code;
-    char reason[256];
+    oq_job_msg_t job = EF_JOB(.type = "noop", .dispatch_id = dispatch_id);
     size_t jobs = oq_engine_job_count(f->engine);
-    assert_int_equal(oq_engine_dispatch(f->engine, &job, &id, &code, reason, sizeof reason), 0);
+    uint64_t id = ef_dispatch(f, &job);
     assert_int_equal(oq_engine_job_count(f->engine), jobs);
     return id;
-}
-
-static int s_deliver(void *ctx, const oq_worker_view_t *w, const oq_job_view_t *job)
-{
-    return 0;
-}
-
-/* Lease every ready job to a worker called name. */
-static oq_worker_t *s_lease_all(s_fix_t *f, char name)
-{
-    oq_worker_t *w = oq_engine_worker_find(f->engine, &name, 1);
-    if (!w)
-        w = oq_engine_worker_add(f->engine, &name, 1, oq_str("w"), 1, NULL);
-    oq_engine_worker_credit(f->engine, w, OQ_MAX_CREDIT);
-    oq_engine_pump(f->engine, s_deliver, f);
-    return w;
-}
-
-static void s_ack(s_fix_t *f, oq_worker_t *w, uint64_t id, uint32_t attempt, oq_outcome_t outcome)
-{
-    oq_ack_msg_t ack = {
-        .id = id, .attempt = attempt, .outcome = outcome, .error = oq_str("it broke")};
-    /* The token a worker got with the delivery. */
-    oq_job_view_t view;
-    if (oq_engine_job_view(f->engine, id, &view) == 0) {
-        ack.lease = view.lease;
-        ack.has_lease = true;
-    }
-    oq_engine_ack(f->engine, w, NULL, &ack);
 }
 
 static uint64_t s_file_size(const char *path)
@@ -270,17 +102,17 @@ static void test_record_round_trip_every_type(void **state)
         .backoff_ms = backoff,
         .backoff_len = 2,
         .priority = -3,
-        .not_before_ms = S_WALL_BASE_MS + 5000,
+        .not_before_ms = EF_WALL_BASE_MS + 5000,
     };
     uint8_t digest[OQ_SIPHASH_DIGEST_BYTES];
     memset(digest, 0xab, sizeof digest);
-    assert_int_equal(oq_record_dispatched(&buf, &job, oq_str("order-42"), S_WALL_BASE_MS), 0);
+    assert_int_equal(oq_record_dispatched(&buf, &job, oq_str("order-42"), EF_WALL_BASE_MS), 0);
     assert_int_equal(oq_record_leased(&buf, 77, 2), 0);
-    assert_int_equal(oq_record_retry(&buf, 77, 2, S_WALL_BASE_MS + 10), 0);
-    assert_int_equal(oq_record_failed(&buf, 77, 3, S_WALL_BASE_MS + 20, "boom"), 0);
+    assert_int_equal(oq_record_retry(&buf, 77, 2, EF_WALL_BASE_MS + 10), 0);
+    assert_int_equal(oq_record_failed(&buf, 77, 3, EF_WALL_BASE_MS + 20, "boom"), 0);
     assert_int_equal(oq_record_done(&buf, 77), 0);
     assert_int_equal(oq_record_requeued(&buf, 77), 0);
-    assert_int_equal(oq_record_dedupe(&buf, digest, 77, S_WALL_BASE_MS + 30), 0);
+    assert_int_equal(oq_record_dedupe(&buf, digest, 77, EF_WALL_BASE_MS + 30), 0);
     assert_int_equal(oq_record_next_id(&buf, 78), 0);
     assert_int_equal(oq_record_forgotten(&buf, 77), 0);
     assert_int_equal(oq_record_cancelled(&buf, 77), 0);
@@ -315,24 +147,24 @@ static void test_record_round_trip_every_type(void **state)
             assert_int_equal(rec.job.priority, -3);
             assert_int_equal(rec.job.backoff_len, 2);
             assert_int_equal(rec.job.backoff_ms[1], 60000);
-            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 5000);
-            assert_int_equal(rec.dispatched_at_ms, S_WALL_BASE_MS);
+            assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 5000);
+            assert_int_equal(rec.dispatched_at_ms, EF_WALL_BASE_MS);
             break;
         case OQ_RECORD_LEASED:
             assert_int_equal(rec.attempt, 2);
             break;
         case OQ_RECORD_RETRY:
             assert_int_equal(rec.attempt, 2);
-            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 10);
+            assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 10);
             break;
         case OQ_RECORD_FAILED:
             assert_int_equal(rec.attempt, 3);
-            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 20);
+            assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 20);
             assert_true(oq_str_eq(rec.error, "boom"));
             break;
         case OQ_RECORD_DEDUPE:
             assert_memory_equal(rec.digest, digest, sizeof digest);
-            assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 30);
+            assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 30);
             assert_int_equal(rec.id, 77);
             break;
         case OQ_RECORD_NEXT_ID:
@@ -364,13 +196,13 @@ static void test_record_round_trip_review_and_resolved(void **state)
     oq_resolution_t r = {.id = 77,
                          .action = OQ_REVIEW_FAIL,
                          .attempt = 3,
-                         .reviewed_at_ms = S_WALL_BASE_MS + 20,
-                         .resolved_at_ms = S_WALL_BASE_MS + 30,
+                         .reviewed_at_ms = EF_WALL_BASE_MS + 20,
+                         .resolved_at_ms = EF_WALL_BASE_MS + 30,
                          .type = "request_shipment",
                          .queue = "ships",
                          .reason = "timed out after the request went out",
                          .note = note};
-    assert_int_equal(oq_record_review(&buf, 77, 3, S_WALL_BASE_MS + 20, "unknown"), 0);
+    assert_int_equal(oq_record_review(&buf, 77, 3, EF_WALL_BASE_MS + 20, "unknown"), 0);
     assert_int_equal(oq_record_resolved(&buf, &r), 0);
     const uint8_t *p = (const uint8_t *)buf.data;
     size_t frame;
@@ -381,7 +213,7 @@ static void test_record_round_trip_review_and_resolved(void **state)
     assert_int_equal(rec.type, OQ_RECORD_REVIEW);
     assert_int_equal(rec.id, 77);
     assert_int_equal(rec.attempt, 3);
-    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 20);
+    assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 20);
     assert_true(oq_str_eq(rec.error, "unknown"));
     p += frame;
     size_t left = buf.size - frame;
@@ -392,8 +224,8 @@ static void test_record_round_trip_review_and_resolved(void **state)
     assert_int_equal(rec.id, 77);
     assert_int_equal(rec.attempt, 3);
     assert_int_equal(rec.action, OQ_REVIEW_FAIL);
-    assert_int_equal(rec.reviewed_at_ms, S_WALL_BASE_MS + 20);
-    assert_int_equal(rec.at_ms, S_WALL_BASE_MS + 30);
+    assert_int_equal(rec.reviewed_at_ms, EF_WALL_BASE_MS + 20);
+    assert_int_equal(rec.at_ms, EF_WALL_BASE_MS + 30);
     assert_true(oq_str_eq(rec.job.type, "request_shipment"));
     assert_true(oq_str_eq(rec.job.queue, "ships"));
     assert_true(oq_str_eq(rec.error, "timed out after the request went out"));
@@ -479,8 +311,8 @@ static void test_header_refuses_other_files_and_newer_formats(void **state)
 
 static void test_always_fsyncs_once_per_flush_when_a_reply_waits(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     int writes = f->disk.writes, fsyncs = f->disk.fsyncs;
     for (int i = 0; i < 10; i++)
         s_dispatch(f, "noop", 0, NULL);
@@ -493,13 +325,13 @@ static void test_always_fsyncs_once_per_flush_when_a_reply_waits(void **state)
     assert_int_equal(oq_journal_durable(f->journal), needs);
 
     /* Leases alone wait for no reply: written now, fsynced within the interval. */
-    s_lease_all(f, 'a');
+    ef_lease_all(f, 'a');
     assert_int_equal(oq_journal_flush(f->journal, 0), 0);
     assert_int_equal(f->disk.writes - writes, 2);
     assert_int_equal(f->disk.fsyncs - fsyncs, 1);
     assert_true(oq_journal_durable(f->journal) < oq_journal_appended(f->journal));
-    assert_int_equal(oq_journal_next_deadline(f->journal), f->time.now + S_INTERVAL_MS);
-    f->time.now += S_INTERVAL_MS;
+    assert_int_equal(oq_journal_next_deadline(f->journal), f->time.now + EF_FSYNC_INTERVAL_MS);
+    f->time.now += EF_FSYNC_INTERVAL_MS;
     assert_int_equal(oq_journal_flush(f->journal, 0), 0);
     assert_int_equal(f->disk.fsyncs - fsyncs, 2);
     assert_int_equal(oq_journal_durable(f->journal), oq_journal_appended(f->journal));
@@ -508,16 +340,16 @@ static void test_always_fsyncs_once_per_flush_when_a_reply_waits(void **state)
 
 static void test_batch_waits_for_the_interval(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     f->policy = OQ_FSYNC_BATCH;
-    s_open_ok(f, NULL);
+    ef_open_ok(f, NULL);
     int fsyncs = f->disk.fsyncs;
     s_dispatch(f, "noop", 0, NULL);
     uint64_t needs = oq_journal_appended(f->journal);
     assert_int_equal(oq_journal_flush(f->journal, needs), 0);
     assert_int_equal(f->disk.fsyncs, fsyncs); /* written, the reply waits */
     assert_true(oq_journal_durable(f->journal) < needs);
-    f->time.now += S_INTERVAL_MS - 1;
+    f->time.now += EF_FSYNC_INTERVAL_MS - 1;
     oq_journal_flush(f->journal, needs);
     assert_true(oq_journal_durable(f->journal) < needs);
     f->time.now += 1;
@@ -528,15 +360,15 @@ static void test_batch_waits_for_the_interval(void **state)
 
 static void test_off_never_fsyncs(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     f->policy = OQ_FSYNC_OFF;
-    s_open_ok(f, NULL);
+    ef_open_ok(f, NULL);
     int fsyncs = f->disk.fsyncs;
     s_dispatch(f, "noop", 0, NULL);
     uint64_t needs = oq_journal_appended(f->journal);
     assert_int_equal(oq_journal_flush(f->journal, needs), 0);
     assert_int_equal(oq_journal_durable(f->journal), needs);
-    f->time.now += 10 * S_INTERVAL_MS;
+    f->time.now += 10 * EF_FSYNC_INTERVAL_MS;
     oq_journal_flush(f->journal, needs);
     assert_int_equal(f->disk.fsyncs, fsyncs);
     assert_int_equal(oq_journal_next_deadline(f->journal), -1);
@@ -549,7 +381,7 @@ typedef struct {
     uint64_t ready, delayed, retried, failed, done, requeued, leased, keyed;
 } s_ids_t;
 
-static s_ids_t s_build_history(s_fix_t *f)
+static s_ids_t s_build_history(ef_fixture_t *f)
 {
     s_ids_t ids;
     ids.done = s_dispatch(f, "noop", 0, NULL);
@@ -557,11 +389,11 @@ static s_ids_t s_build_history(s_fix_t *f)
     ids.failed = s_dispatch(f, "bad", 0, NULL);
     ids.requeued = s_dispatch(f, "bad", 0, NULL);
     ids.leased = s_dispatch(f, "slow", 0, NULL);
-    oq_worker_t *w = s_lease_all(f, 'a');
-    s_ack(f, w, ids.done, 1, OQ_OUTCOME_OK);
-    s_ack(f, w, ids.retried, 1, OQ_OUTCOME_RETRY); /* delayed by the 1 s backoff */
-    s_ack(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
-    s_ack(f, w, ids.requeued, 1, OQ_OUTCOME_FAIL);
+    oq_worker_t *w = ef_lease_all(f, 'a');
+    ef_ack_leased(f, w, ids.done, 1, OQ_OUTCOME_OK);
+    ef_ack_leased(f, w, ids.retried, 1, OQ_OUTCOME_RETRY); /* delayed by the 1 s backoff */
+    ef_ack_leased(f, w, ids.failed, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, ids.requeued, 1, OQ_OUTCOME_FAIL);
     char reason[256];
     oq_refusal_t why;
     assert_int_equal(oq_engine_requeue(f->engine, ids.requeued, &why, reason, sizeof reason), 0);
@@ -572,31 +404,16 @@ static s_ids_t s_build_history(s_fix_t *f)
     return ids;
 }
 
-static void s_expect(s_fix_t *f, uint64_t id, const char *state, uint32_t attempt)
+static void s_expect_history(ef_fixture_t *f, const s_ids_t *ids)
 {
-    const char *got = oq_engine_job_state(f->engine, id);
-    if (!state) {
-        if (got)
-            fail_msg("job %llu is %s, expected gone", (unsigned long long)id, got);
-        return;
-    }
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("job %llu is %s, expected %s", (unsigned long long)id, got ? got : "gone", state);
-    oq_job_view_t v;
-    assert_int_equal(oq_engine_job_view(f->engine, id, &v), 0);
-    assert_int_equal(v.attempt, attempt);
-}
-
-static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
-{
-    s_expect(f, ids->done, NULL, 0);
-    s_expect(f, ids->retried, "delayed", 1);
-    s_expect(f, ids->failed, "failed", 1);
-    s_expect(f, ids->requeued, "ready", 0);
-    s_expect(f, ids->leased, "ready", 1); /* was leased: back with its attempt */
-    s_expect(f, ids->ready, "ready", 0);
-    s_expect(f, ids->delayed, "delayed", 0);
-    s_expect(f, ids->keyed, "ready", 0);
+    ef_expect(f, ids->done, NULL, 0);
+    ef_expect(f, ids->retried, "delayed", 1);
+    ef_expect(f, ids->failed, "failed", 1);
+    ef_expect(f, ids->requeued, "ready", 0);
+    ef_expect(f, ids->leased, "ready", 1); /* was leased: back with its attempt */
+    ef_expect(f, ids->ready, "ready", 0);
+    ef_expect(f, ids->delayed, "delayed", 0);
+    ef_expect(f, ids->keyed, "ready", 0);
     oq_job_view_t v;
     assert_int_equal(oq_engine_job_view(f->engine, ids->failed, &v), 0);
     assert_string_equal(v.error, "it broke");
@@ -610,11 +427,11 @@ static void s_expect_history(s_fix_t *f, const s_ids_t *ids)
 
 static void test_replay_rebuilds_every_state(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_ids_t ids = s_build_history(f);
     oq_replay_report_t r;
-    s_open_ok(f, &r); /* a restart: the same journal into a fresh engine */
+    ef_open_ok(f, &r); /* a restart: the same journal into a fresh engine */
     s_expect_history(f, &ids);
     assert_int_equal(r.ready, 4);
     assert_int_equal(r.delayed, 2);
@@ -622,88 +439,88 @@ static void test_replay_rebuilds_every_state(void **state)
     assert_int_equal(r.dispatch_ids, 1);
     assert_int_equal(r.torn_bytes, 0);
     assert_int_equal(r.ignored, 0);
-    assert_int_equal(r.bytes, s_file_size(s_path(f, "journal")));
+    assert_int_equal(r.bytes, s_file_size(ef_path(f, "journal")));
     /* Delays still count from the wall clock: the retry's second passes. */
     f->time.now += 1000;
     oq_engine_tick(f->engine);
-    s_expect(f, ids.retried, "ready", 1);
+    ef_expect(f, ids.retried, "ready", 1);
 }
 
 /* Write what was appended without making it durable: the fsync fails, so
    the durable mark stays where it was, as when the broker is killed between
    its write and its fsync. The journal is closed. */
-static void s_write_unsynced(s_fix_t *f)
+static void s_write_unsynced(ef_fixture_t *f)
 {
     f->disk.fsync_errno = EIO;
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    s_close(f);
+    ef_close(f);
     f->disk.fsync_errno = 0;
 }
 
 static void test_torn_tail_is_cut_with_a_warning(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_ids_t ids = s_build_history(f);
-    uint64_t good = s_file_size(s_path(f, "journal"));
+    uint64_t good = s_file_size(ef_path(f, "journal"));
     uint64_t last = s_dispatch(f, "noop", 0, NULL);
     s_write_unsynced(f);
-    uint64_t whole = s_file_size(s_path(f, "journal"));
+    uint64_t whole = s_file_size(ef_path(f, "journal"));
     assert_true(whole > good);
 
     /* The broker died inside the write of its last record. */
-    assert_int_equal(truncate(s_path(f, "journal"), (off_t)(whole - 7)), 0);
+    assert_int_equal(truncate(ef_path(f, "journal"), (off_t)(whole - 7)), 0);
     oq_replay_report_t r;
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_true(r.has_mark);
     assert_int_equal(r.mark, good);
     assert_int_equal(r.torn_bytes, whole - 7 - good);
-    assert_int_equal(s_file_size(s_path(f, "journal")), good);
+    assert_int_equal(s_file_size(ef_path(f, "journal")), good);
     s_expect_history(f, &ids);
-    s_expect(f, last, NULL, 0);
+    ef_expect(f, last, NULL, 0);
 
     /* And it goes on appending after the cut: the next start is clean. */
     uint64_t next = s_dispatch(f, "noop", 0, NULL);
     assert_int_equal(next, last); /* the id was never confirmed, so it is free */
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, 0);
-    s_expect(f, next, "ready", 0);
+    ef_expect(f, next, "ready", 0);
 }
 
 static void test_zeros_or_a_bad_crc_past_the_mark_are_torn_too(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_ids_t ids = s_build_history(f);
-    uint64_t good = s_file_size(s_path(f, "journal"));
-    s_close(f);
+    uint64_t good = s_file_size(ef_path(f, "journal"));
+    ef_close(f);
     /* The file grew but the data never landed. */
-    int fd = open(s_path(f, "journal"), O_WRONLY | O_APPEND);
+    int fd = open(ef_path(f, "journal"), O_WRONLY | O_APPEND);
     uint8_t zeros[300] = {0};
     assert_int_equal(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
     close(fd);
     oq_replay_report_t r;
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, sizeof zeros);
     s_expect_history(f, &ids);
 
     /* The last record whole in length, but part of it never written. */
     uint64_t last = s_dispatch(f, "noop", 0, NULL);
     s_write_unsynced(f);
-    uint64_t whole = s_file_size(s_path(f, "journal"));
-    fd = open(s_path(f, "journal"), O_WRONLY);
+    uint64_t whole = s_file_size(ef_path(f, "journal"));
+    fd = open(ef_path(f, "journal"), O_WRONLY);
     assert_int_equal(pwrite(fd, zeros, 20, (off_t)(whole - 20)), 20);
     close(fd);
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, whole - good);
-    s_expect(f, last, NULL, 0);
+    ef_expect(f, last, NULL, 0);
 }
 
 /* Flip one byte inside the record that starts at offset `at` or later. */
-static void s_damage_at(s_fix_t *f, uint64_t at)
+static void s_damage_at(ef_fixture_t *f, uint64_t at)
 {
-    int fd = open(s_path(f, "journal"), O_RDWR);
+    int fd = open(ef_path(f, "journal"), O_RDWR);
     uint8_t b;
     off_t where = (off_t)at + OQ_RECORD_FRAME_BYTES + 3;
     assert_int_equal(pread(fd, &b, 1, where), 1);
@@ -712,10 +529,10 @@ static void s_damage_at(s_fix_t *f, uint64_t at)
     close(fd);
 }
 
-static void s_write_u32(s_fix_t *f, uint64_t at, uint32_t v)
+static void s_write_u32(ef_fixture_t *f, uint64_t at, uint32_t v)
 {
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    int fd = open(s_path(f, "journal"), O_RDWR);
+    int fd = open(ef_path(f, "journal"), O_RDWR);
     assert_int_equal(pwrite(fd, b, 4, (off_t)at), 4);
     close(fd);
 }
@@ -723,10 +540,10 @@ static void s_write_u32(s_fix_t *f, uint64_t at, uint32_t v)
 #define S_MAX_OFFSETS 4096
 
 /* The offset of every record in the journal; returns how many. */
-static size_t s_offsets(s_fix_t *f, uint64_t *offs)
+static size_t s_offsets(ef_fixture_t *f, uint64_t *offs)
 {
-    int fd = open(s_path(f, "journal"), O_RDONLY);
-    uint64_t size = s_file_size(s_path(f, "journal"));
+    int fd = open(ef_path(f, "journal"), O_RDONLY);
+    uint64_t size = s_file_size(ef_path(f, "journal"));
     uint8_t *data = malloc(size);
     assert_int_equal(pread(fd, data, size, 0), (ssize_t)size);
     close(fd);
@@ -744,31 +561,31 @@ static size_t s_offsets(s_fix_t *f, uint64_t *offs)
 
 static void test_damage_before_the_end_stops_the_start(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t at = s_file_size(s_path(f, "journal"));
+    uint64_t at = s_file_size(ef_path(f, "journal"));
     s_dispatch(f, "noop", 0, NULL);
     s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t size = s_file_size(s_path(f, "journal"));
-    s_close(f);
+    uint64_t size = s_file_size(ef_path(f, "journal"));
+    ef_close(f);
     s_damage_at(f, at);
 
     char reason[4096];
     oq_replay_report_t r;
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     char where[64];
     snprintf(where, sizeof where, "damaged at byte %llu", (unsigned long long)at);
     assert_non_null(strstr(reason, where));
     assert_non_null(strstr(reason, "bad CRC"));
     assert_non_null(strstr(reason, "--repair"));
-    assert_int_equal(s_file_size(s_path(f, "journal")), size); /* nothing changed */
+    assert_int_equal(s_file_size(ef_path(f, "journal")), size); /* nothing changed */
 }
 
 /* Many small group commits: the shape of a busy journal. */
-static size_t s_build_many(s_fix_t *f, size_t jobs, uint64_t *offs)
+static size_t s_build_many(ef_fixture_t *f, size_t jobs, uint64_t *offs)
 {
     for (size_t i = 0; i < jobs; i++) {
         s_dispatch(f, "noop", 0, NULL);
@@ -776,7 +593,7 @@ static size_t s_build_many(s_fix_t *f, size_t jobs, uint64_t *offs)
             assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
     }
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
-    s_close(f);
+    ef_close(f);
     return s_offsets(f, offs);
 }
 
@@ -785,12 +602,12 @@ static size_t s_build_many(s_fix_t *f, size_t jobs, uint64_t *offs)
 
 static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
     size_t n = s_build_many(f, S_MANY_JOBS, offs);
     assert_int_equal(n, S_MANY_JOBS);
-    uint64_t size = s_file_size(s_path(f, "journal"));
+    uint64_t size = s_file_size(ef_path(f, "journal"));
     size_t k = 0;
     while (offs[k] < size - S_BACK_BYTES)
         k++;
@@ -801,21 +618,21 @@ static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **s
 
     char reason[4096];
     oq_replay_report_t r;
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "past the end of the file"));
     assert_non_null(strstr(reason, "below the durable mark"));
-    assert_int_equal(s_file_size(s_path(f, "journal")), size);
+    assert_int_equal(s_file_size(ef_path(f, "journal")), size);
 
     /* Without the mark (a journal from before it existed), the good
        records after it prove the damage just the same. */
-    assert_int_equal(unlink(s_path(f, "journal.durable")), 0);
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(unlink(ef_path(f, "journal.durable")), 0);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     char next[64];
     snprintf(next, sizeof next, "good record at byte %llu", (unsigned long long)offs[k + 1]);
     assert_non_null(strstr(reason, next));
 
     /* Repair keeps every record but the damaged one. */
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_int_equal(r.records, S_MANY_JOBS - 1);
     assert_int_equal(r.gaps, 1);
@@ -826,14 +643,14 @@ static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **s
     assert_true(r.rewritten);
     assert_int_equal(r.ready, S_MANY_JOBS - 1);
     uint64_t lost = k + 1; /* ids run from 1 in record order */
-    s_expect(f, lost, NULL, 0);
-    s_expect(f, lost - 1, "ready", 0);
-    s_expect(f, lost + 1, "ready", 0);
-    s_expect(f, S_MANY_JOBS, "ready", 0);
+    ef_expect(f, lost, NULL, 0);
+    ef_expect(f, lost - 1, "ready", 0);
+    ef_expect(f, lost + 1, "ready", 0);
+    ef_expect(f, S_MANY_JOBS, "ready", 0);
     /* Ids the gap may have held are not handed out again. */
     assert_true(oq_engine_next_id(f->engine) > S_MANY_JOBS + 1);
     /* The rewritten journal starts cleanly. */
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.gaps, 0);
     assert_int_equal(r.torn_bytes, 0);
     assert_int_equal(r.ready, S_MANY_JOBS - 1);
@@ -842,79 +659,79 @@ static void test_a_length_running_past_the_end_40kb_before_it_is_damage(void **s
 
 static void test_a_bit_flipped_in_the_last_durable_record_is_damage(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
     size_t n = s_build_many(f, 20, offs);
-    uint64_t size = s_file_size(s_path(f, "journal"));
+    uint64_t size = s_file_size(ef_path(f, "journal"));
     s_damage_at(f, offs[n - 1]);
 
     char reason[4096];
     oq_replay_report_t r;
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     char where[64];
     snprintf(where, sizeof where, "damaged at byte %llu", (unsigned long long)offs[n - 1]);
     assert_non_null(strstr(reason, where));
     assert_non_null(strstr(reason, "below the durable mark"));
-    assert_int_equal(s_file_size(s_path(f, "journal")), size);
+    assert_int_equal(s_file_size(ef_path(f, "journal")), size);
 
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_int_equal(r.records, n - 1);
     assert_int_equal(r.gaps, 1);
     assert_int_equal(r.dropped_bytes, size - offs[n - 1]);
     assert_false(r.rewritten); /* a gap at the end is cut */
-    assert_int_equal(s_file_size(s_path(f, "journal")), offs[n - 1]);
-    s_expect(f, n, NULL, 0);
-    s_expect(f, n - 1, "ready", 0);
+    assert_int_equal(s_file_size(ef_path(f, "journal")), offs[n - 1]);
+    ef_expect(f, n, NULL, 0);
+    ef_expect(f, n - 1, "ready", 0);
     free(offs);
 }
 
 static void test_a_journal_shorter_than_its_mark_is_damage(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
     size_t n = s_build_many(f, 20, offs);
     /* Cut at a record boundary: every record left verifies. */
-    assert_int_equal(truncate(s_path(f, "journal"), (off_t)offs[n - 3]), 0);
+    assert_int_equal(truncate(ef_path(f, "journal"), (off_t)offs[n - 3]), 0);
     char reason[4096];
     oq_replay_report_t r;
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "its end was cut off"));
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_int_equal(r.records, n - 3);
-    s_open_ok(f, &r); /* the mark now agrees with the file */
+    ef_open_ok(f, &r); /* the mark now agrees with the file */
     assert_int_equal(r.records, n - 3);
     free(offs);
 }
 
 static void test_repair_resyncs_and_keeps_every_good_record(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t first = s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t at = s_file_size(s_path(f, "journal"));
+    uint64_t at = s_file_size(ef_path(f, "journal"));
     uint64_t second = s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t after = s_file_size(s_path(f, "journal"));
+    uint64_t after = s_file_size(ef_path(f, "journal"));
     uint64_t third = s_dispatch(f, "noop", 0, NULL);
     /* Records after the gap about the job whose DISPATCHED is lost. */
-    oq_worker_t *w = s_lease_all(f, 'a');
-    s_ack(f, w, second, 1, OQ_OUTCOME_FAIL);
-    s_ack(f, w, first, 1, OQ_OUTCOME_OK);
+    oq_worker_t *w = ef_lease_all(f, 'a');
+    ef_ack_leased(f, w, second, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, first, 1, OQ_OUTCOME_OK);
     uint64_t fourth = s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    s_close(f);
+    ef_close(f);
     uint64_t *offs = calloc(S_MAX_OFFSETS, sizeof *offs);
     size_t n = s_offsets(f, offs);
     s_damage_at(f, at);
 
     char reason[4096];
     oq_replay_report_t r;
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_int_equal(r.gaps, 1);
     assert_int_equal(r.damaged_at, at);
@@ -924,23 +741,23 @@ static void test_repair_resyncs_and_keeps_every_good_record(void **state)
     assert_int_equal(r.ignored, 2); /* second's LEASED and FAILED */
     assert_true(r.saved_to[0]);
     assert_int_equal(s_file_size(r.saved_to), after - at);
-    s_expect(f, first, NULL, 0);
-    s_expect(f, second, NULL, 0);
-    s_expect(f, third, "ready", 1);
-    s_expect(f, fourth, "ready", 0);
+    ef_expect(f, first, NULL, 0);
+    ef_expect(f, second, NULL, 0);
+    ef_expect(f, third, "ready", 1);
+    ef_expect(f, fourth, "ready", 0);
     /* The repaired journal starts cleanly from then on. */
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.gaps, 0);
     assert_int_equal(r.ignored, 0);
-    s_expect(f, third, "ready", 1);
-    s_expect(f, fourth, "ready", 0);
+    ef_expect(f, third, "ready", 1);
+    ef_expect(f, fourth, "ready", 0);
     free(offs);
 }
 
 /* Flip one bit of the journal file at byte at. */
-static void s_flip_bit(s_fix_t *f, off_t at, int bit)
+static void s_flip_bit(ef_fixture_t *f, off_t at, int bit)
 {
-    int fd = open(s_path(f, "journal"), O_RDWR);
+    int fd = open(ef_path(f, "journal"), O_RDWR);
     assert_true(fd >= 0);
     uint8_t b;
     assert_int_equal(pread(fd, &b, 1, at), 1);
@@ -958,26 +775,26 @@ static void s_flip_bit(s_fix_t *f, off_t at, int bit)
    refused even with --repair. */
 static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t a = s_dispatch(f, "noop", 0, "order-1");
     uint64_t b = s_dispatch(f, "noop", 0, NULL);
     uint64_t c = s_dispatch(f, "noop", 0, "order-2");
-    s_ack(f, s_lease_all(f, 'w'), c, 1, OQ_OUTCOME_OK);
+    ef_ack_leased(f, ef_lease_all(f, 'w'), c, 1, OQ_OUTCOME_OK);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
     uint8_t key[OQ_SIPHASH_KEY_BYTES];
     memcpy(key, oq_journal_header(f->journal)->dedupe_key, sizeof key);
-    s_close(f);
+    ef_close(f);
     s_flip_bit(f, 30, 3); /* in the dedupe key */
 
     char reason[4096];
     oq_replay_report_t r;
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "damaged"));
     assert_non_null(strstr(reason, "--repair"));
     assert_null(f->journal);
 
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_true(r.header_rebuilt);
     assert_true(r.rewritten);
@@ -987,32 +804,32 @@ static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state
     assert_true(r.saved_to[0]);
     assert_int_equal(s_file_size(r.saved_to), OQ_RECORD_HEADER_BYTES);
     assert_memory_not_equal(oq_journal_header(f->journal)->dedupe_key, key, sizeof key);
-    s_expect(f, a, "ready", 1);
-    s_expect(f, b, "ready", 1);
+    ef_expect(f, a, "ready", 1);
+    ef_expect(f, b, "ready", 1);
     assert_int_equal(s_resend(f, "order-1"), a);
     assert_int_equal(s_resend(f, "order-2"), c);
 
     /* Sound from then on; the rewrite holds both ids as digests now. */
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_false(r.header_rebuilt);
-    s_close(f);
+    ef_close(f);
     s_flip_bit(f, OQ_RECORD_HEADER_BYTES - 1, 0); /* in the CRC */
     f->time.now += 1;                             /* a side file of its own */
-    assert_int_equal(s_open(f, false, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, false, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "--repair"));
-    if (s_open(f, true, &r, reason, sizeof reason) < 0)
+    if (ef_open(f, true, &r, reason, sizeof reason) < 0)
         fail_msg("repair: %s", reason);
     assert_int_equal(r.digests_dropped, 2);
     assert_int_equal(r.ready, 2);
-    s_expect(f, a, "ready", 1);
+    ef_expect(f, a, "ready", 1);
     size_t jobs = oq_engine_job_count(f->engine);
     assert_true(s_dispatch(f, "noop", 0, "order-1") != a); /* a new job now */
     assert_int_equal(oq_engine_job_count(f->engine), jobs + 1);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
-    s_close(f);
+    ef_close(f);
 
     /* Not damage: a newer format, and a file that is no journal. */
-    int fd = open(s_path(f, "journal"), O_RDWR);
+    int fd = open(ef_path(f, "journal"), O_RDWR);
     uint8_t head[OQ_RECORD_HEADER_BYTES];
     assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
     oq_record_header_t h;
@@ -1021,19 +838,19 @@ static void test_a_damaged_header_is_refused_then_rebuilt_by_repair(void **state
     h.version = OQ_JOURNAL_FORMAT_VERSION + 1;
     oq_record_header_encode(&h, head);
     assert_int_equal(pwrite(fd, head, sizeof head, 0), sizeof head);
-    assert_int_equal(s_open(f, true, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, true, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "newer than this broker"));
     assert_int_equal(pwrite(fd, "#!/bin/sh\n", 10, 0), 10);
-    assert_int_equal(s_open(f, true, &r, reason, sizeof reason), -1);
+    assert_int_equal(ef_open(f, true, &r, reason, sizeof reason), -1);
     assert_non_null(strstr(reason, "not an onceq journal"));
     close(fd);
 }
 
 static void test_a_second_broker_is_refused_the_directory(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
-    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, S_INTERVAL_MS, NULL, 0, false};
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
+    oq_journal_config_t jc = {f->dir, OQ_FSYNC_ALWAYS, EF_FSYNC_INTERVAL_MS, NULL, 0, false};
     char reason[4096];
     oq_journal_t *second = oq_journal_new(&jc, &f->clock, reason, sizeof reason);
     assert_null(second);
@@ -1044,8 +861,8 @@ static void test_a_second_broker_is_refused_the_directory(void **state)
 
 static void test_failed_write_keeps_records_and_resumes_where_it_stopped(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     uint64_t a = s_dispatch(f, "noop", 0, NULL);
     uint64_t b = s_dispatch(f, "noop", 0, NULL);
     f->disk.write_errno = ENOSPC;
@@ -1068,19 +885,19 @@ static void test_failed_write_keeps_records_and_resumes_where_it_stopped(void **
     assert_int_equal(oq_journal_durable(f->journal), needs);
     assert_int_equal(oq_journal_failures(f->journal), 1);
     oq_replay_report_t r;
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.torn_bytes, 0);
-    s_expect(f, a, "ready", 0);
-    s_expect(f, b, "ready", 0);
+    ef_expect(f, a, "ready", 0);
+    ef_expect(f, b, "ready", 0);
 }
 
 static void test_failed_fsync_writes_everything_since_the_last_good_one_again(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_dispatch(f, "noop", 0, NULL);
     oq_journal_flush(f->journal, oq_journal_appended(f->journal));
-    uint64_t synced = s_file_size(s_path(f, "journal"));
+    uint64_t synced = s_file_size(ef_path(f, "journal"));
     uint64_t b = s_dispatch(f, "noop", 0, NULL);
     f->disk.fsync_errno = EIO;
     uint64_t needs = oq_journal_appended(f->journal);
@@ -1093,8 +910,8 @@ static void test_failed_fsync_writes_everything_since_the_last_good_one_again(vo
     /* The pages the failed fsync may have dropped went out again. */
     assert_int_equal(f->disk.last_offset, (off_t)synced);
     assert_int_equal(oq_journal_durable(f->journal), needs);
-    s_open_ok(f, NULL);
-    s_expect(f, b, "ready", 0);
+    ef_open_ok(f, NULL);
+    ef_expect(f, b, "ready", 0);
 }
 
 /* ---- the broker on a full disk ---- */
@@ -1137,13 +954,13 @@ static void s_net_dispatch(s_net_t *n, const char *dispatch_id)
 {
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    oq_job_msg_t job = {.type = oq_str("noop"), .dispatch_id = oq_str(dispatch_id)};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .dispatch_id = dispatch_id);
     oq_proto_encode_dispatch(&buf, n->next_req++, &job);
     s_send_msg(n->producer, &buf);
     msgpack_sbuffer_destroy(&buf);
 }
 
-static void s_start_broker(s_fix_t *f, s_net_t *n)
+static void s_start_broker(ef_fixture_t *f, s_net_t *n)
 {
     char front[300], back[300], reason[4096];
     snprintf(front, sizeof front, "ipc://%s/front", f->dir);
@@ -1151,7 +968,7 @@ static void s_start_broker(s_fix_t *f, s_net_t *n)
     oq_broker_config_t c = oq_broker_config_default();
     c.front_endpoint = front;
     c.back_endpoint = back;
-    c.journal.dir = s_path(f, "data");
+    c.journal.dir = ef_path(f, "data");
     c.journal.ops = &f->ops;
     if (f->reserve_bytes)
         c.journal.reserve_bytes = f->reserve_bytes;
@@ -1180,7 +997,7 @@ static void s_stop_broker(s_net_t *n)
 
 static void test_full_disk_refuses_dispatches_serves_workers_and_recovers(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_net_t n;
     s_start_broker(f, &n);
     oq_msg_t msg;
@@ -1371,9 +1188,8 @@ static void s_net_dispatch_padded(s_net_t *n)
     msgpack_pack_map(&pk, 1);
     msgpack_pack_str_with_body(&pk, "pad", 3);
     msgpack_pack_str_with_body(&pk, pad, sizeof pad);
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .payload = (const uint8_t *)payload.data,
-                        .payload_len = payload.size};
+    oq_job_msg_t job = EF_JOB(.type = "noop", .payload = (const uint8_t *)payload.data,
+                              .payload_len = payload.size);
     oq_proto_encode_dispatch(&buf, n->next_req++, &job);
     s_send_msg(n->producer, &buf);
     msgpack_sbuffer_destroy(&payload);
@@ -1436,9 +1252,9 @@ static void s_drain(s_net_t *n)
    halfway through the drain used to fail for room and wait 10 s. */
 static void test_a_disk_full_of_waiting_jobs_recovers_as_workers_drain(void **state)
 {
-    s_fix_t *f = *state;
+    ef_fixture_t *f = *state;
     s_small_t disk = {.capacity = S_SMALL_DISK_BYTES};
-    snprintf(disk.dir, sizeof disk.dir, "%s", s_path(f, "data"));
+    snprintf(disk.dir, sizeof disk.dir, "%s", ef_path(f, "data"));
     f->ops = (oq_disk_ops_t){.pwrite = s_small_pwrite,
                              .fsync = s_small_fsync,
                              .ctx = &disk,
@@ -1477,22 +1293,22 @@ typedef struct {
     uint64_t forgotten, cancelled_ready, cancelled_delayed, requeued, flushed_queue;
 } s_ops_t;
 
-static s_ops_t s_build_operations(s_fix_t *f)
+static s_ops_t s_build_operations(ef_fixture_t *f)
 {
     s_ops_t ops;
     for (int i = 0; i < 4; i++)
         ops.failed[i] = s_dispatch(f, "bad", 0, NULL);
     ops.forgotten = s_dispatch(f, "bad", 0, NULL);
     ops.requeued = s_dispatch(f, "bad", 0, NULL);
-    oq_worker_t *w = s_lease_all(f, 'a');
+    oq_worker_t *w = ef_lease_all(f, 'a');
     static const int order[] = {2, 0, 3, 1};
     for (int i = 0; i < 4; i++) {
         f->time.now += 100;
-        s_ack(f, w, ops.failed[order[i]], 1, OQ_OUTCOME_FAIL);
-        ops.failed_at[order[i]] = S_WALL_BASE_MS + f->time.now;
+        ef_ack_leased(f, w, ops.failed[order[i]], 1, OQ_OUTCOME_FAIL);
+        ops.failed_at[order[i]] = EF_WALL_BASE_MS + f->time.now;
     }
-    s_ack(f, w, ops.forgotten, 1, OQ_OUTCOME_FAIL);
-    s_ack(f, w, ops.requeued, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, ops.forgotten, 1, OQ_OUTCOME_FAIL);
+    ef_ack_leased(f, w, ops.requeued, 1, OQ_OUTCOME_FAIL);
     oq_refusal_t why;
     char reason[256];
     assert_int_equal(oq_engine_forget(f->engine, ops.forgotten, &why, reason, sizeof reason), 0);
@@ -1515,12 +1331,12 @@ static void s_collect_id(void *ctx, const oq_job_view_t *job)
     *ids = job->id;
 }
 
-static void s_expect_operations(s_fix_t *f, const s_ops_t *ops)
+static void s_expect_operations(ef_fixture_t *f, const s_ops_t *ops)
 {
-    s_expect(f, ops->forgotten, NULL, 0);
-    s_expect(f, ops->cancelled_ready, NULL, 0);
-    s_expect(f, ops->cancelled_delayed, NULL, 0);
-    s_expect(f, ops->requeued, "ready", 0);
+    ef_expect(f, ops->forgotten, NULL, 0);
+    ef_expect(f, ops->cancelled_ready, NULL, 0);
+    ef_expect(f, ops->cancelled_delayed, NULL, 0);
+    ef_expect(f, ops->requeued, "ready", 0);
     /* Failure times came back as they were, and with them the order. */
     uint64_t listed[8] = {0};
     bool more;
@@ -1540,12 +1356,12 @@ static void s_expect_operations(s_fix_t *f, const s_ops_t *ops)
    the failed list are kept. */
 static void test_replay_keeps_operator_changes_and_failure_times(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_ops_t ops = s_build_operations(f);
     oq_replay_report_t r;
     f->time.now += 5000; /* the restart happens later: times must not be "now" */
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     s_expect_operations(f, &ops);
     assert_int_equal(r.ignored, 0);
     assert_int_equal(r.failed, 4);
@@ -1554,22 +1370,22 @@ static void test_replay_keeps_operator_changes_and_failure_times(void **state)
     assert_int_equal(oq_engine_flush_failed(f->engine, NULL, &flushed), 0);
     assert_int_equal(flushed, 4);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_int_equal(r.failed, 0);
     assert_int_equal(r.ignored, 0);
-    s_expect(f, ops.requeued, "ready", 0);
+    ef_expect(f, ops.requeued, "ready", 0);
 }
 
 /* A journal written in format version 1 is read, then rewritten in the
    current version before anything is appended to it. */
 static void test_older_format_is_rewritten_at_open(void **state)
 {
-    s_fix_t *f = *state;
-    s_open_ok(f, NULL);
+    ef_fixture_t *f = *state;
+    ef_open_ok(f, NULL);
     s_ids_t ids = s_build_history(f);
-    s_close(f);
+    ef_close(f);
     /* Make it a version 1 file: the same records under a v1 header. */
-    int fd = open(s_path(f, "journal"), O_RDWR);
+    int fd = open(ef_path(f, "journal"), O_RDWR);
     assert_true(fd >= 0);
     uint8_t head[OQ_RECORD_HEADER_BYTES];
     assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
@@ -1582,7 +1398,7 @@ static void test_older_format_is_rewritten_at_open(void **state)
     close(fd);
 
     oq_replay_report_t r;
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     s_expect_history(f, &ids);
     assert_true(r.rewritten);
     assert_int_equal(oq_journal_header(f->journal)->version, OQ_JOURNAL_FORMAT_VERSION);
@@ -1590,13 +1406,13 @@ static void test_older_format_is_rewritten_at_open(void **state)
     oq_refusal_t refusal;
     assert_int_equal(oq_engine_cancel(f->engine, id, &refusal, why, sizeof why), 0);
     assert_int_equal(oq_journal_flush(f->journal, oq_journal_appended(f->journal)), 0);
-    s_open_ok(f, &r);
+    ef_open_ok(f, &r);
     assert_false(r.rewritten);
-    s_expect(f, ids.failed, "failed", 1);
-    s_expect(f, ids.delayed, "delayed", 0);
-    s_expect(f, id, NULL, 0);
+    ef_expect(f, ids.failed, "failed", 1);
+    ef_expect(f, ids.delayed, "delayed", 0);
+    ef_expect(f, id, NULL, 0);
     assert_int_equal(oq_engine_next_id(f->engine), id + 1);
-    fd = open(s_path(f, "journal"), O_RDONLY);
+    fd = open(ef_path(f, "journal"), O_RDONLY);
     assert_int_equal(pread(fd, head, sizeof head, 0), sizeof head);
     close(fd);
     assert_int_equal(oq_record_header_decode(head, sizeof head, &h, why, sizeof why), 0);
@@ -1605,7 +1421,7 @@ static void test_older_format_is_rewritten_at_open(void **state)
 
 int main(void)
 {
-#define S_TEST(t) cmocka_unit_test_setup_teardown(t, s_setup, s_teardown)
+#define S_TEST(t) cmocka_unit_test_setup_teardown(t, ef_setup_journal, ef_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_round_trip_review_and_resolved),
         cmocka_unit_test(test_record_round_trip_every_type),

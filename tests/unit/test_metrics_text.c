@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "engine_fixture.h"
 #include "metrics.h"
 
 static int64_t s_now(void *ctx)
@@ -31,9 +32,7 @@ static oq_engine_t *s_engine(oq_clock_t *clock)
 
 static void s_dispatch(oq_engine_t *engine, const char *queue, const char *type)
 {
-    static const uint8_t empty_map = 0x80;
-    oq_job_msg_t job = {
-        .type = oq_str(type), .queue = oq_str(queue), .payload = &empty_map, .payload_len = 1};
+    oq_job_msg_t job = EF_JOB(.type = type, .queue = queue);
     uint64_t id;
     oq_err_t code;
     char reason[256];
