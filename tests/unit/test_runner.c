@@ -1,6 +1,9 @@
 /*  test_runner.c: the runner, which runs a delivered job (or a batch of
     held ones) through its handler and reports each job's outcome and the
-    time of the call it ran in, and probes a declared resource. */
+    time of the call it ran in, and probes a declared resource; and the
+    jobs it runs as the worker makes them, once, from a "job" or "jobs"
+    message: each points into the one decoded message, and an entry that
+    does not decode is refused alone, as a "job" message would be. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,22 +23,34 @@
 
 /* ---- runner -------------------------------------------------------------- */
 
-static void s_job_msg(oq_job_msg_t *job, uint64_t id, const char *type, msgpack_sbuffer *payload)
+/* A job made by hand as the worker makes one: its payload unpacked from
+   a packed map (kept in unpacked until s_job_destroy). */
+typedef struct {
+    oq_runner_job_t run;
+    msgpack_unpacked unpacked;
+} s_job_t;
+
+static void s_job_make(s_job_t *job, uint64_t id, const char *type, const msgpack_sbuffer *payload)
 {
-    memset(job, 0, sizeof *job);
-    job->id = id;
-    job->attempt = 2;
-    job->type = oq_str(type);
-    job->queue = oq_str("default");
-    job->payload = (const uint8_t *)payload->data;
-    job->payload_len = payload->size;
+    msgpack_unpacked_init(&job->unpacked);
+    assert_int_equal(msgpack_unpack_next(&job->unpacked, payload->data, payload->size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    oq_job_msg_t envelope = {
+        .id = id, .attempt = 2, .type = oq_str(type), .queue = oq_str("default")};
+    oq_runner_job_init(&job->run, &envelope, &job->unpacked.data);
+}
+
+static void s_job_destroy(s_job_t *job)
+{
+    msgpack_unpacked_destroy(&job->unpacked);
 }
 
 /* Run one job through the runner, as the worker does. */
-static void s_run_one(const oq_registry_t *registry, const oq_job_msg_t *job, oq_job_done_t *done)
+static void s_run_one(const oq_registry_t *registry, s_job_t *job, oq_job_done_t *done)
 {
-    const oq_job_msg_t *jobs[] = {job};
+    oq_runner_job_t *jobs[] = {&job->run};
     oq_runner_run(registry, jobs, 1, NULL, done);
+    s_job_destroy(job);
 }
 
 /* A payload of {"ms": ms}: what the builtin sleep handler takes. */
@@ -74,27 +89,30 @@ static void test_runner_reports_the_time_of_the_call(void **unused)
 
     /* A batch of three in one 20 ms call: each reports the whole call,
        which the auto prefetch charges over a full batch. */
-    oq_job_msg_t msgs[3];
-    const oq_job_msg_t *jobs[3];
+    s_job_t made[3];
+    oq_runner_job_t *jobs[3];
     oq_job_done_t done[3];
     for (size_t i = 0; i < 3; i++) {
-        s_job_msg(&msgs[i], 30 + i, "sleep", &map);
-        jobs[i] = &msgs[i];
+        s_job_make(&made[i], 30 + i, "sleep", &map);
+        jobs[i] = &made[i].run;
     }
     oq_runner_run(registry, jobs, 3, NULL, done);
     for (size_t i = 0; i < 3; i++) {
+        s_job_destroy(&made[i]);
         assert_int_equal(done[i].report.outcome, OQ_OUTCOME_OK);
         assert_true(done[i].call_us >= 20000);
         assert_int_equal(done[i].call_us, done[0].call_us);
     }
 
-    /* Two of three payloads do not decode: the third runs alone in its
+    /* Two of three payloads are not maps: the third runs alone in its
        handler (a 20 ms sleep), and its call is that run; the two that
        never ran report none. */
-    s_job_msg(&msgs[0], 40, "sleep", &not_map);
-    s_job_msg(&msgs[1], 41, "sleep", &map);
-    s_job_msg(&msgs[2], 42, "sleep", &not_map);
+    s_job_make(&made[0], 40, "sleep", &not_map);
+    s_job_make(&made[1], 41, "sleep", &map);
+    s_job_make(&made[2], 42, "sleep", &not_map);
     oq_runner_run(registry, jobs, 3, NULL, done);
+    for (size_t i = 0; i < 3; i++)
+        s_job_destroy(&made[i]);
     assert_int_equal(done[0].report.outcome, OQ_OUTCOME_FAIL);
     assert_int_equal(done[0].call_us, 0);
     assert_int_equal(done[2].call_us, 0);
@@ -117,9 +135,9 @@ static void test_runner_runs_handlers(void **unused)
     s_ms_payload(&payload, 20);
 
     oq_job_done_t done;
-    oq_job_msg_t job;
+    s_job_t job;
 
-    s_job_msg(&job, 11, "sleep", &payload);
+    s_job_make(&job, 11, "sleep", &payload);
     s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 11);
     assert_int_equal(done.attempt, 2);
@@ -127,13 +145,13 @@ static void test_runner_runs_handlers(void **unused)
     assert_true(done.elapsed_ms >= 20);
 
     oq_hfix_calls = 0;
-    s_job_msg(&job, 12, "count", &payload);
+    s_job_make(&job, 12, "count", &payload);
     s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 12);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(done.report.result, OQ_RESULT_APPLIED);
 
-    s_job_msg(&job, 13, "no_such_type", &payload);
+    s_job_make(&job, 13, "no_such_type", &payload);
     s_run_one(registry, &job, &done);
     assert_int_equal(done.id, 13);
     /* Handed back, no try used: a worker that handles the type runs it. */
@@ -141,17 +159,20 @@ static void test_runner_runs_handlers(void **unused)
     assert_false(done.report.has_delay);
     assert_string_equal(done.report.error, "no handler for job type no_such_type");
 
-    s_job_msg(&job, 14, "silent", &payload);
+    s_job_make(&job, 14, "silent", &payload);
     s_run_one(registry, &job, &done);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
     assert_non_null(strstr(done.report.error, "without reporting an outcome"));
 
     /* A payload that is not a map fails, naming it. */
-    static const uint8_t not_a_map = 0x01;
-    job.id = 15;
-    job.payload = &not_a_map;
-    job.payload_len = 1;
+    msgpack_sbuffer not_a_map;
+    msgpack_sbuffer_init(&not_a_map);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &not_a_map, msgpack_sbuffer_write);
+    msgpack_pack_uint32(&pk, 1);
+    s_job_make(&job, 15, "count", &not_a_map);
     s_run_one(registry, &job, &done);
+    msgpack_sbuffer_destroy(&not_a_map);
     assert_int_equal(done.id, 15);
     assert_int_equal(done.report.outcome, OQ_OUTCOME_FAIL);
     assert_string_equal(done.report.error, "the job's payload is not a msgpack map");
