@@ -934,6 +934,79 @@ static void test_session_prefetch_holds_then_starts_in_order(void **unused)
     oq_session_destroy(&session);
 }
 
+/* The jobs of one "jobs" message, as the worker hands them over: each job
+   the session takes comes back once, in the START_JOB that runs it or the
+   DROP_HELD that lets it go, the very job it was given (the worker keeps
+   no list of its own); an entry among them that did not decode is failed
+   alone, by its id, attempt and lease, and gives its credit back, while
+   the jobs around it run. */
+static void test_session_jobs_of_a_message_come_back_once_around_a_bad_one(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(4);
+    s_deliver_leased(session, 1, 101, 60000, 10);
+    assert_true(s_taken);
+    oq_action_t start = s_next(session, OQ_ACTION_START_JOB);
+    assert_false(start.held);
+    assert_int_equal(start.count, 1);
+    assert_ptr_equal(start.jobs[0], s_job(1));
+    oq_session_on_bad_job_leased(session, 2, 1, true, 102, "field \"payload\" must be a map", 10);
+    oq_action_t failed = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(failed.ack.id, 2);
+    assert_true(failed.ack.has_lease && failed.ack.lease == 102);
+    assert_int_equal(failed.ack.outcome, OQ_OUTCOME_FAIL);
+    assert_int_equal(failed.ack.credit, 1);
+    assert_true(oq_str_eq(failed.ack.error, "the worker could not decode the job: field "
+                                            "\"payload\" must be a map"));
+    s_deliver_leased(session, 3, 103, 60000, 10);
+    s_was_held(session);
+    s_deliver_leased(session, 4, 104, 60000, 10);
+    s_was_held(session);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 2);
+
+    /* Job 1 ends: the oldest held one starts, the job it was given. */
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 1);
+    start = s_next(session, OQ_ACTION_START_JOB);
+    assert_true(start.held);
+    assert_int_equal(start.count, 1);
+    assert_ptr_equal(start.jobs[0], s_job(3));
+
+    /* SIGTERM: job 4 goes back, and so does its job, to be freed. */
+    oq_session_on_signal(session, 30);
+    s_next_send(session, OQ_CMD_DRAIN);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 4);
+    assert_ptr_equal(s_next(session, OQ_ACTION_DROP_HELD).job, s_job(4));
+    s_no_action(session);
+    assert_null(oq_session_take_held(session));
+    s_finish(session, 3, OQ_OUTCOME_OK, 40);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 3);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    s_next(session, OQ_ACTION_EXIT);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+/* A job refused is not taken: it stays the worker's, and no action gives
+   it back. A worker whose loop ends with jobs held takes them out to free
+   them. */
+static void test_session_refused_job_stays_the_workers(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(2);
+    s_deliver_leased(session, 1, 101, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 102, 60000, 10);
+    s_was_held(session);
+    s_deliver_leased(session, 3, 103, 60000, 10); /* beyond the credit */
+    assert_false(s_taken);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 3);
+    s_no_action(session);
+    assert_ptr_equal(oq_session_take_held(session), s_job(2));
+    assert_null(oq_session_take_held(session));
+    assert_int_equal(oq_session_held(session), 0);
+    oq_session_destroy(&session);
+}
+
 static void test_session_prefetch_stop_hands_held_jobs_back(void **unused)
 {
     oq_session_t *session = s_session_prefetch(3);
@@ -1403,6 +1476,8 @@ int main(void)
         cmocka_unit_test(test_session_send_error_drops_the_link),
         cmocka_unit_test(test_session_prefetch_holds_then_starts_in_order),
         cmocka_unit_test(test_session_prefetch_stop_hands_held_jobs_back),
+        cmocka_unit_test(test_session_jobs_of_a_message_come_back_once_around_a_bad_one),
+        cmocka_unit_test(test_session_refused_job_stays_the_workers),
         cmocka_unit_test(test_session_prefetch_long_wait_is_touched_or_handed_back),
         cmocka_unit_test(test_session_prefetch_jobs_behind_a_long_one_go_back),
         cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),
