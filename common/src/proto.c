@@ -837,8 +837,10 @@ static bool s_peek_req(const void *data, size_t size, uint64_t *req)
     return found;
 }
 
-int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
-                    size_t reason_len)
+/* Decode one frame; with shallow set, a "job" message's job is left to
+   oq_proto_decode_delivery. */
+static int s_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len, bool shallow)
 {
     memset(msg, 0, sizeof *msg);
     s_errctx_t ctx = {code, reason, reason_len};
@@ -918,7 +920,21 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
                 *c = '?';
         S_FAIL(&ctx, OQ_ERR_UNKNOWN_COMMAND, "unknown command \"%s\"", shown);
     }
+    if (shallow && msg->cmd == OQ_CMD_JOB)
+        return 0;
     return s_decode_fields(&ctx, msg, root);
+}
+
+int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len)
+{
+    return s_decode(msg, data, size, code, reason, reason_len, false);
+}
+
+int oq_proto_decode_shallow(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code,
+                            char *reason, size_t reason_len)
+{
+    return s_decode(msg, data, size, code, reason, reason_len, true);
 }
 
 void oq_proto_msg_release(oq_msg_t *msg)
@@ -966,18 +982,14 @@ int oq_proto_decode_delivery(const oq_msg_t *msg, uint32_t i, oq_job_msg_t *job,
     *code = OQ_ERR_NONE;
     if (reason_len)
         reason[0] = 0;
-    if (msg->cmd == OQ_CMD_JOB) {
-        /* Decoded whole already, payload packed included. */
-        *job = msg->job;
-        job->payload = NULL;
-        job->payload_len = 0;
-        const msgpack_object *p = oq_proto_map_get(oq_proto_map_get(&msg->root, "job"), "payload");
-        *payload = p && p->type == MSGPACK_OBJECT_MAP ? p : &s_empty_map;
-        return 0;
-    }
-    if (msg->cmd != OQ_CMD_JOBS || i >= oq_proto_entry_count(msg))
+    const msgpack_object *entry;
+    if (msg->cmd == OQ_CMD_JOB)
+        entry = oq_proto_map_get(&msg->root, "job");
+    else if (msg->cmd == OQ_CMD_JOBS && i < oq_proto_entry_count(msg))
+        entry = &msg->entries->via.array.ptr[i];
+    else
         S_FAIL(&ctx, OQ_ERR_INTERNAL, "no delivery %u in this message", i);
-    return s_decode_job_into(&ctx, job, NULL, payload, &msg->entries->via.array.ptr[i], true);
+    return s_decode_job_into(&ctx, job, NULL, payload, entry, true);
 }
 
 int oq_proto_entry_ids(const oq_msg_t *msg, uint32_t i, uint64_t *id, uint32_t *attempt,
