@@ -42,9 +42,6 @@
 #include "session.h"
 #include "worker_limits.h"
 
-/* What the session asked to run, waiting for the main thread to leave the
-   loop: the session starts at most one job or batch, probe or release at a
-   time, and a release may be followed by a job while it runs. */
 /* A message from the broker that carried jobs, decoded once: each of its
    jobs points into it (the payload), so it lives as long as any of them. */
 typedef struct {
@@ -59,6 +56,9 @@ typedef struct {
     s_delivery_t *from;
 } s_job_t;
 
+/* What the session asked to run, waiting for the main thread to leave the
+   loop: the session starts at most one job or batch, probe or release at a
+   time, and a release may be followed by a job while it runs. */
 typedef enum {
     S_WORK_JOBS,    /* jobs: one job, or a batch of one type */
     S_WORK_PROBE,   /* type: probe its resource */
@@ -260,8 +260,8 @@ static s_work_t *s_push_work(s_worker_t *self, s_work_kind_t kind)
     return work;
 }
 
-/* Let a job go (run and reported, handed back, dropped or refused), and
-   with its last job the message it came in. */
+/* One of the message's jobs, or its reader, is done with it: the last
+   frees it. */
 static void s_delivery_unref(s_delivery_t *delivery)
 {
     assert(delivery->refs > 0);
@@ -271,6 +271,8 @@ static void s_delivery_unref(s_delivery_t *delivery)
     }
 }
 
+/* Let a job go (run and reported, handed back, dropped or refused), and
+   with the last of its message's jobs the message. */
 static void s_job_free(oq_runner_job_t *run)
 {
     s_job_t *job = (s_job_t *)run; /* run is its first member */
@@ -391,16 +393,15 @@ static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
     oq_err_t code;
     char reason[256];
     int64_t now = s_now(self);
-    /* On the heap from the start: if it carries jobs, they point into it. */
+    /* On the heap from the start: if it carries jobs, they point into it.
+       Their fields are decoded one by one (s_handle_jobs), a lone job's
+       too, so that a bad one is failed alone and no job is decoded twice. */
     s_delivery_t *delivery = malloc(sizeof *delivery);
     assert(delivery);
     delivery->refs = 1; /* this reader's, until the last entry is handled */
     oq_msg_t *msg = &delivery->msg;
-    int rc = oq_proto_decode(msg, zmq_msg_data(frame), zmq_msg_size(frame), &code, reason,
-                             sizeof reason);
-    uint64_t id, lease;
-    uint32_t attempt;
-    bool has_lease;
+    int rc = oq_proto_decode_shallow(msg, zmq_msg_data(frame), zmq_msg_size(frame), &code, reason,
+                                     sizeof reason);
     if (rc == 0 && (msg->cmd == OQ_CMD_JOB || msg->cmd == OQ_CMD_JOBS)) {
         if (msg->cmd == OQ_CMD_JOBS)
             oq_debug("received jobs (%u)", oq_proto_entry_count(msg));
@@ -412,10 +413,6 @@ static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
         if (msg->cmd == OQ_CMD_WELCOME)
             self->acks_per_msg = msg->acks_per_msg;
         oq_session_on_message(self->session, msg, now);
-        s_act(self);
-    } else if (msg->cmd == OQ_CMD_JOB &&
-               oq_proto_entry_ids(msg, 0, &id, &attempt, &has_lease, &lease) == 0) {
-        oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
         s_act(self);
     } else {
         oq_warn("ignoring a message from the broker that does not decode (%s): %s",
