@@ -283,11 +283,13 @@ static void s_pack_jobs(msgpack_sbuffer *buf, uint64_t count, uint64_t bad)
         s_pack_delivery(&pk, id, id == bad);
 }
 
+/* The frame decoded as the worker decodes it: its jobs left for
+   oq_proto_decode_delivery. */
 static void s_decode(oq_msg_t *msg, const msgpack_sbuffer *buf)
 {
     oq_err_t code;
     char why[256];
-    assert_int_equal(oq_proto_decode(msg, buf->data, buf->size, &code, why, sizeof why), 0);
+    assert_int_equal(oq_proto_decode_shallow(msg, buf->data, buf->size, &code, why, sizeof why), 0);
 }
 
 /* A "jobs" message is decoded once: each job the runner gets has its
@@ -346,7 +348,8 @@ static void test_runner_runs_each_job_of_a_jobs_message_from_its_one_decode(void
     oq_proto_msg_release(&msg);
     msgpack_sbuffer_destroy(&buf);
 
-    /* A lone "job" message: its payload map in the decoded message too. */
+    /* A lone "job" message: its job left to the delivery's decode, its
+       payload map in the decoded message too. */
     msgpack_sbuffer_init(&buf);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
@@ -354,6 +357,9 @@ static void test_runner_runs_each_job_of_a_jobs_message_from_its_one_decode(void
     oq_proto_pack_cstr(&pk, "job");
     s_pack_delivery(&pk, 9, false);
     s_decode(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_JOB);
+    assert_int_equal(msg.job.id, 0);
+    assert_null(msg.job.payload);
     oq_job_msg_t envelope;
     const msgpack_object *payload = NULL;
     oq_err_t code;
@@ -374,9 +380,10 @@ static void test_runner_runs_each_job_of_a_jobs_message_from_its_one_decode(void
 }
 
 /* An entry of a "jobs" message that does not decode is refused as a "job"
-   message with the same map is, with the same code and reason, and can
-   still be named by its id, attempt and lease, so the worker fails it by
-   them (docs/protocol.md §6); the entries around it decode and run. */
+   message with the same map is, with the same code and reason (a lone job
+   decoded as the worker does too), and can still be named by its id,
+   attempt and lease, so the worker fails it by them (docs/protocol.md
+   §6); the entries around it decode and run. */
 static void test_runner_refuses_a_bad_entry_of_a_jobs_message_alone(void **unused)
 {
     (void)unused;
@@ -400,6 +407,21 @@ static void test_runner_refuses_a_bad_entry_of_a_jobs_message_alone(void **unuse
     char lone_why[256];
     assert_int_equal(
         oq_proto_decode(&lone, alone.data, alone.size, &lone_code, lone_why, sizeof lone_why), -1);
+    /* As the worker decodes it, the frame decodes and its job does not,
+       with the same code and reason. */
+    oq_msg_t shallow;
+    s_decode(&shallow, &alone);
+    {
+        oq_job_msg_t envelope;
+        const msgpack_object *payload;
+        oq_err_t code;
+        char why[256];
+        assert_int_equal(
+            oq_proto_decode_delivery(&shallow, 0, &envelope, &payload, &code, why, sizeof why), -1);
+        assert_int_equal(code, lone_code);
+        assert_string_equal(why, lone_why);
+    }
+    oq_proto_msg_release(&shallow);
 
     s_seen = 0;
     for (uint32_t i = 0; i < 3; i++) {
@@ -440,10 +462,11 @@ static void test_runner_refuses_a_bad_entry_of_a_jobs_message_alone(void **unuse
     oq_registry_destroy(&registry);
 }
 
-/* A payload over the limit in a "jobs" entry is refused with the size a
-   lone "job" message names for it: the entry's is counted without packing
-   it, the lone one's by packing it, and the two agree for every kind of
-   value and every width of its encoding. */
+/* A payload over the limit in a "jobs" entry, or in a "job" message
+   decoded as the worker does, is refused with the size oq_proto_decode
+   names for it: the worker's is counted without packing it, the other by
+   packing it, and the two agree for every kind of value and every width
+   of its encoding. */
 static void test_runner_counts_an_entry_payload_as_packed(void **unused)
 {
     (void)unused;
@@ -527,9 +550,15 @@ static void test_runner_counts_an_entry_payload_as_packed(void **unused)
     snprintf(expected, sizeof expected, "payload is %zu bytes, the limit is %d", payload.size,
              OQ_MAX_PAYLOAD_BYTES);
     assert_string_equal(lone_why, expected);
-    s_decode(&msg, &frames[1]);
+    oq_msg_t shallow;
+    s_decode(&shallow, &frames[0]);
     oq_job_msg_t envelope;
     const msgpack_object *view;
+    assert_int_equal(
+        oq_proto_decode_delivery(&shallow, 0, &envelope, &view, &code, why, sizeof why), -1);
+    assert_string_equal(why, expected);
+    oq_proto_msg_release(&shallow);
+    s_decode(&msg, &frames[1]);
     assert_int_equal(oq_proto_decode_delivery(&msg, 0, &envelope, &view, &code, why, sizeof why),
                      -1);
     assert_int_equal(code, lone_code);
