@@ -90,7 +90,9 @@ jobs=$((after - before))
 ((jobs > 0)) || die "no job was done"
 dump=""
 for ((i = 0; i < DUMP_SETTLE_TRIES; i++)); do
-    dump=$(ls "$WORKDIR"/callgrind.out.* 2>/dev/null | head -n 1 || true)
+    for file in "$WORKDIR"/callgrind.out.*; do
+        [[ -f $file ]] && dump=$file
+    done
     [[ -n $dump ]] && grep -q '^totals:\|^summary:' "$dump" && break
     sleep 0.1
 done
