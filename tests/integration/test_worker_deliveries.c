@@ -20,9 +20,12 @@
 
 #include "harness.h"
 
-#define S_PREFETCH    "4"  /* the worker holds what one message brings */
-#define S_HEARTBEAT   5000 /* ms: the test sends no heartbeats; a few s of silence are fine */
-#define S_LIVENESS    3
+#define S_PREFETCH "4" /* the worker holds what one message brings */
+/* The test sends no heartbeats: the worker must take a minute of its
+   silence, longer than any wait of the test (IT_WAIT_MS), so that it never
+   reconnects and acks nothing twice. */
+#define S_HEARTBEAT   10000 /* ms */
+#define S_LIVENESS    6
 #define S_MAX_ACKS    8
 #define S_IDENTITY    256 /* bytes of a ROUTER identity, at most */
 #define S_STOP_MS     10000
