@@ -1,8 +1,9 @@
-/*  runner.c: calling handlers. Each job's envelope fields become the
-    NUL-terminated strings a handler sees and its payload is decoded once;
-    then one job goes to its handler, a batch to its type's batch function
-    (or, failing that, to the handler one job at a time), and every report
-    is checked so that a handler that forgot to report is reported as such. */
+/*  runner.c: calling handlers. A job comes as its handler sees it, made
+    once where it arrived (oq_runner_job_init: the envelope's names copied,
+    the payload the decoded map in the broker's message); one job goes to
+    its handler, a batch to its type's batch function (or, failing that, to
+    the handler one job at a time), and every report is checked so that a
+    handler that forgot to report is reported as such. */
 #include "runner.h"
 
 #include <assert.h>
@@ -12,14 +13,6 @@
 
 #include "onceq/clock.h"
 #include "registry.h"
-
-/* One job as the handler sees it, and the memory behind it. */
-typedef struct {
-    char type[OQ_MAX_NAME_LEN + 1];
-    char queue[OQ_MAX_NAME_LEN + 1];
-    msgpack_unpacked unpacked; /* the payload, decoded */
-    oq_job_t job;
-} s_entry_t;
 
 /* Make a handler's report one the broker can use: a handler that set no
    outcome, or failed without saying why, is reported as such. */
@@ -45,60 +38,48 @@ static void s_check_report(oq_report_t *report, const char *type)
     }
 }
 
-/* Fill entry from the envelope msg: 0, or -1 if its payload is not a map. */
-static int s_prepare(s_entry_t *entry, const oq_job_msg_t *msg, void *runtime)
+void oq_runner_job_init(oq_runner_job_t *job, const oq_job_msg_t *envelope,
+                        const msgpack_object *payload)
 {
-    oq_str_copy(msg->type, entry->type, sizeof entry->type);
-    oq_str_copy(msg->queue.ptr ? msg->queue : oq_str(OQ_DEFAULT_QUEUE), entry->queue,
-                sizeof entry->queue);
-    /* The codec always gives at least an empty map; a job built by hand
-       without a payload means the same. */
-    static const uint8_t empty_map = 0x80;
-    const char *payload = msg->payload_len ? (const char *)msg->payload : (const char *)&empty_map;
-    size_t payload_len = msg->payload_len ? msg->payload_len : sizeof empty_map;
-    msgpack_unpacked_init(&entry->unpacked);
-    size_t offset = 0;
-    if (msgpack_unpack_next(&entry->unpacked, payload, payload_len, &offset) !=
-            MSGPACK_UNPACK_SUCCESS ||
-        entry->unpacked.data.type != MSGPACK_OBJECT_MAP)
-        return -1;
-    entry->job = (oq_job_t){
-        .id = msg->id,
-        .type = entry->type,
-        .queue = entry->queue,
-        .attempt = msg->attempt,
-        .max_tries = msg->has_max_tries ? msg->max_tries : OQ_DEFAULT_MAX_TRIES,
-        .timeout_ms = msg->has_timeout ? msg->timeout_ms : OQ_DEFAULT_TIMEOUT_MS,
-        .payload = &entry->unpacked.data,
-        .runtime_ = runtime,
+    assert(job && envelope);
+    oq_str_copy(envelope->type, job->type, sizeof job->type);
+    oq_str_copy(envelope->queue.ptr ? envelope->queue : oq_str(OQ_DEFAULT_QUEUE), job->queue,
+                sizeof job->queue);
+    job->job = (oq_job_t){
+        .id = envelope->id,
+        .type = job->type,
+        .queue = job->queue,
+        .attempt = envelope->attempt,
+        .max_tries = envelope->has_max_tries ? envelope->max_tries : OQ_DEFAULT_MAX_TRIES,
+        .timeout_ms = envelope->has_timeout ? envelope->timeout_ms : OQ_DEFAULT_TIMEOUT_MS,
+        .payload = payload,
     };
-    return 0;
 }
 
-void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *jobs, size_t count,
+void oq_runner_run(const oq_registry_t *registry, oq_runner_job_t *const *jobs, size_t count,
                    void *runtime, oq_job_done_t *done)
 {
     assert(registry && jobs && done);
     assert(count >= 1 && count <= OQ_WORKER_MAX_BATCH);
-    s_entry_t one;
-    s_entry_t *entries = count == 1 ? &one : calloc(count, sizeof *entries);
-    assert(entries);
-    /* The jobs whose payload decodes, in order, and where each came from. */
+    /* The jobs whose payload is a map, in order, and where each came from.
+       The codec gives every delivery one; a job made by hand may lack it. */
     const oq_job_t *calls[OQ_WORKER_MAX_BATCH];
     size_t index[OQ_WORKER_MAX_BATCH];
     size_t n = 0;
     for (size_t i = 0; i < count; i++) {
         memset(&done[i], 0, sizeof done[i]);
-        done[i].id = jobs[i]->id;
-        done[i].attempt = jobs[i]->attempt;
-        if (s_prepare(&entries[i], jobs[i], runtime) < 0) {
+        done[i].id = jobs[i]->job.id;
+        done[i].attempt = jobs[i]->job.attempt;
+        const msgpack_object *payload = jobs[i]->job.payload;
+        if (!payload || payload->type != MSGPACK_OBJECT_MAP) {
             oq_report_fail(&done[i].report, "the job's payload is not a msgpack map");
             continue;
         }
-        calls[n] = &entries[i].job;
+        jobs[i]->job.runtime_ = runtime;
+        calls[n] = &jobs[i]->job;
         index[n++] = i;
     }
-    const char *type = entries[0].type;
+    const char *type = jobs[0]->type;
     oq_batch_fn batch;
     oq_handler_fn fn;
     void *state;
@@ -134,10 +115,6 @@ void oq_runner_run(const oq_registry_t *registry, const oq_job_msg_t *const *job
         for (size_t k = 0; k < n; k++)
             oq_report_return(&done[index[k]].report, 0, "no handler for job type %s", type);
     }
-    for (size_t i = 0; i < count; i++)
-        msgpack_unpacked_destroy(&entries[i].unpacked);
-    if (entries != &one)
-        free(entries);
 }
 
 void oq_runner_probe(const oq_registry_t *registry, const char *type, oq_probe_done_t *probed)

@@ -47,8 +47,9 @@ typedef struct {
 } s_owed_t;
 
 /* A delivery held while another job runs, or running: what it takes to
-   start it, ack it, or hand it back. */
+   start it, ack it, or hand it back, and the job itself, the worker's. */
 typedef struct {
+    oq_runner_job_t *job; /* given back in START_JOB or DROP_HELD; never read here */
     uint64_t id;
     uint32_t attempt;
     uint64_t lease;
@@ -90,8 +91,9 @@ struct oq_session {
        its ack and touches), until the last of them is reported. */
     s_held_t run[OQ_WORKER_PREFETCH_MAX];
     size_t run_count;
-    int64_t touched_ms;     /* last touch sent for them */
-    int64_t job_timeout_ms; /* the smallest timeout among them */
+    oq_runner_job_t *started[OQ_WORKER_PREFETCH_MAX]; /* START_JOB's jobs, in order */
+    int64_t touched_ms;                               /* last touch sent for them */
+    int64_t job_timeout_ms;                           /* the smallest timeout among them */
     int64_t job_started_ms;
     int64_t job_deadline_ms; /* moved on by stalls */
 
@@ -104,9 +106,8 @@ struct oq_session {
     size_t batch_types;
     uint32_t batch_cap; /* --batch: 1 is off */
 
-    /* Held deliveries, oldest first: a ring the worker loop mirrors with
-       the jobs' frames (HOLD appends, START_JOB held and DROP_HELD take
-       the oldest). */
+    /* Held deliveries, oldest first, each with its job: the worker's only
+       store of them (START_JOB held and DROP_HELD take the oldest). */
     uint32_t prefetch;        /* running + held never exceeds it */
     oq_prefetch_t *estimator; /* --prefetch auto: the limit; NULL: the limit is prefetch */
     /* The credit the broker holds for this worker, as far as it knows:
@@ -342,7 +343,7 @@ static void s_hand_back_oldest(oq_session_t *self, const char *why, bool returns
     s_held_pop(self);
     s_owe_ack_held(self, h.id, h.attempt, h.has_lease, h.lease, OQ_OUTCOME_RETURN, OQ_RESULT_NONE,
                    why, -1, returns_credit && s_credit_back(self), true, now_ms);
-    s_push(self, OQ_ACTION_DROP_HELD);
+    s_push(self, OQ_ACTION_DROP_HELD)->job = h.job;
 }
 
 /* Forget every held job without a word: the link is gone, or the broker
@@ -352,7 +353,7 @@ static void s_drop_held(oq_session_t *self)
     if (self->held_count)
         oq_info("dropping %zu held job(s): the broker gives their leases back", self->held_count);
     while (self->held_count) {
-        s_push(self, OQ_ACTION_DROP_HELD);
+        s_push(self, OQ_ACTION_DROP_HELD)->job = s_held_oldest(self)->job;
         s_held_pop(self);
     }
 }
@@ -569,6 +570,8 @@ static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool
     s_set_job(self, S_JOB_RUNNING);
     memcpy(self->run, jobs, count * sizeof *jobs);
     self->run_count = count;
+    for (size_t i = 0; i < count; i++)
+        self->started[i] = jobs[i].job;
     self->touched_ms = now_ms;
     self->job_timeout_ms = jobs[0].timeout_ms;
     for (size_t i = 1; i < count; i++)
@@ -579,6 +582,7 @@ static void s_start(oq_session_t *self, const s_held_t *jobs, size_t count, bool
     oq_action_t *start = s_push(self, OQ_ACTION_START_JOB);
     start->held = held;
     start->count = (uint32_t)count;
+    start->jobs = self->started;
 }
 
 /* Touch every job running (one, or each of a batch). */
@@ -655,8 +659,7 @@ static void s_start_held(oq_session_t *self, int64_t now_ms)
                  strcmp(s_held_oldest(self)->type, jobs[0].type) == 0 &&
                  !s_stale(s_held_oldest(self), now_ms));
         /* A stale job ends the batch there, and is handed back when the
-           thread is free again: the worker mirrors the ring in the order of
-           the actions, so nothing may be dropped before this start. */
+           thread is free again (first thing, above), in delivery order. */
         s_start(self, jobs, count, true, now_ms);
         if (waited_ms >= OQ_WORKER_TOUCH_MIN_MS && self->link == OQ_LINK_UP)
             s_send_touch(self, now_ms);
@@ -670,30 +673,37 @@ static void s_delivered(oq_session_t *self)
         self->credit_out--;
 }
 
-static void s_on_job(oq_session_t *self, const oq_job_msg_t *job, int64_t now_ms)
+bool oq_session_on_job(oq_session_t *self, const oq_job_msg_t *envelope, oq_runner_job_t *job,
+                       int64_t now_ms)
 {
+    assert(self && envelope && job);
+    if (self->exiting || self->link == OQ_LINK_DOWN)
+        return false;
+    s_heard(self, now_ms);
     s_delivered(self);
     if (!s_may_take(self)) {
-        s_refuse(self, job->id, job->attempt, job->has_lease, job->lease, now_ms);
-        return;
+        s_refuse(self, envelope->id, envelope->attempt, envelope->has_lease, envelope->lease,
+                 now_ms);
+        return false;
     }
     s_held_t taken = {
-        .id = job->id,
-        .attempt = job->attempt,
-        .lease = job->lease,
-        .has_lease = job->has_lease,
-        .timeout_ms = job->has_timeout ? job->timeout_ms : OQ_DEFAULT_TIMEOUT_MS,
+        .job = job,
+        .id = envelope->id,
+        .attempt = envelope->attempt,
+        .lease = envelope->lease,
+        .has_lease = envelope->has_lease,
+        .timeout_ms = envelope->has_timeout ? envelope->timeout_ms : OQ_DEFAULT_TIMEOUT_MS,
         .delivered_ms = now_ms,
     };
-    oq_str_copy(job->type, taken.type, sizeof taken.type);
+    oq_str_copy(envelope->type, taken.type, sizeof taken.type);
     if (self->job == S_JOB_IDLE) {
         assert(self->held_count == 0); /* held jobs start as soon as the thread is free */
         s_start(self, &taken, 1, false, now_ms);
-        return;
+        return true;
     }
     self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX] = taken;
     self->held_count++;
-    s_push(self, OQ_ACTION_HOLD);
+    return true;
 }
 
 void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms)
@@ -713,9 +723,6 @@ void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_
             oq_info("registered with the broker (heartbeat %u ms, liveness %u)", self->heartbeat_ms,
                     self->liveness);
         }
-        break;
-    case OQ_CMD_JOB:
-        s_on_job(self, &msg->job, now_ms);
         break;
     case OQ_CMD_HEARTBEAT:
         break;
@@ -1023,6 +1030,16 @@ void oq_session_on_tick(oq_session_t *self, int64_t now_ms)
         }
         break;
     }
+}
+
+oq_runner_job_t *oq_session_take_held(oq_session_t *self)
+{
+    assert(self);
+    if (self->held_count == 0)
+        return NULL;
+    oq_runner_job_t *job = s_held_oldest(self)->job;
+    s_held_pop(self);
+    return job;
 }
 
 int oq_session_next(oq_session_t *self, oq_action_t *action)

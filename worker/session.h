@@ -33,6 +33,10 @@
       on a lost link or a broker
       that forgot the worker it is dropped, as the broker gives its lease
       back itself;
+    - the jobs are the worker's, decoded once as they arrived (runner.h):
+      the session keeps each one it takes, running or held, in its own
+      ring without reading it, and gives each back in exactly one action,
+      START_JOB to run it or DROP_HELD to let it go;
     - when no handler runs, the oldest held jobs of a type with a
       batch function go together in one call (as many as follow each other
       in the ring, up to the type's most and --batch); each is acked on
@@ -68,10 +72,10 @@ typedef enum {
     OQ_ACTION_CONNECT,   /* open a fresh socket (a new identity) to the broker */
     OQ_ACTION_CLOSE,     /* close the socket, dropping what it still holds */
     OQ_ACTION_SEND,      /* send one message: cmd, with credit (ready) or ack (ack, touch) */
-    OQ_ACTION_START_JOB, /* run the job just received, or (held)
-                            the count oldest held ones, as one batch if more */
-    OQ_ACTION_HOLD,      /* keep the job just received, after those held already */
-    OQ_ACTION_DROP_HELD, /* forget the oldest held job (handed back or given up) */
+    OQ_ACTION_START_JOB, /* run jobs: the job just received, or (held) the
+                            count oldest held ones, as one batch if more */
+    OQ_ACTION_DROP_HELD, /* the oldest held job is handed back or given up:
+                            job is the worker's again, to free */
     OQ_ACTION_PROBE,     /* probe the resource of type */
     OQ_ACTION_RELEASE,   /* release every resource */
     OQ_ACTION_EXIT,      /* flush and close the socket, then exit with status */
@@ -88,8 +92,12 @@ typedef struct {
     oq_worker_status_t state;
     int64_t state_ms;
     const char *error;
-    bool held;                      /* START_JOB: the oldest held jobs, not the one received */
-    uint32_t count;                 /* START_JOB: how many (a batch of one type if more than 1) */
+    bool held;      /* START_JOB: the oldest held jobs, not the one received */
+    uint32_t count; /* START_JOB: how many (a batch of one type if more than 1) */
+    /* START_JOB: the count jobs, in order (the array is borrowed until the
+       next event; the jobs are the worker's, to free once reported). */
+    oq_runner_job_t *const *jobs;
+    oq_runner_job_t *job;           /* DROP_HELD: the job let go */
     char type[OQ_MAX_NAME_LEN + 1]; /* PROBE: whose resource */
     int status;                     /* EXIT: the process exit status */
 } oq_action_t;
@@ -124,8 +132,18 @@ void oq_session_destroy(oq_session_t **self_p);
    connection. */
 void oq_session_set_batch(oq_session_t *self, const char *type, size_t max_jobs);
 
-/* A decoded message from the broker. A job in it may be started. */
+/* A decoded message from the broker other than a delivery (those go to
+   oq_session_on_job). */
 void oq_session_on_message(oq_session_t *self, const oq_msg_t *msg, int64_t now_ms);
+
+/* One delivery from the broker (a "job" message, or an entry of "jobs"):
+   envelope is its decoded fields (read now, not kept), job what the
+   worker made of it to run. true: the session took job, started (an
+   action START_JOB) or held, and gives it back in an action; false: it
+   did not (refused with its ack queued, or the link is down), and job is
+   still the caller's. */
+bool oq_session_on_job(oq_session_t *self, const oq_job_msg_t *envelope, oq_runner_job_t *job,
+                       int64_t now_ms);
 
 /* A frame from the broker that did not decode: still a sign of life. */
 void oq_session_on_garbage(oq_session_t *self, int64_t now_ms);
@@ -171,6 +189,12 @@ void oq_session_on_stall(oq_session_t *self, int64_t stalled_ms, int64_t now_ms)
 /* Time has passed: heartbeat, declare the broker dead, reconnect, or fire
    the watchdog, as due. */
 void oq_session_on_tick(oq_session_t *self, int64_t now_ms);
+
+/* The oldest held job, taken out of the session without a word (NULL when
+   it holds none): for a worker whose loop ended without the session's
+   exit (which hands them all back), to free what it still holds before
+   it destroys the session. */
+oq_runner_job_t *oq_session_take_held(oq_session_t *self);
 
 /* Take the next queued action: 0 with *action filled, -1 if none is queued.
    The worker carries out every action before the next event. */

@@ -10,7 +10,15 @@
     What the session asks to run (a job, a batch, a probe, a release) is
     queued as work and run by the main thread between turns, outside the
     loop: the keeper (keeper.h) runs the turns meanwhile if it takes long,
-    so a short job is one turn and one call, on one thread. */
+    so a short job is one turn and one call, on one thread.
+
+    A message that carries jobs ("job", or several in "jobs") is decoded
+    once, as it arrives: each job becomes what its handler gets
+    (oq_runner_job_t), its names copied and its payload the map in the
+    decoded message, which stays alive while any of its jobs does. The
+    session keeps the jobs it takes, held or running, and gives each back
+    in the action that runs it or lets it go; nothing here keeps a second
+    list of them. */
 #include "worker.h"
 
 #include <assert.h>
@@ -18,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -33,19 +42,33 @@
 #include "session.h"
 #include "worker_limits.h"
 
+/* A message from the broker that carried jobs, decoded once: each of its
+   jobs points into it (the payload), so it lives as long as any of them. */
+typedef struct {
+    oq_msg_t msg;
+    uint32_t refs; /* its jobs alive (held, queued or running), and its reader */
+} s_delivery_t;
+
+/* One job of it: what the runner gets (first: it is the session's handle
+   of the job too), and the message it points into. */
+typedef struct {
+    oq_runner_job_t run;
+    s_delivery_t *from;
+} s_job_t;
+
 /* What the session asked to run, waiting for the main thread to leave the
    loop: the session starts at most one job or batch, probe or release at a
    time, and a release may be followed by a job while it runs. */
 typedef enum {
-    S_WORK_JOBS,    /* frames: one job, or a batch of one type */
+    S_WORK_JOBS,    /* jobs: one job, or a batch of one type */
     S_WORK_PROBE,   /* type: probe its resource */
     S_WORK_RELEASE, /* release every resource */
 } s_work_kind_t;
 
 typedef struct {
     s_work_kind_t kind;
-    zmq_msg_t *frames; /* JOBS: the broker's frames, to decode again */
-    size_t count;      /* JOBS: how many */
+    oq_runner_job_t *jobs[OQ_WORKER_PREFETCH_MAX]; /* JOBS: the session's START_JOB */
+    size_t count;                                  /* JOBS: how many */
     char type[OQ_MAX_NAME_LEN + 1];
 } s_work_t;
 
@@ -61,12 +84,6 @@ typedef struct {
     oq_keeper_t *keeper;     /* holds the loop while a handler runs long */
     oq_session_t *session;   /* decides; this module only carries out */
     int signal_fd;           /* SIGTERM and SIGINT */
-    const oq_msg_t *msg;     /* the broker message being handled, for START_JOB */
-    zmq_msg_t *frame;        /* the frame it came in, for HOLD */
-    /* The frames of the jobs the session holds, oldest first (its ring,
-       mirrored: HOLD appends, START_JOB held and DROP_HELD take the oldest). */
-    zmq_msg_t held[OQ_WORKER_PREFETCH_MAX];
-    size_t held_head, held_count;
     /* Announced in ready: the registry's types, the configured queues. */
     const char *types[OQ_MAX_WORKER_TYPES];
     size_t type_count;
@@ -236,65 +253,41 @@ static s_work_t *s_push_work(s_worker_t *self, s_work_kind_t kind)
 {
     assert(self->work_count < S_WORK_MAX);
     s_work_t *work = &self->work[(self->work_head + self->work_count) % S_WORK_MAX];
-    memset(work, 0, sizeof *work);
     work->kind = kind;
+    work->count = 0;
+    work->type[0] = 0;
     self->work_count++;
     return work;
 }
 
-static void s_start_job(s_worker_t *self)
+/* One of the message's jobs, or its reader, is done with it: the last
+   frees it. */
+static void s_delivery_unref(s_delivery_t *delivery)
 {
-    assert(self->msg && self->msg->cmd == OQ_CMD_JOB && self->frame);
+    assert(delivery->refs > 0);
+    if (--delivery->refs == 0) {
+        oq_proto_msg_release(&delivery->msg);
+        free(delivery);
+    }
+}
+
+/* Let a job go (run and reported, handed back, dropped or refused), and
+   with the last of its message's jobs the message. */
+static void s_job_free(oq_runner_job_t *run)
+{
+    s_job_t *job = (s_job_t *)run; /* run is its first member */
+    s_delivery_t *from = job->from;
+    free(job);
+    s_delivery_unref(from);
+}
+
+/* Run the jobs the session started: the one just received, or held ones. */
+static void s_start_jobs(s_worker_t *self, const oq_action_t *action)
+{
+    assert(action->count >= 1 && action->count <= OQ_WORKER_PREFETCH_MAX);
     s_work_t *work = s_push_work(self, S_WORK_JOBS);
-    work->frames = calloc(1, sizeof *work->frames);
-    assert(work->frames);
-    work->count = 1;
-    zmq_msg_init(&work->frames[0]);
-    /* Shares the buffer (or copies a frame small enough to live inline). */
-    zmq_msg_copy(&work->frames[0], self->frame);
-}
-
-/* Keep the frame of the job just received: the session holds it. */
-static void s_hold(s_worker_t *self)
-{
-    assert(self->frame && self->held_count < OQ_WORKER_PREFETCH_MAX);
-    zmq_msg_t *slot = &self->held[(self->held_head + self->held_count) % OQ_WORKER_PREFETCH_MAX];
-    zmq_msg_init(slot);
-    /* Shares the buffer (or copies a frame small enough to live inline). */
-    zmq_msg_copy(slot, self->frame);
-    self->held_count++;
-}
-
-/* Take the oldest held frame out of the ring into *frame. */
-static void s_unhold(s_worker_t *self, zmq_msg_t *frame)
-{
-    assert(self->held_count > 0);
-    zmq_msg_init(frame);
-    zmq_msg_move(frame, &self->held[self->held_head]);
-    zmq_msg_close(&self->held[self->held_head]);
-    self->held_head = (self->held_head + 1) % OQ_WORKER_PREFETCH_MAX;
-    self->held_count--;
-}
-
-static void s_unhold(s_worker_t *self, zmq_msg_t *frame);
-
-/* Start the count oldest held jobs, as one batch if more than one. */
-static void s_start_held(s_worker_t *self, size_t count)
-{
-    assert(count >= 1 && count <= self->held_count);
-    s_work_t *work = s_push_work(self, S_WORK_JOBS);
-    work->frames = calloc(count, sizeof *work->frames);
-    assert(work->frames);
-    work->count = count;
-    for (size_t i = 0; i < count; i++)
-        s_unhold(self, &work->frames[i]);
-}
-
-static void s_drop_held(s_worker_t *self)
-{
-    zmq_msg_t frame;
-    s_unhold(self, &frame);
-    zmq_msg_close(&frame);
+    memcpy(work->jobs, action->jobs, action->count * sizeof *work->jobs);
+    work->count = action->count;
 }
 
 /* Stop talking to the broker: give the last messages up to the linger time
@@ -337,16 +330,10 @@ static void s_act(s_worker_t *self)
             s_send(self, &action);
             break;
         case OQ_ACTION_START_JOB:
-            if (action.held)
-                s_start_held(self, action.count);
-            else
-                s_start_job(self);
-            break;
-        case OQ_ACTION_HOLD:
-            s_hold(self);
+            s_start_jobs(self, &action);
             break;
         case OQ_ACTION_DROP_HELD:
-            s_drop_held(self);
+            s_job_free(action.job);
             break;
         case OQ_ACTION_PROBE:
             snprintf(s_push_work(self, S_WORK_PROBE)->type, sizeof action.type, "%s", action.type);
@@ -361,70 +348,78 @@ static void s_act(s_worker_t *self)
     }
 }
 
-static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame);
-
-/* Several deliveries in one message: each is handled as the "job" message
-   it would have come as alone (the session holds jobs as their frames). A
-   bad entry is then failed as a bad job is, without its neighbours. */
-static void s_handle_jobs(s_worker_t *self, const oq_msg_t *msg)
+/* The jobs of a decoded "job" or "jobs" message, one by one, each as the
+   session sees a delivery: an entry that does not decode is failed as a
+   "job" that does not would be (by its id, attempt and lease, if they can
+   be read), without its neighbours. */
+static void s_handle_jobs(s_worker_t *self, s_delivery_t *delivery, int64_t now)
 {
-    uint32_t count = oq_proto_entry_count(msg);
+    const oq_msg_t *msg = &delivery->msg;
+    uint32_t count = msg->cmd == OQ_CMD_JOBS ? oq_proto_entry_count(msg) : 1;
     for (uint32_t i = 0; i < count && !self->finished; i++) {
-        msgpack_sbuffer buf;
-        msgpack_sbuffer_init(&buf);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-        oq_proto_begin(&pk, OQ_CMD_JOB, -1, 1);
-        oq_proto_pack_cstr(&pk, "job");
-        msgpack_pack_object(&pk, msg->entries->via.array.ptr[i]);
-        zmq_msg_t frame;
-        if (zmq_msg_init_size(&frame, buf.size) == 0) {
-            memcpy(zmq_msg_data(&frame), buf.data, buf.size);
-            s_handle_frame(self, &frame);
-            zmq_msg_close(&frame);
-        } else {
-            oq_warn("out of memory for job %u of %u in one message: its lease will run out", i + 1,
-                    count);
+        oq_job_msg_t envelope;
+        const msgpack_object *payload;
+        oq_err_t code;
+        char reason[256];
+        if (oq_proto_decode_delivery(msg, i, &envelope, &payload, &code, reason, sizeof reason) <
+            0) {
+            uint64_t id, lease;
+            uint32_t attempt;
+            bool has_lease;
+            if (oq_proto_entry_ids(msg, i, &id, &attempt, &has_lease, &lease) == 0) {
+                oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason,
+                                             now);
+            } else {
+                oq_warn("ignoring job %u of %u from the broker, which does not decode (%s): %s",
+                        i + 1, count, oq_proto_err_name(code), reason);
+                oq_session_on_garbage(self->session, now);
+            }
+            s_act(self);
+            continue;
         }
-        msgpack_sbuffer_destroy(&buf);
+        s_job_t *job = malloc(sizeof *job);
+        assert(job);
+        oq_runner_job_init(&job->run, &envelope, payload);
+        job->from = delivery;
+        delivery->refs++;
+        if (!oq_session_on_job(self->session, &envelope, &job->run, now))
+            s_job_free(&job->run);
+        s_act(self);
     }
 }
 
 static void s_handle_frame(s_worker_t *self, zmq_msg_t *frame)
 {
-    const void *data = zmq_msg_data(frame);
-    size_t size = zmq_msg_size(frame);
-    oq_msg_t msg;
     oq_err_t code;
     char reason[256];
-    uint64_t id, lease;
-    uint32_t attempt;
-    bool has_lease;
     int64_t now = s_now(self);
-    int rc = oq_proto_decode(&msg, data, size, &code, reason, sizeof reason);
-    if (rc == 0 && msg.cmd == OQ_CMD_JOBS) {
-        oq_debug("received jobs (%u)", oq_proto_entry_count(&msg));
-        s_handle_jobs(self, &msg);
+    /* On the heap from the start: if it carries jobs, they point into it.
+       Their fields are decoded one by one (s_handle_jobs), a lone job's
+       too, so that a bad one is failed alone and no job is decoded twice. */
+    s_delivery_t *delivery = malloc(sizeof *delivery);
+    assert(delivery);
+    delivery->refs = 1; /* this reader's, until the last entry is handled */
+    oq_msg_t *msg = &delivery->msg;
+    int rc = oq_proto_decode_shallow(msg, zmq_msg_data(frame), zmq_msg_size(frame), &code, reason,
+                                     sizeof reason);
+    if (rc == 0 && (msg->cmd == OQ_CMD_JOB || msg->cmd == OQ_CMD_JOBS)) {
+        if (msg->cmd == OQ_CMD_JOBS)
+            oq_debug("received jobs (%u)", oq_proto_entry_count(msg));
+        else
+            oq_debug("received job");
+        s_handle_jobs(self, delivery, now);
     } else if (rc == 0) {
-        oq_debug("received %s", oq_proto_cmd_name(msg.cmd));
-        if (msg.cmd == OQ_CMD_WELCOME)
-            self->acks_per_msg = msg.acks_per_msg;
-        self->msg = &msg;
-        self->frame = frame;
-        oq_session_on_message(self->session, &msg, now);
-        s_act(self);
-        self->msg = NULL;
-        self->frame = NULL;
-    } else if (msg.cmd == OQ_CMD_JOB &&
-               oq_proto_entry_ids(&msg, 0, &id, &attempt, &has_lease, &lease) == 0) {
-        oq_session_on_bad_job_leased(self->session, id, attempt, has_lease, lease, reason, now);
+        oq_debug("received %s", oq_proto_cmd_name(msg->cmd));
+        if (msg->cmd == OQ_CMD_WELCOME)
+            self->acks_per_msg = msg->acks_per_msg;
+        oq_session_on_message(self->session, msg, now);
         s_act(self);
     } else {
         oq_warn("ignoring a message from the broker that does not decode (%s): %s",
                 oq_proto_err_name(code), reason);
         oq_session_on_garbage(self->session, now);
     }
-    oq_proto_msg_release(&msg);
+    s_delivery_unref(delivery);
 }
 
 /* Read until the socket is empty, which is what lets the loop wait on its
@@ -583,12 +578,12 @@ static int s_keeper_turn(void *arg, int wake_fd)
 
 /* The one line per job that operators and tests read, written once the
    ack is on its way: a write to the log is not worth delaying it for. */
-static void s_log_done(const oq_job_msg_t *job, const oq_job_done_t *done)
+static void s_log_done(const oq_runner_job_t *job, const oq_job_done_t *done)
 {
     const oq_report_t *report = &done->report;
-    oq_info("job %llu type=%.*s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
-            (int)job->type.len, job->type.ptr, done->attempt,
-            oq_proto_outcome_name(report->outcome), (long long)done->elapsed_ms);
+    oq_info("job %llu type=%s attempt=%u outcome=%s ms=%lld", (unsigned long long)done->id,
+            job->type, done->attempt, oq_proto_outcome_name(report->outcome),
+            (long long)done->elapsed_ms);
     if (report->outcome != OQ_OUTCOME_OK)
         oq_warn("job %llu %s: %s", (unsigned long long)done->id,
                 oq_proto_outcome_name(report->outcome), report->error);
@@ -598,42 +593,34 @@ static void s_log_done(const oq_job_msg_t *job, const oq_job_done_t *done)
 static void s_run_work(s_worker_t *self)
 {
     assert(self->work_count > 0);
-    s_work_t work = self->work[self->work_head];
+    /* Taken out of the ring first: turns the keeper runs meanwhile may
+       queue the next work. */
+    const s_work_t *slot = &self->work[self->work_head];
+    s_work_kind_t kind = slot->kind;
+    size_t count = slot->count;
+    oq_runner_job_t *jobs[OQ_WORKER_PREFETCH_MAX];
+    memcpy(jobs, slot->jobs, count * sizeof *jobs);
+    char type[OQ_MAX_NAME_LEN + 1];
+    memcpy(type, slot->type, sizeof type);
     self->work_head = (self->work_head + 1) % S_WORK_MAX;
     self->work_count--;
 
-    oq_msg_t *msgs = NULL;
-    const oq_job_msg_t **jobs = NULL;
-    oq_job_done_t *done = NULL;
     oq_job_done_t one_done;
-    oq_msg_t one_msg;
-    const oq_job_msg_t *one_job;
+    oq_job_done_t *done = NULL;
     oq_probe_done_t probed;
-    if (work.kind == S_WORK_JOBS) {
-        msgs = work.count == 1 ? &one_msg : calloc(work.count, sizeof *msgs);
-        jobs = work.count == 1 ? &one_job : calloc(work.count, sizeof *jobs);
-        done = work.count == 1 ? &one_done : calloc(work.count, sizeof *done);
-        assert(msgs && jobs && done);
-        for (size_t i = 0; i < work.count; i++) {
-            oq_err_t code;
-            char reason[256];
-            int rc = oq_proto_decode(&msgs[i], zmq_msg_data(&work.frames[i]),
-                                     zmq_msg_size(&work.frames[i]), &code, reason, sizeof reason);
-            /* The same bytes decoded when they came in. */
-            assert(rc == 0 && msgs[i].cmd == OQ_CMD_JOB);
-            (void)rc;
-            jobs[i] = &msgs[i].job;
-        }
+    if (kind == S_WORK_JOBS) {
+        done = count == 1 ? &one_done : calloc(count, sizeof *done);
+        assert(done);
     }
 
     self->resume = true;
     oq_keeper_leave(self->keeper);
-    switch (work.kind) {
+    switch (kind) {
     case S_WORK_JOBS:
-        oq_runner_run(self->registry, jobs, work.count, self->keeper, done);
+        oq_runner_run(self->registry, jobs, count, self->keeper, done);
         break;
     case S_WORK_PROBE:
-        oq_runner_probe(self->registry, work.type, &probed);
+        oq_runner_probe(self->registry, type, &probed);
         break;
     case S_WORK_RELEASE:
         oq_registry_release_all(self->registry);
@@ -646,9 +633,9 @@ static void s_run_work(s_worker_t *self)
     if (!self->finished) {
         s_catch_up(self);
         int64_t now = s_now(self);
-        if (work.kind == S_WORK_JOBS) {
+        if (kind == S_WORK_JOBS) {
             size_t told = 0;
-            for (; told < work.count && !self->finished; told++) {
+            for (; told < count && !self->finished; told++) {
                 oq_session_on_done(self->session, &done[told], now);
                 s_act(self);
             }
@@ -659,22 +646,16 @@ static void s_run_work(s_worker_t *self)
                 s_flush_acks(self);
             for (size_t i = 0; i < told; i++)
                 s_log_done(jobs[i], &done[i]);
-        } else if (work.kind == S_WORK_PROBE) {
+        } else if (kind == S_WORK_PROBE) {
             oq_session_on_probed(self->session, &probed, now);
             s_act(self);
         }
     }
-    if (work.kind == S_WORK_JOBS) {
-        for (size_t i = 0; i < work.count; i++) {
-            oq_proto_msg_release(&msgs[i]);
-            zmq_msg_close(&work.frames[i]);
-        }
-        if (work.count > 1) {
-            free(msgs);
-            free(jobs);
+    if (kind == S_WORK_JOBS) {
+        for (size_t i = 0; i < count; i++)
+            s_job_free(jobs[i]);
+        if (done != &one_done)
             free(done);
-        }
-        free(work.frames);
     }
 }
 
@@ -683,8 +664,7 @@ static void s_drop_work(s_worker_t *self)
     while (self->work_count) {
         s_work_t *work = &self->work[self->work_head];
         for (size_t i = 0; i < work->count; i++)
-            zmq_msg_close(&work->frames[i]);
-        free(work->frames);
+            s_job_free(work->jobs[i]);
         self->work_head = (self->work_head + 1) % S_WORK_MAX;
         self->work_count--;
     }
@@ -815,8 +795,9 @@ int oq_worker_run(const oq_worker_config_t *config, oq_registry_t **registry_p)
 
     oq_keeper_destroy(&self.keeper);
     s_drop_work(&self);
-    while (self.held_count)
-        s_drop_held(&self);
+    oq_runner_job_t *held;
+    while (self.session && (held = oq_session_take_held(self.session)))
+        s_job_free(held);
     s_close(&self);
     if (self.ctx)
         zmq_ctx_term(self.ctx);

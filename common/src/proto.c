@@ -463,9 +463,63 @@ static int s_decode_job_keys(s_errctx_t *ctx, oq_job_msg_t *j, const msgpack_obj
     return 0;
 }
 
-static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
+/* The bytes o takes packed as msgpack_pack_object packs it (the smallest
+   encoding of each value), counted without packing it. Depth is bounded:
+   the frame it came in passed oq_mpcheck. */
+static size_t s_packed_size(const msgpack_object *o)
 {
-    oq_job_msg_t *j = &msg->job;
+    size_t n;
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return o->via.u64 < 128           ? 1
+               : o->via.u64 <= UINT8_MAX  ? 2
+               : o->via.u64 <= UINT16_MAX ? 3
+               : o->via.u64 <= UINT32_MAX ? 5
+                                          : 9;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return o->via.i64 >= -32         ? 1
+               : o->via.i64 >= INT8_MIN  ? 2
+               : o->via.i64 >= INT16_MIN ? 3
+               : o->via.i64 >= INT32_MIN ? 5
+                                         : 9;
+    case MSGPACK_OBJECT_FLOAT32:
+        return 5;
+    case MSGPACK_OBJECT_FLOAT64:
+        return 9;
+    case MSGPACK_OBJECT_STR:
+        n = o->via.str.size;
+        return n + (n < 32 ? 1 : n <= UINT8_MAX ? 2 : n <= UINT16_MAX ? 3 : 5);
+    case MSGPACK_OBJECT_BIN:
+        n = o->via.bin.size;
+        return n + (n <= UINT8_MAX ? 2 : n <= UINT16_MAX ? 3 : 5);
+    case MSGPACK_OBJECT_EXT:
+        n = o->via.ext.size;
+        if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16)
+            return n + 2;
+        return n + (n <= UINT8_MAX ? 3 : n <= UINT16_MAX ? 4 : 6);
+    case MSGPACK_OBJECT_ARRAY:
+        n = o->via.array.size < 16 ? 1 : o->via.array.size <= UINT16_MAX ? 3 : 5;
+        for (uint32_t k = 0; k < o->via.array.size; k++)
+            n += s_packed_size(&o->via.array.ptr[k]);
+        return n;
+    case MSGPACK_OBJECT_MAP:
+        n = o->via.map.size < 16 ? 1 : o->via.map.size <= UINT16_MAX ? 3 : 5;
+        for (uint32_t k = 0; k < o->via.map.size; k++)
+            n += s_packed_size(&o->via.map.ptr[k].key) + s_packed_size(&o->via.map.ptr[k].val);
+        return n;
+    default: /* nil, boolean */
+        return 1;
+    }
+}
+
+/* What a job without a payload is given: an empty map. */
+static const msgpack_object s_empty_map = {.type = MSGPACK_OBJECT_MAP};
+
+/* Decode the job map into j. The payload is packed into packed, its own
+   buffer, or with view set left where it is in the tree (*view, a map). */
+static int s_decode_job_into(s_errctx_t *ctx, oq_job_msg_t *j, msgpack_sbuffer *packed,
+                             const msgpack_object **view, const msgpack_object *job, bool delivery)
+{
     if (!job || job->type != MSGPACK_OBJECT_MAP)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"job\" must be a map");
     bool present;
@@ -486,21 +540,26 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
         j->queue = oq_str(OQ_DEFAULT_QUEUE);
 
     const msgpack_object *payload = oq_proto_map_get(job, "payload");
-    msgpack_sbuffer_init(&msg->payload_);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &msg->payload_, msgpack_sbuffer_write);
-    if (!payload || payload->type == MSGPACK_OBJECT_NIL) {
-        msgpack_pack_map(&pk, 0);
-    } else if (payload->type != MSGPACK_OBJECT_MAP) {
+    if (!payload || payload->type == MSGPACK_OBJECT_NIL)
+        payload = &s_empty_map;
+    else if (payload->type != MSGPACK_OBJECT_MAP)
         S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"payload\" must be a map");
+    size_t payload_size;
+    if (view) {
+        *view = payload;
+        payload_size = s_packed_size(payload);
     } else {
+        msgpack_sbuffer_init(packed);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, packed, msgpack_sbuffer_write);
         msgpack_pack_object(&pk, *payload);
+        payload_size = packed->size;
+        j->payload = (const uint8_t *)packed->data;
+        j->payload_len = packed->size;
     }
-    if (msg->payload_.size > OQ_MAX_PAYLOAD_BYTES)
-        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", msg->payload_.size,
+    if (payload_size > OQ_MAX_PAYLOAD_BYTES)
+        S_FAIL(ctx, OQ_ERR_TOO_LARGE, "payload is %zu bytes, the limit is %d", payload_size,
                OQ_MAX_PAYLOAD_BYTES);
-    j->payload = (const uint8_t *)msg->payload_.data;
-    j->payload_len = msg->payload_.size;
 
     if (s_get_uint(ctx, job, "max_tries", false, 1, OQ_MAX_TRIES_LIMIT, &u, &j->has_max_tries) < 0)
         return -1;
@@ -535,6 +594,11 @@ static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *jo
         j->backoff_len = backoff->via.array.size;
     }
     return delivery ? 0 : s_decode_job_keys(ctx, j, job);
+}
+
+static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
+{
+    return s_decode_job_into(ctx, &msg->job, &msg->payload_, NULL, job, delivery);
 }
 
 /* The entries of a "jobs" or "acks" message: an array of 1..max maps. What
@@ -814,8 +878,10 @@ static bool s_peek_req(const void *data, size_t size, uint64_t *req)
     return found;
 }
 
-int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
-                    size_t reason_len)
+/* Decode one frame; with shallow set, a "job" message's job is left to
+   oq_proto_decode_delivery. */
+static int s_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len, bool shallow)
 {
     memset(msg, 0, sizeof *msg);
     s_errctx_t ctx = {code, reason, reason_len};
@@ -892,7 +958,21 @@ int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code
         oq_proto_quote(name, shown, sizeof shown);
         S_FAIL(&ctx, OQ_ERR_UNKNOWN_COMMAND, "unknown command \"%s\"", shown);
     }
+    if (shallow && msg->cmd == OQ_CMD_JOB)
+        return 0;
     return s_decode_fields(&ctx, msg, root);
+}
+
+int oq_proto_decode(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code, char *reason,
+                    size_t reason_len)
+{
+    return s_decode(msg, data, size, code, reason, reason_len, false);
+}
+
+int oq_proto_decode_shallow(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code,
+                            char *reason, size_t reason_len)
+{
+    return s_decode(msg, data, size, code, reason, reason_len, true);
 }
 
 void oq_proto_msg_release(oq_msg_t *msg)
@@ -929,6 +1009,25 @@ int oq_proto_decode_entry(const oq_msg_t *msg, uint32_t i, oq_msg_t *entry, oq_e
     }
     entry->cmd = OQ_CMD_ACK;
     return s_decode_fields(&ctx, entry, &entry->root);
+}
+
+int oq_proto_decode_delivery(const oq_msg_t *msg, uint32_t i, oq_job_msg_t *job,
+                             const msgpack_object **payload, oq_err_t *code, char *reason,
+                             size_t reason_len)
+{
+    memset(job, 0, sizeof *job);
+    s_errctx_t ctx = {code, reason, reason_len};
+    *code = OQ_ERR_NONE;
+    if (reason_len)
+        reason[0] = 0;
+    const msgpack_object *entry;
+    if (msg->cmd == OQ_CMD_JOB)
+        entry = oq_proto_map_get(&msg->root, "job");
+    else if (msg->cmd == OQ_CMD_JOBS && i < oq_proto_entry_count(msg))
+        entry = &msg->entries->via.array.ptr[i];
+    else
+        S_FAIL(&ctx, OQ_ERR_INTERNAL, "no delivery %u in this message", i);
+    return s_decode_job_into(&ctx, job, NULL, payload, entry, true);
 }
 
 int oq_proto_entry_ids(const oq_msg_t *msg, uint32_t i, uint64_t *id, uint32_t *attempt,

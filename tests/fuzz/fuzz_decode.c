@@ -1,7 +1,9 @@
 /*  fuzz_decode.c: libFuzzer target for the wire protocol decoder. Any bytes
     must decode or be refused with a reason, never crash, read out of bounds or
     leak; what decodes must hold to the limits, and a decoded dispatch must
-    survive its own re-encoding unchanged. See README.md to run it. */
+    survive its own re-encoding unchanged. The worker's decode (shallow, then
+    each delivery with its payload left in place) must agree with the full
+    one. See README.md to run it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,75 @@ static void s_check_entries(const oq_msg_t *msg)
     }
 }
 
+/* A delivery as the worker decodes it is the job the full decode gives,
+   its payload the map the full decode packed. */
+static void s_check_delivery(const oq_job_msg_t *full, const oq_job_msg_t *job,
+                             const msgpack_object *payload)
+{
+    S_CHECK(payload && payload->type == MSGPACK_OBJECT_MAP && !job->payload);
+    S_CHECK(job->id == full->id && job->attempt == full->attempt);
+    S_CHECK(job->has_lease == full->has_lease && job->lease == full->lease);
+    S_CHECK(job->type.len == full->type.len &&
+            memcmp(job->type.ptr, full->type.ptr, job->type.len) == 0);
+    S_CHECK(job->queue.len == full->queue.len &&
+            memcmp(job->queue.ptr, full->queue.ptr, job->queue.len) == 0);
+    S_CHECK(job->has_timeout == full->has_timeout && job->timeout_ms == full->timeout_ms);
+    S_CHECK(job->has_max_tries == full->has_max_tries && job->max_tries == full->max_tries);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    msgpack_pack_object(&pk, *payload);
+    S_CHECK(buf.size == full->payload_len && memcmp(buf.data, full->payload, buf.size) == 0);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* The same bytes decoded as the worker decodes them: refused for the same
+   reason as by the full decode (full_rc, full_code, full_why), a "job"
+   message's job at its delivery's decode, or every delivery the same. */
+static void s_check_shallow(const uint8_t *data, size_t size, const oq_msg_t *full, int full_rc,
+                            oq_err_t full_code, const char *full_why)
+{
+    uint8_t *copy = malloc(size ? size : 1);
+    if (size)
+        memcpy(copy, data, size);
+    oq_msg_t msg;
+    oq_err_t code;
+    char why[256];
+    int rc = oq_proto_decode_shallow(&msg, copy, size, &code, why, sizeof why);
+    memset(copy, 0xc1, size);
+    free(copy);
+    oq_job_msg_t job;
+    const msgpack_object *payload;
+    if (rc < 0) {
+        S_CHECK(full_rc < 0 && code == full_code && strcmp(why, full_why) == 0);
+    } else if (msg.cmd == OQ_CMD_JOB) {
+        rc = oq_proto_decode_delivery(&msg, 0, &job, &payload, &code, why, sizeof why);
+        S_CHECK(rc == full_rc);
+        if (rc < 0)
+            S_CHECK(code == full_code && strcmp(why, full_why) == 0);
+        else
+            s_check_delivery(&full->job, &job, payload);
+    } else {
+        S_CHECK(full_rc == 0 && msg.cmd == full->cmd);
+        for (uint32_t i = 0; msg.cmd == OQ_CMD_JOBS && i < oq_proto_entry_count(&msg); i++) {
+            oq_msg_t entry;
+            oq_err_t entry_code;
+            char entry_why[256];
+            int entry_rc =
+                oq_proto_decode_entry(full, i, &entry, &entry_code, entry_why, sizeof entry_why);
+            rc = oq_proto_decode_delivery(&msg, i, &job, &payload, &code, why, sizeof why);
+            S_CHECK(rc == entry_rc);
+            if (rc < 0)
+                S_CHECK(code == entry_code && strcmp(why, entry_why) == 0);
+            else
+                s_check_delivery(&entry.job, &job, payload);
+            oq_proto_msg_release(&entry);
+        }
+    }
+    oq_proto_msg_release(&msg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     oq_msg_t msg;
@@ -111,6 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The decoded message must not depend on the input buffer any more. */
     memset(copy, 0xc1, size);
     free(copy);
+    s_check_shallow(data, size, &msg, rc, code, why);
     if (rc < 0) {
         S_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_);
         S_CHECK(why[0] != 0 && memchr(why, 0, sizeof why));

@@ -54,17 +54,39 @@ static void s_receive(oq_session_t *session, oq_cmd_t cmd, int64_t now)
     oq_session_on_message(session, &msg, now);
 }
 
+/* The worker's jobs, as the session gets them: it never reads them, only
+   gives them back in START_JOB and DROP_HELD, so one slot per id will do. */
+#define S_JOB_SLOTS 256
+static oq_runner_job_t s_jobs[S_JOB_SLOTS];
+static bool s_taken; /* the session took the last delivery */
+
+static oq_runner_job_t *s_job(uint64_t id)
+{
+    return &s_jobs[id % S_JOB_SLOTS];
+}
+
+static void s_deliver_job(oq_session_t *session, const oq_job_msg_t *envelope, int64_t now)
+{
+    s_taken = oq_session_on_job(session, envelope, s_job(envelope->id), now);
+}
+
+/* The last delivery was taken and held, not started. */
+static void s_was_held(oq_session_t *session)
+{
+    assert_true(s_taken);
+    assert_true(oq_session_held(session) > 0);
+}
+
 static void s_deliver(oq_session_t *session, uint64_t id, int64_t timeout_ms, int64_t now)
 {
-    oq_msg_t msg;
-    memset(&msg, 0, sizeof msg);
-    msg.cmd = OQ_CMD_JOB;
-    msg.job.id = id;
-    msg.job.attempt = 1;
-    msg.job.type = oq_str("sleep");
-    msg.job.has_timeout = true;
-    msg.job.timeout_ms = timeout_ms;
-    oq_session_on_message(session, &msg, now);
+    oq_job_msg_t job;
+    memset(&job, 0, sizeof job);
+    job.id = id;
+    job.attempt = 1;
+    job.type = oq_str("sleep");
+    job.has_timeout = true;
+    job.timeout_ms = timeout_ms;
+    s_deliver_job(session, &job, now);
 }
 
 static void s_finish(oq_session_t *session, uint64_t id, oq_outcome_t outcome, int64_t now)
@@ -99,17 +121,16 @@ static oq_session_t *s_session_up(void)
 static void s_deliver_leased(oq_session_t *session, uint64_t id, uint64_t lease, int64_t timeout_ms,
                              int64_t now)
 {
-    oq_msg_t msg;
-    memset(&msg, 0, sizeof msg);
-    msg.cmd = OQ_CMD_JOB;
-    msg.job.id = id;
-    msg.job.attempt = 1;
-    msg.job.type = oq_str("sleep");
-    msg.job.has_timeout = true;
-    msg.job.timeout_ms = timeout_ms;
-    msg.job.lease = lease;
-    msg.job.has_lease = true;
-    oq_session_on_message(session, &msg, now);
+    oq_job_msg_t job;
+    memset(&job, 0, sizeof job);
+    job.id = id;
+    job.attempt = 1;
+    job.type = oq_str("sleep");
+    job.has_timeout = true;
+    job.timeout_ms = timeout_ms;
+    job.lease = lease;
+    job.has_lease = true;
+    s_deliver_job(session, &job, now);
 }
 
 static void test_session_ack_and_resend_echo_the_lease(void **unused)
@@ -863,9 +884,9 @@ static void test_session_prefetch_holds_then_starts_in_order(void **unused)
     s_deliver_leased(session, 1, 11, 60000, 10);
     assert_false(s_next(session, OQ_ACTION_START_JOB).held);
     s_deliver_leased(session, 2, 12, 60000, 11);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_deliver_leased(session, 3, 13, 60000, 12);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_no_action(session);
     assert_int_equal(oq_session_held(session), 2);
 
@@ -913,15 +934,88 @@ static void test_session_prefetch_holds_then_starts_in_order(void **unused)
     oq_session_destroy(&session);
 }
 
+/* The jobs of one "jobs" message, as the worker hands them over: each job
+   the session takes comes back once, in the START_JOB that runs it or the
+   DROP_HELD that lets it go, the very job it was given (the worker keeps
+   no list of its own); an entry among them that did not decode is failed
+   alone, by its id, attempt and lease, and gives its credit back, while
+   the jobs around it run. */
+static void test_session_jobs_of_a_message_come_back_once_around_a_bad_one(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(4);
+    s_deliver_leased(session, 1, 101, 60000, 10);
+    assert_true(s_taken);
+    oq_action_t start = s_next(session, OQ_ACTION_START_JOB);
+    assert_false(start.held);
+    assert_int_equal(start.count, 1);
+    assert_ptr_equal(start.jobs[0], s_job(1));
+    oq_session_on_bad_job_leased(session, 2, 1, true, 102, "field \"payload\" must be a map", 10);
+    oq_action_t failed = s_next_send(session, OQ_CMD_ACK);
+    assert_int_equal(failed.ack.id, 2);
+    assert_true(failed.ack.has_lease && failed.ack.lease == 102);
+    assert_int_equal(failed.ack.outcome, OQ_OUTCOME_FAIL);
+    assert_int_equal(failed.ack.credit, 1);
+    assert_true(oq_str_eq(failed.ack.error, "the worker could not decode the job: field "
+                                            "\"payload\" must be a map"));
+    s_deliver_leased(session, 3, 103, 60000, 10);
+    s_was_held(session);
+    s_deliver_leased(session, 4, 104, 60000, 10);
+    s_was_held(session);
+    s_no_action(session);
+    assert_int_equal(oq_session_held(session), 2);
+
+    /* Job 1 ends: the oldest held one starts, the job it was given. */
+    s_finish(session, 1, OQ_OUTCOME_OK, 20);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 1);
+    start = s_next(session, OQ_ACTION_START_JOB);
+    assert_true(start.held);
+    assert_int_equal(start.count, 1);
+    assert_ptr_equal(start.jobs[0], s_job(3));
+
+    /* SIGTERM: job 4 goes back, and so does its job, to be freed. */
+    oq_session_on_signal(session, 30);
+    s_next_send(session, OQ_CMD_DRAIN);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 4);
+    assert_ptr_equal(s_next(session, OQ_ACTION_DROP_HELD).job, s_job(4));
+    s_no_action(session);
+    assert_null(oq_session_take_held(session));
+    s_finish(session, 3, OQ_OUTCOME_OK, 40);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 3);
+    s_next_send(session, OQ_CMD_DISCONNECT);
+    s_next(session, OQ_ACTION_EXIT);
+    s_no_action(session);
+    oq_session_destroy(&session);
+}
+
+/* A job refused is not taken: it stays the worker's, and no action gives
+   it back. A worker whose loop ends with jobs held takes them out to free
+   them. */
+static void test_session_refused_job_stays_the_workers(void **unused)
+{
+    oq_session_t *session = s_session_prefetch(2);
+    s_deliver_leased(session, 1, 101, 60000, 10);
+    s_next(session, OQ_ACTION_START_JOB);
+    s_deliver_leased(session, 2, 102, 60000, 10);
+    s_was_held(session);
+    s_deliver_leased(session, 3, 103, 60000, 10); /* beyond the credit */
+    assert_false(s_taken);
+    assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.id, 3);
+    s_no_action(session);
+    assert_ptr_equal(oq_session_take_held(session), s_job(2));
+    assert_null(oq_session_take_held(session));
+    assert_int_equal(oq_session_held(session), 0);
+    oq_session_destroy(&session);
+}
+
 static void test_session_prefetch_stop_hands_held_jobs_back(void **unused)
 {
     oq_session_t *session = s_session_prefetch(3);
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 60000, 11);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_deliver_leased(session, 3, 13, 60000, 12);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
 
     /* SIGTERM: the held jobs go back at once, unrun, marked held (no try
        used, the type kept), with no credit; the running one finishes. */
@@ -955,9 +1049,9 @@ static void test_session_prefetch_long_wait_is_touched_or_handed_back(void **unu
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 1000, 10); /* a 1 s timeout */
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_deliver_leased(session, 3, 13, 60000, 10);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
 
     /* Job 1 ran 600 ms: job 2 waited more than half its timeout and goes
        back for a fresh lease, giving its credit back; job 3 starts with a
@@ -990,9 +1084,9 @@ static void test_session_prefetch_jobs_behind_a_long_one_go_back(void **unused)
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 60000, 20);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_deliver_leased(session, 3, 13, 60000, 20);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_no_action(session);
     /* Job 1 has run OQ_WORKER_HOLD_MAX_MS: what waits behind it goes back
        unrun for a free worker, and its credit stays back. */
@@ -1025,7 +1119,7 @@ static void test_session_prefetch_lost_link_drops_held_jobs(void **unused)
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 60000, 11);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     /* The broker forgot us: it gave the held job's lease back itself. */
     s_receive(session, OQ_CMD_RECONNECT, 20);
     s_next(session, OQ_ACTION_DROP_HELD);
@@ -1033,7 +1127,7 @@ static void test_session_prefetch_lost_link_drops_held_jobs(void **unused)
     s_no_action(session);
     s_receive(session, OQ_CMD_WELCOME, 21);
     s_deliver_leased(session, 3, 13, 60000, 22);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     /* The link is lost: the same, and the running job's ack waits. */
     oq_session_on_send_error(session, 30);
     s_next(session, OQ_ACTION_CLOSE);
@@ -1056,7 +1150,7 @@ static void test_session_prefetch_pause_hands_held_jobs_back(void **unused)
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 60000, 11);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     oq_job_done_t done;
     memset(&done, 0, sizeof done);
     done.id = 1;
@@ -1127,7 +1221,7 @@ static void test_session_prefetch_auto_credit_follows_run_times(void **unused)
     s_deliver_leased(session, 2, 12, 60000, 12);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 3, 13, 60000, 12);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_finish_us(session, 2, 50, 13);
     assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 1);
     assert_true(s_next(session, OQ_ACTION_START_JOB).held);
@@ -1147,7 +1241,7 @@ static void test_session_prefetch_auto_credit_follows_run_times(void **unused)
     s_deliver_leased(session, 4, 14, 60000, 1030);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 5, 15, 60000, 1030);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_finish_us(session, 4, 50, 1031);
     assert_int_equal(s_next_send(session, OQ_CMD_ACK).ack.credit, 0);
     assert_true(s_next(session, OQ_ACTION_START_JOB).held);
@@ -1195,7 +1289,7 @@ static void test_session_prefetch_auto_jobs_behind_a_long_one_go_back_soon(void 
     s_deliver_leased(session, 4, 14, 60000, 20);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 5, 15, 60000, 20);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     /* Job 4 runs past what the average promised: the held one goes back
        after OQ_WORKER_PREFETCH_AUTO_HOLD_MS, not a second, its credit
        kept back. */
@@ -1291,7 +1385,7 @@ static void test_session_batch_starts_held_jobs_of_a_type_together(void **unused
     assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 1);
     for (uint64_t id = 2; id <= 5; id++) {
         s_deliver_leased(session, id, 10 + id, id == 3 ? 1000 : 60000, 11);
-        s_next(session, OQ_ACTION_HOLD);
+        s_was_held(session);
     }
     s_finish(session, 1, OQ_OUTCOME_OK, 20);
     s_next_send(session, OQ_CMD_ACK);
@@ -1332,9 +1426,9 @@ static void test_session_batch_timeout_reports_every_job(void **unused)
     s_deliver_leased(session, 1, 11, 60000, 10);
     s_next(session, OQ_ACTION_START_JOB);
     s_deliver_leased(session, 2, 12, 500, 10);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_deliver_leased(session, 3, 13, 500, 10);
-    s_next(session, OQ_ACTION_HOLD);
+    s_was_held(session);
     s_finish(session, 1, OQ_OUTCOME_OK, 20);
     s_next_send(session, OQ_CMD_ACK);
     assert_int_equal(s_next(session, OQ_ACTION_START_JOB).count, 2);
@@ -1382,6 +1476,8 @@ int main(void)
         cmocka_unit_test(test_session_send_error_drops_the_link),
         cmocka_unit_test(test_session_prefetch_holds_then_starts_in_order),
         cmocka_unit_test(test_session_prefetch_stop_hands_held_jobs_back),
+        cmocka_unit_test(test_session_jobs_of_a_message_come_back_once_around_a_bad_one),
+        cmocka_unit_test(test_session_refused_job_stays_the_workers),
         cmocka_unit_test(test_session_prefetch_long_wait_is_touched_or_handed_back),
         cmocka_unit_test(test_session_prefetch_jobs_behind_a_long_one_go_back),
         cmocka_unit_test(test_session_prefetch_lost_link_drops_held_jobs),

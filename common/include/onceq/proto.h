@@ -248,6 +248,24 @@ uint32_t oq_proto_entry_count(const oq_msg_t *msg);
 int oq_proto_decode_entry(const oq_msg_t *msg, uint32_t i, oq_msg_t *entry, oq_err_t *code,
                           char *reason, size_t reason_len);
 
+/* Decode one frame as oq_proto_decode does, but leave the job of a "job"
+   message undecoded (msg->job empty), for oq_proto_decode_delivery, as
+   the entries of a "jobs" message are: a worker decodes each delivery
+   once. */
+int oq_proto_decode_shallow(oq_msg_t *msg, const void *data, size_t size, oq_err_t *code,
+                            char *reason, size_t reason_len);
+
+/* A delivery decoded for the worker that runs it: the job of a "job"
+   message (i ignored), or entry i of a "jobs" message, with the checks and
+   limits of a "job" message, its payload not packed again but left where
+   it is in msg's tree: *payload is that map (an empty one for a job
+   without a payload), and job->payload is NULL. Strings and *payload are
+   borrowed from msg. Returns 0, or -1 with *code and reason as
+   oq_proto_decode. */
+int oq_proto_decode_delivery(const oq_msg_t *msg, uint32_t i, oq_job_msg_t *job,
+                             const msgpack_object **payload, oq_err_t *code, char *reason,
+                             size_t reason_len);
+
 /* The id, attempt and lease token of entry i of a "jobs" or "acks" message,
    or of the job of a "job" message (i ignored), as far as they can be read
    whatever else is wrong with it: 0, or -1 without a valid id and attempt.
