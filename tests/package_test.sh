@@ -236,36 +236,12 @@ for f in "${testing_expected[@]}"; do
   [ ! -e "$work/root$f" ] || fail "the onceq package ships $f, a test tool (it belongs in onceq-testing)"
 done
 
-# Then onceq-testing, the second line, with onceq under it.
-case "$(basename "${testing_deb:-none}")" in
-onceq-testing_*_amd64.deb) ;;
-*) fail "deploy/package.sh printed '$debs', not onceq_VERSION_amd64.deb and onceq-testing_VERSION_amd64.deb, one a line" ;;
-esac
-[ "$(wc -l <<<"$debs")" = 2 ] || fail "deploy/package.sh printed more than the two packages: $debs"
-dpkg-deb -x "$deb" "$work/root-testing"
-dpkg-deb -x "$testing_deb" "$work/root-testing"
-bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root-testing" \
-  >"$work/install-check-testing.log" 2>&1 ||
-  fail "the packages' files with onceq-testing: $(cat "$work/install-check-testing.log")"
-for f in "${testing_expected[@]}"; do
-  [ -e "$work/root-testing$f" ] || fail "onceq-testing has no $f"
-done
-# onceq-testing holds the test tools and nothing else.
-testing_files=$(dpkg-deb -c "$testing_deb" | grep -v '^d' | sed 's/.* \.\//\//' | sort)
-[ "$testing_files" = "$(printf '%s\n' "${testing_expected[@]}" | sort)" ] ||
-  fail "onceq-testing holds other files than the test tools: $testing_files"
-
 depends=$(dpkg-deb -f "$deb" Depends)
 for d in adduser postgresql-client libzmq5 libczmq4 libpq5 libc6; do
   grep -q "\(^\|, \)$d\( \|,\|$\)" <<<"$depends" || fail "the package does not depend on $d: $depends"
 done
-version=$(dpkg-deb -f "$deb" Version)
-testing_depends=$(dpkg-deb -f "$testing_deb" Depends)
-grep -q "\(^\|, \)onceq (= $version)\(,\|$\)" <<<"$testing_depends" ||
-  fail "onceq-testing does not depend on onceq (= $version): $testing_depends"
 deb_bytes=$(stat -c %s "$deb")
 deb_files=$(dpkg-deb -c "$deb" | grep -vc '^d')
-testing_bytes=$(stat -c %s "$testing_deb")
 
 # ---- install ---------------------------------------------------------------
 
@@ -332,7 +308,33 @@ if ! out=$(systemd-analyze verify --man=$man_check "$units/onceq-broker.service"
   fail "systemd-analyze verify on the installed units: $out"
 fi
 
-# onceq-testing on top: its tools load the installed libraries and run.
+# ---- onceq-testing on top --------------------------------------------------
+
+# The second line of deploy/package.sh; unpacked with onceq under it.
+case "$(basename "${testing_deb:-none}")" in
+onceq-testing_*_amd64.deb) ;;
+*) fail "deploy/package.sh printed '$debs', not onceq_VERSION_amd64.deb and onceq-testing_VERSION_amd64.deb, one a line" ;;
+esac
+[ "$(wc -l <<<"$debs")" = 2 ] || fail "deploy/package.sh printed more than the two packages: $debs"
+dpkg-deb -x "$deb" "$work/root-testing"
+dpkg-deb -x "$testing_deb" "$work/root-testing"
+bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root-testing" \
+  >"$work/install-check-testing.log" 2>&1 ||
+  fail "the packages' files with onceq-testing: $(cat "$work/install-check-testing.log")"
+for f in "${testing_expected[@]}"; do
+  [ -e "$work/root-testing$f" ] || fail "onceq-testing has no $f"
+done
+# onceq-testing holds the test tools and nothing else.
+testing_files=$(dpkg-deb -c "$testing_deb" | grep -v '^d' | sed 's/.* \.\//\//' | sort)
+[ "$testing_files" = "$(printf '%s\n' "${testing_expected[@]}" | sort)" ] ||
+  fail "onceq-testing holds other files than the test tools: $testing_files"
+version=$(dpkg-deb -f "$deb" Version)
+testing_depends=$(dpkg-deb -f "$testing_deb" Depends)
+grep -q "\(^\|, \)onceq (= $version)\(,\|$\)" <<<"$testing_depends" ||
+  fail "onceq-testing does not depend on onceq (= $version): $testing_depends"
+testing_bytes=$(stat -c %s "$testing_deb")
+
+# Installed: its tools load the installed libraries and run.
 dpkg -i "$testing_deb" >"$work/dpkg-install-testing.log" 2>&1 || fail "dpkg -i $testing_deb"
 [ "$(dpkg-query -W -f='${Status}' onceq-testing)" = "install ok installed" ] ||
   fail "dpkg says of onceq-testing: $(dpkg-query -W -f='${Status}' onceq-testing)"
