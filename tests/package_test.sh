@@ -34,7 +34,9 @@
 # would delete them), except for the packages of a run of this test that was
 # killed before its cleanup (marked by /etc/onceq/.package-test), which it
 # purges.
-# It needs root and dpkg: where it cannot run it says why and exits 77,
+# Runs on one machine take turns (a lock in /run/lock), and a dpkg call
+# that meets another process's dpkg lock is tried again, both for a bounded
+# time. It needs root and dpkg: where it cannot run it says why and exits 77,
 # which ctest reports as skipped; with CI=true it exits 1 instead, since CI
 # runs as root and must run it. On any exit it stops what it started, purges
 # the packages and removes the onceq user if it made them
@@ -65,9 +67,28 @@ cannot_run() {
 
 [ "$(id -u)" -eq 0 ] || cannot_run "it installs the package with dpkg -i and needs root (run it as root, as CI does)"
 for tool in dpkg dpkg-deb dpkg-query dpkg-architecture dpkg-shlibdeps systemd-analyze adduser \
-            deluser setpriv help2man file jq perl; do
+            deluser setpriv help2man file jq perl flock; do
   command -v "$tool" >/dev/null || cannot_run "$tool is missing (bash deploy/install-deps.sh)"
 done
+# One run at a time on a machine: the package database, the onceq user,
+# /etc/onceq and /var/lib/onceq are the machine's, and a second run would
+# install over the first's packages, or purge them as an interrupted run's.
+# A run of another checkout waits here for the one under way (at most
+# lock_s), and holds the lock until it exits.
+lock_s=900
+exec {lock_fd}>/run/lock/onceq-package-test.lock
+flock -w "$lock_s" "$lock_fd" ||
+  cannot_run "another run of this test has held /run/lock/onceq-package-test.lock for ${lock_s}s"
+# dpkg, tried again while another process (apt, unattended-upgrades) holds
+# its lock, for at most lock_s; its output in the log given.
+dpkg_run() {
+  local log=$1 end=$((SECONDS + lock_s))
+  shift
+  until dpkg "$@" >"$log" 2>&1; do
+    grep -qi 'lock' "$log" && [ $SECONDS -lt $end ] || return 1
+    sleep 1
+  done
+}
 # A run of this test that was killed (no trap runs on SIGKILL) leaves its
 # packages installed, with its mark in /etc/onceq: purge those.
 mark=/etc/onceq/.package-test
@@ -83,7 +104,10 @@ if [ -f "$mark" ]; then
     status=$(pkg_status "$p")
     [ -n "$status" ] || continue
     log "an interrupted run of this test left its package $p ($status): purging it"
-    dpkg -P "$p" >/dev/null || cannot_run "could not purge the package an interrupted run left (dpkg -P $p)"
+    purge_log=$(mktemp)
+    dpkg_run "$purge_log" -P "$p" ||
+      cannot_run "could not purge the package an interrupted run left (dpkg -P $p): $(tail -3 "$purge_log")"
+    rm -f "$purge_log"
   done
 fi
 for p in "${packages[@]}"; do
@@ -157,7 +181,7 @@ cleanup() {
   if [ "$installed" = 1 ]; then
     for p in "${packages[@]}"; do
       [ -z "$(pkg_status "$p")" ] && continue
-      dpkg -P "$p" >>"$work/cleanup-purge.log" 2>&1 || log "could not purge the package (dpkg -P $p)"
+      dpkg_run "$work/cleanup-purge-$p.log" -P "$p" || log "could not purge the package (dpkg -P $p)"
     done
   fi
   if [ "$had_user" = 0 ] && getent passwd onceq >/dev/null; then
@@ -246,7 +270,7 @@ deb_files=$(dpkg-deb -c "$deb" | grep -vc '^d')
 # ---- install ---------------------------------------------------------------
 
 installed=1
-dpkg -i "$deb" >"$work/dpkg-install.log" 2>&1 || fail "dpkg -i $deb"
+dpkg_run "$work/dpkg-install.log" -i "$deb" || fail "dpkg -i $deb"
 touch "$mark"
 [ "$(dpkg-query -W -f='${Status}' onceq)" = "install ok installed" ] ||
   fail "dpkg says: $(dpkg-query -W -f='${Status}' onceq)"
@@ -335,7 +359,7 @@ grep -q "\(^\|, \)onceq (= $version)\(,\|$\)" <<<"$testing_depends" ||
 testing_bytes=$(stat -c %s "$testing_deb")
 
 # Installed: its tools load the installed libraries and run.
-dpkg -i "$testing_deb" >"$work/dpkg-install-testing.log" 2>&1 || fail "dpkg -i $testing_deb"
+dpkg_run "$work/dpkg-install-testing.log" -i "$testing_deb" || fail "dpkg -i $testing_deb"
 [ "$(dpkg-query -W -f='${Status}' onceq-testing)" = "install ok installed" ] ||
   fail "dpkg says of onceq-testing: $(dpkg-query -W -f='${Status}' onceq-testing)"
 dpkg -L onceq-testing | sort >"$work/testing-files"
@@ -470,10 +494,10 @@ package_left() {
   done <"$list"
   echo "${found[*]}"
 }
-dpkg -r onceq-testing >"$work/dpkg-remove-testing.log" 2>&1 || fail "dpkg -r onceq-testing"
+dpkg_run "$work/dpkg-remove-testing.log" -r onceq-testing || fail "dpkg -r onceq-testing"
 left=$(package_left "$work/testing-files")
 [ -z "$left" ] || fail "dpkg -r onceq-testing left files of the package: $left"
-dpkg -r onceq >"$work/dpkg-remove.log" 2>&1 || fail "dpkg -r onceq"
+dpkg_run "$work/dpkg-remove.log" -r onceq || fail "dpkg -r onceq"
 left=$(package_left)
 [ -z "$left" ] || fail "dpkg -r left files of the package: $left"
 cache=$(ldconfig -p)
@@ -485,7 +509,7 @@ done
 [ -f /etc/onceq/broker.env ] && [ -f "/etc/onceq/worker-$pool.env" ] && [ -f "$mark" ] ||
   fail "dpkg -r did not keep /etc/onceq"
 
-dpkg -P onceq >"$work/dpkg-purge.log" 2>&1 || fail "dpkg -P onceq"
+dpkg_run "$work/dpkg-purge.log" -P onceq || fail "dpkg -P onceq"
 installed=0
 [ ! -e /var/lib/onceq ] || fail "dpkg -P left /var/lib/onceq"
 [ ! -e /etc/onceq ] || fail "dpkg -P left /etc/onceq"
