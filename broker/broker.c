@@ -761,7 +761,7 @@ static void s_requeue(oq_broker_t *self, const s_envelope_t *env, int64_t req, u
 static bool s_store_command(oq_cmd_t cmd)
 {
     return cmd == OQ_CMD_FORGET || cmd == OQ_CMD_FLUSH || cmd == OQ_CMD_REQUEUE_ALL ||
-           cmd == OQ_CMD_CANCEL || cmd == OQ_CMD_HORIZON;
+           cmd == OQ_CMD_CANCEL || cmd == OQ_CMD_HORIZON || cmd == OQ_CMD_PRUNE_FAILED;
 }
 
 static oq_err_t s_refusal_code(oq_refusal_t why)
@@ -827,6 +827,39 @@ static void s_failed_all(oq_broker_t *self, const s_envelope_t *env, int64_t req
         return;
     }
     oq_proto_encode_count(&self->out, flush ? OQ_CMD_FLUSHED : OQ_CMD_REQUEUED_ALL, req, count);
+    s_promise(self, env, req, s_appended(self));
+}
+
+/* prune_failed: the failed jobs older than the age given, at most limit
+   of them per request (the loop serves everyone else between two), each
+   journaled as a forget, so that a restart does not bring them back. The
+   reply says "more" while others of that age remain; the tool asks
+   again. */
+static void s_prune_failed(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                           const oq_msg_t *msg)
+{
+    if (!s_can_promise(self, env, req))
+        return;
+    char name[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(msg->name, name, sizeof name);
+    const char *queue = msg->name.ptr ? name : NULL;
+    uint64_t count = 0;
+    bool more = false;
+    int rc = oq_engine_prune_failed(self->engine, queue, msg->wait_ms, msg->limit, &count, &more);
+    if (count)
+        oq_info("pruned %llu failed job(s)%s%s that failed more than %lld s ago",
+                (unsigned long long)count, queue ? " of queue " : "", queue ? queue : "",
+                (long long)(msg->wait_ms / 1000));
+    if (rc < 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "pruned %llu failed job(s), then the journal could not keep the next record "
+                 "(out of memory); the rest stay failed, try again later",
+                 (unsigned long long)count);
+        s_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE, reason);
+        return;
+    }
+    oq_proto_encode_pruned_failed(&self->out, req, count, more);
     s_promise(self, env, req, s_appended(self));
 }
 
@@ -1171,6 +1204,9 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     case OQ_CMD_FLUSH:
     case OQ_CMD_REQUEUE_ALL:
         s_failed_all(self, env, req, msg->cmd, msg->name);
+        return;
+    case OQ_CMD_PRUNE_FAILED:
+        s_prune_failed(self, env, req, msg);
         return;
     case OQ_CMD_HORIZON:
         oq_stats_encode_horizon(&self->out, req, self->engine,

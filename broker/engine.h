@@ -526,6 +526,15 @@ int oq_engine_flush_failed(oq_engine_t *self, const char *queue, uint64_t *count
    either way. */
 int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count);
 
+/* Delete (as oq_engine_forget) the failed jobs of queue (NULL: all) that
+   failed more than older_than_ms before now on the wall clock, at most
+   limit (1 ... OQ_MAX_PRUNE_PER_CALL) of them. *count gets how many were
+   deleted and *more whether another such job remains (send it again).
+   0, or -1 if a deletion could not be recorded (the walk stops there;
+   *count says how many went before it). */
+int oq_engine_prune_failed(oq_engine_t *self, const char *queue, int64_t older_than_ms,
+                           size_t limit, uint64_t *count, bool *more);
+
 /* Withdraw a ready or delayed job: it is never delivered again. A leased
    job is refused (its effect may be under way), and so are failed ones
    (oq_engine_forget is for those) and jobs not held. 0, or -1 with *why

@@ -1,7 +1,7 @@
 /*  engine_stores.c: the failed store and the review store (pages in
     failure order, requeue, resolve) with the operator commands on them and
-    on waiting jobs (forget, flush, requeue all, cancel), and the ring of
-    recently done jobs. */
+    on waiting jobs (forget, flush, prune by age, requeue all, cancel), and
+    the ring of recently done jobs. */
 #include "engine_stores.h"
 
 #include <assert.h>
@@ -318,6 +318,44 @@ int oq_engine_flush_failed(oq_engine_t *self, const char *queue, uint64_t *count
 int oq_engine_requeue_all(oq_engine_t *self, const char *queue, uint64_t *count)
 {
     return s_each_failed(self, queue, s_requeue, count);
+}
+
+/* Pruning by age. A queue's failed list is mostly in failure order, but
+   not always (a snapshot restores failed jobs in its own order, and the
+   wall clock can step back), so the walk does not stop at the first young
+   job: it reads every failed job of the queues it covers, as a page of the
+   store does. What it changes is bounded by limit: each deletion costs a
+   journal record, the job's memory and the answers to its waiters. It
+   stops at the first due job past the limit, so *more is exact, and the
+   next call starts again from the heads of the lists, where the oldest
+   jobs mostly are. */
+int oq_engine_prune_failed(oq_engine_t *self, const char *queue, int64_t older_than_ms,
+                           size_t limit, uint64_t *count, bool *more)
+{
+    assert(limit >= 1 && limit <= OQ_MAX_PRUNE_PER_CALL);
+    assert(older_than_ms >= 0);
+    int64_t cutoff_ms = oq_clock_wall_ms(self->clock) - older_than_ms;
+    *count = 0;
+    *more = false;
+    for (size_t i = 0; i < self->queue_count; i++) {
+        oq_eng_queue_t *q = self->queues[i];
+        if (queue && strcmp(queue, q->name) != 0)
+            continue;
+        for (oq_link_t *l = q->failed.next, *next; l != &q->failed; l = next) {
+            next = l->next; /* the deletion unlinks l */
+            oq_eng_job_t *job = oq_container_of(l, oq_eng_job_t, link);
+            if (job->u.f.failed_at_ms >= cutoff_ms)
+                continue;
+            if (*count == limit) {
+                *more = true;
+                return 0;
+            }
+            if (s_forget_one(self, job) < 0)
+                return -1;
+            (*count)++;
+        }
+    }
+    return 0;
 }
 
 int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,

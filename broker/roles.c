@@ -23,6 +23,7 @@ static const struct {
     {OQ_CMD_REQUEUE_ALL, S_ADMIN},
     {OQ_CMD_FORGET, S_ADMIN},
     {OQ_CMD_FLUSH, S_ADMIN},
+    {OQ_CMD_PRUNE_FAILED, S_ADMIN},
     {OQ_CMD_CANCEL, S_ADMIN},
     {OQ_CMD_HORIZON, S_ADMIN},
     {OQ_CMD_REVIEW, S_ADMIN},

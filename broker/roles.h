@@ -6,9 +6,9 @@
         worker     back:  every worker command (ready, heartbeat, ack,
                           touch, drain, disconnect, and any added later)
         admin      front: every command (the failed store: list, requeue,
-                          forget, flush; cancel; the review store: list,
-                          show, resolve; the prune horizon; and any added
-                          later)
+                          forget, flush, prune by age; cancel; the review
+                          store: list, show, resolve; the prune horizon;
+                          and any added later)
 
     A command missing from the table falls to the rule of its socket:
     admin-only on the front, worker-only on the back, so that a command

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Build the Debian package onceq_VERSION_ARCH.deb and print its path.
+# Build the Debian packages and print their paths, one a line: first
+# onceq_VERSION_ARCH.deb (what production runs), then
+# onceq-testing_VERSION_ARCH.deb (onceq-chaos, onceq-test-worker,
+# onceq-carrier; it depends on the first).
 #
 #   bash deploy/package.sh [DIR]     # DIR: the build tree, default build-deb/
+#   { read -r deb; read -r testing_deb; } < <(bash deploy/package.sh)
 #
 # Configures DIR as a release build for the prefix /usr with Debian's
 # hardening flags (dpkg-buildflags), builds it, makes the man pages
-# (help2man) and packs what `cmake --install` installs with `cpack -G DEB`.
-# Only the package's path goes to stdout; the build's output goes to stderr.
+# (help2man) and packs what `cmake --install` installs with `cpack -G DEB`,
+# one package per install component (deploy/package/CMakeLists.txt).
+# Only the packages' paths go to stdout; the build's output goes to stderr.
 # deploy/install-deps.sh installs what it needs (dpkg-dev, file, help2man).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,9 +41,13 @@ ldflags=$(dpkg-buildflags --get LDFLAGS)
   cmake --build "$build" --parallel "$(nproc)"
 } >&2
 
-rm -f "$build"/onceq_*.deb
+rm -f "$build"/onceq_*.deb "$build"/onceq-testing_*.deb
 (cd "$build" && cpack -G DEB) >"$build/cpack.log" 2>&1 ||
   { cat "$build/cpack.log" >&2; echo "package: cpack failed" >&2; exit 1; }
-deb=$(sed -n 's/^CPack: - package: \(.*\.deb\) generated\.$/\1/p' "$build/cpack.log")
-[ -f "$deb" ] || { cat "$build/cpack.log" >&2; echo "package: no .deb made" >&2; exit 1; }
-echo "$deb"
+made=$(sed -n 's/^CPack: - package: \(.*\.deb\) generated\.$/\1/p' "$build/cpack.log")
+for name in onceq onceq-testing; do
+  deb=$(grep "/${name}_[^/]*\.deb$" <<<"$made" || true)
+  [ -n "$deb" ] && [ -f "$deb" ] ||
+    { cat "$build/cpack.log" >&2; echo "package: no $name .deb made" >&2; exit 1; }
+  echo "$deb"
+done

@@ -4,7 +4,10 @@
 # unpacked) contains the path of the source tree or of the build tree, or if
 # the SDK is incomplete (libonceq-worker.so.0, onceq/worker.h,
 # onceq-worker.pc). From the prefix, `onceq --help` and `onceq-worker --help`
-# must run without LD_LIBRARY_PATH.
+# must run without LD_LIBRARY_PATH. The install holds the test tools
+# (onceq-chaos, onceq-test-worker, onceq-carrier, their man pages), and an
+# install of the production component alone (`--component onceq`, what the
+# onceq package holds) holds none of them.
 #
 #   bash tests/install_check.sh SOURCE_DIR BUILD_DIR [ROOT]
 #
@@ -27,9 +30,22 @@ if [ -n "$root" ]; then
   run_env=(env "LD_LIBRARY_PATH=$prefix/$libdir")
 else
   prefix=$(mktemp -d "${TMPDIR:-/tmp}/onceq-install-XXXXXX")
-  trap 'rm -rf "$prefix"' EXIT
+  production=$(mktemp -d "${TMPDIR:-/tmp}/onceq-install-XXXXXX")
+  trap 'rm -rf "$prefix" "$production"' EXIT
   cmake --install "$build" --prefix "$prefix" >/dev/null
+  cmake --install "$build" --component onceq --prefix "$production" >/dev/null
   run_env=(env -u LD_LIBRARY_PATH)
+  # Man pages only where the build made them (help2man).
+  man=$(find "$prefix/share/man/man1" -name 'onceq-worker.1.gz' 2>/dev/null)
+  for b in onceq-chaos onceq-test-worker onceq-carrier; do
+    [ -e "$prefix/bin/$b" ] || fail "cmake --install did not install the test tool $b"
+    [ ! -e "$production/bin/$b" ] || fail "the production component (--component onceq) installs $b, a test tool"
+    [ -z "$man" ] || [ -e "$prefix/share/man/man1/$b.1.gz" ] || fail "cmake --install did not install $b(1)"
+    [ ! -e "$production/share/man/man1/$b.1.gz" ] || fail "the production component installs $b(1)"
+  done
+  for b in onceq-broker onceq-worker onceq; do
+    [ -e "$production/bin/$b" ] || fail "the production component (--component onceq) does not install $b"
+  done
 fi
 
 for f in "$libdir/libonceq-worker.so.0" "$libdir/libonceq.so.0" include/onceq/worker.h \

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# package.install: the Debian package, installed on this machine for real.
+# package.install: the Debian packages, installed on this machine for real.
 #
-#   - builds it (deploy/package.sh into PACKAGE_BUILD_DIR) and checks its
-#     files: no source or build path (tests/install_check.sh on the unpacked
-#     .deb), the files this test expects, the dependencies dpkg-shlibdeps
-#     found;
-#   - `dpkg -i`: the onceq system user, /var/lib/onceq and /etc/onceq exist,
-#     the broker's CURVE pair in /etc/onceq/keys (0600, the onceq user's),
-#     every file of `dpkg -L onceq` is there, the libraries are in the linker
-#     cache, pkg-config and man find theirs, and the installed units pass
-#     `systemd-analyze verify`;
+#   - builds them (deploy/package.sh into PACKAGE_BUILD_DIR: onceq and
+#     onceq-testing) and checks their files: no source or build path
+#     (tests/install_check.sh on the unpacked .debs), the files this test
+#     expects in each, none of the test tools (onceq-test-worker,
+#     onceq-chaos, onceq-carrier) in onceq, the dependencies dpkg-shlibdeps
+#     found, and onceq-testing's on the same version of onceq;
+#   - `dpkg -i` of onceq alone: the onceq system user, /var/lib/onceq and
+#     /etc/onceq exist, the broker's CURVE pair in /etc/onceq/keys (0600,
+#     the onceq user's), every file of `dpkg -L onceq` is there and none of
+#     the test tools is, the libraries are in the linker cache, pkg-config
+#     and man find theirs, and the installed units pass
+#     `systemd-analyze verify`; then `dpkg -i` of onceq-testing: its tools
+#     and man pages are there, load their libraries and answer --help;
 #   - runs the broker and a worker from /usr/bin as the onceq user, each with
 #     its unit's ExecStart and configured the way the units are, by its
 #     Environment= and the ONCEQ_* lines in /etc/onceq/broker.env and
@@ -20,18 +24,22 @@
 #     migrated with the installed `onceq db migrate`;
 #   - dispatches a noop and a grant_points job, and the same grant again:
 #     2 grants done, 1 of them already_applied, the balance granted once;
-#   - stops everything by PID, then `dpkg -r` (no file of the package left;
-#     the journal in /var/lib/onceq and /etc/onceq kept) and `dpkg -P`
-#     (those gone too; the onceq user kept, as docs/operations.md says).
+#   - stops everything by PID, then `dpkg -r onceq-testing` (none of its
+#     files left), `dpkg -r onceq` (no file of the package left; the journal
+#     in /var/lib/onceq and /etc/onceq kept) and `dpkg -P` (those gone too;
+#     the onceq user kept, as docs/operations.md says).
 #
-# It changes the machine, so it refuses to run where a package onceq, or
-# /var/lib/onceq or /etc/onceq, is there already (purge would delete them),
-# except for the package of a run of this test that was killed before its
-# cleanup (marked by /etc/onceq/.package-test), which it purges.
-# It needs root and dpkg: where it cannot run it says why and exits 77,
+# It changes the machine, so it refuses to run where a package onceq or
+# onceq-testing, or /var/lib/onceq or /etc/onceq, is there already (purge
+# would delete them), except for the packages of a run of this test that was
+# killed before its cleanup (marked by /etc/onceq/.package-test), which it
+# purges.
+# Runs on one machine take turns (a lock in /run/lock), and a dpkg call
+# that meets another process's dpkg lock is tried again, both for a bounded
+# time. It needs root and dpkg: where it cannot run it says why and exits 77,
 # which ctest reports as skipped; with CI=true it exits 1 instead, since CI
 # runs as root and must run it. On any exit it stops what it started, purges
-# the package and removes the onceq user if it made them
+# the packages and removes the onceq user if it made them
 # (ONCEQ_KEEP_TEST_DIR=1 keeps its temp dir).
 #
 #   bash tests/package_test.sh SOURCE_DIR [PACKAGE_BUILD_DIR]
@@ -59,21 +67,54 @@ cannot_run() {
 
 [ "$(id -u)" -eq 0 ] || cannot_run "it installs the package with dpkg -i and needs root (run it as root, as CI does)"
 for tool in dpkg dpkg-deb dpkg-query dpkg-architecture dpkg-shlibdeps systemd-analyze adduser \
-            deluser setpriv help2man file jq perl; do
+            deluser setpriv help2man file jq perl flock; do
   command -v "$tool" >/dev/null || cannot_run "$tool is missing (bash deploy/install-deps.sh)"
 done
+# One run at a time on a machine: the package database, the onceq user,
+# /etc/onceq and /var/lib/onceq are the machine's, and a second run would
+# install over the first's packages, or purge them as an interrupted run's.
+# A run of another checkout waits here for the one under way (at most
+# lock_s), and holds the lock until it exits.
+lock_s=900
+exec {lock_fd}>/run/lock/onceq-package-test.lock
+flock -w "$lock_s" "$lock_fd" ||
+  cannot_run "another run of this test has held /run/lock/onceq-package-test.lock for ${lock_s}s"
+# dpkg, tried again while another process (apt, unattended-upgrades) holds
+# its lock, for at most lock_s; its output in the log given.
+dpkg_run() {
+  local log=$1 end=$((SECONDS + lock_s))
+  shift
+  until dpkg "$@" >"$log" 2>&1; do
+    grep -qi 'lock' "$log" && [ $SECONDS -lt $end ] || return 1
+    sleep 1
+  done
+}
 # A run of this test that was killed (no trap runs on SIGKILL) leaves its
-# package installed, with its mark in /etc/onceq: purge that one.
+# packages installed, with its mark in /etc/onceq: purge those.
 mark=/etc/onceq/.package-test
-status=$(dpkg-query -W -f='${Status}' onceq 2>/dev/null || true)
-if [ -f "$mark" ] && [ -n "$status" ] && [ "$status" != "unknown ok not-installed" ]; then
-  log "an interrupted run of this test left its package ($status): purging it"
-  dpkg -P onceq >/dev/null || cannot_run "could not purge the package an interrupted run left (dpkg -P onceq)"
-  status=$(dpkg-query -W -f='${Status}' onceq 2>/dev/null || true)
+packages=(onceq-testing onceq) # in the order they are removed
+# A package's dpkg status, empty if dpkg has none.
+pkg_status() {
+  local s
+  s=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)
+  [ "$s" = "unknown ok not-installed" ] || echo "$s"
+}
+if [ -f "$mark" ]; then
+  for p in "${packages[@]}"; do
+    status=$(pkg_status "$p")
+    [ -n "$status" ] || continue
+    log "an interrupted run of this test left its package $p ($status): purging it"
+    purge_log=$(mktemp)
+    dpkg_run "$purge_log" -P "$p" ||
+      cannot_run "could not purge the package an interrupted run left (dpkg -P $p): $(tail -3 "$purge_log")"
+    rm -f "$purge_log"
+  done
 fi
-if [ -n "$status" ] && [ "$status" != "unknown ok not-installed" ]; then
-  cannot_run "a package onceq is on this machine already ($status); this test would replace and purge it (dpkg -P onceq first)"
-fi
+for p in "${packages[@]}"; do
+  status=$(pkg_status "$p")
+  [ -z "$status" ] ||
+    cannot_run "a package $p is on this machine already ($status); this test would replace and purge it (dpkg -P $p first)"
+done
 for dir in /var/lib/onceq /etc/onceq; do
   [ ! -e "$dir" ] || cannot_run "$dir exists; purging the package would delete it"
 done
@@ -138,7 +179,10 @@ cleanup() {
       log "could not stop the cluster in $work/pg"
   fi
   if [ "$installed" = 1 ]; then
-    dpkg -P onceq >"$work/cleanup-purge.log" 2>&1 || log "could not purge the package (dpkg -P onceq)"
+    for p in "${packages[@]}"; do
+      [ -z "$(pkg_status "$p")" ] && continue
+      dpkg_run "$work/cleanup-purge-$p.log" -P "$p" || log "could not purge the package (dpkg -P $p)"
+    done
   fi
   if [ "$had_user" = 0 ] && getent passwd onceq >/dev/null; then
     deluser --system --quiet onceq >/dev/null 2>&1 || log "could not remove the onceq user"
@@ -173,15 +217,18 @@ wait_for() {
   done
 }
 
-# ---- build and inspect the package -----------------------------------------
+# ---- build and inspect the packages ----------------------------------------
 
 t0=$SECONDS
-deb=$(bash "$src/deploy/package.sh" "$pkg_build" 2>"$work/package.log") || fail "deploy/package.sh failed"
+debs=$(bash "$src/deploy/package.sh" "$pkg_build" 2>"$work/package.log") || fail "deploy/package.sh failed"
 build_s=$((SECONDS - t0))
+testing_deb=
+{ read -r deb; read -r testing_deb || true; } <<<"$debs"
 case "$(basename "$deb")" in
 onceq_*_amd64.deb) ;;
-*) fail "deploy/package.sh made $deb, not onceq_VERSION_amd64.deb" ;;
+*) fail "deploy/package.sh made $deb first, not onceq_VERSION_amd64.deb" ;;
 esac
+# onceq alone, as production installs it.
 dpkg-deb -x "$deb" "$work/root"
 bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root" >"$work/install-check.log" 2>&1 ||
   fail "the package's files: $(cat "$work/install-check.log")"
@@ -189,9 +236,14 @@ bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root" >"$work/inst
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 libdir=/usr/lib/$multiarch
 units=/usr/lib/systemd/system
-binaries=(onceq-broker onceq-worker onceq onceq-carrier onceq-chaos onceq-test-worker)
+binaries=(onceq-broker onceq-worker onceq)
+# The test tools: a worker that can SIGKILL itself after COMMIT and runs an
+# unguarded grant handler has no place beside the production worker.
+test_tools=(onceq-test-worker onceq-chaos onceq-carrier)
 expected=()
 for b in "${binaries[@]}"; do expected+=("/usr/bin/$b" "/usr/share/man/man1/$b.1.gz"); done
+testing_expected=()
+for b in "${test_tools[@]}"; do testing_expected+=("/usr/bin/$b" "/usr/share/man/man1/$b.1.gz"); done
 for l in libonceq libonceq-worker libonceq-effects; do
   expected+=("$libdir/$l.so" "$libdir/$l.so.0" "$libdir/pkgconfig/${l#lib}.pc")
 done
@@ -204,6 +256,9 @@ expected+=(/usr/share/onceq/pg.sh /usr/share/onceq/sql/0001_points.sql /usr/shar
 for f in "${expected[@]}"; do
   [ -e "$work/root$f" ] || fail "the package has no $f"
 done
+for f in "${testing_expected[@]}"; do
+  [ ! -e "$work/root$f" ] || fail "the onceq package ships $f, a test tool (it belongs in onceq-testing)"
+done
 
 depends=$(dpkg-deb -f "$deb" Depends)
 for d in adduser postgresql-client libzmq5 libczmq4 libpq5 libc6; do
@@ -215,11 +270,17 @@ deb_files=$(dpkg-deb -c "$deb" | grep -vc '^d')
 # ---- install ---------------------------------------------------------------
 
 installed=1
-dpkg -i "$deb" >"$work/dpkg-install.log" 2>&1 || fail "dpkg -i $deb"
+dpkg_run "$work/dpkg-install.log" -i "$deb" || fail "dpkg -i $deb"
 touch "$mark"
 [ "$(dpkg-query -W -f='${Status}' onceq)" = "install ok installed" ] ||
   fail "dpkg says: $(dpkg-query -W -f='${Status}' onceq)"
 dpkg -L onceq | sort >"$work/package-files"
+for b in "${test_tools[@]}"; do
+  if grep -qx "/usr/bin/$b\|/usr/share/man/man1/$b.1.gz" "$work/package-files"; then
+    fail "dpkg -L onceq lists $b, a test tool: $(grep "$b" "$work/package-files" | tr '\n' ' ')"
+  fi
+  [ ! -e "/usr/bin/$b" ] || fail "/usr/bin/$b is there with only the onceq package installed"
+done
 
 entry=$(getent passwd onceq) || fail "no onceq user after dpkg -i"
 IFS=: read -r _ _ uid _ _ home shell <<<"$entry"
@@ -270,6 +331,50 @@ if ! out=$(systemd-analyze verify --man=$man_check "$units/onceq-broker.service"
              "$units/onceq-worker@.service" 2>&1) || [ -n "$out" ]; then
   fail "systemd-analyze verify on the installed units: $out"
 fi
+
+# ---- onceq-testing on top --------------------------------------------------
+
+# The second line of deploy/package.sh; unpacked with onceq under it.
+case "$(basename "${testing_deb:-none}")" in
+onceq-testing_*_amd64.deb) ;;
+*) fail "deploy/package.sh printed '$debs', not onceq_VERSION_amd64.deb and onceq-testing_VERSION_amd64.deb, one a line" ;;
+esac
+[ "$(wc -l <<<"$debs")" = 2 ] || fail "deploy/package.sh printed more than the two packages: $debs"
+dpkg-deb -x "$deb" "$work/root-testing"
+dpkg-deb -x "$testing_deb" "$work/root-testing"
+bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root-testing" \
+  >"$work/install-check-testing.log" 2>&1 ||
+  fail "the packages' files with onceq-testing: $(cat "$work/install-check-testing.log")"
+for f in "${testing_expected[@]}"; do
+  [ -e "$work/root-testing$f" ] || fail "onceq-testing has no $f"
+done
+# onceq-testing holds the test tools and nothing else.
+testing_files=$(dpkg-deb -c "$testing_deb" | grep -v '^d' | sed 's/.* \.\//\//' | sort)
+[ "$testing_files" = "$(printf '%s\n' "${testing_expected[@]}" | sort)" ] ||
+  fail "onceq-testing holds other files than the test tools: $testing_files"
+version=$(dpkg-deb -f "$deb" Version)
+testing_depends=$(dpkg-deb -f "$testing_deb" Depends)
+grep -q "\(^\|, \)onceq (= $version)\(,\|$\)" <<<"$testing_depends" ||
+  fail "onceq-testing does not depend on onceq (= $version): $testing_depends"
+testing_bytes=$(stat -c %s "$testing_deb")
+
+# Installed: its tools load the installed libraries and run.
+dpkg_run "$work/dpkg-install-testing.log" -i "$testing_deb" || fail "dpkg -i $testing_deb"
+[ "$(dpkg-query -W -f='${Status}' onceq-testing)" = "install ok installed" ] ||
+  fail "dpkg says of onceq-testing: $(dpkg-query -W -f='${Status}' onceq-testing)"
+dpkg -L onceq-testing | sort >"$work/testing-files"
+for f in "${testing_expected[@]}"; do
+  [ -e "$f" ] || fail "$f is not installed by onceq-testing"
+done
+for b in "${test_tools[@]}"; do
+  libs=$(ldd "/usr/bin/$b") || fail "ldd /usr/bin/$b"
+  if grep -q 'not found' <<<"$libs"; then fail "/usr/bin/$b: $(grep 'not found' <<<"$libs")"; fi
+  "/usr/bin/$b" --help >"$work/help-$b.log" 2>&1 || fail "/usr/bin/$b --help"
+  if [ "$man_check" = yes ] &&
+     [ "$(man -M /usr/share/man -w "$b" 2>/dev/null)" != "/usr/share/man/man1/$b.1.gz" ]; then
+    fail "man does not find $b(1)"
+  fi
+done
 
 # ---- the database: the installed pg.sh and onceq db migrate ----------------
 
@@ -377,18 +482,22 @@ pg_started=0
 
 # ---- remove, then purge ----------------------------------------------------
 
-# Only what is the package's alone: directories such as /usr/bin stay.
+# Only what is the package's alone: directories such as /usr/bin stay. The
+# files of onceq (package-files), or those of the list given.
 package_left() {
-  local f found=()
+  local f found=() list=${1:-$work/package-files}
   while IFS= read -r f; do
     if [ -d "$f" ] && [ ! -L "$f" ]; then
       case "$f" in /usr/include/onceq | /usr/share/onceq* | /usr/share/doc/onceq*) ;; *) continue ;; esac
     fi
     if [ -e "$f" ] || [ -L "$f" ]; then found+=("$f"); fi
-  done <"$work/package-files"
+  done <"$list"
   echo "${found[*]}"
 }
-dpkg -r onceq >"$work/dpkg-remove.log" 2>&1 || fail "dpkg -r onceq"
+dpkg_run "$work/dpkg-remove-testing.log" -r onceq-testing || fail "dpkg -r onceq-testing"
+left=$(package_left "$work/testing-files")
+[ -z "$left" ] || fail "dpkg -r onceq-testing left files of the package: $left"
+dpkg_run "$work/dpkg-remove.log" -r onceq || fail "dpkg -r onceq"
 left=$(package_left)
 [ -z "$left" ] || fail "dpkg -r left files of the package: $left"
 cache=$(ldconfig -p)
@@ -400,7 +509,7 @@ done
 [ -f /etc/onceq/broker.env ] && [ -f "/etc/onceq/worker-$pool.env" ] && [ -f "$mark" ] ||
   fail "dpkg -r did not keep /etc/onceq"
 
-dpkg -P onceq >"$work/dpkg-purge.log" 2>&1 || fail "dpkg -P onceq"
+dpkg_run "$work/dpkg-purge.log" -P onceq || fail "dpkg -P onceq"
 installed=0
 [ ! -e /var/lib/onceq ] || fail "dpkg -P left /var/lib/onceq"
 [ ! -e /etc/onceq ] || fail "dpkg -P left /etc/onceq"
@@ -410,6 +519,7 @@ left=$(package_left)
 [ -z "$left" ] || fail "dpkg -P left files of the package: $left"
 getent passwd onceq >/dev/null || fail "dpkg -P removed the onceq user; docs/operations.md says it stays"
 
-log "ok: $(basename "$deb"), $deb_bytes bytes, $deb_files files; built in ${build_s}s;" \
+log "ok: $(basename "$deb"), $deb_bytes bytes, $deb_files files, no test tool;" \
+  "$(basename "$testing_deb"), $testing_bytes bytes, the ${#test_tools[@]} test tools; built in ${build_s}s;" \
   "installed, ran noop + grant_points (+1 already_applied) from /usr/bin as onceq, removed and" \
   "purged clean; $((SECONDS - started))s in all"

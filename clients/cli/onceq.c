@@ -16,7 +16,7 @@ typedef struct {
 static const s_command_t s_commands[] = {
     {"dispatch", oq_cmd_dispatch, "queue a job and print its id"},
     {"stats", oq_cmd_stats, "show queues, counters and connected workers"},
-    {"failed", oq_cmd_failed, "failed jobs: list, retry, forget, flush"},
+    {"failed", oq_cmd_failed, "failed jobs: list, retry, forget, flush, prune"},
     {"review", oq_cmd_review, "'review list|show|resolve': jobs whose outcome a person decides"},
     {"job", oq_cmd_job, "'job cancel ID': withdraw a job that waits"},
     {"wait", oq_cmd_wait, "wait until a job has ended: done, failed, review or cancelled"},

@@ -49,6 +49,8 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_ACKS] = "acks",
     [OQ_CMD_WAIT] = "wait",
     [OQ_CMD_WAITED] = "waited",
+    [OQ_CMD_PRUNE_FAILED] = "prune_failed",
+    [OQ_CMD_PRUNED_FAILED] = "pruned_failed",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -655,6 +657,25 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
     case OQ_CMD_FLUSHED:
     case OQ_CMD_REQUEUED_ALL:
         return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
+    case OQ_CMD_PRUNE_FAILED: {
+        bool limited;
+        const msgpack_object *age = oq_proto_map_get(root, "older_than");
+        if (!age)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"older_than\" (seconds)");
+        if (s_seconds_within(ctx, age, "field \"older_than\"", OQ_MIN_PRUNE_AGE_MS,
+                             OQ_MAX_PRUNE_AGE_MS, "", &msg->wait_ms) < 0 ||
+            s_get_name(ctx, root, "queue", false, &msg->name) < 0 ||
+            s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_PRUNE_PER_CALL, &u, &limited) < 0)
+            return -1;
+        msg->limit = limited ? (uint32_t)u : OQ_MAX_PRUNE_PER_CALL;
+        return 0;
+    }
+    case OQ_CMD_PRUNED_FAILED: {
+        const msgpack_object *more = oq_proto_map_get(root, "more");
+        if (more && more->type != MSGPACK_OBJECT_BOOLEAN)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"more\" must be a boolean");
+        return s_get_uint(ctx, root, "count", true, 0, UINT64_MAX, &msg->count, NULL);
+    }
     case OQ_CMD_JOB:
         return s_decode_job(ctx, msg, oq_proto_map_get(root, "job"), true);
     case OQ_CMD_JOBS:
@@ -1347,6 +1368,38 @@ void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint
     oq_proto_begin(&pk, cmd, req, 1);
     oq_proto_pack_cstr(&pk, "count");
     msgpack_pack_uint64(&pk, count);
+}
+
+void oq_proto_encode_prune_failed(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                  int64_t older_than_ms, uint32_t limit)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_PRUNE_FAILED, req, 1 + (queue ? 1 : 0) + (limit ? 1 : 0));
+    oq_proto_pack_cstr(&pk, "older_than");
+    s_pack_seconds(&pk, older_than_ms);
+    if (queue) {
+        oq_proto_pack_cstr(&pk, "queue");
+        oq_proto_pack_cstr(&pk, queue);
+    }
+    if (limit) {
+        oq_proto_pack_cstr(&pk, "limit");
+        msgpack_pack_uint32(&pk, limit);
+    }
+}
+
+void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_PRUNED_FAILED, req, 2);
+    oq_proto_pack_cstr(&pk, "count");
+    msgpack_pack_uint64(&pk, count);
+    oq_proto_pack_cstr(&pk, "more");
+    if (more)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
 }
 
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,

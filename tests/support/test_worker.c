@@ -1,7 +1,9 @@
 /*  test_worker.c: onceq-test-worker, the worker the tests start when they
     need handlers that must never ship in a production binary. It is built
     on the public SDK like any user's worker (oq_worker_main over a
-    registry) and is not installed.
+    registry), and installed only with the other test tools: the testing
+    component, the onceq-testing package beside onceq-chaos, never the
+    production onceq package.
 
     Handlers: the built-ins (noop, sleep, fail, crash), and
       settings {}   logs "settings: database_url=<url> isolation=<level>"

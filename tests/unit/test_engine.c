@@ -1568,6 +1568,120 @@ static void test_flush_and_requeue_all_by_queue(void **state)
     assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 3);
 }
 
+/* prune: what failed more than the age ago goes, of one queue or all, at
+   most limit per call with "more" exact; the age is strict (a job exactly
+   that old stays); each deletion is a FORGOTTEN for the journal; a
+   deletion that cannot be recorded stops the walk and changes nothing. */
+static uint64_t s_prune(ef_fixture_t *f, const char *queue, int64_t older_than_ms, size_t limit,
+                        bool *more)
+{
+    uint64_t count = 99;
+    assert_int_equal(oq_engine_prune_failed(f->engine, queue, older_than_ms, limit, &count, more),
+                     0);
+    return count;
+}
+
+static void test_prune_failed_by_age_in_bounded_steps(void **state)
+{
+    ef_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    const char *queues[5] = {"alpha", "alpha", "beta", "alpha", "beta"};
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = s_dispatch_to(f, "fail", queues[i], 0, 1);
+    oq_worker_t *w = ef_worker(f, 'a', 5);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 5);
+    /* 0, 1, 2 fail at 0 s; 3 and 4 at 5 s (within their lease). */
+    for (int i = 0; i < 3; i++)
+        s_fail_now(f, w, ids[i]);
+    f->time.now = 5000;
+    s_fail_now(f, w, ids[3]);
+    s_fail_now(f, w, ids[4]);
+    oq_engine_set_hooks(f->engine, &hooks);
+    f->time.now = 6000;
+    bool more = true;
+
+    /* Older than 3 s, of beta: job 2 alone. */
+    assert_int_equal(s_prune(f, "beta", 3000, OQ_MAX_PRUNE_PER_CALL, &more), 1);
+    assert_false(more);
+    assert_int_equal(e.count, 1);
+    assert_int_equal(e.event[0], OQ_EVENT_FORGOTTEN);
+    assert_null(oq_engine_job_state(f->engine, ids[2]));
+    assert_string_equal(oq_engine_job_state(f->engine, ids[4]), "failed");
+    assert_int_equal(s_prune(f, "nowhere", 3000, OQ_MAX_PRUNE_PER_CALL, &more), 0);
+    assert_false(more);
+
+    /* Of every queue, one per call: more says another is due, exactly. */
+    assert_int_equal(s_prune(f, NULL, 3000, 1, &more), 1);
+    assert_true(more);
+    assert_int_equal(s_prune(f, NULL, 3000, 1, &more), 1);
+    assert_false(more);
+    assert_null(oq_engine_job_state(f->engine, ids[0]));
+    assert_null(oq_engine_job_state(f->engine, ids[1]));
+    assert_int_equal(s_prune(f, NULL, 3000, 1, &more), 0);
+    assert_false(more);
+    assert_int_equal(e.count, 3);
+
+    /* More than the age, not as old as it: 3 and 4 are exactly 1 s old. */
+    assert_int_equal(s_prune(f, NULL, 1000, OQ_MAX_PRUNE_PER_CALL, &more), 0);
+    assert_string_equal(oq_engine_job_state(f->engine, ids[3]), "failed");
+
+    /* A deletion the journal cannot keep: refused, both jobs stay. */
+    f->time.now = 6001;
+    e.refuse = 1u << OQ_EVENT_FORGOTTEN;
+    uint64_t count = 99;
+    assert_int_equal(oq_engine_prune_failed(f->engine, NULL, 1000, 5, &count, &more), -1);
+    assert_int_equal(count, 0);
+    assert_string_equal(oq_engine_job_state(f->engine, ids[3]), "failed");
+    assert_string_equal(oq_engine_job_state(f->engine, ids[4]), "failed");
+    e.refuse = 0;
+    assert_int_equal(s_prune(f, NULL, 1000, OQ_MAX_PRUNE_PER_CALL, &more), 2);
+    assert_int_equal(oq_engine_queue_count(f->engine), 2);
+    oq_queue_stats_t s;
+    for (size_t q = 0; q < 2; q++) {
+        oq_engine_queue_stats(f->engine, q, &s);
+        assert_int_equal(s.failed, 0);
+    }
+    /* An ack of a pruned job's delivery is attributed, not unknown. */
+    s_ack(f, w, ids[3], 1, OQ_OUTCOME_OK, NULL);
+    assert_int_equal(oq_engine_unknown_acks(f->engine), 0);
+}
+
+/* A failed list restored from a snapshot is in the snapshot's order, not
+   the failures': the walk finds an old job behind a young one. */
+static void test_prune_failed_finds_old_jobs_behind_young_ones(void **state)
+{
+    ef_fixture_t *f = *state;
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t job = {.type = oq_str("fail"),
+                        .queue = oq_str("default"),
+                        .payload = &empty_map,
+                        .payload_len = 1,
+                        .max_tries = 1,
+                        .has_max_tries = true,
+                        .timeout_ms = EF_TIMEOUT_MS,
+                        .has_timeout = true};
+    char reason[128];
+    int64_t wall = oq_clock_wall_ms(&f->clock);
+    const int64_t age_ms[4] = {1000, 60000, 2000, 90000}; /* young, old, young, old */
+    for (uint64_t id = 1; id <= 4; id++) {
+        job.id = id;
+        assert_int_equal(oq_engine_restore(f->engine, &job, 0, reason, sizeof reason), 0);
+        assert_int_equal(oq_engine_restore_failed(f->engine, id, 1, "bad", wall - age_ms[id - 1]),
+                         0);
+    }
+    bool more;
+    assert_int_equal(s_prune(f, NULL, 30000, 1, &more), 1);
+    assert_true(more);
+    assert_int_equal(s_prune(f, NULL, 30000, 1, &more), 1);
+    assert_false(more);
+    assert_null(oq_engine_job_state(f->engine, 2));
+    assert_null(oq_engine_job_state(f->engine, 4));
+    assert_string_equal(oq_engine_job_state(f->engine, 1), "failed");
+    assert_string_equal(oq_engine_job_state(f->engine, 3), "failed");
+}
+
 static void test_cancel_ready_and_delayed_refuses_leased(void **state)
 {
     ef_fixture_t *f = *state;
@@ -2371,6 +2485,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forget_deletes_a_failed_job_and_nothing_else, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_flush_and_requeue_all_by_queue, ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_prune_failed_by_age_in_bounded_steps, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_prune_failed_finds_old_jobs_behind_young_ones,
+                                        ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_ready_and_delayed_refuses_leased, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_horizons_take_the_largest_budget_held, ef_setup,

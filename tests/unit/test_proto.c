@@ -688,6 +688,51 @@ static void test_roundtrip_store_commands(void **state)
     }
     s_decode_bad_text("{v:1, cmd:flushed, req:1}", OQ_ERR_BAD_REQUEST);
 
+    /* prune_failed: an age in seconds, within its bounds; a limit within
+       its, the broker's maximum when absent. */
+    oq_proto_encode_prune_failed(&buf, 10, "mail", 7LL * 24 * 3600 * 1000, 5);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_PRUNE_FAILED);
+    s_str_equal(msg.name, "mail");
+    assert_int_equal(msg.wait_ms, 7LL * 24 * 3600 * 1000);
+    assert_int_equal(msg.limit, 5);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_prune_failed(&buf, 10, NULL, OQ_MIN_PRUNE_AGE_MS, 0);
+    s_decode_ok(&msg, &buf);
+    assert_null(msg.name.ptr);
+    assert_int_equal(msg.wait_ms, OQ_MIN_PRUNE_AGE_MS);
+    assert_int_equal(msg.limit, OQ_MAX_PRUNE_PER_CALL);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    s_decode_text_ok(&msg, "{v:1, cmd:prune_failed, older_than:1.5}");
+    assert_int_equal(msg.wait_ms, 1500);
+    oq_proto_msg_release(&msg);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:0}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:0.5}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:-1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:'7d'}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:315360001}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:60, limit:0}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:60, limit:1001}",
+                      OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:prune_failed, req:1, older_than:60, queue:'a b'}",
+                      OQ_ERR_BAD_REQUEST);
+    for (int more = 0; more < 2; more++) {
+        oq_proto_encode_pruned_failed(&buf, 11, 1000, more);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, OQ_CMD_PRUNED_FAILED);
+        assert_int_equal(msg.count, 1000);
+        const msgpack_object *m = oq_proto_map_get(&msg.root, "more");
+        assert_non_null(m);
+        assert_int_equal(m->via.boolean, more);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:pruned_failed, req:1, count:3, more:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:pruned_failed, req:1, more:false}", OQ_ERR_BAD_REQUEST);
+
     oq_proto_encode_simple(&buf, OQ_CMD_HORIZON, 8);
     s_decode_ok(&msg, &buf);
     assert_int_equal(msg.cmd, OQ_CMD_HORIZON);

@@ -16,9 +16,10 @@ static void test_producer(void **state)
     assert_true(oq_roles_allow(r, OQ_SIDE_FRONT, OQ_CMD_DISPATCH));
     assert_true(oq_roles_allow(r, OQ_SIDE_FRONT, OQ_CMD_PING));
     assert_true(oq_roles_allow(r, OQ_SIDE_FRONT, OQ_CMD_STATS));
-    const oq_cmd_t admin_only[] = {
-        OQ_CMD_FAILED, OQ_CMD_REQUEUE, OQ_CMD_REQUEUE_ALL, OQ_CMD_FORGET,      OQ_CMD_FLUSH,
-        OQ_CMD_CANCEL, OQ_CMD_HORIZON, OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW, OQ_CMD_RESOLVE};
+    const oq_cmd_t admin_only[] = {OQ_CMD_FAILED,  OQ_CMD_REQUEUE,     OQ_CMD_REQUEUE_ALL,
+                                   OQ_CMD_FORGET,  OQ_CMD_FLUSH,       OQ_CMD_CANCEL,
+                                   OQ_CMD_HORIZON, OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW,
+                                   OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED};
     for (size_t i = 0; i < sizeof admin_only / sizeof admin_only[0]; i++)
         assert_false(oq_roles_allow(r, OQ_SIDE_FRONT, admin_only[i]));
     for (oq_cmd_t c = OQ_CMD_READY; c <= OQ_CMD_DISCONNECT; c++)
@@ -46,9 +47,9 @@ static void test_admin(void **state)
     (void)state;
     oq_role_t r = OQ_ROLE_ADMIN;
     const oq_cmd_t front[] = {
-        OQ_CMD_DISPATCH,    OQ_CMD_PING,        OQ_CMD_STATS,  OQ_CMD_FAILED, OQ_CMD_REQUEUE,
-        OQ_CMD_REQUEUE_ALL, OQ_CMD_FORGET,      OQ_CMD_FLUSH,  OQ_CMD_CANCEL, OQ_CMD_HORIZON,
-        OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW, OQ_CMD_RESOLVE};
+        OQ_CMD_DISPATCH,    OQ_CMD_PING,        OQ_CMD_STATS,   OQ_CMD_FAILED,      OQ_CMD_REQUEUE,
+        OQ_CMD_REQUEUE_ALL, OQ_CMD_FORGET,      OQ_CMD_FLUSH,   OQ_CMD_CANCEL,      OQ_CMD_HORIZON,
+        OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW, OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED};
     for (size_t i = 0; i < sizeof front / sizeof front[0]; i++)
         assert_true(oq_roles_allow(r, OQ_SIDE_FRONT, front[i]));
     /* An admin key does not make a worker. */

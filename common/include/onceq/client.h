@@ -124,6 +124,14 @@ int oq_client_flush(oq_client_t *self, const char *queue, int timeout_ms, uint64
  *count gets how many. */
 int oq_client_requeue_all(oq_client_t *self, const char *queue, int timeout_ms, uint64_t *count);
 
+/* Delete failed jobs of queue (NULL: all) that failed more than
+   older_than_ms ago (OQ_MIN_PRUNE_AGE_MS ... OQ_MAX_PRUNE_AGE_MS), at most
+   limit of them (0: the broker's maximum, OQ_MAX_PRUNE_PER_CALL). *count
+   gets how many; *more is true while others of that age remain: call
+   again until it is false. */
+int oq_client_prune_failed(oq_client_t *self, const char *queue, int64_t older_than_ms,
+                           uint32_t limit, int timeout_ms, uint64_t *count, bool *more);
+
 /* Withdraw a ready or delayed job: it is not delivered again. A leased job
    is refused (its effect may be under way). */
 int oq_client_cancel(oq_client_t *self, uint64_t id, int timeout_ms);

@@ -23,6 +23,14 @@
 #define OQ_MAX_BACKOFF_MS      (30LL * 24 * 3600 * 1000)
 #define OQ_MAX_TIMEOUT_MS      (24LL * 3600 * 1000)
 #define OQ_MAX_FAILED_LIST     1000
+/* Pruning the failed store by age (docs/protocol.md, "prune_failed"): one
+   request deletes at most OQ_MAX_PRUNE_PER_CALL jobs (and as many when it
+   names no limit) and says whether more are due, so that a huge store is
+   pruned in steps with the broker's other work between them; the age is
+   OQ_MIN_PRUNE_AGE_MS to OQ_MAX_PRUNE_AGE_MS (ten years). */
+#define OQ_MAX_PRUNE_PER_CALL  1000
+#define OQ_MIN_PRUNE_AGE_MS    1000LL
+#define OQ_MAX_PRUNE_AGE_MS    (3650LL * 24 * 3600 * 1000)
 #define OQ_MAX_WORKER_TYPES    256  /* job types one worker announces in ready */
 #define OQ_MAX_WORKER_QUEUES   32   /* queues one worker serves, in priority order */
 #define OQ_MAX_REVIEW_NOTE_LEN 1024 /* a person's note on a resolution */

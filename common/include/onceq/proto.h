@@ -65,6 +65,10 @@ typedef enum {
     OQ_CMD_ACKS,   /* worker -> broker: acks, to a broker whose welcome allowed them */
     OQ_CMD_WAIT,   /* front: answer once this job has ended, or its timeout has passed */
     OQ_CMD_WAITED, /* its reply: the job's end state, or pending */
+    /* front: delete failed jobs older than an age, a bounded number per
+       request (docs/protocol.md, "prune_failed") */
+    OQ_CMD_PRUNE_FAILED,
+    OQ_CMD_PRUNED_FAILED, /* its reply: count, and more while others are due */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -186,10 +190,10 @@ typedef struct {
     uint64_t id;      /* dispatched, requeue, requeued, forget, forgotten, cancel, cancelled,
                          review_show, resolve, resolved, wait, waited */
     int64_t wait_ms;  /* wait: how long to wait (OQ_DEFAULT_WAIT_MS when absent); dispatch:
-                         its "wait" (has_wait) */
+                         its "wait" (has_wait); prune_failed: its "older_than" */
     bool has_wait;    /* dispatch: answer with "waited" once the job has ended */
     oq_wait_state_t wait_state; /* waited: the job's end state, or pending */
-    uint64_t count;             /* flushed, requeued_all: how many jobs */
+    uint64_t count;             /* flushed, requeued_all, pruned_failed: how many jobs */
     bool unique;     /* dispatched: the id is an earlier job's, holding the same unique_key */
     uint32_t credit; /* ready */
     /* ready: deliveries the worker takes in one "jobs" message (1 when
@@ -202,14 +206,16 @@ typedef struct {
        OQ_MAX_ACKS_PER_MSG) maps, each decoded on its own with
        oq_proto_decode_entry. NULL for other commands. */
     const msgpack_object *entries;
-    oq_str_t name; /* ready: worker name; failed, review, flush, requeue_all: queue filter */
+    oq_str_t name; /* ready: worker name; failed, review, flush, requeue_all, prune_failed:
+                      queue filter */
     uint32_t pid;  /* ready */
     /* ready: the job types the worker handles and the queues it serves (in
        priority order), each a msgpack array of valid names checked against
        OQ_MAX_WORKER_TYPES / OQ_MAX_WORKER_QUEUES; NULL when absent (every
        type, every queue). Read them with oq_proto_list_at. */
     const msgpack_object *types, *queues;
-    uint32_t limit;   /* failed, review; stats: workers listed at most */
+    uint32_t limit;   /* failed, review; stats: workers listed at most; prune_failed
+                         (OQ_MAX_PRUNE_PER_CALL when absent) */
     uint64_t after;   /* failed, review: the cursor's job id (0: from the start); stats: the
                          workers' cursor (workers_next of the previous page) */
     int64_t after_at; /* failed: the cursor's failure time (has_after_at) */
@@ -375,6 +381,16 @@ void oq_proto_encode_queue_op(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, c
 
 /* flushed or requeued_all: how many jobs. */
 void oq_proto_encode_count(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count);
+/* "prune_failed" {older_than, queue?, limit?}: delete up to limit (1 ...
+   OQ_MAX_PRUNE_PER_CALL; 0: leave it out, the broker's maximum) failed
+   jobs of queue (NULL: every queue) that failed more than older_than_ms
+   ago (sent as seconds). */
+void oq_proto_encode_prune_failed(msgpack_sbuffer *buf, int64_t req, const char *queue,
+                                  int64_t older_than_ms, uint32_t limit);
+/* "pruned_failed" {count, more}: how many were deleted, and whether more
+   failed jobs of that age remain (send the request again). The decoder
+   checks "more"; read it with oq_proto_map_get on the reply's root. */
+void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more);
 /* "review": a page of the review store, as failed_cursor (after_at < 0:
    the job id alone). */
 void oq_proto_encode_review_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
