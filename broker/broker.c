@@ -944,9 +944,7 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     /* An asked change the journal cannot keep is not made; any other has
        happened already, and its waiters hear of it (their answers then
        wait for the journal, and are answered "unavailable" if it fails). */
-    if (rc < 0 &&
-        (event == OQ_EVENT_CANCELLED || event == OQ_EVENT_FORGOTTEN ||
-         event == OQ_EVENT_DISPATCHED || event == OQ_EVENT_REQUEUED || event == OQ_EVENT_RESOLVED))
+    if (rc < 0 && oq_engine_asked(event))
         return -1;
     s_ended_t ended = {self, OQ_WAIT_DONE, NULL};
     switch (event) {
