@@ -71,7 +71,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +84,7 @@
 #include "auth.h"
 #include "conns.h"
 #include "keystore.h"
+#include "lease_key.h"
 #include "metrics.h"
 #include "metrics_http.h"
 #include "onceq/flags.h"
@@ -216,51 +216,6 @@ fail:
     if (sock)
         zmq_close(sock);
     return NULL;
-}
-
-/* The lease key from DIR/OQ_LEASE_KEY_FILE, made on the first start. */
-static int s_lease_key(const char *dir, uint8_t key[OQ_LEASE_KEY_BYTES], char *reason,
-                       size_t reason_len)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, OQ_LEASE_KEY_FILE);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, key, OQ_LEASE_KEY_BYTES);
-        close(fd);
-        if (n == OQ_LEASE_KEY_BYTES)
-            return 0;
-        snprintf(reason, reason_len,
-                 "lease key %s is %zd bytes, expected %d (remove it to make a new one; acks of "
-                 "jobs delivered before will then be ignored)",
-                 path, n, OQ_LEASE_KEY_BYTES);
-        return -1;
-    }
-    if (errno != ENOENT)
-        goto fail;
-    if (getrandom(key, OQ_LEASE_KEY_BYTES, 0) != OQ_LEASE_KEY_BYTES)
-        goto fail;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, OQ_JOURNAL_FILE_MODE);
-    if (fd < 0)
-        goto fail;
-    if (write(fd, key, OQ_LEASE_KEY_BYTES) != OQ_LEASE_KEY_BYTES || fsync(fd) < 0) {
-        close(fd);
-        goto fail;
-    }
-    close(fd);
-    if (rename(tmp, path) < 0)
-        goto fail;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
-fail:
-    snprintf(reason, reason_len, "cannot keep the lease key in %s: %s", path, strerror(errno));
-    return -1;
 }
 
 /* Open the journal and read it back into the engine, then let the journal
@@ -447,7 +402,7 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
             return NULL;
         }
     } else if (s_open_journal(self, reason, reason_len) < 0 ||
-               s_lease_key(config->journal.dir, lease_key, reason, reason_len) < 0) {
+               oq_lease_key_load(config->journal.dir, lease_key, reason, reason_len) < 0) {
         oq_broker_destroy(&self);
         return NULL;
     }
