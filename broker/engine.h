@@ -127,6 +127,14 @@ typedef struct {
     void *ctx;
 } oq_engine_hooks_t;
 
+/* Is event one a producer or an operator asks for (dispatched, requeued,
+   forgotten, cancelled, resolved)? Those are reported to the observer
+   before the change, and refused if it cannot record them; every other
+   event reports what already happened (a worker's outcome, a lease that
+   ran out) after the change, which a failed record cannot undo. An
+   observer in front of another asks this to pass on a refusal. */
+bool oq_engine_asked(oq_job_event_t event);
+
 typedef struct {
     const char *name;
     int64_t retry_after_ms, timeout_ms;

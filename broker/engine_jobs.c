@@ -276,7 +276,7 @@ static bool s_legal(oq_eng_state_t from, oq_eng_state_t to, oq_job_event_t event
     return false;
 }
 
-bool oq_eng_asked(oq_job_event_t event)
+bool oq_engine_asked(oq_job_event_t event)
 {
     return event == OQ_EVENT_DISPATCHED || event == OQ_EVENT_REQUEUED ||
            event == OQ_EVENT_FORGOTTEN || event == OQ_EVENT_CANCELLED || event == OQ_EVENT_RESOLVED;
@@ -362,7 +362,7 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
                       oq_eng_enter_t *how)
 {
     assert(s_legal((oq_eng_state_t)job->state, to, event));
-    bool asked = oq_eng_asked(event);
+    bool asked = oq_engine_asked(event);
     if (asked && s_report_ahead(self, job, to, event, how) < 0)
         return -1;
     if (to == OQ_ENG_DONE ||

@@ -53,13 +53,6 @@ void oq_eng_job_free(oq_eng_job_t *job);
    the byte count, freed. */
 void oq_eng_job_unmake(oq_engine_t *self, oq_eng_job_t *job);
 
-/* Is event one a producer or an operator asks for (dispatched, requeued,
-   forgotten, cancelled, resolved)? Those are reported to the observer
-   before the change, and refused if it cannot record them; every other
-   event reports what already happened (a worker's outcome, a lease that
-   ran out) after the change, which a failed record cannot undo. */
-bool oq_eng_asked(oq_job_event_t event);
-
 /* The one place a job changes state (how: what the new state needs; NULL
    where it needs nothing). A job entering OQ_ENG_DONE is freed. The
    observer hears of every change but a lease (see oq_engine_pump). 0, or

@@ -1,26 +1,20 @@
-/*  roles.h: who may send what. With keys (--keys), every peer's public key
-    belongs to one role, and every command has the roles that may send it:
-    the table s_command_roles in roles.c is the one place that says so.
+/*  roles.h: the roles a peer's key can have. With keys (--keys), every
+    peer's public key belongs to one role (keystore.h), and every command
+    names the roles that may send it in the roles column of the broker's
+    command table (commands.c, the one place that says so):
 
-        producer   front: dispatch, ping, stats
+        producer   front: dispatch, ping, stats, wait
         worker     back:  every worker command (ready, heartbeat, ack,
-                          touch, drain, disconnect, and any added later)
-        admin      front: every command (the failed store: list, requeue,
-                          forget, flush, prune by age; cancel; the review
-                          store: list, show, resolve; the prune horizon;
-                          and any added later)
+                          acks, touch, drain, disconnect, status)
+        admin      front: every command (the producers' and the failed
+                          store: list, requeue, forget, flush,
+                          requeue_all, prune by age; cancel; the review
+                          store: list, show, resolve; the prune horizon)
 
-    A command missing from the table falls to the rule of its socket:
-    admin-only on the front, worker-only on the back, so that a command
-    added later is never open to a producer by accident. Which socket a
-    command belongs on is checked before this (broker.c); this says only
-    whether the sender's role may send it. */
+    A command has one row, so a command added later is open to no role
+    until its row names one. */
 #ifndef ONCEQ_BROKER_ROLES_H
 #define ONCEQ_BROKER_ROLES_H
-
-#include <stdbool.h>
-
-#include "onceq/proto.h"
 
 typedef enum {
     OQ_ROLE_NONE = 0, /* no role: an unknown or revoked key */
@@ -38,9 +32,5 @@ const char *oq_role_name(oq_role_t role);
 
 /* The plural, for the key directories and messages: "producers", ... */
 const char *oq_role_plural(oq_role_t role);
-
-/* True if a peer of role may send cmd on side. OQ_ROLE_NONE may send
-   nothing. */
-bool oq_roles_allow(oq_role_t role, oq_side_t side, oq_cmd_t cmd);
 
 #endif

@@ -7,7 +7,13 @@
 #   - the points and shipments apps and the onceq tool include only public
 #     headers of the layers below (onceq/... from an include/ directory)
 #     and their own;
-#   - nothing under common/ refers to a target or a source under worker/.
+#   - nothing under common/ refers to a target or a source under worker/;
+#   - inside the broker (docs/design.md, "Where each concept lives"): the
+#     engine (broker/engine*.c/h) and the leaf structures it is built on
+#     include only engine headers, leaf structures and public headers;
+#     neither the engine nor the journal (journal, record, replay, compact,
+#     lease_key) includes the loop: broker.h, broker_internal.h, the
+#     command table (commands.h) or zmq.h.
 #
 #   bash tests/layers.sh SOURCE_DIR
 set -uo pipefail
@@ -51,6 +57,44 @@ done < <(includes clients/cli/*.c clients/cli/*.h)
 
 if grep -rnE 'onceq_points|onceq_worker|onceq_effects|worker/' common/ >&2; then
   say "common/ refers to the worker or the layers above it (lines above)"
+fi
+
+# The broker's leaf structures: data structures and hashes over plain
+# memory, which the engine builds on and which know nothing of it.
+leaves="heap idmap idset list unique overlap dedupe siphash histogram review_log throttle"
+leaf() {
+  local name=${1%.h}
+  case " $leaves " in *" $name "*) return 0 ;; esac
+  return 1
+}
+# broker/ files of the engine and of its leaves, as they exist.
+engine_files=$(ls broker/engine*.c broker/engine*.h 2>/dev/null)
+for name in $leaves; do
+  for f in "broker/$name.c" "broker/$name.h"; do [ -f "$f" ] && engine_files="$engine_files $f"; done
+done
+journal_files=$(ls broker/journal.[ch] broker/record.[ch] broker/replay.[ch] broker/compact.[ch] \
+  broker/lease_key.[ch] 2>/dev/null)
+
+# shellcheck disable=SC2086
+while IFS=: read -r file header; do
+  case $header in engine*.h) continue ;; esac
+  leaf "$header" && continue
+  public "$header" && continue
+  say "$file includes $header: the engine and its leaf structures include only engine headers (engine*.h), leaf structures ($leaves) and public headers"
+done < <(includes $engine_files)
+
+# shellcheck disable=SC2086
+while IFS=: read -r file header; do
+  case $header in
+    broker.h | broker_internal.h | commands.h | gate*.h | front*.h | back*.h | waits.h | report.h)
+      say "$file includes $header: the engine and the journal must not know the broker's loop" ;;
+  esac
+done < <(includes $engine_files $journal_files)
+
+# (czmq's containers are fine; its sockets and libzmq's are the loop's.)
+# shellcheck disable=SC2086
+if grep -HnE '^#include <zmq\.h>' $engine_files $journal_files >&2; then
+  say "the engine or the journal includes zmq.h (lines above): sockets are the loop's"
 fi
 
 [ "$bad" -eq 0 ] && echo "layers: the dependencies run one way"
