@@ -55,7 +55,8 @@ final class Worker
     /** @var callable(string): void */
     private $log;
 
-    private ?Connection $connection = null;
+    private ?Link $connection = null;
+    private bool $keeper;
     private float $lastHeard = 0.0;
     private float $lastSent = 0.0;
     private bool $stopping = false;
@@ -68,10 +69,12 @@ final class Worker
     /**
      * @param array{name?: string, queues?: list<string>, heartbeat_ms?: int, max_jobs?: int,
      *              key?: string, public_key?: string, secret_key?: string, broker_key?: string,
-     *              log?: callable(string): void} $options
+     *              keeper?: bool, log?: callable(string): void} $options
      *        queues: highest priority first (default: every queue);
      *        heartbeat_ms: until the broker's welcome says (default 1000);
      *        max_jobs: return from run() after this many jobs (default: never);
+     *        keeper: hold the connection in a keeper process (KeeperLink), which
+     *        heartbeats while a handler blocks in one long C call (default false);
      *        log: one line per event (default: to STDERR)
      */
     public function __construct(private string $endpoint = self::DEFAULT_ENDPOINT, array $options = [])
@@ -81,6 +84,7 @@ final class Worker
         $this->queues = array_values($options['queues'] ?? []);
         $this->heartbeatMs = (int)($options['heartbeat_ms'] ?? 1000);
         $this->maxJobs = isset($options['max_jobs']) ? (int)$options['max_jobs'] : null;
+        $this->keeper = (bool)($options['keeper'] ?? false);
         $this->log = $options['log'] ?? static function (string $line): void {
             fwrite(STDERR, $line . "\n");
         };
@@ -180,9 +184,22 @@ final class Worker
         }
     }
 
+    /** Close the link to the broker now, without draining (stop() drains). Idempotent. */
+    public function close(): void
+    {
+        $this->connection?->close();
+        $this->connection = null;
+    }
+
+    public function __destruct()
+    {
+        $this->close();
+    }
+
     private function connect(): void
     {
-        $this->connection = new Connection($this->endpoint, $this->curve);
+        $this->connection = $this->keeper ? new KeeperLink($this->endpoint, $this->curve) :
+            new Connection($this->endpoint, $this->curve);
         $this->lastHeard = microtime(true);
         $this->sendReady(1);
     }
