@@ -19,6 +19,9 @@ packages=(
   dpkg-dev file help2man adduser systemd
   # clients/php (the PHP client and worker) and its php.client test
   php-cli php-zmq php-msgpack php-pgsql phpunit
+  # clients/laravel (the Laravel queue driver) and its php.laravel test:
+  # Debian's Laravel 8 (php-illuminate-*) and sqlite for its app's extras
+  php-laravel-framework php-sqlite3
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )
