@@ -16,6 +16,7 @@ return [
         Illuminate\Encryption\EncryptionServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
         Illuminate\Queue\QueueServiceProvider::class,
+        Illuminate\Redis\RedisServiceProvider::class,
         Onceq\Laravel\OnceqServiceProvider::class,
         App\Providers\TestHooksProvider::class,
     ],
