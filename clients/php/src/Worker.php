@@ -29,10 +29,12 @@ use Onceq\Protocol\Unreadable;
  *   checks the job's timeout: a handler past it gets the ack `timeout`
  *   and the process exits with status 3 (run it under a supervisor:
  *   systemd, supervisord), as onceq-worker does. The alarm cuts sleep()
- *   and usleep() in a handler short. A handler that blocks in one C call
- *   (a query, an HTTP request) past the broker's liveness misses its
- *   heartbeats until it returns: its lease goes back, and its late ack
- *   still completes the job (keep effects guarded).
+ *   and usleep() in a handler short. Without the keeper, a handler that
+ *   blocks in one C call (a query, an HTTP request) past the broker's
+ *   liveness misses its heartbeats until it returns: its lease goes back,
+ *   and its late ack still completes the job (keep effects guarded). With
+ *   'keeper' => true a keeper process (KeeperLink) holds the connection
+ *   and heartbeats through such calls.
  * - SIGTERM/SIGINT drain: the broker sends nothing more, the current job
  *   finishes and is acked, then the worker disconnects and run() returns 0.
  */
