@@ -202,6 +202,7 @@ final class LaravelQueueTest extends TestCase
         $id = $this->push((new Probe('tries', 'throw', 0, 2, null, [1]))->onQueue('t-tries'));
         $this->startWorker('tries', ['--queue=t-tries']);
         $this->assertSame('failed', $this->waitJob($id)['state']);
+        $this->waitUntil(fn () => count($this->runs('tries')) === 3, "Laravel's failed()");
         $runs = $this->runs('tries');
         $this->assertSame([1, 2, 0], array_map(static fn ($r) => (int)$r->attempt, $runs));
         $this->assertGreaterThanOrEqual(1.0, $runs[1]->started_at - $runs[0]->started_at, 'backoff [1]');
@@ -235,6 +236,8 @@ final class LaravelQueueTest extends TestCase
         $failed = $this->push((new Probe('fail', 'fail', 0, 5))->onQueue('t-release'));
         $this->startWorker('release', ['--queue=t-release']);
         $this->assertSame('failed', $this->waitJob($failed)['state']);
+        // Laravel acks (delete()) before it calls failed(): the broker may answer first.
+        $this->waitUntil(fn () => count($this->runs('fail')) === 2, "Laravel's failed()");
         $this->assertSame([1, 0], array_map(static fn ($r) => (int)$r->attempt, $this->runs('fail')));
         $this->assertSame('LogicException: probe fail gave up', $this->failedJob($failed)['error']);
 
@@ -410,5 +413,62 @@ final class LaravelQueueTest extends TestCase
             $out, $rc);
         $this->assertSame(0, $rc, implode("\n", $out));
         $this->assertMatchesRegularExpression('/t-size.*2/', implode("\n", $out));
+    }
+
+    /** Queue names and keys onceq does not allow are mapped, never refused; bulk() sends each job. */
+    public function testNamesOnceqDoesNotAllowAreMapped(): void
+    {
+        $this->queue()->bulk([new Probe('names-1'), new Probe('names-2')], '', 'emails/high');
+        $long = str_repeat('k', 200);
+        $ids = [];
+        Event::listen(JobQueued::class, static function (JobQueued $e) use (&$ids): void {
+            $ids[] = (string)$e->id;
+        });
+        UniqueProbe::dispatch($long)->onQueue('emails/high');
+        UniqueProbe::dispatch($long)->onQueue('emails/high');
+        $this->assertCount(2, $ids);
+        $this->assertSame($ids[0], $ids[1], 'a 200-byte unique key, hashed, still holds');
+        $this->assertSame(3, $this->queue()->size('emails/high'));
+        $this->startWorker('names', ['--queue=emails/high']);
+        $this->assertSame('done', $this->waitJob($ids[0])['state']);
+        $this->waitUntil(fn () => count($this->runs('names-1')) === 1 && count($this->runs('names-2')) === 1,
+            'the bulk jobs running');
+        $this->assertCount(1, $this->runs($long));
+    }
+
+    /** A last try lost to its worker's death, where no PHP ran failed(), is in the failed store queue:failed reads. */
+    public function testALastTryLostToWorkerDeathIsInTheFailedStore(): void
+    {
+        $id = $this->push((new Probe('death', 'sleep', 30, 1))->onQueue('t-death'));
+        $w = $this->startWorker('death', ['--queue=t-death']);
+        $this->waitUntil(fn () => count($this->runs('death')) === 1, 'the job starting');
+        $this->assertSame(137, $this->stopWorker($w, SIGKILL));
+        $this->assertSame('failed', $this->waitJob($id)['state']);
+        $this->assertStringContainsString('worker died', $this->failedJob($id)['error']);
+        exec(escapeshellarg(PHP_BINARY) . ' ' . escapeshellarg(self::artisan()) . ' queue:failed 2>&1', $out, $rc);
+        $this->assertSame(0, $rc, implode("\n", $out));
+        $this->assertMatchesRegularExpression("/\\b$id\\b.*t-death.*App.Jobs.Probe/", implode("\n", $out));
+    }
+
+    /** One ack per delivery: a job that releases and then throws on its last try stays decided by the release. */
+    public function testTheFirstDecisionStands(): void
+    {
+        $before = (int)($this->queueStats('t-first')['ignored_acks'] ?? 0);
+        $id = $this->push((new Probe('first', 'release_throw', 0, 1))->onQueue('t-first'));
+        $this->startWorker('first', ['--queue=t-first']);
+        $this->assertSame('failed', $this->waitJob($id)['state']);
+        $this->assertStringContainsString('released by the job', $this->failedJob($id)['error']);
+        $this->waitUntil(fn () => count($this->runs('first')) === 2, "Laravel's failed() after the throw");
+        $this->assertSame($before, (int)$this->queueStats('t-first')['ignored_acks'], 'no second ack was sent');
+    }
+
+    /** --once with a queue list: the list grows as pop() sees names, and a job of a later queue runs. */
+    public function testOnceServesTheWholeList(): void
+    {
+        $id = $this->push((new Probe('once'))->onQueue('t-once-b'));
+        $w = $this->startWorker('once', ['--once', '--queue=t-once-a,t-once-b']);
+        $this->assertSame(0, $this->waitExit($w));
+        $this->assertSame('done', $this->waitJob($id)['state']);
+        $this->assertCount(1, $this->runs('once'));
     }
 }

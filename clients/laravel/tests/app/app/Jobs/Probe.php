@@ -12,7 +12,8 @@ use Illuminate\Support\Facades\DB;
  * A job for the tests: records each run in probe_runs (name, attempt, pid,
  * start and end), then does what $mode says: ok, throw, release (after
  * $seconds), fail, sleep ($seconds of PHP sleep), pg_sleep ($seconds inside
- * one C call, a query). failed() records a row with attempt 0.
+ * one C call, a query), release_throw (release, then throw: two decisions
+ * for one delivery). failed() records a row with attempt 0.
  */
 class Probe implements ShouldQueue
 {
@@ -49,6 +50,9 @@ class Probe implements ShouldQueue
                     usleep((int)min(100_000, $left * 1e6));
                 }
                 break;
+            case 'release_throw':
+                $this->release(0);
+                throw new \RuntimeException("probe {$this->name} threw after its release");
             case 'pg_sleep':
                 DB::select('SELECT pg_sleep(?)', [$this->seconds]);
                 break;
