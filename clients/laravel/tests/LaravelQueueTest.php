@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 namespace Onceq\Laravel\Tests;
 
+use App\Jobs\FailOnTimeoutProbe;
 use App\Jobs\GrantOrderPointsJob;
 use App\Jobs\OverlapProbe;
 use App\Jobs\Probe;
@@ -470,5 +471,38 @@ final class LaravelQueueTest extends TestCase
         $this->assertSame(0, $this->waitExit($w));
         $this->assertSame('done', $this->waitJob($id)['state']);
         $this->assertCount(1, $this->runs('once'));
+    }
+
+    /** failOnTimeout: Laravel fails the job at its first timeout, and the broker's store has it at once. */
+    public function testFailOnTimeout(): void
+    {
+        $id = $this->push((new FailOnTimeoutProbe('fail-on-timeout', 'sleep', 30, 3, 2))->onQueue('t-fot'));
+        $w = $this->startWorker('fot', ['--queue=t-fot']);
+        $this->assertSame(137, $this->waitExit($w));
+        $this->assertSame('failed', $this->waitJob($id)['state']);
+        // Laravel 8 fails it with MaxAttemptsExceededException, 9+ with TimeoutExceededException.
+        $this->assertMatchesRegularExpression('/(MaxAttempts|Timeout)ExceededException/', $this->failedJob($id)['error']);
+        $this->assertSame(1, $this->failedJob($id)['attempt'], 'failed at its first timeout, with tries left');
+        $this->assertSame([1, 0], array_map(static fn ($r) => (int)$r->attempt, $this->runs('fail-on-timeout')));
+    }
+
+    /** No credit is out while queue:work sleeps: a job dispatched meanwhile waits ready, and runs at attempt 1. */
+    public function testNoCreditWhileTheWorkerSleeps(): void
+    {
+        $this->startWorker('sleepy', ['--queue=t-sleepy', '--sleep=5']);
+        $this->waitUntil(function () {
+            foreach ($this->queue()->client()->stats(100)['workers'] ?? [] as $w) {
+                if ($w['name'] === 'laravel-sleepy' && $w['credit'] === 0) {
+                    return true; // its pop() found nothing and gave the credit back: it sleeps
+                }
+            }
+            return false;
+        }, 'the worker asleep with no credit');
+        $id = $this->push((new Probe('sleepy'))->onQueue('t-sleepy'));
+        usleep(500_000);
+        $q = $this->queueStats('t-sleepy');
+        $this->assertSame([1, 0], [$q['ready'], $q['leased']], 'ready, leased to nobody');
+        $this->assertSame('done', $this->waitJob($id)['state']);
+        $this->assertSame([1], array_map(static fn ($r) => (int)$r->attempt, $this->runs('sleepy')));
     }
 }
