@@ -115,6 +115,11 @@ final class WorkerLink
             $this->listChanged = true;
         }
         $fresh = false;
+        if ($this->link !== null && !$this->link->isOpen()) {
+            $this->link = null; // its keeper died: the broker gave our leases back; register anew
+            $this->creditOut = 0;
+            $this->kept = [];
+        }
         if ($this->link === null || $this->listChanged) {
             $this->reopen();
             $fresh = true;

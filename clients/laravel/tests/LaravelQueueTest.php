@@ -10,6 +10,7 @@ use App\Jobs\Probe;
 use App\Jobs\UniqueProbe;
 use Illuminate\Contracts\Console\Kernel;
 use Illuminate\Queue\Events\JobQueued;
+use Illuminate\Support\Facades\Bus;
 use Illuminate\Support\Facades\Cache;
 use Illuminate\Support\Facades\DB;
 use Illuminate\Support\Facades\Event;
@@ -504,5 +505,29 @@ final class LaravelQueueTest extends TestCase
         $this->assertSame([1, 0], [$q['ready'], $q['leased']], 'ready, leased to nobody');
         $this->assertSame('done', $this->waitJob($id)['state']);
         $this->assertSame([1], array_map(static fn ($r) => (int)$r->attempt, $this->runs('sleepy')));
+    }
+
+    /** A chain: the worker pushes the next job itself, with the connection's producer key. */
+    public function testAChainRunsInOrder(): void
+    {
+        Bus::chain([new Probe('chain-1'), new Probe('chain-2')])->onConnection('onceq')->onQueue('t-chain')->dispatch();
+        $this->startWorker('chain', ['--queue=t-chain']);
+        $this->waitUntil(fn () => count($this->runs('chain-2')) === 1, 'the chain ending');
+        $this->assertLessThan($this->runs('chain-2')[0]->started_at, $this->runs('chain-1')[0]->started_at);
+    }
+
+    /** A keeper that dies is replaced at the next pop(): the worker registers again and runs the next job. */
+    public function testAWorkerOutlivesItsKeeper(): void
+    {
+        $w = $this->startWorker('orphan', ['--queue=t-orphan']);
+        $keeper = null;
+        $this->waitUntil(function () use ($w, &$keeper) {
+            $keeper = (int)trim((string)shell_exec('pgrep -P ' . (int)$w['pid']));
+            return $keeper > 0;
+        }, 'the keeper started');
+        posix_kill($keeper, SIGKILL);
+        $id = $this->push((new Probe('orphan'))->onQueue('t-orphan'));
+        $this->assertSame('done', $this->waitJob($id)['state']);
+        $this->assertTrue(proc_get_status($w['proc'])['running'], 'the same worker process');
     }
 }

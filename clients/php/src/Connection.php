@@ -168,6 +168,11 @@ final class Connection implements Link
         $this->close();
     }
 
+    public function isOpen(): bool
+    {
+        return $this->socket !== null;
+    }
+
     /**
      * Close the socket now (what it had not sent goes, unless flush() gave
      * it a linger); later sends return false and receives null. Idempotent.

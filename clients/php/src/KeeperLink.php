@@ -113,6 +113,11 @@ final class KeeperLink implements Link
         $this->process = null; // not proc_close(): it would wait for a keeper still flushing
     }
 
+    public function isOpen(): bool
+    {
+        return is_resource($this->process) && is_resource($this->fromKeeper);
+    }
+
     public function close(): void
     {
         if (!is_resource($this->process)) {

@@ -23,4 +23,7 @@ interface Link
 
     /** Close now; idempotent. */
     public function close(): void;
+
+    /** False once closed, or once the other end is gone (a keeper that died). */
+    public function isOpen(): bool;
 }
