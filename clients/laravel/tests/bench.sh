@@ -21,6 +21,10 @@ WORKER_COUNTS=${WORKER_COUNTS:-"1 4"}
 DRIVERS=${DRIVERS:-"onceq database redis"}
 RUN_DEADLINE_S=300
 artisan=$src/clients/laravel/tests/app/artisan
+if [[ " $DRIVERS " == *" redis "* ]] && ! { command -v redis-server >/dev/null && php -m | grep -qx redis; }; then
+  echo "bench: skipping the redis driver: redis-server or php-redis is missing (ONCEQ_WITH_BENCH=1 deploy/install-deps.sh)" >&2
+  DRIVERS=${DRIVERS//redis/}
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-laravel-bench-XXXXXX")
 chmod 755 "$work"
@@ -44,8 +48,10 @@ psql "$url" -qc "CREATE TABLE jobs (id bigserial PRIMARY KEY, queue varchar(255)
   CREATE INDEX jobs_queue_index ON jobs (queue);"
 
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
-pids+=($!)
+if [[ " $DRIVERS " == *" redis "* ]]; then
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
+  pids+=($!)
+fi
 
 "$bin/onceq" keygen --dir "$work/keys" broker >/dev/null 2>&1
 for n in app admin w; do "$bin/onceq" keygen --dir "$work/me" "$n" >/dev/null 2>&1; done
