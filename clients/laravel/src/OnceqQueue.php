@@ -37,6 +37,8 @@ class OnceqQueue extends Queue implements QueueContract
 {
     public const DEFAULT_TYPE = 'laravel';
     public const DEFAULT_BLOCK_FOR_S = 1.0;
+    /** How long a request waits for each answer (the client sends it 3 times in all). */
+    public const DEFAULT_TIMEOUT_MS = 5000;
     /** max_tries for a job Laravel lets run for ever ($tries = 0, or retryUntil alone): the broker's most. */
     public const UNLIMITED_TRIES = 1000;
     /** The most backoff steps the broker keeps (docs/protocol.md §2). */
@@ -72,7 +74,7 @@ class OnceqQueue extends Queue implements QueueContract
     public function client(): Client
     {
         return $this->client ??= new Client((string)($this->config['front'] ?? Client::DEFAULT_ENDPOINT),
-            self::keys($this->config, 'key') + ['timeout_ms' => (int)($this->config['timeout_ms'] ?? 5000)]);
+            self::keys($this->config, 'key') + ['timeout_ms' => (int)($this->config['timeout_ms'] ?? self::DEFAULT_TIMEOUT_MS)]);
     }
 
     /** An admin client (config 'admin_key'), for clear() and the failed store; a ConfigException without one. */
@@ -82,7 +84,7 @@ class OnceqQueue extends Queue implements QueueContract
             throw new ConfigException("onceq: the connection needs 'admin_key' (a key in the broker's admins/) for this");
         }
         return new Client((string)($this->config['front'] ?? Client::DEFAULT_ENDPOINT),
-            self::keys($this->config, 'admin_key') + ['timeout_ms' => (int)($this->config['timeout_ms'] ?? 5000)]);
+            self::keys($this->config, 'admin_key') + ['timeout_ms' => (int)($this->config['timeout_ms'] ?? self::DEFAULT_TIMEOUT_MS)]);
     }
 
     /** @return array{key?: string, broker_key?: string} */
@@ -102,7 +104,8 @@ class OnceqQueue extends Queue implements QueueContract
     /** Laravel 12+'s size methods (13's contract). */
     public function pendingSize($queue = null)
     {
-        return $this->counts($queue)['ready'] + $this->counts($queue)['waiting'];
+        $counts = $this->counts($queue);
+        return $counts['ready'] + $counts['waiting'];
     }
 
     public function delayedSize($queue = null)

@@ -37,6 +37,8 @@ final class WorkerLink
 {
     /** A kept job that waited this long is touched before it runs (onceq-worker's rule). */
     public const TOUCH_AFTER_S = 0.25;
+    /** How long a leaving link's last frames (a timeout ack, disconnect) get to reach the broker. */
+    public const LEAVE_FLUSH_MS = 2000;
     private const NAME_PATTERN = '/^[A-Za-z0-9_.:\-]{1,64}$/';
 
     /** @var list<\WeakReference<self>> every link of the process, for WorkerStopping */
@@ -195,7 +197,7 @@ final class WorkerLink
         }
         $this->kept = [];
         $this->send(['cmd' => 'disconnect']);
-        $this->link->flush(2000);
+        $this->link->flush(self::LEAVE_FLUSH_MS);
         $this->link = null;
         $this->creditOut = 0;
     }
