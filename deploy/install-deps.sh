@@ -19,6 +19,10 @@ packages=(
   dpkg-dev file help2man adduser systemd
   # clients/php (the PHP client and worker) and its php.client test
   php-cli php-zmq php-msgpack php-pgsql phpunit
+  # clients/laravel (the Laravel queue driver) and its php.laravel test:
+  # Debian's Laravel 8 (php-illuminate-*); its app's database is PostgreSQL
+  # (php-pgsql, above)
+  php-laravel-framework
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )
@@ -27,6 +31,8 @@ packages=(
 # hiredis for redis-bench (built when libhiredis-dev is found).
 if [ "${ONCEQ_WITH_BENCH:-0}" = 1 ]; then
   packages+=(beanstalkd redis-server libhiredis-dev)
+  # clients/laravel/tests/bench.sh: Laravel's Redis driver through phpredis
+  packages+=(php-redis)
 fi
 
 missing=()

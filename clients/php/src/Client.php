@@ -216,6 +216,22 @@ final class Client
         return $this->request('stats', $fields, 'stats');
     }
 
+    /**
+     * Close the socket now. The client stays usable: the next request opens
+     * a fresh one. Call it when done (a shutdown hook closes whatever is
+     * left open, so a process never hangs at exit in zmq_ctx_term).
+     */
+    public function close(): void
+    {
+        $this->connection?->close();
+        $this->connection = null;
+    }
+
+    public function __destruct()
+    {
+        $this->close();
+    }
+
     /** True once the broker answers a ping; a TimeoutException otherwise. */
     public function ping(): bool
     {

@@ -29,10 +29,12 @@ use Onceq\Protocol\Unreadable;
  *   checks the job's timeout: a handler past it gets the ack `timeout`
  *   and the process exits with status 3 (run it under a supervisor:
  *   systemd, supervisord), as onceq-worker does. The alarm cuts sleep()
- *   and usleep() in a handler short. A handler that blocks in one C call
- *   (a query, an HTTP request) past the broker's liveness misses its
- *   heartbeats until it returns: its lease goes back, and its late ack
- *   still completes the job (keep effects guarded).
+ *   and usleep() in a handler short. Without the keeper, a handler that
+ *   blocks in one C call (a query, an HTTP request) past the broker's
+ *   liveness misses its heartbeats until it returns: its lease goes back,
+ *   and its late ack still completes the job (keep effects guarded). With
+ *   'keeper' => true a keeper process (KeeperLink) holds the connection
+ *   and heartbeats through such calls.
  * - SIGTERM/SIGINT drain: the broker sends nothing more, the current job
  *   finishes and is acked, then the worker disconnects and run() returns 0.
  */
@@ -55,7 +57,8 @@ final class Worker
     /** @var callable(string): void */
     private $log;
 
-    private ?Connection $connection = null;
+    private ?Link $connection = null;
+    private bool $keeper;
     private float $lastHeard = 0.0;
     private float $lastSent = 0.0;
     private bool $stopping = false;
@@ -68,10 +71,12 @@ final class Worker
     /**
      * @param array{name?: string, queues?: list<string>, heartbeat_ms?: int, max_jobs?: int,
      *              key?: string, public_key?: string, secret_key?: string, broker_key?: string,
-     *              log?: callable(string): void} $options
+     *              keeper?: bool, log?: callable(string): void} $options
      *        queues: highest priority first (default: every queue);
      *        heartbeat_ms: until the broker's welcome says (default 1000);
      *        max_jobs: return from run() after this many jobs (default: never);
+     *        keeper: hold the connection in a keeper process (KeeperLink), which
+     *        heartbeats while a handler blocks in one long C call (default false);
      *        log: one line per event (default: to STDERR)
      */
     public function __construct(private string $endpoint = self::DEFAULT_ENDPOINT, array $options = [])
@@ -81,6 +86,7 @@ final class Worker
         $this->queues = array_values($options['queues'] ?? []);
         $this->heartbeatMs = (int)($options['heartbeat_ms'] ?? 1000);
         $this->maxJobs = isset($options['max_jobs']) ? (int)$options['max_jobs'] : null;
+        $this->keeper = (bool)($options['keeper'] ?? false);
         $this->log = $options['log'] ?? static function (string $line): void {
             fwrite(STDERR, $line . "\n");
         };
@@ -180,9 +186,22 @@ final class Worker
         }
     }
 
+    /** Close the link to the broker now, without draining (stop() drains). Idempotent. */
+    public function close(): void
+    {
+        $this->connection?->close();
+        $this->connection = null;
+    }
+
+    public function __destruct()
+    {
+        $this->close();
+    }
+
     private function connect(): void
     {
-        $this->connection = new Connection($this->endpoint, $this->curve);
+        $this->connection = $this->keeper ? new KeeperLink($this->endpoint, $this->curve) :
+            new Connection($this->endpoint, $this->curve);
         $this->lastHeard = microtime(true);
         $this->sendReady(1);
     }

@@ -114,11 +114,11 @@ final class FleetTest extends TestCase
     }
 
     /** Start examples/points-worker.php on queue "php"; its PID goes to run.sh's list too. */
-    private function startWorker(string $name, array $env = [], ?string $insecureBack = null): array
+    private function startWorker(string $name, array $env = [], ?string $insecureBack = null, array $flags = []): array
     {
         $log = self::env('ONCEQ_TEST_WORK') . "/$name.log";
         $cmd = [PHP_BINARY, __DIR__ . '/../../examples/points-worker.php', '--broker', $insecureBack ?? self::env('ONCEQ_TEST_BACK'),
-                '--database', self::env('ONCEQ_TEST_DATABASE'), '--name', $name, '--queue', 'php'];
+                '--database', self::env('ONCEQ_TEST_DATABASE'), '--name', $name, '--queue', 'php', ...$flags];
         if ($insecureBack === null) {
             array_push($cmd, '--key', self::env('ONCEQ_TEST_ME') . '/php-worker.key_secret',
                 '--broker-key', self::env('ONCEQ_TEST_KEYS') . '/broker.key');
@@ -248,6 +248,29 @@ final class FleetTest extends TestCase
         $this->assertSame(1, $this->grants(3001));
         $this->assertGreaterThanOrEqual(1, $this->statsOf('queues', 'php')['redelivered']);
         $this->assertSame(0, $this->stopWorker($rescuer, SIGTERM));
+    }
+
+    /**
+     * A grant that blocks 5 s in one query (pg_sleep) at liveness 3 s: with
+     * the keeper the worker is not found silent, its lease stays, and the job
+     * runs once, where without it the broker gave the lease to the spare.
+     */
+    public function testAKeeperHoldsTheLeaseThroughALongCCall(): void
+    {
+        $before = $this->statsOf('queues', 'php');
+        $slow = $this->startWorker('php-slow', ['ONCEQ_PHP_TEST_SLOW_QUERY_S' => '5'], null, ['--keeper']);
+        $id = $this->client()->dispatch('grant_points', ['order_id' => 5101, 'customer_id' => 5, 'points' => 40], ['queue' => 'php']);
+        $this->waitFor('the slow worker took the job', fn () => ($this->statsOf('queues', 'php')['leased'] ?? 0) === 1);
+        $spare = $this->startWorker('php-spare');
+        $this->waitFor('the grant acked applied at attempt 1', fn () => str_contains(
+            (string)file_get_contents($slow['log']), "job $id type=grant_points attempt=1 outcome=ok result=applied"));
+        $after = $this->statsOf('queues', 'php');
+        $this->assertSame($before['redelivered'] ?? 0, $after['redelivered'], 'no redelivery' . $this->logs());
+        $this->assertSame($before['late_acks'] ?? 0, $after['late_acks']);
+        $this->assertStringNotContainsString("job $id ", (string)file_get_contents($spare['log']));
+        $this->assertSame(40, $this->balance(5));
+        $this->assertSame(0, $this->stopWorker($slow, SIGTERM));
+        $this->assertSame(0, $this->stopWorker($spare, SIGTERM));
     }
 
     private static function freePort(): int
