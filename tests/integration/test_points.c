@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include "harness.h"
+#include "payloads.h"
 
 #define S_CUSTOMERS 50
 
@@ -91,12 +92,7 @@ static void s_grant_payload(msgpack_sbuffer *buf, uint64_t order, uint64_t custo
     msgpack_sbuffer_clear(buf);
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 3 + (hook ? 1 : 0) + (hook2 ? 1 : 0));
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, customer);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, points);
+    oq_payload_pack_grant(&pk, order, customer, points);
     if (hook) {
         oq_proto_pack_cstr(&pk, hook);
         msgpack_pack_uint64(&pk, hook_value);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_TYPE "request_shipment"
@@ -187,20 +188,7 @@ static uint64_t s_ship(it_t *it, uint64_t order, const char *address, uint32_t q
 {
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "address");
-    oq_proto_pack_cstr(&pk, address);
-    oq_proto_pack_cstr(&pk, "items");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 2);
-    oq_proto_pack_cstr(&pk, "sku");
-    oq_proto_pack_cstr(&pk, "MUG-1");
-    oq_proto_pack_cstr(&pk, "qty");
-    msgpack_pack_uint32(&pk, qty);
+    oq_payload_shipment(&buf, order, address, "MUG-1", qty);
     oq_job_msg_t options = {.max_tries = max_tries,
                             .has_max_tries = true,
                             .timeout_ms = (int64_t)(timeout_s * 1000),
