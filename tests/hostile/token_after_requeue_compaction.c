@@ -24,6 +24,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "payloads.h"
 
 #define S_COMPACT_MIN_BYTES "65536"
 #define S_FILLER_BYTES      8000 /* payload of a filler job: the file passes the minimum in ~9 */
@@ -101,15 +102,9 @@ static uint64_t s_fenced_acks(it_t *it)
 static void s_compact(it_t *it)
 {
     size_t started = it_log_count(it, "broker", "compacting the journal");
-    static char pad[S_FILLER_BYTES];
-    memset(pad, 'x', sizeof pad);
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    msgpack_pack_str_with_body(&pk, pad, sizeof pad);
+    oq_payload_pad(&payload, S_FILLER_BYTES);
     oq_job_msg_t filler = {.type = oq_str("noop"),
                            .queue = oq_str("filler"),
                            .payload = (const uint8_t *)payload.data,

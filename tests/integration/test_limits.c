@@ -67,21 +67,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static long s_rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    fclose(f);
-    assert_true(kib > 0);
-    return kib;
-}
-
 /* Dispatch one job with a payload of blob_len bytes; returns the reply's
    command, with the error code and text in *code and text. */
 static oq_cmd_t s_dispatch_blob(it_t *it, const char *type, size_t blob_len, uint64_t *id,
@@ -151,7 +136,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     pid_t broker = it_start_broker(it, flags);
     assert_true(broker > 0);
     assert_int_equal(s_broker_u64(it, "max_bytes"), S_MAX_BYTES);
-    long rss_start = s_rss_kib(broker);
+    long rss_start = it_rss_kib(broker);
 
     uint64_t accepted = 0, id;
     oq_err_t code = OQ_ERR_NONE;
@@ -179,7 +164,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
                          OQ_CMD_ERROR);
         assert_int_equal(code, OQ_ERR_FULL);
     }
-    long rss_full = s_rss_kib(broker);
+    long rss_full = it_rss_kib(broker);
     print_message("flood: %llu accepted, %llu bytes held, RSS %ld KiB at start, %ld KiB at full\n",
                   (unsigned long long)accepted, (unsigned long long)held, rss_start, rss_full);
     if (S_RSS_BOUNDED)

@@ -26,6 +26,7 @@
 #include <zmq.h>
 
 #include "onceq/paths.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_POLL_MS      20
@@ -261,6 +262,24 @@ int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms)
     return -1;
 }
 
+int it_recv(void *sock, oq_msg_t *msg, int timeout_ms)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, timeout_ms) != 1)
+        return -1;
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    assert_true(zmq_msg_recv(&frame, sock, 0) >= 0);
+    oq_err_t code;
+    char why[256];
+    int rc =
+        oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why, sizeof why);
+    zmq_msg_close(&frame);
+    if (rc != 0)
+        fail_msg("an undecodable message: %s", why);
+    return 0;
+}
+
 void *it_socket(it_t *self, int type, const char *endpoint)
 {
     return it_socket_as(self, strcmp(endpoint, self->back) == 0 ? IT_ROLE_WORKER : IT_ROLE_ADMIN,
@@ -430,6 +449,27 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value)
     msgpack_pack_map(&pk, 1);
     oq_proto_pack_cstr(&pk, key);
     msgpack_pack_uint64(&pk, value);
+}
+
+oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err_t *code)
+{
+    msgpack_sbuffer payload, request;
+    msgpack_sbuffer_init(&payload);
+    msgpack_sbuffer_init(&request);
+    oq_payload_pad(&payload, pad_bytes);
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .payload = (const uint8_t *)payload.data,
+                        .payload_len = payload.size};
+    int64_t req = it_req(self);
+    oq_proto_encode_dispatch(&request, req, &job);
+    oq_msg_t reply;
+    assert_int_equal(it_call(self, &request, req, &reply, timeout_ms), 0);
+    oq_cmd_t cmd = reply.cmd;
+    *code = reply.err_code;
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_destroy(&payload);
+    msgpack_sbuffer_destroy(&request);
+    return cmd;
 }
 
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
@@ -688,6 +728,35 @@ void it_expect_output(char *out, const char *needle)
     if (!strstr(out, needle))
         fail_msg("expected \"%s\" in: %s", needle, out);
     free(out);
+}
+
+long it_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    assert_true(kib > 0);
+    return kib;
+}
+
+unsigned it_metrics_port(it_t *self)
+{
+    assert_int_equal(it_wait_log(self, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
+    char *log = it_read_log(self, "broker");
+    const char *at = strstr(log, "metrics: GET");
+    assert_non_null(at);
+    at = strstr(at, "(port ");
+    assert_non_null(at);
+    unsigned port = (unsigned)strtoul(at + 6, NULL, 10);
+    free(log);
+    assert_true(port > 0);
+    return port;
 }
 
 size_t it_log_count(it_t *self, const char *log, const char *needle)

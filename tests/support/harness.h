@@ -109,6 +109,11 @@ void it_send(void *sock, msgpack_sbuffer *buf);
    are skipped. */
 int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms);
 
+/* The next message of any command on a raw socket within timeout_ms,
+   decoded: 0 with *msg (release it); -1 if none came, or fail the test if
+   it does not decode. */
+int it_recv(void *sock, oq_msg_t *msg, int timeout_ms);
+
 /* Close a socket of it_socket or it_socket_as before it_destroy would. */
 void it_close_socket(it_t *self, void *sock);
 
@@ -175,6 +180,12 @@ uint64_t it_dispatch(it_t *self, const char *type, const msgpack_sbuffer *payloa
 
 /* Build a payload map with one unsigned field. */
 void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
+
+/* Dispatch one "noop" job whose payload pads it to about pad_bytes
+   (oq_payload_pad) and wait up to timeout_ms for the reply: its command
+   (DISPATCHED, or ERROR with the code in *code). Fails the test if no
+   reply came. */
+oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err_t *code);
 
 /* The broker's whole stats reply (docs/protocol.md §5), asked on the
    fixture's admin socket: 0 with *reply (release it), or -1 if no stats
@@ -257,6 +268,15 @@ int64_t it_sql_int(it_t *self, const char *sql);
 
 /* Kill every process this fixture started (not the database). */
 void it_kill_all(it_t *self);
+
+/* The resident set (VmRSS) of process pid in KiB; fails the test if it
+   cannot be read. */
+long it_rss_kib(pid_t pid);
+
+/* The port the broker's log says it serves metrics on (a broker started
+   with --metrics HOST:0); fails the test if the log does not say it within
+   IT_WAIT_MS. */
+unsigned it_metrics_port(it_t *self);
 
 /* Count occurrences of needle in a log. */
 size_t it_log_count(it_t *self, const char *log, const char *needle);
