@@ -102,20 +102,6 @@ static uint64_t s_flood(it_t *it, uint64_t from, uint64_t to, bool with_key, uin
     return other;
 }
 
-static uint64_t s_journal_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *journal = oq_proto_map_get(&reply.root, "journal");
-    assert_non_null(journal);
-    const msgpack_object *v = oq_proto_map_get(journal, key);
-    if (!v)
-        fail_msg("stats journal.%s is missing", key);
-    uint64_t value = v->via.u64;
-    oq_proto_msg_release(&reply);
-    return value;
-}
-
 /* The value of a metric without labels, scraped from the broker. */
 static double s_metric(it_t *it, const char *name)
 {
@@ -155,8 +141,8 @@ static void test_a_shrunken_dedupe_window_is_reported(void **state)
     assert_int_equal(s_flood(it, S_IDS - S_RESENT, S_IDS, false, holder), 0);
     /* The oldest: each one not recognised queued a job, and must be told. */
     uint64_t requeued = s_flood(it, 0, S_RESENT, false, holder);
-    uint64_t evicted = s_journal_u64(it, "dedupe_evicted");
-    uint64_t held_ms = s_journal_u64(it, "dedupe_window_held_ms");
+    uint64_t evicted = it_stat(it, "journal", "dedupe_evicted");
+    uint64_t held_ms = it_stat(it, "journal", "dedupe_window_held_ms");
     double held_s = s_metric(it, "onceq_dedupe_window_held_seconds");
     size_t warned = it_log_count(it, "broker", "dispatch ids: ");
     print_message("%llu of the %d oldest ids queued again; %llu evicted, window held %llu ms "

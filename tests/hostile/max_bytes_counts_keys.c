@@ -126,19 +126,6 @@ static uint64_t s_fill(it_t *it, int shape, int round)
     return accepted;
 }
 
-static uint64_t s_broker_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
-    assert_non_null(broker);
-    const msgpack_object *v = oq_proto_map_get(broker, key);
-    assert_non_null(v);
-    uint64_t value = v->via.u64;
-    oq_proto_msg_release(&reply);
-    return value;
-}
-
 static void s_check_bounded(it_t *it, const char *shape, uint64_t accepted)
 {
     long rss = it_rss_kib(it->broker);
@@ -146,7 +133,7 @@ static void s_check_bounded(it_t *it, const char *shape, uint64_t accepted)
                   (unsigned long long)accepted, rss, S_MAX_BYTES / 1024, S_RSS_CONSTANT_KIB);
     if (S_RSS_BOUNDED)
         assert_true(rss <= S_MAX_BYTES / 1024 + S_RSS_CONSTANT_KIB);
-    assert_true(s_broker_u64(it, "held_bytes") <= S_MAX_BYTES);
+    assert_true(it_broker_stat(it, "held_bytes") <= S_MAX_BYTES);
 }
 
 static void s_fresh_broker(it_t *it)

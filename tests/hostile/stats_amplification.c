@@ -128,8 +128,6 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
         assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
         oq_msg_t job;
         assert_int_equal(it_expect(worker, OQ_CMD_JOB, &job, S_JOB_WAIT_MS), 0);
-        msgpack_sbuffer buf;
-        msgpack_sbuffer_init(&buf);
         oq_ack_msg_t ack = {.id = job.job.id,
                             .attempt = job.job.attempt,
                             .outcome = OQ_OUTCOME_OK,
@@ -137,9 +135,7 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
                             .credit = 1,
                             .lease = job.job.lease,
                             .has_lease = job.job.has_lease};
-        oq_proto_encode_ack(&buf, &ack);
-        it_send(worker, &buf);
-        msgpack_sbuffer_destroy(&buf);
+        it_send_ack(worker, &ack);
         oq_proto_msg_release(&job);
         done++;
     }

@@ -38,19 +38,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-/* A raw worker on the back socket that serves every type, credit 1. */
-static void *s_worker(it_t *it)
-{
-    void *sock = it_socket(it, ZMQ_DEALER, it->back);
-    assert_non_null(sock);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "hostile", 1);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
-    return sock;
-}
-
 /* The next delivery on sock: its attempt and lease token. */
 static void s_take(void *sock, uint64_t id, uint32_t *attempt, uint64_t *lease)
 {
@@ -73,11 +60,7 @@ static void s_ack(void *sock, uint64_t id, uint32_t attempt, uint64_t lease, oq_
                         .credit = 0,
                         .lease = lease,
                         .has_lease = true};
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(sock, &ack);
 }
 
 static bool s_failed_one(const it_stats_t *s, const void *arg)
@@ -127,7 +110,7 @@ static void test_an_old_token_is_fenced_after_requeue_compaction_and_restart(voi
     assert_true(it_start_broker(it, flags) > 0);
 
     /* Delivered, noted, failed. */
-    void *first = s_worker(it);
+    void *first = it_worker_socket(it, IT_ROLE_WORKER, 1, "hostile");
     oq_job_msg_t once = {.max_tries = 1, .has_max_tries = true};
     uint64_t id = it_dispatch(it, "noop", NULL, &once);
     uint32_t attempt;
@@ -152,7 +135,7 @@ static void test_an_old_token_is_fenced_after_requeue_compaction_and_restart(voi
     assert_int_equal(s.ready, 1);
 
     /* Taken anew: a token of its own, and the old one's ok changes nothing. */
-    void *second = s_worker(it);
+    void *second = it_worker_socket(it, IT_ROLE_WORKER, 1, "hostile");
     uint64_t new_lease;
     s_take(second, id, &attempt, &new_lease);
     assert_int_equal(attempt, 1);

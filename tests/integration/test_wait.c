@@ -111,21 +111,6 @@ static void s_expect_refused(void *sock, int64_t req, uint64_t id, int64_t timeo
     oq_proto_msg_release(&msg);
 }
 
-/* A raw worker: registered with credit 1, welcomed. */
-static void *s_worker(it_t *it)
-{
-    void *w = it_socket(it, ZMQ_DEALER, it->back);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "raw", 1);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
-    oq_msg_t msg;
-    assert_int_equal(it_expect(w, OQ_CMD_WELCOME, &msg, S_CALL_MS), 0);
-    oq_proto_msg_release(&msg);
-    return w;
-}
-
 /* The raw worker takes its next job (it must be job id) and reports
    outcome with error text, giving its credit back. */
 static void s_take(void *w, uint64_t id, oq_msg_t *job)
@@ -145,11 +130,7 @@ static void s_report(void *w, const oq_msg_t *job, oq_outcome_t outcome, const c
         .lease = job->job.lease,
         .has_lease = true,
     };
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(w, &ack);
 }
 
 /* Dispatch a job of type noop on queue "default" with max_tries 1 (and a
@@ -170,7 +151,7 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     oq_msg_t job;
 
@@ -341,7 +322,7 @@ static void test_stats_count_the_waits_held(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     assert_int_equal(s_waits_held(producer, 1), 0);
 
@@ -434,7 +415,7 @@ static void test_dispatch_with_wait_answers_once(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     oq_msg_t job, msg;
 

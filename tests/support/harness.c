@@ -296,6 +296,30 @@ void *it_socket_as(it_t *self, it_role_t role, int type, const char *endpoint)
     return sock;
 }
 
+void *it_worker_socket(it_t *self, it_role_t role, uint32_t credit, const char *name)
+{
+    void *sock = it_socket_as(self, role, ZMQ_DEALER, self->back);
+    assert_non_null(sock);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ready(&buf, credit, name, 1);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+    oq_msg_t msg;
+    assert_int_equal(it_expect(sock, OQ_CMD_WELCOME, &msg, IT_WAIT_MS), 0);
+    oq_proto_msg_release(&msg);
+    return sock;
+}
+
+void it_send_ack(void *sock, const oq_ack_msg_t *ack)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ack(&buf, ack);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 void it_close_socket(it_t *self, void *sock)
 {
     for (size_t i = 0; i < self->socket_count; i++) {
@@ -472,6 +496,20 @@ oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err
     return cmd;
 }
 
+uint64_t it_fill_disk(it_t *self, size_t pad_bytes, uint64_t max_jobs, int timeout_ms)
+{
+    oq_err_t code = OQ_ERR_NONE;
+    uint64_t accepted = 0;
+    while (accepted < max_jobs &&
+           it_dispatch_padded(self, pad_bytes, timeout_ms, &code) == OQ_CMD_DISPATCHED)
+        accepted++;
+    assert_true(accepted < max_jobs);
+    assert_int_equal(code, OQ_ERR_UNAVAILABLE);
+    print_message("the volume filled after %llu accepted dispatches\n",
+                  (unsigned long long)accepted);
+    return accepted;
+}
+
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
 {
     msgpack_sbuffer buf;
@@ -487,18 +525,23 @@ int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
     return 0;
 }
 
-uint64_t it_broker_stat(it_t *self, const char *key)
+uint64_t it_stat(it_t *self, const char *section, const char *key)
 {
     oq_msg_t reply;
-    if (it_stats_reply(self, &reply, S_CALL_MS) < 0)
-        fail_msg("no stats reply for broker.%s", key);
-    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, "broker"), key);
+    if (it_stats_reply(self, &reply, IT_WAIT_MS) < 0)
+        fail_msg("no stats reply for %s.%s", section, key);
+    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, section), key);
     bool found = o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
     uint64_t value = found ? o->via.u64 : 0;
     oq_proto_msg_release(&reply);
     if (!found)
-        fail_msg("stats has no broker.%s", key);
+        fail_msg("stats has no %s.%s", section, key);
     return value;
+}
+
+uint64_t it_broker_stat(it_t *self, const char *key)
+{
+    return it_stat(self, "broker", key);
 }
 
 void it_cancel(it_t *self, uint64_t id)
@@ -757,6 +800,22 @@ unsigned it_metrics_port(it_t *self)
     free(log);
     assert_true(port > 0);
     return port;
+}
+
+void it_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
+{
+    for (const char *p = strstr(log, "job "); p; p = strstr(p + 1, "job ")) {
+        char *end;
+        unsigned long long id = strtoull(p + 4, &end, 10);
+        if (end == p + 4 || *end != ' ')
+            continue;
+        const char *eol = strchr(p, '\n');
+        const char *ok = strstr(p, "outcome=ok");
+        if (!ok || (eol && ok > eol))
+            continue;
+        if (id >= first_id && id < first_id + n)
+            counts[id - first_id]++;
+    }
 }
 
 size_t it_log_count(it_t *self, const char *log, const char *needle)

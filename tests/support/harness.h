@@ -114,6 +114,14 @@ int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms);
    it does not decode. */
 int it_recv(void *sock, oq_msg_t *msg, int timeout_ms);
 
+/* A raw worker: a DEALER on the back socket as role, registered with
+   "ready" (credit, name), returned once the broker's welcome came (fails
+   the test if none came within IT_WAIT_MS). Closed by it_destroy. */
+void *it_worker_socket(it_t *self, it_role_t role, uint32_t credit, const char *name);
+
+/* Encode an ack and send it on a raw worker socket (asserting it went). */
+void it_send_ack(void *sock, const oq_ack_msg_t *ack);
+
 /* Close a socket of it_socket or it_socket_as before it_destroy would. */
 void it_close_socket(it_t *self, void *sock);
 
@@ -187,13 +195,22 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
    reply came. */
 oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err_t *code);
 
+/* Fill the broker's disk: it_dispatch_padded until a dispatch is refused.
+   Fails the test unless the refusal came before max_jobs were accepted
+   and says "unavailable" (the disk reserve). Returns the jobs accepted. */
+uint64_t it_fill_disk(it_t *self, size_t pad_bytes, uint64_t max_jobs, int timeout_ms);
+
 /* The broker's whole stats reply (docs/protocol.md §5), asked on the
    fixture's admin socket: 0 with *reply (release it), or -1 if no stats
    reply came within timeout_ms (nothing to release). */
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
 
-/* One counter of the stats reply's "broker" map (e.g. "fenced_acks");
-   fails the test if no stats reply came or the counter is missing. */
+/* One counter of the stats reply's map section ("broker", "journal"),
+   e.g. it_stat(it, "journal", "dedupe_hits"); fails the test if no stats
+   reply came within IT_WAIT_MS or the counter is missing. */
+uint64_t it_stat(it_t *self, const char *section, const char *key);
+
+/* it_stat of the "broker" map (e.g. "fenced_acks"). */
 uint64_t it_broker_stat(it_t *self, const char *key);
 
 /* Cancel job id as an admin (docs/protocol.md, "cancel"); fail the test
@@ -277,6 +294,10 @@ long it_rss_kib(pid_t pid);
    with --metrics HOST:0); fails the test if the log does not say it within
    IT_WAIT_MS. */
 unsigned it_metrics_port(it_t *self);
+
+/* Count a worker log's "job ID ... outcome=ok" lines per id: counts[i]
+   for id first_id + i, i < n; other ids are passed over. */
+void it_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n);
 
 /* Count occurrences of needle in a log. */
 size_t it_log_count(it_t *self, const char *log, const char *needle);

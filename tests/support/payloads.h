@@ -23,6 +23,9 @@ void oq_payload_grant(msgpack_sbuffer *buf, uint64_t order, uint64_t customer, u
 void oq_payload_shipment(msgpack_sbuffer *buf, uint64_t order, const char *address, const char *sku,
                          uint64_t qty);
 
+/* Clear buf and pack {b: a binary of bytes zero bytes} into it. */
+void oq_payload_blob(msgpack_sbuffer *buf, size_t bytes);
+
 /* Clear buf and pack {pad: a string of bytes 'x'} into it. */
 void oq_payload_pad(msgpack_sbuffer *buf, size_t bytes);
 
