@@ -147,12 +147,7 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
 static void test_fat_registrations_keep_stats_small(void **state)
 {
     it_t *it = *state;
-    /* Silent workers stay registered for the test's life. The fleet opens
-       its connections from one address faster than a real one would, so
-       the cap on one address's connections in their handshake is off. */
-    const char *flags[] = {"--no-journal", "--heartbeat-ms",          "60000", "--liveness",
-                           "10",           "--max-handshakes-per-ip", "0",     NULL};
-    assert_true(it_start_broker(it, flags) > 0);
+    it_fleet_broker(it);
 
     static char type_names[S_FAT_TYPES][OQ_MAX_NAME_LEN + 1];
     static char queue_names[S_FAT_QUEUES][OQ_MAX_NAME_LEN + 1];

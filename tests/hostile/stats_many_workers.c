@@ -67,12 +67,7 @@ static int s_raw_stats(it_t *it, uint64_t after, uint32_t limit, zmq_msg_t *msg,
 static void test_stats_with_the_most_workers(void **state)
 {
     it_t *it = *state;
-    /* Silent workers stay registered for the test's life. The fleet opens
-       its connections from one address faster than a real one would, so
-       the cap on one address's connections in their handshake is off. */
-    const char *flags[] = {"--no-journal", "--heartbeat-ms",          "60000", "--liveness",
-                           "10",           "--max-handshakes-per-ip", "0",     NULL};
-    assert_true(it_start_broker(it, flags) > 0);
+    it_fleet_broker(it);
     msgpack_sbuffer ready;
     msgpack_sbuffer_init(&ready);
     oq_proto_encode_ready_routed(&ready, 0, "worker-host-01", 4242, s_types, S_COUNT(s_types),
