@@ -147,6 +147,19 @@ static uint64_t s_dispatch(it_t *it, int64_t delay_ms)
     return id;
 }
 
+/* The ends a raw worker gives a job, each with the error it reports and
+   what a wait for the job answers. */
+enum { S_DONE, S_FAILED, S_REVIEW, S_ENDS };
+static const struct {
+    oq_outcome_t outcome;
+    const char *error; /* the worker's, and the one the wait answers with */
+    oq_wait_state_t state;
+} s_ends[S_ENDS] = {
+    [S_DONE] = {OQ_OUTCOME_OK, NULL, OQ_WAIT_DONE},
+    [S_FAILED] = {OQ_OUTCOME_FAIL, "the order does not exist", OQ_WAIT_FAILED},
+    [S_REVIEW] = {OQ_OUTCOME_REVIEW, "carrier timed out", OQ_WAIT_REVIEW},
+};
+
 static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
 {
     it_t *it = *state;
@@ -155,32 +168,19 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     oq_msg_t job;
 
-    /* (i) done: the wait is held while the job is leased. */
-    uint64_t done_id = s_dispatch(it, 0);
-    s_take(w, done_id, &job);
-    s_send_wait(producer, 1, done_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_OK, NULL);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
-    oq_proto_msg_release(&job);
-
-    /* failed for good, with its error */
-    uint64_t failed_id = s_dispatch(it, 0);
-    s_take(w, failed_id, &job);
-    s_send_wait(producer, 2, failed_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_FAIL, "the order does not exist");
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
-    oq_proto_msg_release(&job);
-
-    /* to review, with the handler's reason */
-    uint64_t review_id = s_dispatch(it, 0);
-    s_take(w, review_id, &job);
-    s_send_wait(producer, 3, review_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_REVIEW, "carrier timed out");
-    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
-    oq_proto_msg_release(&job);
+    /* (i) done, failed for good with its error, to review with the
+       handler's reason: each wait is held while the job is leased. */
+    uint64_t ended[S_ENDS];
+    for (int e = 0; e < S_ENDS; e++) {
+        ended[e] = s_dispatch(it, 0);
+        s_take(w, ended[e], &job);
+        s_send_wait(producer, 1 + e, ended[e], S_LONG_MS);
+        s_expect_quiet(producer);
+        s_report(w, &job, s_ends[e].outcome, s_ends[e].error);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, S_CALL_MS);
+        oq_proto_msg_release(&job);
+    }
+    const uint64_t done_id = ended[S_DONE], failed_id = ended[S_FAILED];
 
     /* cancelled by an admin while it waits for its delay */
     uint64_t cancelled_id = s_dispatch(it, 600000);
@@ -201,12 +201,10 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     s_expect_waited(producer, live_id, OQ_WAIT_PENDING, NULL, S_CALL_MS);
 
     /* (iii) ended already: answered at once, as it ended */
-    s_send_wait(producer, 7, done_id, S_LONG_MS);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
-    s_send_wait(producer, 8, failed_id, S_LONG_MS);
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
-    s_send_wait(producer, 9, review_id, S_LONG_MS);
-    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
+    for (int e = 0; e < S_ENDS; e++) {
+        s_send_wait(producer, 7 + e, ended[e], S_LONG_MS);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, S_CALL_MS);
+    }
     s_send_wait(producer, 10, cancelled_id, S_LONG_MS);
     s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
     s_expect_refused(producer, 11, live_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
@@ -260,10 +258,10 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     it_signal(it->broker, SIGKILL);
     assert_true(it_wait_exit(it->broker, IT_WAIT_MS) >= 0);
     assert_true(it_start_broker(it, NULL) > 0);
-    s_send_wait(producer, 20, done_id, S_LONG_MS);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, IT_WAIT_MS);
-    s_send_wait(producer, 21, failed_id, S_LONG_MS);
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
+    for (int e = S_DONE; e <= S_FAILED; e++) {
+        s_send_wait(producer, 20 + e, ended[e], S_LONG_MS);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, IT_WAIT_MS);
+    }
     s_expect_refused(producer, 22, after_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
     /* the job leased before the restart is ready again: waited for, and done by a worker */
     s_send_wait(producer, 23, after_id, S_LONG_MS);
