@@ -19,24 +19,15 @@
 
 #define S_CUSTOMERS 50
 
-static it_t *s_it;
-
 static int s_group_setup(void **state)
 {
-    s_it = it_new("points");
-    if (!s_it || it_start_pg(s_it) < 0)
+    it_t *it = it_new_pg("points");
+    if (!it)
         return -1;
-    s_it->stats_type = "grant_points";
+    it->stats_type = "grant_points";
     setenv("ONCEQ_TEST_HOOKS", "1", 1);
-    it_use_worker(s_it, "onceq-test-worker");
-    *state = s_it;
-    return 0;
-}
-
-static int s_group_teardown(void **state)
-{
-    (void)state;
-    it_destroy(&s_it);
+    it_use_worker(it, "onceq-test-worker");
+    *state = it;
     return 0;
 }
 
@@ -58,12 +49,6 @@ static int s_setup(void **state)
              "SELECT g, 0 FROM generate_series(1, %d) g",
              S_CUSTOMERS);
     it_sql(it, sql);
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    it_kill_all(*state);
     return 0;
 }
 
@@ -323,12 +308,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_failure_after_commit_is_retried_without_double_grant,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_read_committed, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_repeatable_read, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_kill_after_commit_before_ack, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_same_order_dispatched_twice, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_many_workers_many_redispatches, s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_read_committed, s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_repeatable_read, s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_after_commit_before_ack, s_setup,
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_same_order_dispatched_twice, s_setup,
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_many_workers_many_redispatches, s_setup,
+                                        it_kill_teardown),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, s_group_setup, it_teardown);
 }

@@ -139,8 +139,8 @@ static s_carrier_view_t s_carrier_order(uint64_t order)
 static int s_group_setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    s_it = it_new("shipments");
-    if (!s_it || it_start_pg(s_it) < 0)
+    s_it = it_new_pg("shipments");
+    if (!s_it)
         return -1;
     s_it->stats_type = S_TYPE;
     *state = s_it;
@@ -163,12 +163,6 @@ static int s_setup(void **state)
     s_carrier_port = oq_support_free_port();
     snprintf(s_carrier_url, sizeof s_carrier_url, "http://127.0.0.1:%d", s_carrier_port);
     s_carrier_start("1");
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    it_kill_all(*state);
     return 0;
 }
 
@@ -598,25 +592,28 @@ static void test_review_resolved_as_retry_runs_again(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_created_then_replayed_confirms, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_created_then_replayed_confirms, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_carrier_4xx_fails_with_its_reason, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_5xx_is_retried_with_backoff, s_setup, s_teardown),
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_5xx_is_retried_with_backoff, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_refused_connection_is_retried_then_fails, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_dropped_reply_is_retried_with_the_same_key, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_timeout_after_sending_is_retried_with_the_same_key,
-                                        s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_key_reused_with_another_body_goes_to_review, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_another_shipment_for_the_key_goes_to_review, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_input_is_refused_clearly, s_setup, s_teardown),
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input_is_refused_clearly, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_after_the_last_try_goes_to_review_and_is_kept,
-                                        s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_review_resolved_as_retry_runs_again, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
 }

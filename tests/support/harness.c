@@ -231,6 +231,20 @@ int it_teardown(void **state)
     return 0;
 }
 
+it_t *it_new_pg(const char *name)
+{
+    it_t *self = it_new(name);
+    if (self && it_start_pg(self) < 0)
+        it_destroy(&self);
+    return self;
+}
+
+int it_kill_teardown(void **state)
+{
+    it_kill_all(*state);
+    return 0;
+}
+
 void it_send(void *sock, msgpack_sbuffer *buf)
 {
     assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);

@@ -92,6 +92,16 @@ void it_destroy(it_t **self_p);
    made with it_new). Returns 0. */
 int it_teardown(void **state);
 
+/* it_new with a PostgreSQL cluster of its own started (it_start_pg), for
+   a group of tests that share both; NULL, with nothing left running, if
+   either failed. */
+it_t *it_new_pg(const char *name);
+
+/* A cmocka teardown for a test of a group that shares the fixture in
+   *state: it_kill_all, so that the next test starts no process behind.
+   Returns 0. */
+int it_kill_teardown(void **state);
+
 /* A socket of the given type connected to endpoint, linger 0, closed by
    it_destroy (so a failed assertion cannot leave the context hanging).
    With CURVE it speaks as the admin on the front, the worker on the back. */
