@@ -236,20 +236,10 @@ static void test_fat_registrations_keep_stats_small(void **state)
         oq_msg_t reply;
         assert_int_equal(it_call(it, &req, id, &reply, S_STATS_WAIT_MS), 0);
         msgpack_sbuffer_destroy(&req);
-        assert_int_equal(reply.cmd, OQ_CMD_STATS);
-        const msgpack_object *workers = oq_proto_map_get(&reply.root, "workers");
-        assert_non_null(workers);
-        assert_true(workers->via.array.size > 0);
-        listed += workers->via.array.size;
-        pages++;
-        const msgpack_object *next = oq_proto_map_get(&reply.root, "workers_next");
-        uint64_t was = after;
-        after = next ? next->via.u64 : 0;
+        bool more = it_stats_page(&reply, &listed, &pages, &after, S_FAT_WORKERS + 1);
         oq_proto_msg_release(&reply);
-        if (!next)
+        if (!more)
             break;
-        assert_true(after > was);
-        assert_true(pages <= S_FAT_WORKERS + 1);
     }
     printf("%zu workers listed in %zu pages\n", listed, pages);
     assert_int_equal(listed, S_FAT_WORKERS + 1); /* and the cycle's worker */

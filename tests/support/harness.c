@@ -539,6 +539,24 @@ int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
     return 0;
 }
 
+bool it_stats_page(const oq_msg_t *reply, size_t *listed, size_t *pages, uint64_t *after,
+                   size_t max_pages)
+{
+    assert_int_equal(reply->cmd, OQ_CMD_STATS);
+    const msgpack_object *workers = oq_proto_map_get(&reply->root, "workers");
+    assert_non_null(workers);
+    assert_true(workers->via.array.size > 0);
+    *listed += workers->via.array.size;
+    (*pages)++;
+    const msgpack_object *next = oq_proto_map_get(&reply->root, "workers_next");
+    if (!next)
+        return false;
+    assert_true(next->via.u64 > *after);
+    *after = next->via.u64;
+    assert_true(*pages <= max_pages);
+    return true;
+}
+
 uint64_t it_stat(it_t *self, const char *section, const char *key)
 {
     oq_msg_t reply;

@@ -215,6 +215,14 @@ uint64_t it_fill_disk(it_t *self, size_t pad_bytes, uint64_t max_jobs, int timeo
    reply came within timeout_ms (nothing to release). */
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
 
+/* Count one page of a stats reply's workers (docs/protocol.md, "limit",
+   "after", "workers_next") into *listed and *pages, and move *after to the
+   next page's cursor: true if there is a next page. Fails the test unless
+   the reply is a stats reply with a non-empty list of workers, the cursor
+   grows, and *pages stays within max_pages. The caller releases reply. */
+bool it_stats_page(const oq_msg_t *reply, size_t *listed, size_t *pages, uint64_t *after,
+                   size_t max_pages);
+
 /* One counter of the stats reply's map section ("broker", "journal"),
    e.g. it_stat(it, "journal", "dedupe_hits"); fails the test if no stats
    reply came within IT_WAIT_MS or the counter is missing. */
