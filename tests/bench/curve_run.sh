@@ -33,17 +33,10 @@ SCRIPT=curve_run.sh
 source "$(dirname "$0")/lib.sh"
 
 need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"
-for n in "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$FLOOD" "$FLOOD_S" "$MAX_PRODUCERS"; do
-    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
-done
+need_numbers "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$FLOOD" "$FLOOD_S" "$MAX_PRODUCERS"
 ((REPEATS >= 1)) || die "REPEATS must be at least 1"
 
-WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-curve-bench.XXXXXX")
-BROKER_PID=""
-WORKER_PID=""
-BEANSTALKD_PID=""
-OK=0
-install_cleanup
+new_workdir curve-bench
 setup_keys "$CLI_BIN"
 # A producer key for the flood over --max-producers.
 "$CLI_BIN" keygen --dir "$WORKDIR/client-keys" bench-producer >/dev/null 2>&1 ||

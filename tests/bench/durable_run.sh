@@ -43,23 +43,13 @@ MAX_JOBS_HELD=4000000  # the broker's --max-jobs for the fill runs
 
 need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
-for n in "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$REPLAY_JOBS" "$FILL_PRODUCERS" "$RUN_DEADLINE_S"; do
-    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
-done
+need_numbers "$JOBS" "$WINDOW" "$REPEATS" "$WORKERS" "$REPLAY_JOBS" "$FILL_PRODUCERS" "$RUN_DEADLINE_S"
 ((REPEATS >= 1)) || die "REPEATS must be at least 1"
 
-WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-durable-bench.XXXXXX")
-BROKER_PID=""
-WORKER_PID=""
-BEANSTALKD_PID=""
-OK=0
-install_cleanup
+new_workdir durable-bench
 setup_keys "$CLI_BIN"
 
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 now_ms() { date +%s%3N; }
-
-per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", kb * 1024 / n; else print "-" }'; }
 
 # ---- onceq ---------------------------------------------------------------
 

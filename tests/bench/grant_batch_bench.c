@@ -26,6 +26,7 @@
 #include "onceq/effects.h"
 #include "onceq/log.h"
 #include "onceq/worker.h"
+#include "payloads.h"
 #include "points/handler.h"
 
 #define S_DEFAULT_JOBS      5000
@@ -61,16 +62,7 @@ static uint64_t s_random(uint64_t *state)
 
 static void s_make_job(s_payload_t *p, uint64_t id, uint64_t order, uint64_t customer)
 {
-    msgpack_sbuffer_clear(&p->buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &p->buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, customer);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, 1);
+    oq_payload_grant(&p->buf, order, customer, 1);
     size_t off = 0;
     msgpack_unpacked_destroy(&p->unpacked);
     msgpack_unpacked_init(&p->unpacked);

@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2034 # its constants and binaries are used by the scripts that source it
 # Helpers shared by the benchmark scripts (run.sh, curve_run.sh, durable_run.sh,
 # memory_run.sh, profile_run.sh, callgrind_run.sh). Sourced, not run. The caller sets SCRIPT (its
-# name, for messages) and BUILD before sourcing it, and WORKDIR, BROKER_PID,
-# WORKER_PID, BEANSTALKD_PID, REDIS_PID (run.sh) and OK before the traps fire.
+# name, for messages) and BUILD before sourcing it, and makes its WORKDIR with
+# new_workdir, which sets the *_PID variables and OK that the traps read.
 # Sourcing it sets the constants below, resolves BUILD and finds the binaries;
 # a script that needs another value of a constant sets it after sourcing.
 
@@ -102,6 +102,34 @@ install_cleanup() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
 }
+
+# need_numbers VALUE...: stop unless each is a whole number, as the
+# environment gave the counts and seconds a script runs with.
+need_numbers() {
+    local n
+    for n in "$@"; do
+        [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
+    done
+}
+
+# new_workdir NAME: a fresh WORKDIR ($TMPDIR/onceq-NAME.XXXXXX), no server
+# started yet, and the traps of install_cleanup set; a script sets OK=1 when
+# it has succeeded, so that the logs are removed.
+new_workdir() {
+    WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-$1.XXXXXX")
+    BROKER_PID=""
+    WORKER_PID=""
+    BEANSTALKD_PID=""
+    REDIS_PID=""
+    OK=0
+    install_cleanup
+}
+
+# rss_kb PID: its resident set in KiB (0 once it is gone).
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# per_job KIB JOBS: bytes per job, or "-" for no jobs.
+per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", kb * 1024 / n; else print "-" }'; }
 
 random_port() { echo $((PORT_BASE + RANDOM % PORT_SPAN)); }
 

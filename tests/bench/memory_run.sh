@@ -30,21 +30,11 @@ MAX_JOBS_HELD=4000000
 
 need_binaries "$BROKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH" "$BEANSTALK_BENCH"
 command -v beanstalkd >/dev/null || die "beanstalkd not found in PATH"
-for n in "$JOBS" "$REPEATS" "$FILL_PRODUCERS" "$WINDOW" "$RUN_DEADLINE_S"; do
-    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
-done
+need_numbers "$JOBS" "$REPEATS" "$FILL_PRODUCERS" "$WINDOW" "$RUN_DEADLINE_S"
 ((REPEATS >= 1 && JOBS >= 1)) || die "REPEATS and JOBS must be at least 1"
 
-WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-memory-bench.XXXXXX")
-BROKER_PID=""
-WORKER_PID=""
-BEANSTALKD_PID=""
-OK=0
-install_cleanup
+new_workdir memory-bench
 setup_keys "$CLI_BIN"
-
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
-per_job() { awk -v kb="$1" -v n="$2" 'BEGIN { printf "%.0f", kb * 1024 / n }'; }
 
 start_broker() {
     start_broker_with --data-dir "$1" --log-level warn --fsync "$FSYNC" --max-jobs "$MAX_JOBS_HELD" \

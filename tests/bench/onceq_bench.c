@@ -61,6 +61,7 @@
 #include "onceq/keys.h"
 #include "onceq/limits.h"
 #include "onceq/proto.h"
+#include "payloads.h"
 #include "samples.h"
 #include "support.h"
 
@@ -177,16 +178,7 @@ static oq_job_msg_t s_job(const s_opts_t *opts)
     if (!s_next_order)
         s_next_order = (uint64_t)time(NULL) * S_US_PER_S;
     uint64_t order = s_next_order++;
-    msgpack_sbuffer_clear(&s_grant_buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &s_grant_buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, 1 + order % opts->grant_customers);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, 1);
+    oq_payload_grant(&s_grant_buf, order, 1 + order % opts->grant_customers, 1);
     job.type = oq_str("grant_points");
     job.payload = (const uint8_t *)s_grant_buf.data;
     job.payload_len = s_grant_buf.size;

@@ -53,9 +53,7 @@ SCRIPT=profile_run.sh
 source "$(dirname "$0")/lib.sh"
 
 need_binaries "$BROKER_BIN" "$WORKER_BIN" "$CLI_BIN" "$ONCEQ_BENCH"
-for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$TOP" "$PASS_DEADLINE_S" "$SLOW_JOBS"; do
-    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
-done
+need_numbers "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$TOP" "$PASS_DEADLINE_S" "$SLOW_JOBS"
 for phase in $PHASES; do
     [[ $phase == cycle || $phase == latency ]] || die "unknown phase '$phase' (cycle, latency)"
 done
@@ -63,13 +61,8 @@ command -v perf >/dev/null || die "perf not found (Debian: apt-get install linux
 WITH_STRACE=1
 command -v strace >/dev/null || { echo "$SCRIPT: no strace: skipping the syscall counts" >&2; WITH_STRACE=0; }
 
-WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-profile.XXXXXX")
-BROKER_PID=""
-WORKER_PID=""
-BEANSTALKD_PID=""
+new_workdir profile
 TRACER_PIDS=()
-OK=0
-install_cleanup
 # The tracers first (they hold the servers), then lib.sh's cleanup.
 profile_cleanup() {
     local pid

@@ -45,21 +45,12 @@ elif [[ ! -x $REDIS_BENCH ]]; then
         "libhiredis-dev is installed: apt-get install libhiredis-dev, then rebuild)" >&2
     WITH_REDIS=0
 fi
-for n in "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$REPEATS" "$RUN_DEADLINE_S"; do
-    [[ $n =~ ^[0-9]+$ ]] || die "not a number: '$n'"
-done
+need_numbers "$JOBS" "$LATENCY_JOBS" "$WINDOW" "$REPEATS" "$RUN_DEADLINE_S"
 ((REPEATS >= 1)) || die "REPEATS must be at least 1"
 [[ $LATENCY_MODE == wait || $LATENCY_MODE == poll ]] || die "LATENCY_MODE must be wait or poll"
 
-WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/onceq-bench.XXXXXX")
-BROKER_PID=""
-WORKER_PID=""
-BEANSTALKD_PID=""
-REDIS_PID=""
-OK=0
-install_cleanup
+new_workdir bench
 setup_keys "$CLI_BIN"
-
 
 # ---- onceq ---------------------------------------------------------------
 
@@ -122,7 +113,6 @@ run_redis() {
 }
 
 # ---- numbers -------------------------------------------------------------
-
 
 peak_rss() { awk '/^VmHWM:/ { print $2 " " $3 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
 

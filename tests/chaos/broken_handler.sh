@@ -8,21 +8,14 @@
 #   bash tests/chaos/broken_handler.sh path/to/onceq-chaos
 set -uo pipefail
 chaos=${1:?usage: broken_handler.sh path/to/onceq-chaos}
-work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-chaos-broken-XXXXXX")
-chmod 755 "$work" # as root, the cluster runs as postgres and must reach its directory
-out=$work/out.txt
-# The run fails on purpose, so onceq-chaos keeps its directory: ours to
-# remove, unless ONCEQ_KEEP_TEST_DIR asks to look at it.
-cleanup() { if [ -z "${ONCEQ_KEEP_TEST_DIR:-}" ]; then rm -rf "$work"; else echo "kept $work"; fi; }
-trap cleanup EXIT
+NAME=broken_handler
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+chaos_workdir broken
 
-"$chaos" --seed 7 --job-type grant_points_unguarded --jobs 400 --rate 100 --customers 20 \
+chaos_run --seed 7 --job-type grant_points_unguarded --jobs 400 --rate 100 --customers 20 \
   --redispatch 30 --kills 3 --commit-kills 2 --self-kills 1 --pauses 0 --broker-kills 0 \
-  --db-restarts 0 --bursts 1 --dir "$work/run" >"$out" 2>&1
-status=$?
-cat "$out"
-
-fail() { echo "broken_handler: $*" >&2; exit 1; }
+  --db-restarts 0 --bursts 1 --dir "$work/run"
 [ "$status" -eq 1 ] || fail "onceq-chaos exited with $status, expected 1 (violations)"
 grep -q "double grant" "$out" || fail "the verdict does not name the double grants"
 grep -qE "customer [0-9]+: balance [0-9]+ is [0-9]+ points above the sum of its grant rows" "$out" ||

@@ -10,22 +10,15 @@
 #   bash tests/chaos/broken_shipments.sh path/to/onceq-chaos
 set -uo pipefail
 chaos=${1:?usage: broken_shipments.sh path/to/onceq-chaos}
-work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-chaos-broken-ship-XXXXXX")
-chmod 755 "$work" # as root, the cluster runs as postgres and must reach its directory
-out=$work/out.txt
-# The run fails on purpose, so onceq-chaos keeps its directory: ours to
-# remove, unless ONCEQ_KEEP_TEST_DIR asks to look at it.
-cleanup() { if [ -z "${ONCEQ_KEEP_TEST_DIR:-}" ]; then rm -rf "$work"; else echo "kept $work"; fi; }
-trap cleanup EXIT
+NAME=broken_shipments
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+chaos_workdir broken-ship
 
-"$chaos" --seed 7 --ship-type request_shipment_unkeyed --jobs 300 --rate 100 --customers 20 \
+chaos_run --seed 7 --ship-type request_shipment_unkeyed --jobs 300 --rate 100 --customers 20 \
   --redispatch 30 --kills 2 --commit-kills 0 --self-kills 0 --pauses 0 --broker-kills 0 \
   --db-restarts 0 --bursts 0 --carrier-stalls 0 --carrier-errors 1 --carrier-delays 0 \
-  --dir "$work/run" >"$out" 2>&1
-status=$?
-cat "$out"
-
-fail() { echo "broken_shipments: $*" >&2; exit 1; }
+  --dir "$work/run"
 [ "$status" -eq 1 ] || fail "onceq-chaos exited with $status, expected 1 (violations)"
 grep -qE "order [0-9]+ has [0-9]+ shipments at the carrier" "$out" ||
   fail "the verdict does not name an order with two shipments"

@@ -10,19 +10,14 @@
 #   bash tests/chaos/shipment_review.sh path/to/onceq-chaos
 set -uo pipefail
 chaos=${1:?usage: shipment_review.sh path/to/onceq-chaos}
-work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-chaos-review-XXXXXX")
-chmod 755 "$work" # as root, the cluster runs as postgres and must reach its directory
-out=$work/out.txt
-cleanup() { if [ -z "${ONCEQ_KEEP_TEST_DIR:-}" ]; then rm -rf "$work"; else echo "kept $work"; fi; }
-trap cleanup EXIT
+NAME=shipment_review
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+chaos_workdir review
 
-"$chaos" --seed 5 --jobs 400 --ship-tries 1 --carrier-drop-rate 0.2 --carrier-error-rate 0.1 \
+chaos_run --seed 5 --jobs 400 --ship-tries 1 --carrier-drop-rate 0.2 --carrier-error-rate 0.1 \
   --kills 0 --commit-kills 0 --self-kills 0 --pauses 0 --broker-kills 0 --db-restarts 0 \
-  --bursts 0 --carrier-stalls 0 --carrier-errors 0 --carrier-delays 0 --dir "$work/run" >"$out" 2>&1
-status=$?
-cat "$out"
-
-fail() { echo "shipment_review: $*" >&2; exit 1; }
+  --bursts 0 --carrier-stalls 0 --carrier-errors 0 --carrier-delays 0 --dir "$work/run"
 [ "$status" -eq 0 ] || fail "onceq-chaos exited with $status, expected 0 (no violation)"
 grep -qE "^  jobs in review \(shipments' queue\) +[1-9]" "$out" || fail "no job in review counted"
 grep -qE "^  confirmed orders in review, shipment exists +[1-9]" "$out" ||

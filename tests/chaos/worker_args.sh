@@ -8,18 +8,13 @@
 #   bash tests/chaos/worker_args.sh path/to/onceq-chaos
 set -uo pipefail
 chaos=${1:?usage: worker_args.sh path/to/onceq-chaos}
-work=$(mktemp -d "${TMPDIR:-/tmp}/onceq-chaos-args-XXXXXX")
-chmod 755 "$work" # as root, the cluster runs as postgres and must reach its directory
-out=$work/out.txt
-cleanup() { if [ -z "${ONCEQ_KEEP_TEST_DIR:-}" ]; then rm -rf "$work"; else echo "kept $work"; fi; }
-trap cleanup EXIT
+NAME=worker_args
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+chaos_workdir args
 
-"$chaos" --seed 3 --jobs 100 --no-faults \
-  --worker-arg --name --worker-arg chaos-extra --keep --dir "$work/run" >"$out" 2>&1
-status=$?
-cat "$out"
-
-fail() { echo "worker_args: $*" >&2; exit 1; }
+chaos_run --seed 3 --jobs 100 --no-faults \
+  --worker-arg --name --worker-arg chaos-extra --keep --dir "$work/run"
 [ "$status" -eq 0 ] || fail "onceq-chaos exited with $status, expected 0"
 grep -q "workers also get: --name chaos-extra" "$out" || fail "the plan does not list the args"
 grep -q 'name "chaos-extra"' "$work/run/broker.log" ||

@@ -8,30 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "mpcheck.h"
 #include "onceq/proto.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define S_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
-
 static void s_check_job(const oq_job_msg_t *j)
 {
-    S_CHECK(oq_proto_name_valid(j->type.ptr, j->type.len));
-    S_CHECK(oq_proto_name_valid(j->queue.ptr, j->queue.len));
-    S_CHECK(j->payload && j->payload_len > 0 && j->payload_len <= OQ_MAX_PAYLOAD_BYTES);
-    S_CHECK(oq_mpcheck(j->payload, j->payload_len, OQ_MAX_DEPTH, NULL, 0) == 0);
-    S_CHECK((j->payload[0] & 0xf0) == 0x80 || j->payload[0] == 0xde || j->payload[0] == 0xdf);
-    S_CHECK(!j->has_timeout || (j->timeout_ms > 0 && j->timeout_ms <= OQ_MAX_TIMEOUT_MS));
-    S_CHECK(!j->has_delay || (j->delay_ms >= 0 && j->delay_ms <= OQ_MAX_DELAY_MS));
-    S_CHECK(j->priority >= -OQ_MAX_PRIORITY && j->priority <= OQ_MAX_PRIORITY);
-    S_CHECK(j->backoff_len <= OQ_MAX_BACKOFF_STEPS);
+    OQ_FUZZ_CHECK(oq_proto_name_valid(j->type.ptr, j->type.len));
+    OQ_FUZZ_CHECK(oq_proto_name_valid(j->queue.ptr, j->queue.len));
+    OQ_FUZZ_CHECK(j->payload && j->payload_len > 0 && j->payload_len <= OQ_MAX_PAYLOAD_BYTES);
+    OQ_FUZZ_CHECK(oq_mpcheck(j->payload, j->payload_len, OQ_MAX_DEPTH, NULL, 0) == 0);
+    OQ_FUZZ_CHECK((j->payload[0] & 0xf0) == 0x80 || j->payload[0] == 0xde || j->payload[0] == 0xdf);
+    OQ_FUZZ_CHECK(!j->has_timeout || (j->timeout_ms > 0 && j->timeout_ms <= OQ_MAX_TIMEOUT_MS));
+    OQ_FUZZ_CHECK(!j->has_delay || (j->delay_ms >= 0 && j->delay_ms <= OQ_MAX_DELAY_MS));
+    OQ_FUZZ_CHECK(j->priority >= -OQ_MAX_PRIORITY && j->priority <= OQ_MAX_PRIORITY);
+    OQ_FUZZ_CHECK(j->backoff_len <= OQ_MAX_BACKOFF_STEPS);
     for (uint32_t k = 0; k < j->backoff_len; k++)
-        S_CHECK(j->backoff_ms[k] >= 0 && j->backoff_ms[k] <= OQ_MAX_BACKOFF_MS);
+        OQ_FUZZ_CHECK(j->backoff_ms[k] >= 0 && j->backoff_ms[k] <= OQ_MAX_BACKOFF_MS);
 }
 
 /* Encode a decoded dispatch again; it must decode to the same job. */
@@ -43,26 +36,29 @@ static void s_check_reencode(const oq_msg_t *msg)
     oq_msg_t again;
     oq_err_t code;
     char why[256];
-    S_CHECK(oq_proto_decode(&again, buf.data, buf.size, &code, why, sizeof why) == 0);
+    OQ_FUZZ_CHECK(oq_proto_decode(&again, buf.data, buf.size, &code, why, sizeof why) == 0);
     const oq_job_msg_t *a = &msg->job, *b = &again.job;
-    S_CHECK(again.cmd == OQ_CMD_DISPATCH && again.has_req == msg->has_req && again.req == msg->req);
-    S_CHECK(a->type.len == b->type.len && memcmp(a->type.ptr, b->type.ptr, a->type.len) == 0);
-    S_CHECK(a->queue.len == b->queue.len && memcmp(a->queue.ptr, b->queue.ptr, a->queue.len) == 0);
-    S_CHECK(a->payload_len == b->payload_len &&
-            memcmp(a->payload, b->payload, a->payload_len) == 0);
-    S_CHECK(a->has_max_tries == b->has_max_tries && a->max_tries == b->max_tries);
-    S_CHECK(a->has_timeout == b->has_timeout && a->timeout_ms == b->timeout_ms);
-    S_CHECK(a->has_delay == b->has_delay && a->delay_ms == b->delay_ms);
-    S_CHECK(a->has_priority == b->has_priority && a->priority == b->priority);
-    S_CHECK(a->backoff_len == b->backoff_len &&
-            memcmp(a->backoff_ms, b->backoff_ms, a->backoff_len * sizeof a->backoff_ms[0]) == 0);
-    S_CHECK(a->unique_key.len == b->unique_key.len &&
-            (!a->unique_key.len ||
-             memcmp(a->unique_key.ptr, b->unique_key.ptr, a->unique_key.len) == 0));
-    S_CHECK(a->overlap_key.len == b->overlap_key.len &&
-            (!a->overlap_key.len ||
-             memcmp(a->overlap_key.ptr, b->overlap_key.ptr, a->overlap_key.len) == 0));
-    S_CHECK(a->unique_for_ms == b->unique_for_ms);
+    OQ_FUZZ_CHECK(again.cmd == OQ_CMD_DISPATCH && again.has_req == msg->has_req &&
+                  again.req == msg->req);
+    OQ_FUZZ_CHECK(a->type.len == b->type.len && memcmp(a->type.ptr, b->type.ptr, a->type.len) == 0);
+    OQ_FUZZ_CHECK(a->queue.len == b->queue.len &&
+                  memcmp(a->queue.ptr, b->queue.ptr, a->queue.len) == 0);
+    OQ_FUZZ_CHECK(a->payload_len == b->payload_len &&
+                  memcmp(a->payload, b->payload, a->payload_len) == 0);
+    OQ_FUZZ_CHECK(a->has_max_tries == b->has_max_tries && a->max_tries == b->max_tries);
+    OQ_FUZZ_CHECK(a->has_timeout == b->has_timeout && a->timeout_ms == b->timeout_ms);
+    OQ_FUZZ_CHECK(a->has_delay == b->has_delay && a->delay_ms == b->delay_ms);
+    OQ_FUZZ_CHECK(a->has_priority == b->has_priority && a->priority == b->priority);
+    OQ_FUZZ_CHECK(a->backoff_len == b->backoff_len &&
+                  memcmp(a->backoff_ms, b->backoff_ms, a->backoff_len * sizeof a->backoff_ms[0]) ==
+                      0);
+    OQ_FUZZ_CHECK(a->unique_key.len == b->unique_key.len &&
+                  (!a->unique_key.len ||
+                   memcmp(a->unique_key.ptr, b->unique_key.ptr, a->unique_key.len) == 0));
+    OQ_FUZZ_CHECK(a->overlap_key.len == b->overlap_key.len &&
+                  (!a->overlap_key.len ||
+                   memcmp(a->overlap_key.ptr, b->overlap_key.ptr, a->overlap_key.len) == 0));
+    OQ_FUZZ_CHECK(a->unique_for_ms == b->unique_for_ms);
     oq_proto_msg_release(&again);
     msgpack_sbuffer_destroy(&buf);
 }
@@ -72,29 +68,30 @@ static void s_check_reencode(const oq_msg_t *msg)
 static void s_check_entries(const oq_msg_t *msg)
 {
     uint32_t count = oq_proto_entry_count(msg);
-    S_CHECK(count >= 1 &&
-            count <= (msg->cmd == OQ_CMD_JOBS ? OQ_MAX_JOBS_PER_MSG : OQ_MAX_ACKS_PER_MSG));
+    OQ_FUZZ_CHECK(count >= 1 &&
+                  count <= (msg->cmd == OQ_CMD_JOBS ? OQ_MAX_JOBS_PER_MSG : OQ_MAX_ACKS_PER_MSG));
     for (uint32_t i = 0; i <= count; i++) {
         oq_msg_t entry;
         oq_err_t code;
         char why[256];
         int rc = oq_proto_decode_entry(msg, i, &entry, &code, why, sizeof why);
         if (i == count) {
-            S_CHECK(rc < 0); /* past the end */
+            OQ_FUZZ_CHECK(rc < 0); /* past the end */
         } else if (rc < 0) {
-            S_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_ && why[0] != 0);
+            OQ_FUZZ_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_ && why[0] != 0);
         } else if (msg->cmd == OQ_CMD_JOBS) {
-            S_CHECK(entry.cmd == OQ_CMD_JOB && entry.job.id > 0);
+            OQ_FUZZ_CHECK(entry.cmd == OQ_CMD_JOB && entry.job.id > 0);
             s_check_job(&entry.job);
         } else {
-            S_CHECK(entry.cmd == OQ_CMD_ACK && entry.ack.id > 0 &&
-                    entry.ack.error.len <= OQ_MAX_ERROR_LEN && entry.ack.credit <= OQ_MAX_CREDIT);
+            OQ_FUZZ_CHECK(entry.cmd == OQ_CMD_ACK && entry.ack.id > 0 &&
+                          entry.ack.error.len <= OQ_MAX_ERROR_LEN &&
+                          entry.ack.credit <= OQ_MAX_CREDIT);
         }
         uint64_t id, lease;
         uint32_t attempt;
         bool has_lease;
         if (oq_proto_entry_ids(msg, i, &id, &attempt, &has_lease, &lease) == 0)
-            S_CHECK(id > 0 && attempt > 0);
+            OQ_FUZZ_CHECK(id > 0 && attempt > 0);
         oq_proto_msg_release(&entry);
         oq_proto_msg_release(&entry);
     }
@@ -184,33 +181,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(copy);
     s_check_shallow(data, size, &msg, rc, code, why);
     if (rc < 0) {
-        S_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_);
-        S_CHECK(why[0] != 0 && memchr(why, 0, sizeof why));
+        OQ_FUZZ_CHECK(code > OQ_ERR_NONE && code < OQ_ERR_COUNT_);
+        OQ_FUZZ_CHECK(why[0] != 0 && memchr(why, 0, sizeof why));
     } else {
-        S_CHECK(code == OQ_ERR_NONE);
-        S_CHECK(msg.cmd > OQ_CMD_UNKNOWN && msg.cmd < OQ_CMD_COUNT_);
-        S_CHECK(!msg.has_req || msg.req <= INT64_MAX);
+        OQ_FUZZ_CHECK(code == OQ_ERR_NONE);
+        OQ_FUZZ_CHECK(msg.cmd > OQ_CMD_UNKNOWN && msg.cmd < OQ_CMD_COUNT_);
+        OQ_FUZZ_CHECK(!msg.has_req || msg.req <= INT64_MAX);
         if (msg.cmd == OQ_CMD_DISPATCH || msg.cmd == OQ_CMD_JOB)
             s_check_job(&msg.job);
         if (msg.cmd == OQ_CMD_DISPATCH)
             s_check_reencode(&msg);
         if (msg.cmd == OQ_CMD_ACK)
-            S_CHECK(msg.ack.id > 0 && msg.ack.error.len <= OQ_MAX_ERROR_LEN &&
-                    msg.ack.credit <= OQ_MAX_CREDIT);
+            OQ_FUZZ_CHECK(msg.ack.id > 0 && msg.ack.error.len <= OQ_MAX_ERROR_LEN &&
+                          msg.ack.credit <= OQ_MAX_CREDIT);
         if (msg.cmd == OQ_CMD_READY)
-            S_CHECK(msg.credit <= OQ_MAX_CREDIT && msg.jobs_per_msg >= 1 &&
-                    msg.jobs_per_msg <= OQ_MAX_JOBS_PER_MSG);
+            OQ_FUZZ_CHECK(msg.credit <= OQ_MAX_CREDIT && msg.jobs_per_msg >= 1 &&
+                          msg.jobs_per_msg <= OQ_MAX_JOBS_PER_MSG);
         if (msg.cmd == OQ_CMD_WAIT)
-            S_CHECK(msg.id > 0 && msg.wait_ms >= 0 && msg.wait_ms <= OQ_MAX_WAIT_MS);
+            OQ_FUZZ_CHECK(msg.id > 0 && msg.wait_ms >= 0 && msg.wait_ms <= OQ_MAX_WAIT_MS);
         if (msg.cmd == OQ_CMD_WAITED)
-            S_CHECK(msg.id > 0 && msg.wait_state >= OQ_WAIT_PENDING &&
-                    msg.wait_state <= OQ_WAIT_CANCELLED && msg.err_text.len <= OQ_MAX_ERROR_LEN);
+            OQ_FUZZ_CHECK(msg.id > 0 && msg.wait_state >= OQ_WAIT_PENDING &&
+                          msg.wait_state <= OQ_WAIT_CANCELLED &&
+                          msg.err_text.len <= OQ_MAX_ERROR_LEN);
         if (msg.cmd == OQ_CMD_WELCOME)
-            S_CHECK(msg.acks_per_msg <= OQ_MAX_ACKS_PER_MSG);
+            OQ_FUZZ_CHECK(msg.acks_per_msg <= OQ_MAX_ACKS_PER_MSG);
         if (msg.cmd == OQ_CMD_JOBS || msg.cmd == OQ_CMD_ACKS)
             s_check_entries(&msg);
         else
-            S_CHECK(oq_proto_entry_count(&msg) == 0);
+            OQ_FUZZ_CHECK(oq_proto_entry_count(&msg) == 0);
     }
     oq_proto_msg_release(&msg);
     oq_proto_msg_release(&msg);

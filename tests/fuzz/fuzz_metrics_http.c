@@ -19,17 +19,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
 #include "metrics_http.h"
 #include "onceq/log.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define S_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
 
 #define S_TEXT        "# onceq fuzz\nonceq_build_info{version=\"fuzz\"} 1\n"
 #define S_REPLY_MS    2000 /* the server answers, or closes, within this */
@@ -48,7 +42,7 @@ static unsigned long s_inputs;
 static ssize_t s_exchange(const uint8_t *data, size_t size, char *reply)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    S_CHECK(fd >= 0);
+    OQ_FUZZ_CHECK(fd >= 0);
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(s_port)};
     inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
     if (connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
@@ -91,7 +85,7 @@ static void s_check_serving(void)
     for (int i = 0; i < S_CHECK_TRIES; i++) {
         if (s_exchange((const uint8_t *)scrape, sizeof scrape - 1, reply) > 0 &&
             strncmp(reply, "HTTP/1.", 7) == 0) {
-            S_CHECK(strstr(reply, " 200 ") && strstr(reply, S_TEXT));
+            OQ_FUZZ_CHECK(strstr(reply, " 200 ") && strstr(reply, S_TEXT));
             return;
         }
         poll(NULL, 0, S_RETRY_MS);
@@ -112,7 +106,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     s_port = oq_metrics_http_port(s_server);
     char *text = strdup(S_TEXT);
-    S_CHECK(text);
+    OQ_FUZZ_CHECK(text);
     oq_metrics_http_publish(s_server, &text, strlen(S_TEXT));
     s_check_serving();
     return 0;

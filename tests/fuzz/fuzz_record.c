@@ -7,16 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "crc32c.h"
 #include "record.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define S_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
 
 /* Encode a decoded DISPATCHED again (through the view the journal encodes
    from) and compare the bytes. */
@@ -40,8 +33,9 @@ static void s_check_reencode(const oq_record_t *rec, const uint8_t *frame, size_
     };
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    S_CHECK(oq_record_dispatched(&buf, &view, rec->job.dispatch_id, rec->dispatched_at_ms) == 0);
-    S_CHECK(buf.size == frame_bytes && memcmp(buf.data, frame, frame_bytes) == 0);
+    OQ_FUZZ_CHECK(oq_record_dispatched(&buf, &view, rec->job.dispatch_id, rec->dispatched_at_ms) ==
+                  0);
+    OQ_FUZZ_CHECK(buf.size == frame_bytes && memcmp(buf.data, frame, frame_bytes) == 0);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -49,15 +43,15 @@ static void s_check_reencode(const oq_record_t *rec, const uint8_t *frame, size_
 static void s_check_keys(const oq_record_t *rec, const uint8_t *frame, size_t frame_bytes)
 {
     char unique[OQ_MAX_JOB_KEY_LEN + 1], overlap[OQ_MAX_JOB_KEY_LEN + 1];
-    S_CHECK(rec->unique_key.len <= OQ_MAX_JOB_KEY_LEN &&
-            rec->overlap_key.len <= OQ_MAX_JOB_KEY_LEN);
+    OQ_FUZZ_CHECK(rec->unique_key.len <= OQ_MAX_JOB_KEY_LEN &&
+                  rec->overlap_key.len <= OQ_MAX_JOB_KEY_LEN);
     oq_str_copy(rec->unique_key, unique, sizeof unique);
     oq_str_copy(rec->overlap_key, overlap, sizeof overlap);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    S_CHECK(oq_record_keys(&buf, rec->id, unique, rec->unique_until_ms, rec->window_only,
-                           overlap) == 0);
-    S_CHECK(buf.size == frame_bytes && memcmp(buf.data, frame, frame_bytes) == 0);
+    OQ_FUZZ_CHECK(oq_record_keys(&buf, rec->id, unique, rec->unique_until_ms, rec->window_only,
+                                 overlap) == 0);
+    OQ_FUZZ_CHECK(buf.size == frame_bytes && memcmp(buf.data, frame, frame_bytes) == 0);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -90,13 +84,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         oq_record_t rec;
         if (status == OQ_FRAME_OK &&
             oq_record_decode(copy, frame_bytes, &rec, why, sizeof why) == 0) {
-            S_CHECK(frame_bytes <= sizes[k] && rec.id != 0);
+            OQ_FUZZ_CHECK(frame_bytes <= sizes[k] && rec.id != 0);
             if (rec.type == OQ_RECORD_FAILED)
-                S_CHECK(rec.error.len <= OQ_MAX_ERROR_LEN);
+                OQ_FUZZ_CHECK(rec.error.len <= OQ_MAX_ERROR_LEN);
             if (rec.type == OQ_RECORD_DISPATCHED) {
-                S_CHECK(rec.job.payload_len <= OQ_MAX_PAYLOAD_BYTES);
-                S_CHECK(rec.job.backoff_len <= OQ_MAX_BACKOFF_STEPS);
-                S_CHECK(oq_proto_name_valid(rec.job.type.ptr, rec.job.type.len));
+                OQ_FUZZ_CHECK(rec.job.payload_len <= OQ_MAX_PAYLOAD_BYTES);
+                OQ_FUZZ_CHECK(rec.job.backoff_len <= OQ_MAX_BACKOFF_STEPS);
+                OQ_FUZZ_CHECK(oq_proto_name_valid(rec.job.type.ptr, rec.job.type.len));
                 s_check_reencode(&rec, copy, frame_bytes);
             }
             if (rec.type == OQ_RECORD_KEYS)

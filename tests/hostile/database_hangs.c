@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_JOBS      4 /* in flight at the freeze: one per worker process */
@@ -61,15 +62,7 @@ static void s_grant(it_t *it, uint64_t order)
 {
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, order % S_JOBS + 1);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, S_POINTS);
+    oq_payload_grant(&buf, order, order % S_JOBS + 1, S_POINTS);
     oq_job_msg_t options = {
         .max_tries = 1, .has_max_tries = true, .timeout_ms = S_JOB_TIMEOUT_MS, .has_timeout = true};
     assert_true(it_dispatch(it, "grant_points", &buf, &options) > 0);

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "scrape.h"
 #include "onceq/limits.h"
 
 #define S_MAX_BYTES     (4 * 1024 * 1024)
@@ -53,21 +54,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static long s_rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    fclose(f);
-    assert_true(kib > 0);
-    return kib;
-}
-
 static void s_send(it_t *it, uint64_t n, bool with_key)
 {
     char did[40];
@@ -91,18 +77,8 @@ static void s_send(it_t *it, uint64_t n, bool with_key)
 /* The job id of one "dispatched" reply; anything else fails. */
 static uint64_t s_reply(it_t *it)
 {
-    zmq_pollitem_t item = {it->client, 0, ZMQ_POLLIN, 0};
-    assert_true(zmq_poll(&item, 1, IT_WAIT_MS) == 1);
-    zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    assert_true(zmq_msg_recv(&frame, it->client, 0) >= 0);
     oq_msg_t msg;
-    oq_err_t code;
-    char why[256];
-    assert_int_equal(
-        oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why, sizeof why),
-        0);
-    zmq_msg_close(&frame);
+    assert_int_equal(it_recv(it->client, &msg, IT_WAIT_MS), 0);
     if (msg.cmd != OQ_CMD_DISPATCHED)
         fail_msg("not dispatched: %.*s", (int)msg.err_text.len, msg.err_text.ptr);
     uint64_t id = msg.id;
@@ -126,66 +102,18 @@ static uint64_t s_flood(it_t *it, uint64_t from, uint64_t to, bool with_key, uin
     return other;
 }
 
-static uint64_t s_journal_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *journal = oq_proto_map_get(&reply.root, "journal");
-    assert_non_null(journal);
-    const msgpack_object *v = oq_proto_map_get(journal, key);
-    if (!v)
-        fail_msg("stats journal.%s is missing", key);
-    uint64_t value = v->via.u64;
-    oq_proto_msg_release(&reply);
-    return value;
-}
-
-typedef struct {
-    char *text;
-    size_t len;
-} s_body_t;
-
-static size_t s_collect(char *data, size_t size, size_t n, void *ctx)
-{
-    s_body_t *body = ctx;
-    char *grown = realloc(body->text, body->len + size * n + 1);
-    if (!grown)
-        return 0;
-    memcpy(grown + body->len, data, size * n);
-    body->len += size * n;
-    grown[body->len] = 0;
-    body->text = grown;
-    return size * n;
-}
-
 /* The value of a metric without labels, scraped from the broker. */
 static double s_metric(it_t *it, const char *name)
 {
-    assert_int_equal(it_wait_log(it, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
-    char *log = it_read_log(it, "broker");
-    const char *at = strstr(strstr(log, "metrics: GET"), "(port ");
-    assert_non_null(at);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%lu/metrics", strtoul(at + 6, NULL, 10));
-    free(log);
-    CURL *curl = curl_easy_init();
-    assert_non_null(curl);
-    s_body_t body = {calloc(1, 1), 0};
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, s_collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)S_HTTP_TIMEOUT_S);
-    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
-    curl_easy_cleanup(curl);
-    size_t len = strlen(name);
-    double value = -1;
-    for (const char *line = body.text; line && *line; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, name, len) == 0 && line[len] == ' ')
-            value = strtod(line + len + 1, NULL);
-    }
-    free(body.text);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", it_metrics_port(it));
+    long status = 0;
+    const char *error = NULL;
+    char *text = oq_scrape_get(url, S_HTTP_TIMEOUT_S, &status, &error);
+    if (!text)
+        fail_msg("GET %s: %s", url, error);
+    double value = oq_scrape_value(text, name);
+    free(text);
     if (value < 0)
         fail_msg("the metrics have no %s", name);
     return value;
@@ -200,10 +128,10 @@ static void test_a_shrunken_dedupe_window_is_reported(void **state)
     assert_true(it_start_broker(it, flags) > 0);
     s_send(it, S_IDS, true); /* the holder of the key, with an id of its own */
     uint64_t holder = s_reply(it);
-    long rss_start = s_rss_kib(it->broker);
+    long rss_start = it_rss_kib(it->broker);
 
     assert_int_equal(s_flood(it, 0, S_IDS, true, holder), 0);
-    long rss = s_rss_kib(it->broker);
+    long rss = it_rss_kib(it->broker);
     print_message("%d ids sent: RSS %ld KiB, %ld KiB more than at start (limit %d KiB + %d KiB)\n",
                   S_IDS, rss, rss - rss_start, S_MAX_BYTES / 1024, S_RSS_CONSTANT_KIB);
     if (S_RSS_BOUNDED)
@@ -213,8 +141,8 @@ static void test_a_shrunken_dedupe_window_is_reported(void **state)
     assert_int_equal(s_flood(it, S_IDS - S_RESENT, S_IDS, false, holder), 0);
     /* The oldest: each one not recognised queued a job, and must be told. */
     uint64_t requeued = s_flood(it, 0, S_RESENT, false, holder);
-    uint64_t evicted = s_journal_u64(it, "dedupe_evicted");
-    uint64_t held_ms = s_journal_u64(it, "dedupe_window_held_ms");
+    uint64_t evicted = it_stat(it, "journal", "dedupe_evicted");
+    uint64_t held_ms = it_stat(it, "journal", "dedupe_window_held_ms");
     double held_s = s_metric(it, "onceq_dedupe_window_held_seconds");
     size_t warned = it_log_count(it, "broker", "dispatch ids: ");
     print_message("%llu of the %d oldest ids queued again; %llu evicted, window held %llu ms "

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "wire_raw.h"
 
 #define S_PEER_WAIT_MS 10000
 
@@ -57,24 +58,6 @@ static bool s_utf8_valid(const unsigned char *p, size_t len)
     return true;
 }
 
-/* {v:1, cmd:"ready", credit:1, KEY:[NAME]} with NAME's raw bytes. */
-static void s_pack_ready(msgpack_sbuffer *buf, const char *key, const char *name, size_t len)
-{
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 4);
-    oq_proto_pack_cstr(&pk, "v");
-    msgpack_pack_uint32(&pk, 1);
-    oq_proto_pack_cstr(&pk, "cmd");
-    oq_proto_pack_cstr(&pk, "ready");
-    oq_proto_pack_cstr(&pk, "credit");
-    msgpack_pack_uint32(&pk, 1);
-    oq_proto_pack_cstr(&pk, key);
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_str(&pk, len);
-    msgpack_pack_str_body(&pk, name, len);
-}
-
 /* The next error on sock: its message must be valid UTF-8 and contain want. */
 static void s_expect_utf8_error(void *sock, const char *want)
 {
@@ -97,10 +80,10 @@ static void test_error_text_utf8(void **state)
     void *w = it_socket(it, ZMQ_DEALER, it->back);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    s_pack_ready(&buf, "types", "no\xff\xfeop", 6);
+    oq_wire_raw_ready(&buf, "types", "no\xff\xfeop", 6);
     it_send(w, &buf);
     s_expect_utf8_error(w, "\"no\\xff\\xfeop\"");
-    s_pack_ready(&buf, "queues", "q\xc3", 2);
+    oq_wire_raw_ready(&buf, "queues", "q\xc3", 2);
     it_send(w, &buf);
     s_expect_utf8_error(w, "\"q\\xc3\"");
 

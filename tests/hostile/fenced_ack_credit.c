@@ -34,11 +34,7 @@ static void test_fenced_ack_credit(void **state)
     assert_true(it_start_broker(it, NULL) > 0);
     for (int i = 0; i < S_JOBS; i++)
         it_dispatch(it, "noop", NULL, NULL);
-    void *w = it_socket(it, ZMQ_DEALER, it->back);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "no-lease", 1);
-    it_send(w, &buf);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "no-lease");
     oq_msg_t job;
     assert_int_equal(it_expect(w, OQ_CMD_JOB, &job, S_PEER_WAIT_MS), 0);
 
@@ -49,9 +45,7 @@ static void test_fenced_ack_credit(void **state)
                         .result = OQ_RESULT_APPLIED,
                         .credit = 1};
     oq_proto_msg_release(&job);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(w, &ack);
     int64_t end = it_now_ms() + IT_WAIT_MS;
     while (it_broker_stat(it, "fenced_acks") < 1) {
         assert_true(it_now_ms() < end);

@@ -33,11 +33,7 @@ static void s_ack(void *sock, const oq_msg_t *job, oq_outcome_t outcome)
                         .credit = 1,
                         .lease = job->job.lease,
                         .has_lease = true};
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(sock, &ack);
 }
 
 static bool s_failed_is(const it_stats_t *s, const void *arg)
@@ -57,12 +53,7 @@ static void test_first_decision_stands(void **state)
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
     uint64_t id = it_dispatch(it, "noop", NULL, NULL);
-    void *w = it_socket(it, ZMQ_DEALER, it->back);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "decider", 1);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "decider");
     oq_msg_t job;
     assert_int_equal(it_expect(w, OQ_CMD_JOB, &job, S_PEER_WAIT_MS), 0);
     assert_int_equal(job.job.id, id);

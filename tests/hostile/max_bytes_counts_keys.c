@@ -54,21 +54,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static long s_rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    fclose(f);
-    assert_true(kib > 0);
-    return kib;
-}
-
 /* A key of exactly S_KEY_LEN characters naming what and n. */
 static void s_key(char out[S_KEY_LEN + 1], const char *what, int round, uint64_t n)
 {
@@ -107,18 +92,8 @@ static void s_send(it_t *it, int shape, int round, uint64_t n)
 /* One reply: true if "dispatched", false if "full"; anything else fails. */
 static bool s_reply(it_t *it)
 {
-    zmq_pollitem_t item = {it->client, 0, ZMQ_POLLIN, 0};
-    assert_true(zmq_poll(&item, 1, IT_WAIT_MS) == 1);
-    zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    assert_true(zmq_msg_recv(&frame, it->client, 0) >= 0);
     oq_msg_t msg;
-    oq_err_t code;
-    char why[256];
-    assert_int_equal(
-        oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why, sizeof why),
-        0);
-    zmq_msg_close(&frame);
+    assert_int_equal(it_recv(it->client, &msg, IT_WAIT_MS), 0);
     bool ok = msg.cmd == OQ_CMD_DISPATCHED;
     if (!ok) {
         assert_int_equal(msg.cmd, OQ_CMD_ERROR);
@@ -151,27 +126,14 @@ static uint64_t s_fill(it_t *it, int shape, int round)
     return accepted;
 }
 
-static uint64_t s_broker_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
-    assert_non_null(broker);
-    const msgpack_object *v = oq_proto_map_get(broker, key);
-    assert_non_null(v);
-    uint64_t value = v->via.u64;
-    oq_proto_msg_release(&reply);
-    return value;
-}
-
 static void s_check_bounded(it_t *it, const char *shape, uint64_t accepted)
 {
-    long rss = s_rss_kib(it->broker);
+    long rss = it_rss_kib(it->broker);
     print_message("%s: %llu jobs taken, RSS %ld KiB (limit %d KiB + %d KiB)\n", shape,
                   (unsigned long long)accepted, rss, S_MAX_BYTES / 1024, S_RSS_CONSTANT_KIB);
     if (S_RSS_BOUNDED)
         assert_true(rss <= S_MAX_BYTES / 1024 + S_RSS_CONSTANT_KIB);
-    assert_true(s_broker_u64(it, "held_bytes") <= S_MAX_BYTES);
+    assert_true(it_broker_stat(it, "held_bytes") <= S_MAX_BYTES);
 }
 
 static void s_fresh_broker(it_t *it)

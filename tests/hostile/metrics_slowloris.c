@@ -52,21 +52,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-/* The port the broker's log says it serves metrics on. */
-static int s_metrics_port(it_t *it)
-{
-    assert_int_equal(it_wait_log(it, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
-    char *log = it_read_log(it, "broker");
-    const char *at = strstr(log, "metrics: GET");
-    assert_non_null(at);
-    at = strstr(at, "(port ");
-    assert_non_null(at);
-    int port = atoi(at + 6);
-    free(log);
-    assert_true(port > 0);
-    return port;
-}
-
 /* A non-blocking TCP connection from source to 127.0.0.1:port. */
 static int s_connect(const char *source, int port)
 {
@@ -151,7 +136,7 @@ static void test_scrape_from_another_address_is_answered_under_slowloris(void **
 
     const char *extra[] = {"--no-journal", "--metrics", "127.0.0.1:0", NULL};
     assert_true(it_start_broker(it, extra) > 0);
-    s_slow_t slow = {.port = s_metrics_port(it)};
+    s_slow_t slow = {.port = (int)it_metrics_port(it)};
     /* A scrape before the flood: the endpoint works and has its text. */
     int64_t took_ms = 0;
     int64_t ready_end = it_now_ms() + IT_WAIT_MS;

@@ -128,8 +128,6 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
         assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
         oq_msg_t job;
         assert_int_equal(it_expect(worker, OQ_CMD_JOB, &job, S_JOB_WAIT_MS), 0);
-        msgpack_sbuffer buf;
-        msgpack_sbuffer_init(&buf);
         oq_ack_msg_t ack = {.id = job.job.id,
                             .attempt = job.job.attempt,
                             .outcome = OQ_OUTCOME_OK,
@@ -137,9 +135,7 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
                             .credit = 1,
                             .lease = job.job.lease,
                             .has_lease = job.job.has_lease};
-        oq_proto_encode_ack(&buf, &ack);
-        it_send(worker, &buf);
-        msgpack_sbuffer_destroy(&buf);
+        it_send_ack(worker, &ack);
         oq_proto_msg_release(&job);
         done++;
     }
@@ -151,12 +147,7 @@ static size_t s_cycle(it_t *it, void *worker, size_t count, int64_t deadline_ms)
 static void test_fat_registrations_keep_stats_small(void **state)
 {
     it_t *it = *state;
-    /* Silent workers stay registered for the test's life. The fleet opens
-       its connections from one address faster than a real one would, so
-       the cap on one address's connections in their handshake is off. */
-    const char *flags[] = {"--no-journal", "--heartbeat-ms",          "60000", "--liveness",
-                           "10",           "--max-handshakes-per-ip", "0",     NULL};
-    assert_true(it_start_broker(it, flags) > 0);
+    it_fleet_broker(it);
 
     static char type_names[S_FAT_TYPES][OQ_MAX_NAME_LEN + 1];
     static char queue_names[S_FAT_QUEUES][OQ_MAX_NAME_LEN + 1];
@@ -245,20 +236,10 @@ static void test_fat_registrations_keep_stats_small(void **state)
         oq_msg_t reply;
         assert_int_equal(it_call(it, &req, id, &reply, S_STATS_WAIT_MS), 0);
         msgpack_sbuffer_destroy(&req);
-        assert_int_equal(reply.cmd, OQ_CMD_STATS);
-        const msgpack_object *workers = oq_proto_map_get(&reply.root, "workers");
-        assert_non_null(workers);
-        assert_true(workers->via.array.size > 0);
-        listed += workers->via.array.size;
-        pages++;
-        const msgpack_object *next = oq_proto_map_get(&reply.root, "workers_next");
-        uint64_t was = after;
-        after = next ? next->via.u64 : 0;
+        bool more = it_stats_page(&reply, &listed, &pages, &after, S_FAT_WORKERS + 1);
         oq_proto_msg_release(&reply);
-        if (!next)
+        if (!more)
             break;
-        assert_true(after > was);
-        assert_true(pages <= S_FAT_WORKERS + 1);
     }
     printf("%zu workers listed in %zu pages\n", listed, pages);
     assert_int_equal(listed, S_FAT_WORKERS + 1); /* and the cycle's worker */

@@ -72,9 +72,8 @@ static void test_a_returned_type_counts_the_worker_no_more(void **state)
                         .lease = msg.job.lease,
                         .has_lease = msg.job.has_lease};
     oq_proto_msg_release(&msg);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(peer, &buf);
     msgpack_sbuffer_destroy(&buf);
+    it_send_ack(peer, &ack);
 
     /* The job is ready again, and nobody connected takes it. */
     it_stats_t s;

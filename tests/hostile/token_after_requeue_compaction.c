@@ -24,6 +24,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "payloads.h"
 
 #define S_COMPACT_MIN_BYTES "65536"
 #define S_FILLER_BYTES      8000 /* payload of a filler job: the file passes the minimum in ~9 */
@@ -35,19 +36,6 @@ static int s_setup(void **state)
 {
     *state = it_new("token_after_requeue_compaction");
     return *state ? 0 : -1;
-}
-
-/* A raw worker on the back socket that serves every type, credit 1. */
-static void *s_worker(it_t *it)
-{
-    void *sock = it_socket(it, ZMQ_DEALER, it->back);
-    assert_non_null(sock);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "hostile", 1);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
-    return sock;
 }
 
 /* The next delivery on sock: its attempt and lease token. */
@@ -72,11 +60,7 @@ static void s_ack(void *sock, uint64_t id, uint32_t attempt, uint64_t lease, oq_
                         .credit = 0,
                         .lease = lease,
                         .has_lease = true};
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(sock, &ack);
 }
 
 static bool s_failed_one(const it_stats_t *s, const void *arg)
@@ -101,15 +85,9 @@ static uint64_t s_fenced_acks(it_t *it)
 static void s_compact(it_t *it)
 {
     size_t started = it_log_count(it, "broker", "compacting the journal");
-    static char pad[S_FILLER_BYTES];
-    memset(pad, 'x', sizeof pad);
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    msgpack_pack_str_with_body(&pk, pad, sizeof pad);
+    oq_payload_pad(&payload, S_FILLER_BYTES);
     oq_job_msg_t filler = {.type = oq_str("noop"),
                            .queue = oq_str("filler"),
                            .payload = (const uint8_t *)payload.data,
@@ -132,7 +110,7 @@ static void test_an_old_token_is_fenced_after_requeue_compaction_and_restart(voi
     assert_true(it_start_broker(it, flags) > 0);
 
     /* Delivered, noted, failed. */
-    void *first = s_worker(it);
+    void *first = it_worker_socket(it, IT_ROLE_WORKER, 1, "hostile");
     oq_job_msg_t once = {.max_tries = 1, .has_max_tries = true};
     uint64_t id = it_dispatch(it, "noop", NULL, &once);
     uint32_t attempt;
@@ -157,7 +135,7 @@ static void test_an_old_token_is_fenced_after_requeue_compaction_and_restart(voi
     assert_int_equal(s.ready, 1);
 
     /* Taken anew: a token of its own, and the old one's ok changes nothing. */
-    void *second = s_worker(it);
+    void *second = it_worker_socket(it, IT_ROLE_WORKER, 1, "hostile");
     uint64_t new_lease;
     s_take(second, id, &attempt, &new_lease);
     assert_int_equal(attempt, 1);

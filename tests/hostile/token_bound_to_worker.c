@@ -42,22 +42,6 @@ static void s_allow_second_worker(it_t *it)
     assert_int_equal(rename(from, to), 0);
 }
 
-/* A raw worker registered with credit: its welcome is read. */
-static void *s_worker(it_t *it, it_role_t role, uint32_t credit, const char *name)
-{
-    void *sock = it_socket_as(it, role, ZMQ_DEALER, it->back);
-    assert_non_null(sock);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, credit, name, 1);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
-    oq_msg_t msg;
-    assert_int_equal(it_expect(sock, OQ_CMD_WELCOME, &msg, S_PEER_WAIT_MS), 0);
-    oq_proto_msg_release(&msg);
-    return sock;
-}
-
 static void s_ack_ok(void *sock, uint64_t id, uint64_t lease)
 {
     oq_ack_msg_t ack = {.id = id,
@@ -67,11 +51,7 @@ static void s_ack_ok(void *sock, uint64_t id, uint64_t lease)
                         .credit = 1,
                         .lease = lease,
                         .has_lease = true};
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(sock, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(sock, &ack);
 }
 
 static bool s_fenced_or_done(it_t *it)
@@ -87,7 +67,7 @@ static void test_token_bound_to_worker(void **state)
     s_allow_second_worker(it);
     assert_true(it_start_broker(it, NULL) > 0);
     uint64_t id = it_dispatch(it, "noop", NULL, NULL);
-    void *a = s_worker(it, IT_ROLE_WORKER, 1, "a");
+    void *a = it_worker_socket(it, IT_ROLE_WORKER, 1, "a");
     oq_msg_t job;
     assert_int_equal(it_expect(a, OQ_CMD_JOB, &job, S_PEER_WAIT_MS), 0);
     assert_int_equal(job.job.id, id);
@@ -95,7 +75,7 @@ static void test_token_bound_to_worker(void **state)
     oq_proto_msg_release(&job);
 
     /* B, a worker of another key, replays A's token. */
-    void *b = s_worker(it, IT_ROLE_STRANGER, 0, "b");
+    void *b = it_worker_socket(it, IT_ROLE_STRANGER, 0, "b");
     s_ack_ok(b, id, lease);
     int64_t end = it_now_ms() + IT_WAIT_MS;
     while (!s_fenced_or_done(it)) {

@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "payloads.h"
 
 static int s_setup(void **state)
 {
@@ -183,14 +184,7 @@ static void s_big_dispatch(msgpack_sbuffer *buf, int64_t req, size_t blob_len)
 {
     msgpack_sbuffer payload;
     msgpack_sbuffer_init(&payload);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    oq_proto_pack_cstr(&pk, "b");
-    char *blob = calloc(1, blob_len);
-    msgpack_pack_bin(&pk, blob_len);
-    msgpack_pack_bin_body(&pk, blob, blob_len);
-    free(blob);
+    oq_payload_blob(&payload, blob_len);
     oq_job_msg_t job = {.type = oq_str("noop"),
                         .payload = (const uint8_t *)payload.data,
                         .payload_len = payload.size};

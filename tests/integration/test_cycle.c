@@ -25,23 +25,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-/* Count "job <id> ... outcome=ok" lines per id. */
-static void s_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
-{
-    for (const char *p = strstr(log, "job "); p; p = strstr(p + 1, "job ")) {
-        char *end;
-        unsigned long long id = strtoull(p + 4, &end, 10);
-        if (end == p + 4 || *end != ' ')
-            continue;
-        const char *eol = strchr(p, '\n');
-        const char *ok = strstr(p, "outcome=ok");
-        if (!ok || (eol && ok > eol))
-            continue;
-        if (id >= first_id && id < first_id + n)
-            counts[id - first_id]++;
-    }
-}
-
 static void test_thousand_noop_jobs_complete_once(void **state)
 {
     it_t *it = *state;
@@ -78,7 +61,7 @@ static void test_thousand_noop_jobs_complete_once(void **state)
 
     char *log = it_read_log(it, "workers");
     uint32_t *counts = calloc(S_JOBS, sizeof *counts);
-    s_count_ok_lines(log, first, counts, S_JOBS);
+    it_count_ok_lines(log, first, counts, S_JOBS);
     for (size_t i = 0; i < S_JOBS; i++) {
         if (counts[i] != 1)
             fail_msg("job %llu ran %u times", (unsigned long long)(first + i), counts[i]);

@@ -154,35 +154,6 @@ static void test_a_damaged_journal_is_refused_and_repair_keeps_every_good_job(vo
     s_stop_broker(it);
 }
 
-/* One dispatch with a padded payload: the reply's command (DISPATCHED or
-   ERROR with its code in *code). */
-static oq_cmd_t s_dispatch_padded(it_t *it, oq_err_t *code)
-{
-    static char pad[S_PAD_BYTES];
-    memset(pad, 'x', sizeof pad);
-    msgpack_sbuffer payload, request;
-    msgpack_sbuffer_init(&payload);
-    msgpack_sbuffer_init(&request);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    msgpack_pack_str_with_body(&pk, pad, sizeof pad);
-    oq_job_msg_t job = {.type = oq_str("noop"),
-                        .payload = (const uint8_t *)payload.data,
-                        .payload_len = payload.size};
-    int64_t req = it_req(it);
-    oq_proto_encode_dispatch(&request, req, &job);
-    oq_msg_t reply;
-    assert_int_equal(it_call(it, &request, req, &reply, S_CALL_TIMEOUT_MS), 0);
-    oq_cmd_t cmd = reply.cmd;
-    *code = reply.err_code;
-    oq_proto_msg_release(&reply);
-    msgpack_sbuffer_destroy(&payload);
-    msgpack_sbuffer_destroy(&request);
-    return cmd;
-}
-
 static bool s_drained(const it_stats_t *s, const void *arg)
 {
     (void)arg;
@@ -208,13 +179,8 @@ static void test_a_full_disk_recovers_by_itself(void **state)
     assert_true(it_start_worker(it, "workers", worker_flags) > 0);
 
     /* Fill the volume: dispatch until the broker says unavailable. */
+    it_fill_disk(it, S_PAD_BYTES, S_MAX_FILL_JOBS, S_CALL_TIMEOUT_MS);
     oq_err_t code = OQ_ERR_NONE;
-    int accepted = 0;
-    while (accepted < S_MAX_FILL_JOBS && s_dispatch_padded(it, &code) == OQ_CMD_DISPATCHED)
-        accepted++;
-    assert_true(accepted < S_MAX_FILL_JOBS);
-    assert_int_equal(code, OQ_ERR_UNAVAILABLE);
-    print_message("the volume filled after %d accepted dispatches\n", accepted);
 
     /* The worker drains every job; then, with nobody freeing space, a
        dispatch is accepted again within the bound. */
@@ -223,7 +189,8 @@ static void test_a_full_disk_recovers_by_itself(void **state)
     int64_t drained = it_now_ms();
     int64_t deadline = drained + IT_WAIT_MS;
     oq_cmd_t cmd;
-    while ((cmd = s_dispatch_padded(it, &code)) != OQ_CMD_DISPATCHED) {
+    while ((cmd = it_dispatch_padded(it, S_PAD_BYTES, S_CALL_TIMEOUT_MS, &code)) !=
+           OQ_CMD_DISPATCHED) {
         assert_int_equal(code, OQ_ERR_UNAVAILABLE);
         assert_true(it_now_ms() < deadline);
         oq_support_sleep_ms(S_RETRY_MS);

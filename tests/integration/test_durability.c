@@ -200,16 +200,7 @@ static void s_check_exactly_once(it_t *it, const s_confirmed_t *c)
 
     uint32_t *runs = calloc(c->max_id + 1, sizeof *runs);
     char *log = it_read_log(it, "workers");
-    for (const char *p = strstr(log, "job "); p; p = strstr(p + 1, "job ")) {
-        char *end;
-        unsigned long long id = strtoull(p + 4, &end, 10);
-        if (end == p + 4 || *end != ' ')
-            continue;
-        const char *eol = strchr(p, '\n');
-        const char *ok = strstr(p, "outcome=ok");
-        if (ok && (!eol || ok < eol) && id <= c->max_id)
-            runs[id]++;
-    }
+    it_count_ok_lines(log, 0, runs, c->max_id + 1);
     for (size_t i = 0; i < c->count; i++)
         if (runs[c->ids[i]] != 1)
             fail_msg("confirmed job %llu ran %u times", (unsigned long long)c->ids[i],
@@ -229,16 +220,6 @@ static void test_confirmed_dispatches_survive_sigkill(void **state)
     assert_true(it_start_broker(it, flags) > 0);
     s_check_exactly_once(it, &c);
     assert_true(it_log_count(it, "broker", "replayed") == 2);
-}
-
-static uint64_t s_journal_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, "journal"), key);
-    uint64_t v = o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
-    oq_proto_msg_release(&reply);
-    return v;
 }
 
 static void test_confirmed_dispatches_survive_sigkill_across_compactions(void **state)
@@ -276,7 +257,7 @@ static void test_confirmed_dispatches_survive_sigkill_across_compactions(void **
     assert_true(it_start_broker(it, flags) > 0);
     s_check_exactly_once(it, &c);
     /* The live jobs are gone: the next compaction can shrink the file. */
-    assert_true(s_journal_u64(it, "bytes") > 0);
+    assert_true(it_stat(it, "journal", "bytes") > 0);
 }
 
 /* Run `onceq dispatch` and return the id it printed (0 if none). */
@@ -310,7 +291,7 @@ static void test_dispatch_id_maps_to_the_same_job_after_a_restart(void **state)
     assert_int_equal(it_stats(it, &s), 0);
     assert_int_equal(s.dispatched, 0); /* nothing new was queued */
     assert_int_equal(s.ready, 2);
-    assert_int_equal(s_journal_u64(it, "dedupe_hits"), 2);
+    assert_int_equal(it_stat(it, "journal", "dedupe_hits"), 2);
     /* A new id is a new job, numbered after everything before the kill. */
     options.dispatch_id = oq_str("order-8:grant");
     assert_true(it_dispatch(it, "noop", NULL, &options) > other);
@@ -334,9 +315,9 @@ static void test_live_bytes_count_the_dispatch_ids(void **state)
     uint64_t done = S_IDS;
     it_stats_t s;
     assert_true(it_wait_stats(it, it_done_is, &done, IT_WAIT_MS, &s) >= 0);
-    assert_int_equal(s_journal_u64(it, "dispatch_ids"), S_IDS);
+    assert_int_equal(it_stat(it, "journal", "dispatch_ids"), S_IDS);
     /* Each id's record holds at least its 16-byte digest. */
-    uint64_t live = s_journal_u64(it, "live_bytes");
+    uint64_t live = it_stat(it, "journal", "live_bytes");
     if (live < (uint64_t)S_IDS * 16)
         fail_msg("live_bytes %llu with %d dispatch ids held", (unsigned long long)live, S_IDS);
 }
@@ -399,7 +380,7 @@ static void test_lazy_pirate_resends_until_the_broker_answers(void **state)
     it_stats_t s;
     assert_int_equal(it_stats(it, &s), 0);
     assert_int_equal(s.dispatched, 1); /* every copy of the request made one job */
-    assert_true(s_journal_u64(it, "dedupe_hits") >= 1);
+    assert_true(it_stat(it, "journal", "dedupe_hits") >= 1);
 }
 
 int main(void)

@@ -35,6 +35,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "payloads.h"
 #include "onceq/limits.h"
 
 #define S_MAX_BYTES     (8 * 1024 * 1024)
@@ -67,21 +68,6 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static long s_rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    fclose(f);
-    assert_true(kib > 0);
-    return kib;
-}
-
 /* Dispatch one job with a payload of blob_len bytes; returns the reply's
    command, with the error code and text in *code and text. */
 static oq_cmd_t s_dispatch_blob(it_t *it, const char *type, size_t blob_len, uint64_t *id,
@@ -90,14 +76,7 @@ static oq_cmd_t s_dispatch_blob(it_t *it, const char *type, size_t blob_len, uin
     msgpack_sbuffer payload, buf;
     msgpack_sbuffer_init(&payload);
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    oq_proto_pack_cstr(&pk, "b");
-    char *blob = calloc(1, blob_len);
-    msgpack_pack_bin(&pk, blob_len);
-    msgpack_pack_bin_body(&pk, blob, blob_len);
-    free(blob);
+    oq_payload_blob(&payload, blob_len);
     oq_job_msg_t job = {.type = oq_str(type),
                         .payload = (const uint8_t *)payload.data,
                         .payload_len = payload.size};
@@ -115,21 +94,6 @@ static oq_cmd_t s_dispatch_blob(it_t *it, const char *type, size_t blob_len, uin
     msgpack_sbuffer_destroy(&payload);
     msgpack_sbuffer_destroy(&buf);
     return cmd;
-}
-
-/* broker.KEY from the stats reply. */
-static uint64_t s_broker_u64(it_t *it, const char *key)
-{
-    oq_msg_t reply;
-    assert_int_equal(it_stats_reply(it, &reply, IT_WAIT_MS), 0);
-    const msgpack_object *broker = oq_proto_map_get(&reply.root, "broker");
-    assert_non_null(broker);
-    const msgpack_object *v = oq_proto_map_get(broker, key);
-    assert_non_null(v);
-    assert_int_equal(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-    uint64_t value = v->via.u64;
-    oq_proto_msg_release(&reply);
-    return value;
 }
 
 static bool s_failed_at_least(const it_stats_t *s, const void *arg)
@@ -150,8 +114,8 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     const char *flags[] = {"--max-bytes", S_MAX_BYTES_ARG, "--fsync", "off", NULL};
     pid_t broker = it_start_broker(it, flags);
     assert_true(broker > 0);
-    assert_int_equal(s_broker_u64(it, "max_bytes"), S_MAX_BYTES);
-    long rss_start = s_rss_kib(broker);
+    assert_int_equal(it_broker_stat(it, "max_bytes"), S_MAX_BYTES);
+    long rss_start = it_rss_kib(broker);
 
     uint64_t accepted = 0, id;
     oq_err_t code = OQ_ERR_NONE;
@@ -167,7 +131,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     assert_int_equal(code, OQ_ERR_FULL);
     assert_non_null(strstr(text, "--max-bytes"));
     assert_non_null(strstr(text, S_MAX_BYTES_ARG));
-    uint64_t held = s_broker_u64(it, "bytes");
+    uint64_t held = it_broker_stat(it, "bytes");
     /* Refused before the limit, and only when the next job would pass it. */
     assert_true(held <= S_MAX_BYTES);
     assert_true(accepted > 0);
@@ -179,7 +143,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
                          OQ_CMD_ERROR);
         assert_int_equal(code, OQ_ERR_FULL);
     }
-    long rss_full = s_rss_kib(broker);
+    long rss_full = it_rss_kib(broker);
     print_message("flood: %llu accepted, %llu bytes held, RSS %ld KiB at start, %ld KiB at full\n",
                   (unsigned long long)accepted, (unsigned long long)held, rss_start, rss_full);
     if (S_RSS_BOUNDED)
@@ -191,7 +155,7 @@ static void test_payload_flood_ends_in_full_and_a_late_worker_drains_it(void **s
     assert_true(it_wait_stats(it, it_done_at_least, &accepted, IT_WAIT_MS, &s) >= 0);
     assert_int_equal(s.done, accepted);
     assert_int_equal(s.ready + s.leased + s.delayed + s.failed, 0);
-    assert_int_equal(s_broker_u64(it, "bytes"), 0);
+    assert_int_equal(it_broker_stat(it, "bytes"), 0);
     assert_int_equal(s_dispatch_blob(it, "noop", S_BLOB_BYTES, &id, &code, NULL, 0),
                      OQ_CMD_DISPATCHED);
 }
@@ -208,7 +172,7 @@ static void test_journal_over_the_byte_limit_replays_whole(void **state)
                          OQ_CMD_DISPATCHED);
         accepted++;
     }
-    uint64_t held = s_broker_u64(it, "bytes");
+    uint64_t held = it_broker_stat(it, "bytes");
     assert_true(held > 1024 * 1024);
 
     /* Restart with a limit below what the journal holds. */
@@ -217,7 +181,7 @@ static void test_journal_over_the_byte_limit_replays_whole(void **state)
     it_stats_t s;
     assert_int_equal(it_stats(it, &s), 0);
     assert_int_equal(s.ready, accepted); /* every confirmed job is back */
-    assert_int_equal(s_broker_u64(it, "bytes"), held);
+    assert_int_equal(it_broker_stat(it, "bytes"), held);
     assert_int_equal(it_log_count(it, "broker", "over --max-bytes"), 1);
     assert_int_equal(s_dispatch_blob(it, "noop", 1, &id, &code, NULL, 0), OQ_CMD_ERROR);
     assert_int_equal(code, OQ_ERR_FULL);

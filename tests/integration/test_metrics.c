@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "scrape.h"
 #include "onceq/limits.h"
 
 #define S_JOBS           20
@@ -34,69 +35,14 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-typedef struct {
-    char *text;
-    size_t len;
-} s_body_t;
-
-static size_t s_collect(char *data, size_t size, size_t n, void *ctx)
-{
-    s_body_t *body = ctx;
-    char *grown = realloc(body->text, body->len + size * n + 1);
-    if (!grown)
-        return 0;
-    memcpy(grown + body->len, data, size * n);
-    body->len += size * n;
-    grown[body->len] = 0;
-    body->text = grown;
-    return size * n;
-}
-
 /* GET url; the body (caller frees) and the status in *status. */
 static char *s_get(const char *url, long *status)
 {
-    CURL *curl = curl_easy_init();
-    assert_non_null(curl);
-    s_body_t body = {calloc(1, 1), 0};
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, s_collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)S_HTTP_TIMEOUT_S);
-    CURLcode rc = curl_easy_perform(curl);
-    if (rc != CURLE_OK)
-        fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-    curl_easy_cleanup(curl);
-    return body.text;
-}
-
-/* The value of the sample named exactly series ("name{labels}"), or -1 if
-   the text has none. */
-static double s_value(const char *text, const char *series)
-{
-    size_t len = strlen(series);
-    for (const char *line = text; line && *line; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, series, len) == 0 && line[len] == ' ')
-            return strtod(line + len + 1, NULL);
-    }
-    return -1;
-}
-
-/* The port the broker's log says it serves metrics on. */
-static unsigned s_metrics_port(it_t *it)
-{
-    assert_int_equal(it_wait_log(it, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
-    char *log = it_read_log(it, "broker");
-    const char *at = strstr(log, "metrics: GET");
-    assert_non_null(at);
-    at = strstr(at, "(port ");
-    assert_non_null(at);
-    unsigned port = (unsigned)strtoul(at + 6, NULL, 10);
-    free(log);
-    assert_true(port > 0);
-    return port;
+    const char *error = NULL;
+    char *text = oq_scrape_get(url, S_HTTP_TIMEOUT_S, status, &error);
+    if (!text)
+        fail_msg("GET %s: %s", url, error);
+    return text;
 }
 
 /* Scrape until the sample reaches want (the loop renders every 250 ms). */
@@ -106,7 +52,7 @@ static char *s_scrape_until(const char *url, const char *series, double want)
     for (;;) {
         long status = 0;
         char *text = s_get(url, &status);
-        if (status == 200 && s_value(text, series) == want)
+        if (status == 200 && oq_scrape_value(text, series) == want)
             return text;
         if (it_now_ms() > end)
             fail_msg("%s never reached %g; last scrape (HTTP %ld):\n%s", series, want, status,
@@ -156,12 +102,12 @@ static void test_metrics_follow_the_jobs(void **state)
     const char *broker_flags[] = {"--heartbeat-ms", "200", "--metrics", "127.0.0.1:0", NULL};
     assert_true(it_start_broker(it, broker_flags) > 0);
     char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", s_metrics_port(it));
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", it_metrics_port(it));
 
     /* Before any job: served, valid, and nothing done. */
     char *text = s_scrape_until(url, "onceq_workers_connected", 0);
     assert_non_null(strstr(text, "onceq_build_info{version=\""));
-    double done = s_value(text, "onceq_queue_done_total{queue=\"default\"}");
+    double done = oq_scrape_value(text, "onceq_queue_done_total{queue=\"default\"}");
     assert_true(done == -1 || done == 0);
     s_promtool_check(it, text);
     free(text);
@@ -173,24 +119,24 @@ static void test_metrics_follow_the_jobs(void **state)
         assert_true(it_dispatch(it, "noop", NULL, NULL) > 0);
 
     text = s_scrape_until(url, "onceq_queue_done_total{queue=\"default\"}", S_JOBS);
-    assert_true(s_value(text, "onceq_queue_dispatched_total{queue=\"default\"}") == S_JOBS);
-    assert_true(s_value(text, "onceq_type_done_total{type=\"noop\"}") == S_JOBS);
-    assert_true(s_value(text, "onceq_queue_job_duration_seconds_count{queue=\"default\"}") ==
-                S_JOBS);
-    assert_true(s_value(text, "onceq_queue_job_duration_seconds_bucket{queue=\"default\","
-                              "le=\"+Inf\"}") == S_JOBS);
-    assert_true(s_value(text, "onceq_queue_ready_jobs{queue=\"default\"}") == 0);
+    assert_true(oq_scrape_value(text, "onceq_queue_dispatched_total{queue=\"default\"}") == S_JOBS);
+    assert_true(oq_scrape_value(text, "onceq_type_done_total{type=\"noop\"}") == S_JOBS);
+    assert_true(oq_scrape_value(
+                    text, "onceq_queue_job_duration_seconds_count{queue=\"default\"}") == S_JOBS);
+    assert_true(oq_scrape_value(text, "onceq_queue_job_duration_seconds_bucket{queue=\"default\","
+                                      "le=\"+Inf\"}") == S_JOBS);
+    assert_true(oq_scrape_value(text, "onceq_queue_ready_jobs{queue=\"default\"}") == 0);
     /* Exported, and nothing was handed back or paused in this run. */
-    assert_true(s_value(text, "onceq_queue_returned_total{queue=\"default\"}") == 0);
-    assert_true(s_value(text, "onceq_workers_unavailable") == 0);
+    assert_true(oq_scrape_value(text, "onceq_queue_returned_total{queue=\"default\"}") == 0);
+    assert_true(oq_scrape_value(text, "onceq_workers_unavailable") == 0);
     /* The journal fsynced the jobs' records (fsync always), and timed it. */
-    double fsyncs = s_value(text, "onceq_journal_fsyncs_total");
+    double fsyncs = oq_scrape_value(text, "onceq_journal_fsyncs_total");
     assert_true(fsyncs > 0);
-    assert_true(s_value(text, "onceq_journal_fsync_duration_seconds_count") == fsyncs);
-    assert_true(s_value(text, "onceq_auth_curve") == 1);
-    assert_true(s_value(text, "onceq_waits_held") == 0);
-    assert_true(s_value(text, "onceq_waits_max") == OQ_MAX_WAITERS);
-    assert_true(s_value(text, "onceq_waits_max_per_connection") == OQ_MAX_WAITERS_PER_PEER);
+    assert_true(oq_scrape_value(text, "onceq_journal_fsync_duration_seconds_count") == fsyncs);
+    assert_true(oq_scrape_value(text, "onceq_auth_curve") == 1);
+    assert_true(oq_scrape_value(text, "onceq_waits_held") == 0);
+    assert_true(oq_scrape_value(text, "onceq_waits_max") == OQ_MAX_WAITERS);
+    assert_true(oq_scrape_value(text, "onceq_waits_max_per_connection") == OQ_MAX_WAITERS_PER_PEER);
     s_promtool_check(it, text);
     free(text);
 
@@ -218,7 +164,7 @@ static void test_metrics_follow_the_jobs(void **state)
     /* Anything but GET /metrics is refused, and the server still serves. */
     long status = 0;
     char other[128];
-    snprintf(other, sizeof other, "http://127.0.0.1:%u/other", s_metrics_port(it));
+    snprintf(other, sizeof other, "http://127.0.0.1:%u/other", it_metrics_port(it));
     free(s_get(other, &status));
     assert_int_equal(status, 404);
     free(s_get(url, &status));

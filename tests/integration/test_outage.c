@@ -31,6 +31,7 @@
 #include <signal.h>
 
 #include "harness.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_CUSTOMERS 20
@@ -144,15 +145,7 @@ static uint64_t s_grant(it_t *it, uint64_t order)
     uint64_t customer = 1 + order % S_CUSTOMERS, points = 1 + order % 7;
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, customer);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, points);
+    oq_payload_grant(&buf, order, customer, points);
     oq_job_msg_t options = {.max_tries = S_TRIES,
                             .has_max_tries = true,
                             .backoff_ms = {S_BACKOFF_S * 1000},
@@ -323,20 +316,7 @@ static void test_one_connection_per_worker_process(void **state)
     assert_true(s_wait(it, s_done, 1, IT_WAIT_MS, &v));
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, 42);
-    oq_proto_pack_cstr(&pk, "address");
-    oq_proto_pack_cstr(&pk, "1 Quay Street");
-    oq_proto_pack_cstr(&pk, "items");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 2);
-    oq_proto_pack_cstr(&pk, "sku");
-    oq_proto_pack_cstr(&pk, "MUG-1");
-    oq_proto_pack_cstr(&pk, "qty");
-    msgpack_pack_uint64(&pk, 2);
+    oq_payload_shipment(&buf, 42, "1 Quay Street", "MUG-1", 2);
     oq_job_msg_t options = {.max_tries = 1, .has_max_tries = true};
     assert_true(it_dispatch(it, "request_shipment", &buf, &options) > 0);
     msgpack_sbuffer_destroy(&buf);

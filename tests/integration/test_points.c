@@ -15,27 +15,19 @@
 #include <signal.h>
 
 #include "harness.h"
+#include "payloads.h"
 
 #define S_CUSTOMERS 50
 
-static it_t *s_it;
-
 static int s_group_setup(void **state)
 {
-    s_it = it_new("points");
-    if (!s_it || it_start_pg(s_it) < 0)
+    it_t *it = it_new_pg("points");
+    if (!it)
         return -1;
-    s_it->stats_type = "grant_points";
+    it->stats_type = "grant_points";
     setenv("ONCEQ_TEST_HOOKS", "1", 1);
-    it_use_worker(s_it, "onceq-test-worker");
-    *state = s_it;
-    return 0;
-}
-
-static int s_group_teardown(void **state)
-{
-    (void)state;
-    it_destroy(&s_it);
+    it_use_worker(it, "onceq-test-worker");
+    *state = it;
     return 0;
 }
 
@@ -57,12 +49,6 @@ static int s_setup(void **state)
              "SELECT g, 0 FROM generate_series(1, %d) g",
              S_CUSTOMERS);
     it_sql(it, sql);
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    it_kill_all(*state);
     return 0;
 }
 
@@ -91,12 +77,7 @@ static void s_grant_payload(msgpack_sbuffer *buf, uint64_t order, uint64_t custo
     msgpack_sbuffer_clear(buf);
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 3 + (hook ? 1 : 0) + (hook2 ? 1 : 0));
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_uint64(&pk, customer);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_uint64(&pk, points);
+    oq_payload_pack_grant(&pk, order, customer, points);
     if (hook) {
         oq_proto_pack_cstr(&pk, hook);
         msgpack_pack_uint64(&pk, hook_value);
@@ -327,12 +308,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_failure_after_commit_is_retried_without_double_grant,
-                                        s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_read_committed, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_repeatable_read, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_kill_after_commit_before_ack, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_same_order_dispatched_twice, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_many_workers_many_redispatches, s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_read_committed, s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_repeatable_read, s_setup, it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_after_commit_before_ack, s_setup,
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_same_order_dispatched_twice, s_setup,
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_many_workers_many_redispatches, s_setup,
+                                        it_kill_teardown),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, s_group_setup, it_teardown);
 }

@@ -27,22 +27,13 @@
 
 #include "harness.h"
 
-static it_t *s_it;
-
 static int s_group_setup(void **state)
 {
-    s_it = it_new("prune");
-    if (!s_it || it_start_pg(s_it) < 0)
+    it_t *it = it_new_pg("prune");
+    if (!it)
         return -1;
-    it_sql(s_it, "SET client_min_messages TO warning"); /* no notice for DROP IF EXISTS */
-    *state = s_it;
-    return 0;
-}
-
-static int s_group_teardown(void **state)
-{
-    (void)state;
-    it_destroy(&s_it);
+    it_sql(it, "SET client_min_messages TO warning"); /* no notice for DROP IF EXISTS */
+    *state = it;
     return 0;
 }
 
@@ -53,12 +44,6 @@ static int s_setup(void **state)
     it_fresh_data_dir(it);
     it_sql(it, "TRUNCATE point_grants, point_balances, onceq_once");
     it_sql(it, "DROP TABLE IF EXISTS shipment_requests");
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    it_kill_all(*state);
     return 0;
 }
 
@@ -221,9 +206,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_only_rows_older_than_the_window_go, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_floor_follows_the_broker_and_is_required, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
     };
-    return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests(tests, s_group_setup, it_teardown);
 }

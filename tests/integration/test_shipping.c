@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_TYPE "request_shipment"
@@ -138,8 +139,8 @@ static s_carrier_view_t s_carrier_order(uint64_t order)
 static int s_group_setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    s_it = it_new("shipments");
-    if (!s_it || it_start_pg(s_it) < 0)
+    s_it = it_new_pg("shipments");
+    if (!s_it)
         return -1;
     s_it->stats_type = S_TYPE;
     *state = s_it;
@@ -165,12 +166,6 @@ static int s_setup(void **state)
     return 0;
 }
 
-static int s_teardown(void **state)
-{
-    it_kill_all(*state);
-    return 0;
-}
-
 /* Broker and one worker that knows the carrier (or url). */
 static void s_up(it_t *it, const char *url)
 {
@@ -187,20 +182,7 @@ static uint64_t s_ship(it_t *it, uint64_t order, const char *address, uint32_t q
 {
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_uint64(&pk, order);
-    oq_proto_pack_cstr(&pk, "address");
-    oq_proto_pack_cstr(&pk, address);
-    oq_proto_pack_cstr(&pk, "items");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 2);
-    oq_proto_pack_cstr(&pk, "sku");
-    oq_proto_pack_cstr(&pk, "MUG-1");
-    oq_proto_pack_cstr(&pk, "qty");
-    msgpack_pack_uint32(&pk, qty);
+    oq_payload_shipment(&buf, order, address, "MUG-1", qty);
     oq_job_msg_t options = {.max_tries = max_tries,
                             .has_max_tries = true,
                             .timeout_ms = (int64_t)(timeout_s * 1000),
@@ -610,25 +592,28 @@ static void test_review_resolved_as_retry_runs_again(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_created_then_replayed_confirms, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_created_then_replayed_confirms, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_carrier_4xx_fails_with_its_reason, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_5xx_is_retried_with_backoff, s_setup, s_teardown),
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_5xx_is_retried_with_backoff, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_refused_connection_is_retried_then_fails, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_dropped_reply_is_retried_with_the_same_key, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_timeout_after_sending_is_retried_with_the_same_key,
-                                        s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_key_reused_with_another_body_goes_to_review, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_another_shipment_for_the_key_goes_to_review, s_setup,
-                                        s_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_input_is_refused_clearly, s_setup, s_teardown),
+                                        it_kill_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input_is_refused_clearly, s_setup,
+                                        it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_after_the_last_try_goes_to_review_and_is_kept,
-                                        s_setup, s_teardown),
+                                        s_setup, it_kill_teardown),
         cmocka_unit_test_setup_teardown(test_review_resolved_as_retry_runs_again, s_setup,
-                                        s_teardown),
+                                        it_kill_teardown),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);
 }

@@ -111,21 +111,6 @@ static void s_expect_refused(void *sock, int64_t req, uint64_t id, int64_t timeo
     oq_proto_msg_release(&msg);
 }
 
-/* A raw worker: registered with credit 1, welcomed. */
-static void *s_worker(it_t *it)
-{
-    void *w = it_socket(it, ZMQ_DEALER, it->back);
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ready(&buf, 1, "raw", 1);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
-    oq_msg_t msg;
-    assert_int_equal(it_expect(w, OQ_CMD_WELCOME, &msg, S_CALL_MS), 0);
-    oq_proto_msg_release(&msg);
-    return w;
-}
-
 /* The raw worker takes its next job (it must be job id) and reports
    outcome with error text, giving its credit back. */
 static void s_take(void *w, uint64_t id, oq_msg_t *job)
@@ -145,11 +130,7 @@ static void s_report(void *w, const oq_msg_t *job, oq_outcome_t outcome, const c
         .lease = job->job.lease,
         .has_lease = true,
     };
-    msgpack_sbuffer buf;
-    msgpack_sbuffer_init(&buf);
-    oq_proto_encode_ack(&buf, &ack);
-    it_send(w, &buf);
-    msgpack_sbuffer_destroy(&buf);
+    it_send_ack(w, &ack);
 }
 
 /* Dispatch a job of type noop on queue "default" with max_tries 1 (and a
@@ -166,40 +147,40 @@ static uint64_t s_dispatch(it_t *it, int64_t delay_ms)
     return id;
 }
 
+/* The ends a raw worker gives a job, each with the error it reports and
+   what a wait for the job answers. */
+enum { S_DONE, S_FAILED, S_REVIEW, S_ENDS };
+static const struct {
+    oq_outcome_t outcome;
+    const char *error; /* the worker's, and the one the wait answers with */
+    oq_wait_state_t state;
+} s_ends[S_ENDS] = {
+    [S_DONE] = {OQ_OUTCOME_OK, NULL, OQ_WAIT_DONE},
+    [S_FAILED] = {OQ_OUTCOME_FAIL, "the order does not exist", OQ_WAIT_FAILED},
+    [S_REVIEW] = {OQ_OUTCOME_REVIEW, "carrier timed out", OQ_WAIT_REVIEW},
+};
+
 static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     oq_msg_t job;
 
-    /* (i) done: the wait is held while the job is leased. */
-    uint64_t done_id = s_dispatch(it, 0);
-    s_take(w, done_id, &job);
-    s_send_wait(producer, 1, done_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_OK, NULL);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
-    oq_proto_msg_release(&job);
-
-    /* failed for good, with its error */
-    uint64_t failed_id = s_dispatch(it, 0);
-    s_take(w, failed_id, &job);
-    s_send_wait(producer, 2, failed_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_FAIL, "the order does not exist");
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
-    oq_proto_msg_release(&job);
-
-    /* to review, with the handler's reason */
-    uint64_t review_id = s_dispatch(it, 0);
-    s_take(w, review_id, &job);
-    s_send_wait(producer, 3, review_id, S_LONG_MS);
-    s_expect_quiet(producer);
-    s_report(w, &job, OQ_OUTCOME_REVIEW, "carrier timed out");
-    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
-    oq_proto_msg_release(&job);
+    /* (i) done, failed for good with its error, to review with the
+       handler's reason: each wait is held while the job is leased. */
+    uint64_t ended[S_ENDS];
+    for (int e = 0; e < S_ENDS; e++) {
+        ended[e] = s_dispatch(it, 0);
+        s_take(w, ended[e], &job);
+        s_send_wait(producer, 1 + e, ended[e], S_LONG_MS);
+        s_expect_quiet(producer);
+        s_report(w, &job, s_ends[e].outcome, s_ends[e].error);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, S_CALL_MS);
+        oq_proto_msg_release(&job);
+    }
+    const uint64_t done_id = ended[S_DONE], failed_id = ended[S_FAILED];
 
     /* cancelled by an admin while it waits for its delay */
     uint64_t cancelled_id = s_dispatch(it, 600000);
@@ -220,12 +201,10 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     s_expect_waited(producer, live_id, OQ_WAIT_PENDING, NULL, S_CALL_MS);
 
     /* (iii) ended already: answered at once, as it ended */
-    s_send_wait(producer, 7, done_id, S_LONG_MS);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, S_CALL_MS);
-    s_send_wait(producer, 8, failed_id, S_LONG_MS);
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
-    s_send_wait(producer, 9, review_id, S_LONG_MS);
-    s_expect_waited(producer, review_id, OQ_WAIT_REVIEW, "carrier timed out", S_CALL_MS);
+    for (int e = 0; e < S_ENDS; e++) {
+        s_send_wait(producer, 7 + e, ended[e], S_LONG_MS);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, S_CALL_MS);
+    }
     s_send_wait(producer, 10, cancelled_id, S_LONG_MS);
     s_expect_waited(producer, cancelled_id, OQ_WAIT_CANCELLED, NULL, S_CALL_MS);
     s_expect_refused(producer, 11, live_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
@@ -279,10 +258,10 @@ static void test_wait_for_each_end_timeouts_limits_and_restart(void **state)
     it_signal(it->broker, SIGKILL);
     assert_true(it_wait_exit(it->broker, IT_WAIT_MS) >= 0);
     assert_true(it_start_broker(it, NULL) > 0);
-    s_send_wait(producer, 20, done_id, S_LONG_MS);
-    s_expect_waited(producer, done_id, OQ_WAIT_DONE, NULL, IT_WAIT_MS);
-    s_send_wait(producer, 21, failed_id, S_LONG_MS);
-    s_expect_waited(producer, failed_id, OQ_WAIT_FAILED, "the order does not exist", S_CALL_MS);
+    for (int e = S_DONE; e <= S_FAILED; e++) {
+        s_send_wait(producer, 20 + e, ended[e], S_LONG_MS);
+        s_expect_waited(producer, ended[e], s_ends[e].state, s_ends[e].error, IT_WAIT_MS);
+    }
     s_expect_refused(producer, 22, after_id + 1, S_LONG_MS, OQ_ERR_NOT_FOUND, "never issued");
     /* the job leased before the restart is ready again: waited for, and done by a worker */
     s_send_wait(producer, 23, after_id, S_LONG_MS);
@@ -341,7 +320,7 @@ static void test_stats_count_the_waits_held(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     assert_int_equal(s_waits_held(producer, 1), 0);
 
@@ -434,7 +413,7 @@ static void test_dispatch_with_wait_answers_once(void **state)
 {
     it_t *it = *state;
     assert_true(it_start_broker(it, NULL) > 0);
-    void *w = s_worker(it);
+    void *w = it_worker_socket(it, IT_ROLE_WORKER, 1, "raw");
     void *producer = it_socket_as(it, IT_ROLE_PRODUCER, ZMQ_DEALER, it->front);
     oq_msg_t job, msg;
 

@@ -94,18 +94,11 @@ static void *s_raw_worker(it_t *it, uint32_t credit, uint32_t jobs_per_msg, oq_m
    attempts, leases), their count returned. */
 static size_t s_next_deliveries(void *sock, oq_ack_msg_t *jobs, bool *several)
 {
-    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
     for (;;) {
-        assert_true(zmq_poll(&item, 1, S_REPLY_MS) == 1);
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        assert_true(zmq_msg_recv(&frame, sock, 0) >= 0);
         oq_msg_t msg;
+        assert_int_equal(it_recv(sock, &msg, S_REPLY_MS), 0);
         oq_err_t code;
         char why[256];
-        assert_int_equal(oq_proto_decode(&msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code,
-                                         why, sizeof why),
-                         0);
         size_t n = 0;
         if (msg.cmd == OQ_CMD_JOB || msg.cmd == OQ_CMD_JOBS) {
             *several = msg.cmd == OQ_CMD_JOBS;
@@ -129,7 +122,6 @@ static size_t s_next_deliveries(void *sock, oq_ack_msg_t *jobs, bool *several)
             }
         }
         oq_proto_msg_release(&msg);
-        zmq_msg_close(&frame);
         if (n)
             return n;
     }

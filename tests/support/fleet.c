@@ -10,6 +10,12 @@
    retried only after a second). */
 #include "fleet.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +30,15 @@
 #include <unistd.h>
 
 #include "support.h"
+
+pid_t it_fleet_broker(it_t *it)
+{
+    const char *flags[] = {"--no-journal", "--heartbeat-ms",          "60000", "--liveness",
+                           "10",           "--max-handshakes-per-ip", "0",     NULL};
+    pid_t pid = it_start_broker(it, flags);
+    assert_true(pid > 0);
+    return pid;
+}
 
 #define S_BATCH         100 /* connections registering at once */
 #define S_GREETING_LEN  64  /* ZMTP 3.0 greeting */

@@ -9,8 +9,19 @@
 #define ONCEQ_TEST_FLEET_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include "harness.h"
 
 typedef struct it_fleet it_fleet_t;
+
+/* Start the fixture's broker as a fleet needs it, and wait until it
+   answers: no journal; heartbeats a minute apart with a liveness of ten,
+   so that silent workers stay registered for the test's life; and no cap
+   on one address's connections in their handshake, since the fleet opens
+   its connections from one address faster than real workers would. The
+   pid (asserted started). */
+pid_t it_fleet_broker(it_t *it);
 
 /* count workers connected to endpoint ("tcp://127.0.0.1:PORT"), each
    having sent ready (an encoded "ready" message) and been answered

@@ -26,6 +26,7 @@
 #include <zmq.h>
 
 #include "onceq/paths.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_POLL_MS      20
@@ -230,6 +231,20 @@ int it_teardown(void **state)
     return 0;
 }
 
+it_t *it_new_pg(const char *name)
+{
+    it_t *self = it_new(name);
+    if (self && it_start_pg(self) < 0)
+        it_destroy(&self);
+    return self;
+}
+
+int it_kill_teardown(void **state)
+{
+    it_kill_all(*state);
+    return 0;
+}
+
 void it_send(void *sock, msgpack_sbuffer *buf)
 {
     assert_true(zmq_send(sock, buf->data, buf->size, 0) >= 0);
@@ -261,6 +276,24 @@ int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms)
     return -1;
 }
 
+int it_recv(void *sock, oq_msg_t *msg, int timeout_ms)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, timeout_ms) != 1)
+        return -1;
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    assert_true(zmq_msg_recv(&frame, sock, 0) >= 0);
+    oq_err_t code;
+    char why[256];
+    int rc =
+        oq_proto_decode(msg, zmq_msg_data(&frame), zmq_msg_size(&frame), &code, why, sizeof why);
+    zmq_msg_close(&frame);
+    if (rc != 0)
+        fail_msg("an undecodable message: %s", why);
+    return 0;
+}
+
 void *it_socket(it_t *self, int type, const char *endpoint)
 {
     return it_socket_as(self, strcmp(endpoint, self->back) == 0 ? IT_ROLE_WORKER : IT_ROLE_ADMIN,
@@ -275,6 +308,30 @@ void *it_socket_as(it_t *self, it_role_t role, int type, const char *endpoint)
     if (sock)
         self->sockets[self->socket_count++] = sock;
     return sock;
+}
+
+void *it_worker_socket(it_t *self, it_role_t role, uint32_t credit, const char *name)
+{
+    void *sock = it_socket_as(self, role, ZMQ_DEALER, self->back);
+    assert_non_null(sock);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ready(&buf, credit, name, 1);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
+    oq_msg_t msg;
+    assert_int_equal(it_expect(sock, OQ_CMD_WELCOME, &msg, IT_WAIT_MS), 0);
+    oq_proto_msg_release(&msg);
+    return sock;
+}
+
+void it_send_ack(void *sock, const oq_ack_msg_t *ack)
+{
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_proto_encode_ack(&buf, ack);
+    it_send(sock, &buf);
+    msgpack_sbuffer_destroy(&buf);
 }
 
 void it_close_socket(it_t *self, void *sock)
@@ -432,6 +489,41 @@ void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value)
     msgpack_pack_uint64(&pk, value);
 }
 
+oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err_t *code)
+{
+    msgpack_sbuffer payload, request;
+    msgpack_sbuffer_init(&payload);
+    msgpack_sbuffer_init(&request);
+    oq_payload_pad(&payload, pad_bytes);
+    oq_job_msg_t job = {.type = oq_str("noop"),
+                        .payload = (const uint8_t *)payload.data,
+                        .payload_len = payload.size};
+    int64_t req = it_req(self);
+    oq_proto_encode_dispatch(&request, req, &job);
+    oq_msg_t reply;
+    assert_int_equal(it_call(self, &request, req, &reply, timeout_ms), 0);
+    oq_cmd_t cmd = reply.cmd;
+    *code = reply.err_code;
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_destroy(&payload);
+    msgpack_sbuffer_destroy(&request);
+    return cmd;
+}
+
+uint64_t it_fill_disk(it_t *self, size_t pad_bytes, uint64_t max_jobs, int timeout_ms)
+{
+    oq_err_t code = OQ_ERR_NONE;
+    uint64_t accepted = 0;
+    while (accepted < max_jobs &&
+           it_dispatch_padded(self, pad_bytes, timeout_ms, &code) == OQ_CMD_DISPATCHED)
+        accepted++;
+    assert_true(accepted < max_jobs);
+    assert_int_equal(code, OQ_ERR_UNAVAILABLE);
+    print_message("the volume filled after %llu accepted dispatches\n",
+                  (unsigned long long)accepted);
+    return accepted;
+}
+
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
 {
     msgpack_sbuffer buf;
@@ -447,18 +539,41 @@ int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms)
     return 0;
 }
 
-uint64_t it_broker_stat(it_t *self, const char *key)
+bool it_stats_page(const oq_msg_t *reply, size_t *listed, size_t *pages, uint64_t *after,
+                   size_t max_pages)
+{
+    assert_int_equal(reply->cmd, OQ_CMD_STATS);
+    const msgpack_object *workers = oq_proto_map_get(&reply->root, "workers");
+    assert_non_null(workers);
+    assert_true(workers->via.array.size > 0);
+    *listed += workers->via.array.size;
+    (*pages)++;
+    const msgpack_object *next = oq_proto_map_get(&reply->root, "workers_next");
+    if (!next)
+        return false;
+    assert_true(next->via.u64 > *after);
+    *after = next->via.u64;
+    assert_true(*pages <= max_pages);
+    return true;
+}
+
+uint64_t it_stat(it_t *self, const char *section, const char *key)
 {
     oq_msg_t reply;
-    if (it_stats_reply(self, &reply, S_CALL_MS) < 0)
-        fail_msg("no stats reply for broker.%s", key);
-    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, "broker"), key);
+    if (it_stats_reply(self, &reply, IT_WAIT_MS) < 0)
+        fail_msg("no stats reply for %s.%s", section, key);
+    const msgpack_object *o = oq_proto_map_get(oq_proto_map_get(&reply.root, section), key);
     bool found = o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
     uint64_t value = found ? o->via.u64 : 0;
     oq_proto_msg_release(&reply);
     if (!found)
-        fail_msg("stats has no broker.%s", key);
+        fail_msg("stats has no %s.%s", section, key);
     return value;
+}
+
+uint64_t it_broker_stat(it_t *self, const char *key)
+{
+    return it_stat(self, "broker", key);
 }
 
 void it_cancel(it_t *self, uint64_t id)
@@ -688,6 +803,51 @@ void it_expect_output(char *out, const char *needle)
     if (!strstr(out, needle))
         fail_msg("expected \"%s\" in: %s", needle, out);
     free(out);
+}
+
+long it_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    assert_true(kib > 0);
+    return kib;
+}
+
+unsigned it_metrics_port(it_t *self)
+{
+    assert_int_equal(it_wait_log(self, "broker", "metrics: GET", 1, IT_WAIT_MS), 0);
+    char *log = it_read_log(self, "broker");
+    const char *at = strstr(log, "metrics: GET");
+    assert_non_null(at);
+    at = strstr(at, "(port ");
+    assert_non_null(at);
+    unsigned port = (unsigned)strtoul(at + 6, NULL, 10);
+    free(log);
+    assert_true(port > 0);
+    return port;
+}
+
+void it_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n)
+{
+    for (const char *p = strstr(log, "job "); p; p = strstr(p + 1, "job ")) {
+        char *end;
+        unsigned long long id = strtoull(p + 4, &end, 10);
+        if (end == p + 4 || *end != ' ')
+            continue;
+        const char *eol = strchr(p, '\n');
+        const char *ok = strstr(p, "outcome=ok");
+        if (!ok || (eol && ok > eol))
+            continue;
+        if (id >= first_id && id < first_id + n)
+            counts[id - first_id]++;
+    }
 }
 
 size_t it_log_count(it_t *self, const char *log, const char *needle)

@@ -92,6 +92,16 @@ void it_destroy(it_t **self_p);
    made with it_new). Returns 0. */
 int it_teardown(void **state);
 
+/* it_new with a PostgreSQL cluster of its own started (it_start_pg), for
+   a group of tests that share both; NULL, with nothing left running, if
+   either failed. */
+it_t *it_new_pg(const char *name);
+
+/* A cmocka teardown for a test of a group that shares the fixture in
+   *state: it_kill_all, so that the next test starts no process behind.
+   Returns 0. */
+int it_kill_teardown(void **state);
+
 /* A socket of the given type connected to endpoint, linger 0, closed by
    it_destroy (so a failed assertion cannot leave the context hanging).
    With CURVE it speaks as the admin on the front, the worker on the back. */
@@ -108,6 +118,19 @@ void it_send(void *sock, msgpack_sbuffer *buf);
    timeout_ms: 0 with *msg (release it), -1 if none came. Other commands
    are skipped. */
 int it_expect(void *sock, oq_cmd_t cmd, oq_msg_t *msg, int timeout_ms);
+
+/* The next message of any command on a raw socket within timeout_ms,
+   decoded: 0 with *msg (release it); -1 if none came, or fail the test if
+   it does not decode. */
+int it_recv(void *sock, oq_msg_t *msg, int timeout_ms);
+
+/* A raw worker: a DEALER on the back socket as role, registered with
+   "ready" (credit, name), returned once the broker's welcome came (fails
+   the test if none came within IT_WAIT_MS). Closed by it_destroy. */
+void *it_worker_socket(it_t *self, it_role_t role, uint32_t credit, const char *name);
+
+/* Encode an ack and send it on a raw worker socket (asserting it went). */
+void it_send_ack(void *sock, const oq_ack_msg_t *ack);
 
 /* Close a socket of it_socket or it_socket_as before it_destroy would. */
 void it_close_socket(it_t *self, void *sock);
@@ -176,13 +199,36 @@ uint64_t it_dispatch(it_t *self, const char *type, const msgpack_sbuffer *payloa
 /* Build a payload map with one unsigned field. */
 void it_payload_uint(msgpack_sbuffer *buf, const char *key, uint64_t value);
 
+/* Dispatch one "noop" job whose payload pads it to about pad_bytes
+   (oq_payload_pad) and wait up to timeout_ms for the reply: its command
+   (DISPATCHED, or ERROR with the code in *code). Fails the test if no
+   reply came. */
+oq_cmd_t it_dispatch_padded(it_t *self, size_t pad_bytes, int timeout_ms, oq_err_t *code);
+
+/* Fill the broker's disk: it_dispatch_padded until a dispatch is refused.
+   Fails the test unless the refusal came before max_jobs were accepted
+   and says "unavailable" (the disk reserve). Returns the jobs accepted. */
+uint64_t it_fill_disk(it_t *self, size_t pad_bytes, uint64_t max_jobs, int timeout_ms);
+
 /* The broker's whole stats reply (docs/protocol.md §5), asked on the
    fixture's admin socket: 0 with *reply (release it), or -1 if no stats
    reply came within timeout_ms (nothing to release). */
 int it_stats_reply(it_t *self, oq_msg_t *reply, int timeout_ms);
 
-/* One counter of the stats reply's "broker" map (e.g. "fenced_acks");
-   fails the test if no stats reply came or the counter is missing. */
+/* Count one page of a stats reply's workers (docs/protocol.md, "limit",
+   "after", "workers_next") into *listed and *pages, and move *after to the
+   next page's cursor: true if there is a next page. Fails the test unless
+   the reply is a stats reply with a non-empty list of workers, the cursor
+   grows, and *pages stays within max_pages. The caller releases reply. */
+bool it_stats_page(const oq_msg_t *reply, size_t *listed, size_t *pages, uint64_t *after,
+                   size_t max_pages);
+
+/* One counter of the stats reply's map section ("broker", "journal"),
+   e.g. it_stat(it, "journal", "dedupe_hits"); fails the test if no stats
+   reply came within IT_WAIT_MS or the counter is missing. */
+uint64_t it_stat(it_t *self, const char *section, const char *key);
+
+/* it_stat of the "broker" map (e.g. "fenced_acks"). */
 uint64_t it_broker_stat(it_t *self, const char *key);
 
 /* Cancel job id as an admin (docs/protocol.md, "cancel"); fail the test
@@ -257,6 +303,19 @@ int64_t it_sql_int(it_t *self, const char *sql);
 
 /* Kill every process this fixture started (not the database). */
 void it_kill_all(it_t *self);
+
+/* The resident set (VmRSS) of process pid in KiB; fails the test if it
+   cannot be read. */
+long it_rss_kib(pid_t pid);
+
+/* The port the broker's log says it serves metrics on (a broker started
+   with --metrics HOST:0); fails the test if the log does not say it within
+   IT_WAIT_MS. */
+unsigned it_metrics_port(it_t *self);
+
+/* Count a worker log's "job ID ... outcome=ok" lines per id: counts[i]
+   for id first_id + i, i < n; other ids are passed over. */
+void it_count_ok_lines(const char *log, uint64_t first_id, uint32_t *counts, size_t n);
 
 /* Count occurrences of needle in a log. */
 size_t it_log_count(it_t *self, const char *log, const char *needle);

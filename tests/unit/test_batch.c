@@ -29,6 +29,7 @@
 #include "points/grant.h"
 #include "points/handler.h"
 #include "points/ledger_mem.h"
+#include "ledger_fixture.h"
 #include "points_hooks.h"
 
 #define S_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -36,61 +37,14 @@
 
 /* ---- fixture ------------------------------------------------------------ */
 
-typedef struct {
-    oq_ledger_mem_t *mem;
-    oq_ledger_t *ledger; /* borrowed from mem */
-    oq_txn_t *txn;
-    uint32_t sleeps; /* pauses the runner asked for: one per re-run in place */
-} s_fx_t;
-
-static void s_record_sleep(void *ctx, uint32_t ms)
-{
-    (void)ms;
-    ((s_fx_t *)ctx)->sleeps++;
-}
-
-static int s_setup(void **state)
-{
-    s_fx_t *fx = calloc(1, sizeof *fx);
-    fx->mem = oq_ledger_mem_new();
-    fx->ledger = oq_ledger_mem_ledger(fx->mem);
-    fx->txn = oq_txn_new(oq_ledger_mem_txn_ops(), fx->mem, OQ_TXN_READ_COMMITTED);
-    oq_txn_set_sleep(fx->txn, s_record_sleep, fx);
-    bool created;
-    oq_pg_error_t error;
-    assert_int_equal(oq_ledger_add_customer(fx->ledger, 42, 0, &created, &error), 0);
-    assert_int_equal(oq_ledger_add_customer(fx->ledger, 43, 1000, &created, &error), 0);
-    *state = fx;
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    s_fx_t *fx = *state;
-    oq_txn_destroy(&fx->txn);
-    oq_ledger_mem_destroy(&fx->mem);
-    free(fx);
-    return 0;
-}
-
-static int64_t s_balance(s_fx_t *fx, int64_t customer_id)
-{
-    int64_t balance = -1;
-    bool found;
-    oq_pg_error_t error;
-    assert_int_equal(oq_ledger_get_balance(fx->ledger, customer_id, &balance, &found, &error), 0);
-    assert_true(found);
-    return balance;
-}
-
-static uint32_t s_begins(s_fx_t *fx)
+static uint32_t s_begins(oq_ledger_fx_t *fx)
 {
     return oq_ledger_mem_calls(fx->mem, OQ_LEDGER_MEM_AT_BEGIN);
 }
 
 /* Run the batched use case; checks its return value against the results
    and that no transaction is left open. */
-static void s_batch(s_fx_t *fx, const oq_grant_request_t *requests, size_t count,
+static void s_batch(oq_ledger_fx_t *fx, const oq_grant_request_t *requests, size_t count,
                     oq_grant_result_t *results, oq_pg_error_t *batch_error)
 {
     int rc =
@@ -107,7 +61,7 @@ static void s_batch(s_fx_t *fx, const oq_grant_request_t *requests, size_t count
 
 static void test_batch_grants_each_once_in_one_transaction(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     const oq_grant_request_t requests[] = {
         {5, 43, 10}, {1, 42, 1}, {4, 42, 2}, {2, 43, 20}, {3, 42, 3},
     };
@@ -122,8 +76,8 @@ static void test_batch_grants_each_once_in_one_transaction(void **state)
     assert_int_equal(s_begins(fx), 1);
     /* One balance update per customer, with the sum. */
     assert_int_equal(oq_ledger_mem_calls(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE), 2);
-    assert_int_equal(s_balance(fx, 42), 6);
-    assert_int_equal(s_balance(fx, 43), 1030);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 6);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1030);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 5);
 
     /* The same batch again: every grant is found, nothing is added. */
@@ -135,8 +89,8 @@ static void test_batch_grants_each_once_in_one_transaction(void **state)
     }
     assert_int_equal(s_begins(fx), 2);
     assert_int_equal(oq_ledger_mem_calls(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE), 2);
-    assert_int_equal(s_balance(fx, 42), 6);
-    assert_int_equal(s_balance(fx, 43), 1030);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 6);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1030);
 }
 
 /* A duplicate dispatch of one order in one batch: the first is granted,
@@ -144,7 +98,7 @@ static void test_batch_grants_each_once_in_one_transaction(void **state)
    its own. Neither makes the batch fall back. */
 static void test_batch_duplicates_inside_one_batch(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     const oq_grant_request_t requests[] = {
         {7, 42, 5},
         {8, 43, 1},
@@ -165,14 +119,14 @@ static void test_batch_duplicates_inside_one_batch(void **state)
     assert_int_equal(results[3].existing_customer_id, 43);
     assert_int_equal(batch_error.cls, OQ_PG_ERR_NONE);
     assert_int_equal(s_begins(fx), 1);
-    assert_int_equal(s_balance(fx, 42), 5);
-    assert_int_equal(s_balance(fx, 43), 1001);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1001);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 2);
 }
 
 static void test_batch_duplicates_across_batches(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     const oq_grant_request_t first[] = {{1, 42, 1}, {2, 42, 2}, {3, 43, 3}};
     const oq_grant_request_t second[] = {{3, 43, 3}, {4, 42, 4}, {2, 42, 2}, {5, 43, 5}};
     oq_grant_result_t results[4];
@@ -182,8 +136,8 @@ static void test_batch_duplicates_across_batches(void **state)
     assert_int_equal(results[1].status, OQ_GRANT_GRANTED);
     assert_int_equal(results[2].status, OQ_GRANT_ALREADY_GRANTED);
     assert_int_equal(results[3].status, OQ_GRANT_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 7);
-    assert_int_equal(s_balance(fx, 43), 1008);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 7);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1008);
     assert_int_equal(s_begins(fx), 2);
 }
 
@@ -191,7 +145,7 @@ static void test_batch_duplicates_across_batches(void **state)
    batch falls back, and only that request fails, as it would alone. */
 static void test_batch_bad_request_falls_back_and_fails_alone(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     const oq_grant_request_t requests[] = {{20, 42, 1}, {21, 99, 1}, {22, 43, 2}};
     oq_grant_result_t results[S_COUNT(requests)];
     oq_pg_error_t batch_error;
@@ -205,8 +159,8 @@ static void test_batch_bad_request_falls_back_and_fails_alone(void **state)
     assert_int_equal(results[2].status, OQ_GRANT_GRANTED);
     /* The batch, then one transaction per request. */
     assert_int_equal(s_begins(fx), 1 + 3);
-    assert_int_equal(s_balance(fx, 42), 1);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 1);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 2);
 }
 
@@ -214,7 +168,7 @@ static void test_batch_bad_request_falls_back_and_fails_alone(void **state)
    one batch. */
 static void test_batch_invalid_request_left_out(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     const oq_grant_request_t requests[] = {{30, 42, 1}, {31, 42, 0}, {32, 42, 2}};
     oq_grant_result_t results[S_COUNT(requests)];
     oq_pg_error_t batch_error;
@@ -224,14 +178,14 @@ static void test_batch_invalid_request_left_out(void **state)
     assert_int_equal(results[2].status, OQ_GRANT_GRANTED);
     assert_int_equal(batch_error.cls, OQ_PG_ERR_NONE);
     assert_int_equal(s_begins(fx), 1);
-    assert_int_equal(s_balance(fx, 42), 3);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 3);
 }
 
 /* A serialization failure is not a reason to fall back: the batch runs
    again in place, as a single transaction would. */
 static void test_batch_serialization_failure_rerun_in_place(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, "40001", 1);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 43, 2}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -242,14 +196,14 @@ static void test_batch_serialization_failure_rerun_in_place(void **state)
     assert_int_equal(results[1].status, OQ_GRANT_GRANTED);
     assert_int_equal(s_begins(fx), 2);
     assert_int_equal(fx->sleeps, 1);
-    assert_int_equal(s_balance(fx, 42), 1);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 1);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
 }
 
 /* In-place re-runs that run out: then one transaction per request. */
 static void test_batch_reruns_exhausted_fall_back(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_INSERT_GRANT, "40P01", OQ_TXN_MAX_RETRIES + 1);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 43, 2}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -259,15 +213,15 @@ static void test_batch_reruns_exhausted_fall_back(void **state)
     assert_int_equal(results[0].status, OQ_GRANT_GRANTED);
     assert_int_equal(results[1].status, OQ_GRANT_GRANTED);
     assert_int_equal(s_begins(fx), OQ_TXN_MAX_RETRIES + 1 + 2);
-    assert_int_equal(s_balance(fx, 42), 1);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 1);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
 }
 
 /* A data error of the batch's own statements (an overflowing sum, say)
    falls back; alone, each request gets its own answer. */
 static void test_batch_data_error_falls_back(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, "22003", 1);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 42, 2}, {3, 43, 3}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -277,8 +231,8 @@ static void test_batch_data_error_falls_back(void **state)
     assert_string_equal(batch_error.sqlstate, "22003");
     for (size_t i = 0; i < S_COUNT(requests); i++)
         assert_int_equal(results[i].status, OQ_GRANT_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 3);
-    assert_int_equal(s_balance(fx, 43), 1003);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 3);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1003);
     assert_int_equal(s_begins(fx), 1 + 3);
 }
 
@@ -286,7 +240,7 @@ static void test_batch_data_error_falls_back(void **state)
    fallback's first transaction connects again and every grant goes in. */
 static void test_batch_connection_lost_mid_batch(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, NULL, 1);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 43, 2}, {3, 42, 3}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -295,8 +249,8 @@ static void test_batch_connection_lost_mid_batch(void **state)
     assert_int_equal(batch_error.cls, OQ_PG_ERR_CONNECTION);
     for (size_t i = 0; i < S_COUNT(requests); i++)
         assert_int_equal(results[i].status, OQ_GRANT_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 4);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 4);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 3);
 }
 
@@ -304,7 +258,7 @@ static void test_batch_connection_lost_mid_batch(void **state)
    finds its grant. Nothing is added twice. */
 static void test_batch_commit_unknown_then_found(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_COMMIT, NULL, 1);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 43, 2}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -313,8 +267,8 @@ static void test_batch_commit_unknown_then_found(void **state)
     assert_int_equal(batch_error.cls, OQ_PG_ERR_UNKNOWN);
     assert_int_equal(results[0].status, OQ_GRANT_ALREADY_GRANTED);
     assert_int_equal(results[1].status, OQ_GRANT_ALREADY_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 1);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 1);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
 }
 
 /* The database away: the batch fails, the first request alone fails the
@@ -322,7 +276,7 @@ static void test_batch_commit_unknown_then_found(void **state)
    connection in turn); all are handed back, none fails. */
 static void test_batch_database_away_ends_fallback(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_BEGIN, NULL, 100);
     const oq_grant_request_t requests[] = {{1, 42, 1}, {2, 43, 2}, {3, 42, 3}, {4, 43, 4}};
     oq_grant_result_t results[S_COUNT(requests)];
@@ -376,7 +330,7 @@ static int s_count_one(oq_txn_t *txn, void *arg, size_t index, bool *applied, oq
    the single body. */
 static void test_runner_reruns_start_clean_and_one_runs_alone(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     s_count_t c = {0};
     oq_batch_item_t items[3];
     assert_int_equal(oq_txn_run_batch(fx->txn, 3, s_count_batch, s_count_one, &c, items, NULL), 0);
@@ -478,7 +432,7 @@ static void s_job_free(s_payload_t *p)
    refused, a duplicate, an unknown customer; the good ones applied. */
 static void test_batch_function_reports_each_job(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, fx->txn);
     oq_registry_t *registry = oq_registry_new();
     assert_int_equal(oq_points_handler_register(handler, registry), 0);
@@ -503,8 +457,8 @@ static void test_batch_function_reports_each_job(void **state)
                                           "with: onceq customer add 99)");
     assert_int_equal(reports[4].outcome, OQ_OUTCOME_OK);
     assert_int_equal(reports[4].result, OQ_RESULT_APPLIED);
-    assert_int_equal(s_balance(fx, 42), 5);
-    assert_int_equal(s_balance(fx, 43), 1002);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1002);
 
     /* The database away: every job that reached it is handed back. */
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_BEGIN, NULL, 100);
@@ -527,7 +481,7 @@ static void test_batch_function_reports_each_job(void **state)
    job that pauses inside its transaction runs alone, hooks and all. */
 static void test_hooked_batch(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_points_handler_t *handler = oq_points_handler_new_on(fx->ledger, fx->txn);
     s_payload_t p[3];
     const oq_job_t *jobs[] = {
@@ -545,8 +499,8 @@ static void test_hooked_batch(void **state)
     assert_int_equal(reports[2].outcome, OQ_OUTCOME_OK);
     /* The paused job alone, then the other two in one batch. */
     assert_int_equal(s_begins(fx), 2);
-    assert_int_equal(s_balance(fx, 42), 3); /* committed all the same */
-    assert_int_equal(s_balance(fx, 43), 1003);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 3); /* committed all the same */
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1003);
     for (size_t i = 0; i < S_COUNT(p); i++)
         s_job_free(&p[i]);
     oq_points_handler_destroy(&handler);
@@ -556,7 +510,7 @@ static void test_hooked_batch(void **state)
    every job of the batch is committed and none acked. */
 static void test_hooked_batch_kill_after_commit(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -576,7 +530,8 @@ static void test_hooked_batch_kill_after_commit(void **state)
     assert_int_equal(WTERMSIG(status), SIGKILL);
 }
 
-#define S_TEST(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
+#define S_TEST(name)                                                                               \
+    cmocka_unit_test_setup_teardown(name, oq_ledger_fx_setup, oq_ledger_fx_teardown)
 
 int main(void)
 {

@@ -26,6 +26,7 @@
 
 #include "onceq/effects.h"
 #include "onceq/log.h"
+#include "payloads.h"
 #include "pg_fixture.h"
 #include "onceq/worker.h"
 #include "points/grant.h"
@@ -100,15 +101,9 @@ static const oq_job_t *s_job(s_payload_t *p, uint64_t id, int64_t order, int64_t
 {
     memset(p, 0, sizeof *p);
     msgpack_sbuffer_init(&p->buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &p->buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    oq_proto_pack_cstr(&pk, "order_id");
-    msgpack_pack_int64(&pk, order);
-    oq_proto_pack_cstr(&pk, "customer_id");
-    msgpack_pack_int64(&pk, customer);
-    oq_proto_pack_cstr(&pk, "points");
-    msgpack_pack_int64(&pk, points);
+    /* Every row is positive, so the unsigned encoding is the same bytes. */
+    assert_true(order > 0 && customer > 0 && points > 0);
+    oq_payload_grant(&p->buf, (uint64_t)order, (uint64_t)customer, (uint64_t)points);
     msgpack_unpacked_init(&p->unpacked);
     size_t off = 0;
     assert_int_equal(msgpack_unpack_next(&p->unpacked, p->buf.data, p->buf.size, &off),

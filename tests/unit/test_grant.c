@@ -29,67 +29,12 @@
 #include "points/handler.h"
 #include "points/ledger_mem.h"
 #include "points/points_limits.h"
+#include "ledger_fixture.h"
 #include "points_hooks.h"
 
 /* ---- fixture ------------------------------------------------------------ */
 
-typedef struct {
-    oq_ledger_mem_t *mem;
-    oq_ledger_t *ledger; /* borrowed from mem */
-    oq_txn_t *txn;
-    uint32_t sleeps; /* pauses the runner asked for */
-    uint32_t slept_ms[OQ_TXN_MAX_RETRIES + 1];
-} s_fx_t;
-
-static void s_record_sleep(void *ctx, uint32_t ms)
-{
-    s_fx_t *fx = ctx;
-    if (fx->sleeps < OQ_TXN_MAX_RETRIES + 1)
-        fx->slept_ms[fx->sleeps] = ms;
-    fx->sleeps++;
-}
-
-static void s_add_customer(s_fx_t *fx, int64_t customer_id, int64_t balance)
-{
-    bool created;
-    oq_pg_error_t error;
-    assert_int_equal(oq_ledger_add_customer(fx->ledger, customer_id, balance, &created, &error), 0);
-    assert_true(created);
-}
-
-static int s_setup(void **state)
-{
-    s_fx_t *fx = calloc(1, sizeof *fx);
-    fx->mem = oq_ledger_mem_new();
-    fx->ledger = oq_ledger_mem_ledger(fx->mem);
-    fx->txn = oq_txn_new(oq_ledger_mem_txn_ops(), fx->mem, OQ_TXN_READ_COMMITTED);
-    oq_txn_set_sleep(fx->txn, s_record_sleep, fx);
-    s_add_customer(fx, 42, 0);
-    s_add_customer(fx, 43, 1000);
-    *state = fx;
-    return 0;
-}
-
-static int s_teardown(void **state)
-{
-    s_fx_t *fx = *state;
-    oq_txn_destroy(&fx->txn);
-    oq_ledger_mem_destroy(&fx->mem);
-    free(fx);
-    return 0;
-}
-
-static int64_t s_balance(s_fx_t *fx, int64_t customer_id)
-{
-    int64_t balance = -1;
-    bool found;
-    oq_pg_error_t error;
-    assert_int_equal(oq_ledger_get_balance(fx->ledger, customer_id, &balance, &found, &error), 0);
-    assert_true(found);
-    return balance;
-}
-
-static bool s_has_grant(s_fx_t *fx, int64_t order_id)
+static bool s_has_grant(oq_ledger_fx_t *fx, int64_t order_id)
 {
     oq_ledger_grant_t grant = {.order_id = order_id, .reason = OQ_GRANT_REASON_ORDER};
     bool found;
@@ -98,8 +43,8 @@ static bool s_has_grant(s_fx_t *fx, int64_t order_id)
     return found;
 }
 
-static oq_grant_status_t s_grant(s_fx_t *fx, int64_t order_id, int64_t customer_id, int64_t points,
-                                 oq_grant_result_t *result)
+static oq_grant_status_t s_grant(oq_ledger_fx_t *fx, int64_t order_id, int64_t customer_id,
+                                 int64_t points, oq_grant_result_t *result)
 {
     int rc =
         oq_grant_order_points(fx->ledger, fx->txn, order_id, customer_id, points, NULL, result);
@@ -113,18 +58,18 @@ static oq_grant_status_t s_grant(s_fx_t *fx, int64_t order_id, int64_t customer_
 
 static void test_granted_once(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 7, 42, 100, &r), OQ_GRANT_GRANTED);
     assert_int_equal(r.error.cls, OQ_PG_ERR_NONE);
-    assert_int_equal(s_balance(fx, 42), 100);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 100);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 1);
     assert_int_equal(oq_txn_attempts(fx->txn), 1);
 }
 
 static void test_second_call_already_granted(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 7, 42, 100, &r), OQ_GRANT_GRANTED);
     for (int i = 0; i < 3; i++) {
@@ -132,13 +77,13 @@ static void test_second_call_already_granted(void **state)
         assert_int_equal(r.existing_customer_id, 42);
         assert_int_equal(r.existing_points, 100);
     }
-    assert_int_equal(s_balance(fx, 42), 100);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 100);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 1);
 }
 
 static void test_balances_exact(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     /* Orders 1..20 alternate between the two customers, each dispatched
        three times. */
@@ -154,15 +99,15 @@ static void test_balances_exact(void **state)
                 expected43 += order * 10;
         }
     }
-    assert_int_equal(s_balance(fx, 42), expected42);
-    assert_int_equal(s_balance(fx, 43), expected43);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), expected42);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), expected43);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 20);
 }
 
 /* The foreign key refuses the grant row: nothing is written. */
 static void test_unknown_customer(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 8, 99, 10, &r), OQ_GRANT_UNKNOWN_CUSTOMER);
     assert_int_equal(r.error.cls, OQ_PG_ERR_FAIL);
@@ -176,7 +121,7 @@ static void test_unknown_customer(void **state)
    check (the balance update finds no row) must roll it back. */
 static void test_unknown_customer_rolls_back_grant(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_set_foreign_key(fx->mem, false);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 8, 99, 10, &r), OQ_GRANT_UNKNOWN_CUSTOMER);
@@ -185,14 +130,14 @@ static void test_unknown_customer_rolls_back_grant(void **state)
     assert_false(s_has_grant(fx, 8));
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 0);
     /* And once the customer exists, the same order is granted normally. */
-    s_add_customer(fx, 99, 0);
+    oq_ledger_fx_add_customer(fx, 99, 0);
     assert_int_equal(s_grant(fx, 8, 99, 10, &r), OQ_GRANT_GRANTED);
-    assert_int_equal(s_balance(fx, 99), 10);
+    assert_int_equal(oq_ledger_fx_balance(fx, 99), 10);
 }
 
 static void test_conflict(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 9, 42, 100, &r), OQ_GRANT_GRANTED);
     assert_int_equal(s_grant(fx, 9, 42, 150, &r), OQ_GRANT_CONFLICT);
@@ -201,13 +146,13 @@ static void test_conflict(void **state)
     assert_non_null(strstr(r.error.message, "order 9 was already granted 100 points"));
     assert_int_equal(s_grant(fx, 9, 43, 100, &r), OQ_GRANT_CONFLICT);
     assert_int_equal(r.existing_customer_id, 42);
-    assert_int_equal(s_balance(fx, 42), 100);
-    assert_int_equal(s_balance(fx, 43), 1000);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 100);
+    assert_int_equal(oq_ledger_fx_balance(fx, 43), 1000);
 }
 
 static void test_invalid_arguments(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_grant_result_t r;
     const int64_t bad[][3] = {
         {0, 42, 10},
@@ -232,7 +177,7 @@ static void test_invalid_arguments(void **state)
 
 static void test_serialization_failure_retried_in_place(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_INSERT_GRANT, "40001", 2);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 10, 42, 5, &r), OQ_GRANT_GRANTED);
@@ -241,7 +186,7 @@ static void test_serialization_failure_retried_in_place(void **state)
     /* Jittered pauses from the upper half of a doubling interval. */
     assert_in_range(fx->slept_ms[0], OQ_TXN_BACKOFF_BASE_MS / 2, OQ_TXN_BACKOFF_BASE_MS);
     assert_in_range(fx->slept_ms[1], OQ_TXN_BACKOFF_BASE_MS, 2 * OQ_TXN_BACKOFF_BASE_MS);
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 1);
 }
 
@@ -249,29 +194,29 @@ static void test_serialization_failure_retried_in_place(void **state)
    away, or the re-run would find it and never add the points. */
 static void test_deadlock_after_insert_rolls_back_then_grants(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, "40P01", 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 11, 42, 5, &r), OQ_GRANT_GRANTED);
     assert_int_equal(oq_txn_attempts(fx->txn), 2);
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 1);
 }
 
 /* SERIALIZABLE reports most conflicts at COMMIT. */
 static void test_serialization_failure_at_commit(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_COMMIT, "40001", 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 12, 42, 5, &r), OQ_GRANT_GRANTED);
     assert_int_equal(oq_txn_attempts(fx->txn), 2);
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
 }
 
 static void test_retries_exhausted_is_retry(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, "40001", OQ_TXN_MAX_RETRIES + 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 13, 42, 5, &r), OQ_GRANT_ERROR);
@@ -284,17 +229,17 @@ static void test_retries_exhausted_is_retry(void **state)
     for (uint32_t i = 0; i < OQ_TXN_MAX_RETRIES; i++)
         assert_true(fx->slept_ms[i] <= OQ_TXN_BACKOFF_MAX_MS);
     assert_false(s_has_grant(fx, 13));
-    assert_int_equal(s_balance(fx, 42), 0);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 0);
     /* The job's retry, later, succeeds. */
     assert_int_equal(s_grant(fx, 13, 42, 5, &r), OQ_GRANT_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
 }
 
 /* ---- the runner: errors that end the run ------------------------------ */
 
 static void test_connection_lost_before_commit(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, NULL, 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 14, 42, 5, &r), OQ_GRANT_ERROR);
@@ -303,7 +248,7 @@ static void test_connection_lost_before_commit(void **state)
     assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_UNAVAILABLE);
     assert_int_equal(oq_txn_attempts(fx->txn), 1); /* not re-run in place */
     assert_false(s_has_grant(fx, 14));
-    assert_int_equal(s_balance(fx, 42), 0);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 0);
 }
 
 /* The dangerous one: COMMIT went through and its answer was lost. The job
@@ -311,22 +256,22 @@ static void test_connection_lost_before_commit(void **state)
    and adds nothing. */
 static void test_connection_lost_during_commit_is_unknown_then_already(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_COMMIT, NULL, 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_UNKNOWN);
     assert_int_equal(oq_effects_outcome(r.error.cls), OQ_OUTCOME_UNAVAILABLE);
     assert_true(s_has_grant(fx, 15));
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
     assert_int_equal(s_grant(fx, 15, 42, 5, &r), OQ_GRANT_ALREADY_GRANTED);
-    assert_int_equal(s_balance(fx, 42), 5);
+    assert_int_equal(oq_ledger_fx_balance(fx, 42), 5);
     assert_int_equal(oq_ledger_mem_grant_count(fx->mem), 1);
 }
 
 static void test_data_error_fails(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_ADD_TO_BALANCE, "22003", 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 16, 42, 5, &r), OQ_GRANT_ERROR);
@@ -337,7 +282,7 @@ static void test_data_error_fails(void **state)
 
 static void test_begin_fails(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     oq_ledger_mem_inject(fx->mem, OQ_LEDGER_MEM_AT_BEGIN, "57P03", 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 17, 42, 5, &r), OQ_GRANT_ERROR);
@@ -348,8 +293,8 @@ static void test_begin_fails(void **state)
 /* A balance that would overflow is the database's CHECK/range error. */
 static void test_balance_overflow_fails_whole_grant(void **state)
 {
-    s_fx_t *fx = *state;
-    s_add_customer(fx, 77, INT64_MAX - 1);
+    oq_ledger_fx_t *fx = *state;
+    oq_ledger_fx_add_customer(fx, 77, INT64_MAX - 1);
     oq_grant_result_t r;
     assert_int_equal(s_grant(fx, 18, 77, 5, &r), OQ_GRANT_ERROR);
     assert_int_equal(r.error.cls, OQ_PG_ERR_FAIL);
@@ -440,12 +385,12 @@ static void s_run(oq_registry_t *registry, const oq_job_t *job, oq_report_t *rep
 }
 
 typedef struct {
-    s_fx_t *fx;
+    oq_ledger_fx_t *fx;
     oq_points_handler_t *handler;
     oq_registry_t *registry;
 } s_hx_t;
 
-static void s_handler_open(s_hx_t *hx, s_fx_t *fx, bool test_hooks)
+static void s_handler_open(s_hx_t *hx, oq_ledger_fx_t *fx, bool test_hooks)
 {
     hx->fx = fx;
     hx->handler = oq_points_handler_new_on(fx->ledger, fx->txn);
@@ -478,7 +423,7 @@ static void test_handler_applied_then_already_applied(void **state)
     s_run(hx.registry, job, &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
-    assert_int_equal(s_balance(hx.fx, 42), 100);
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 100);
     s_job_free(&p);
     s_handler_close(&hx);
 }
@@ -583,7 +528,7 @@ static void test_handler_database_errors_by_class(void **state)
     s_run(hx.registry, job, &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
-    assert_int_equal(s_balance(hx.fx, 42), 3);
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 3);
     s_job_free(&p);
     s_handler_close(&hx);
 }
@@ -620,7 +565,7 @@ static void test_handler_fail_after_commit_hook(void **state)
           &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_RETRY);
     assert_string_equal(report.error, "test hook: failing after commit");
-    assert_int_equal(s_balance(hx.fx, 42), 3); /* committed all the same */
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 3); /* committed all the same */
     s_job_free(&p);
     s_run(hx.registry,
           s_job(&p, "grant_points", 2, 4, "order_id", S_I(7), "customer_id", S_I(42), "points",
@@ -628,14 +573,14 @@ static void test_handler_fail_after_commit_hook(void **state)
           &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
-    assert_int_equal(s_balance(hx.fx, 42), 3);
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 3);
     s_job_free(&p);
     s_handler_close(&hx);
 }
 
 static void test_handler_kill_after_commit_hook(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -704,7 +649,7 @@ static const oq_txn_ops_t s_marking_ops = {
    job, order and pid, and dies there by SIGKILL from outside. */
 static void test_handler_pause_after_commit_hook(void **state)
 {
-    s_fx_t *fx = *state;
+    oq_ledger_fx_t *fx = *state;
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
@@ -784,7 +729,7 @@ static void test_handler_pause_after_commit_only_on_its_attempt(void **state)
     assert_true(s_now_ms() - start >= S_SHORT_PAUSE_MS);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_ALREADY_APPLIED);
-    assert_int_equal(s_balance(hx.fx, 42), 3);
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 3);
     s_job_free(&p);
     s_handler_close(&hx);
 
@@ -813,7 +758,7 @@ static void test_handler_unguarded_grants_twice(void **state)
     s_run(hx.registry, job, &report);
     assert_int_equal(report.outcome, OQ_OUTCOME_OK);
     assert_int_equal(report.result, OQ_RESULT_APPLIED);
-    assert_int_equal(s_balance(hx.fx, 42), 6); /* the double grant it exists to show */
+    assert_int_equal(oq_ledger_fx_balance(hx.fx, 42), 6); /* the double grant it exists to show */
     assert_int_equal(oq_ledger_mem_grant_count(hx.fx->mem), 1);
     s_job_free(&p);
     s_handler_close(&hx);
@@ -835,7 +780,8 @@ static void test_handler_bad_hook_value_fails(void **state)
     s_handler_close(&hx);
 }
 
-#define S_TEST(name) cmocka_unit_test_setup_teardown(name, s_setup, s_teardown)
+#define S_TEST(name)                                                                               \
+    cmocka_unit_test_setup_teardown(name, oq_ledger_fx_setup, oq_ledger_fx_teardown)
 
 int main(void)
 {

@@ -49,6 +49,7 @@
 #include "record.h"
 #include "replay.h"
 #include "engine_fixture.h"
+#include "payloads.h"
 #include "support.h"
 
 #define S_TURNS   200 /* loop turns a broker test waits for a reply at most */
@@ -1178,16 +1179,10 @@ static int s_small_free(void *ctx, const char *dir, uint64_t *bytes)
 
 static void s_net_dispatch_padded(s_net_t *n)
 {
-    static char pad[S_SMALL_PAD_BYTES];
-    memset(pad, 'x', sizeof pad);
     msgpack_sbuffer payload, buf;
     msgpack_sbuffer_init(&payload);
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &payload, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    msgpack_pack_str_with_body(&pk, pad, sizeof pad);
+    oq_payload_pad(&payload, S_SMALL_PAD_BYTES);
     oq_job_msg_t job = EF_JOB(.type = "noop", .payload = (const uint8_t *)payload.data,
                               .payload_len = payload.size);
     oq_proto_encode_dispatch(&buf, n->next_req++, &job);

@@ -25,6 +25,7 @@
 
 #include "onceq/limits.h"
 #include "onceq/proto.h"
+#include "wire_raw.h"
 
 /* ---- the text notation --------------------------------------------------- */
 
@@ -979,19 +980,7 @@ static void test_ready_types_and_queues(void **state)
     /* A name that is not UTF-8 is quoted with its bytes escaped: the
        error text is valid UTF-8 whatever the peer sent. */
     msgpack_sbuffer_init(&buf);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 4);
-    oq_proto_pack_cstr(&pk, "v");
-    msgpack_pack_uint32(&pk, 1);
-    oq_proto_pack_cstr(&pk, "cmd");
-    oq_proto_pack_cstr(&pk, "ready");
-    oq_proto_pack_cstr(&pk, "credit");
-    msgpack_pack_uint32(&pk, 1);
-    oq_proto_pack_cstr(&pk, "queues");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_str(&pk, 4);
-    msgpack_pack_str_body(&pk, "q\xff\xc3\\", 4);
+    oq_wire_raw_ready(&buf, "queues", "q\xff\xc3\\", 4);
     oq_err_t code;
     char why[256];
     assert_int_equal(oq_proto_decode(&msg, buf.data, buf.size, &code, why, sizeof why), -1);
