@@ -8,7 +8,7 @@
 
     A durable row is an operator's or a producer's change that a restart
     must keep (dispatch, requeue, the failed store's commands, cancel,
-    resolve): it is refused "unavailable" before its handler runs if the
+    clear, resolve): it is refused "unavailable" before its handler runs if the
     journal cannot take it, and its reply leaves through the outbox once the
     journal has made its records durable. Any other row's reply leaves at
     once.
