@@ -22,7 +22,7 @@ static void s_help(void)
            "delay or a retry's backoff) and waiting behind its overlap key. Each is\n"
            "cancelled as by 'onceq job cancel ID': journaled, so a restart does not bring\n"
            "it back, counted per queue in stats as \"cancelled\", and a wait on it ends\n"
-           "\"cancelled\". Leased jobs (a worker runs them: their effect may be under\n"
+           "\"cancelled\". Leased jobs (a worker holds them: their effect may be under\n"
            "way) are not cancelled; they finish or fail as usual. The broker cancels at\n"
            "most %d per request and the tool asks again until none is left, so jobs\n"
            "dispatched to QUEUE while it runs may be cancelled too. Prints how many were\n"
