@@ -28,6 +28,7 @@ static const oq_command_t s_commands[] = {
     {OQ_CMD_FLUSH,          S_FRONT, S_ADMIN,              true,    oq_admin_flush},
     {OQ_CMD_CANCEL,         S_FRONT, S_ADMIN,              true,    oq_admin_cancel},
     {OQ_CMD_PRUNE_FAILED,   S_FRONT, S_ADMIN,              true,    oq_admin_prune_failed},
+    {OQ_CMD_CLEAR,          S_FRONT, S_ADMIN,              true,    oq_admin_clear},
     {OQ_CMD_HORIZON,        S_FRONT, S_ADMIN,              false,   oq_admin_horizon},
     {OQ_CMD_REVIEW,         S_FRONT, S_ADMIN,              false,   oq_admin_review},
     {OQ_CMD_REVIEW_SHOW,    S_FRONT, S_ADMIN,              false,   oq_admin_review_show},

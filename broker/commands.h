@@ -8,7 +8,7 @@
 
     A durable row is an operator's or a producer's change that a restart
     must keep (dispatch, requeue, the failed store's commands, cancel,
-    resolve): it is refused "unavailable" before its handler runs if the
+    clear, resolve): it is refused "unavailable" before its handler runs if the
     journal cannot take it, and its reply leaves through the outbox once the
     journal has made its records durable. Any other row's reply leaves at
     once.
@@ -67,10 +67,10 @@ void oq_command_run(oq_broker_t *self, const oq_command_t *row, const oq_envelop
 /* front.c: producers (and admins) */
 oq_command_fn oq_front_dispatch, oq_front_ping, oq_front_stats, oq_front_wait;
 
-/* front_admin.c: the failed and review stores, cancel, the prune horizon */
+/* front_admin.c: the failed and review stores, cancel, clear, the prune horizon */
 oq_command_fn oq_admin_failed, oq_admin_requeue, oq_admin_requeue_all, oq_admin_forget,
-    oq_admin_flush, oq_admin_prune_failed, oq_admin_cancel, oq_admin_horizon, oq_admin_review,
-    oq_admin_review_show, oq_admin_resolve;
+    oq_admin_flush, oq_admin_prune_failed, oq_admin_cancel, oq_admin_clear, oq_admin_horizon,
+    oq_admin_review, oq_admin_review_show, oq_admin_resolve;
 
 /* back.c: workers */
 oq_command_fn oq_back_ready, oq_back_heartbeat, oq_back_ack, oq_back_acks, oq_back_touch,

@@ -550,6 +550,16 @@ int oq_engine_prune_failed(oq_engine_t *self, const char *queue, int64_t older_t
 int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len);
 
+/* Cancel (as oq_engine_cancel) up to limit (1 ... OQ_MAX_CLEAR_PER_CALL)
+   jobs of queue that have not started: ready, delayed, or waiting for an
+   overlap key; leased ones are left to finish or fail. *count gets how
+   many were cancelled and *more whether such jobs of the queue remain
+   (send it again). An unknown queue clears nothing. 0, or -1 if a cancel
+   could not be recorded or memory ran out (*count says how many went
+   before). */
+int oq_engine_clear(oq_engine_t *self, const char *queue, size_t limit, uint64_t *count,
+                    bool *more);
+
 /* What bounds the time within which a run of a held job can still start,
    for the retention floor of guard rows (docs/operations.md). */
 typedef struct {

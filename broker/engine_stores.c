@@ -1,14 +1,17 @@
 /*  engine_stores.c: the failed store and the review store (pages in
     failure order, requeue, resolve) with the operator commands on them and
-    on waiting jobs (forget, flush, prune by age, requeue all, cancel), and
+    on waiting jobs (forget, flush, prune by age, requeue all, cancel, clear
+    a queue), and
     the ring of recently done jobs. */
 #include "engine_stores.h"
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine_jobs.h"
+#include "engine_queues.h"
 
 size_t oq_engine_failed_each(oq_engine_t *self, const char *queue, size_t limit,
                              void (*fn)(void *ctx, const oq_job_view_t *job), void *ctx)
@@ -358,16 +361,93 @@ int oq_engine_prune_failed(oq_engine_t *self, const char *queue, int64_t older_t
     return 0;
 }
 
+/* A job that has not started: ready, delayed, or waiting for its overlap
+   key. Only those are cancelled; a leased one may be running its effect. */
+static bool s_cancellable(const oq_eng_job_t *job)
+{
+    return job->state == OQ_ENG_READY || job->state == OQ_ENG_DELAYED ||
+           job->state == OQ_ENG_WAITING;
+}
+
+static int s_cancel_one(oq_engine_t *self, oq_eng_job_t *job)
+{
+    return oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_CANCELLED, NULL);
+}
+
 int oq_engine_cancel(oq_engine_t *self, uint64_t id, oq_refusal_t *why, char *reason,
                      size_t reason_len)
 {
     oq_eng_job_t *job = oq_idset_get(self->jobs, id);
-    if (!job || (job->state != OQ_ENG_READY && job->state != OQ_ENG_DELAYED &&
-                 job->state != OQ_ENG_WAITING))
+    if (!job || !s_cancellable(job))
         return s_refuse(job, id, "cancelled", why, reason, reason_len);
-    if (oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_CANCELLED, NULL) < 0)
+    if (s_cancel_one(self, job) < 0)
         return s_unrecorded(id, "cancelled", why, reason, reason_len);
     return 0;
+}
+
+/* The jobs a clear picks, by id: gathered first and cancelled after, as
+   a cancel changes the lists being walked (a ready job's cancel can wake
+   a waiting one of its overlap key into ready, and the heap moves). */
+typedef struct {
+    uint32_t queue_index;
+    uint64_t ids[OQ_MAX_CLEAR_PER_CALL];
+    size_t n, cap;
+} s_clear_pick_t;
+
+static void s_pick(s_clear_pick_t *pick, const oq_eng_job_t *job)
+{
+    if (pick->n < pick->cap && job->queue_index == pick->queue_index && s_cancellable(job))
+        pick->ids[pick->n++] = job->id;
+}
+
+static void s_pick_waiting(void *ctx, oq_link_t *node)
+{
+    s_pick(ctx, oq_container_of(node, oq_eng_job_t, link));
+}
+
+/* Clearing a queue: cancel (as oq_engine_cancel, one journal record each)
+   up to limit of its jobs that have not started, ready ones first (from
+   its lanes), then those waiting for an overlap key, then delayed ones
+   (from the deadline heap, which has no per-queue list: the walk reads
+   the heap until it has its pick). Leased jobs are left to finish or fail.
+   *more is exact: the queue's own counts say whether any such job is
+   left. */
+int oq_engine_clear(oq_engine_t *self, const char *queue, size_t limit, uint64_t *count, bool *more)
+{
+    assert(limit >= 1 && limit <= OQ_MAX_CLEAR_PER_CALL);
+    *count = 0;
+    *more = false;
+    oq_eng_queue_t *q = oq_eng_queue_get(self, queue, false);
+    if (!q)
+        return 0; /* a queue the broker never had holds nothing to clear */
+    s_clear_pick_t *pick = malloc(sizeof *pick);
+    if (!pick)
+        return -1;
+    *pick = (s_clear_pick_t){.queue_index = q->index, .n = 0, .cap = limit};
+    for (oq_link_t *l = q->lanes.next; l != &q->lanes && pick->n < pick->cap; l = l->next) {
+        oq_eng_lane_t *lane = oq_container_of(l, oq_eng_lane_t, active);
+        for (oq_link_t *j = lane->ready.next; j != &lane->ready && pick->n < pick->cap; j = j->next)
+            s_pick(pick, oq_container_of(j, oq_eng_job_t, link));
+    }
+    if (q->count[OQ_ENG_WAITING] && pick->n < pick->cap)
+        oq_overlap_each_waiting(self->overlap, s_pick_waiting, pick);
+    for (size_t i = 0;
+         i < oq_heap_size(self->timers) && q->count[OQ_ENG_DELAYED] && pick->n < pick->cap; i++)
+        s_pick(pick, oq_container_of(oq_heap_at(self->timers, i), oq_eng_job_t, u.t.timer));
+    int rc = 0;
+    for (size_t i = 0; i < pick->n; i++) {
+        oq_eng_job_t *job = oq_idset_get(self->jobs, pick->ids[i]);
+        if (!job || !s_cancellable(job))
+            continue;
+        if (s_cancel_one(self, job) < 0) {
+            rc = -1;
+            break;
+        }
+        (*count)++;
+    }
+    free(pick);
+    *more = q->count[OQ_ENG_READY] + q->count[OQ_ENG_DELAYED] + q->count[OQ_ENG_WAITING] > 0;
+    return rc;
 }
 
 int64_t oq_engine_oldest_failed_ms(const oq_engine_t *self)

@@ -1,5 +1,6 @@
 /*  front_admin.c: the operator's commands on the front socket: the failed
-    store (list, requeue, forget, flush, requeue_all, prune by age), cancel, the review
+    store (list, requeue, forget, flush, requeue_all, prune by age), cancel
+    and clear (a queue's waiting jobs), the review
     store (list, show, resolve) and the prune horizon.
 
     Every change here is journaled, and its row in the command table is
@@ -174,6 +175,35 @@ oq_answer_t oq_admin_cancel(oq_broker_t *self, const oq_envelope_t *env, int64_t
                             const oq_msg_t *msg)
 {
     return s_change(self, env, req, msg->id, oq_engine_cancel, OQ_CMD_CANCELLED, "cancelled");
+}
+
+/* clear: the jobs of one queue that have not started, at most limit per
+   request, each journaled as a cancel (so a restart does not bring them
+   back, and a waiter on one is answered "cancelled"). Leased jobs are
+   left to finish or fail. The reply says "more" while others wait; the
+   tool asks again. */
+oq_answer_t oq_admin_clear(oq_broker_t *self, const oq_envelope_t *env, int64_t req,
+                           const oq_msg_t *msg)
+{
+    char queue[OQ_MAX_NAME_LEN + 1];
+    oq_str_copy(msg->name, queue, sizeof queue);
+    uint64_t count = 0;
+    bool more = false;
+    int rc = oq_engine_clear(self->engine, queue, msg->limit, &count, &more);
+    if (count)
+        oq_info("cleared queue %s: %llu waiting job(s) cancelled%s", queue,
+                (unsigned long long)count, more ? ", more remain" : "");
+    if (rc < 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "cancelled %llu job(s) of queue %s, then the journal could not keep the next "
+                 "record (out of memory); the rest still wait, try again later",
+                 (unsigned long long)count, queue);
+        oq_gate_reply_error(self, self->front, env, req, OQ_ERR_UNAVAILABLE, reason);
+        return OQ_ANSWER_HANDLED;
+    }
+    oq_proto_encode_cleared(&self->out, req, count, more);
+    return OQ_ANSWER_READY;
 }
 
 oq_answer_t oq_admin_horizon(oq_broker_t *self, const oq_envelope_t *env, int64_t req,

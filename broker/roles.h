@@ -8,7 +8,7 @@
                           acks, touch, drain, disconnect, status)
         admin      front: every command (the producers' and the failed
                           store: list, requeue, forget, flush,
-                          requeue_all, prune by age; cancel; the review
+                          requeue_all, prune by age; cancel, clear; the review
                           store: list, show, resolve; the prune horizon)
 
     A command has one row, so a command added later is open to no role

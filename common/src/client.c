@@ -670,14 +670,12 @@ int oq_client_requeue_all(oq_client_t *self, const char *queue, int timeout_ms, 
     return s_queue_command(self, OQ_CMD_REQUEUE_ALL, OQ_CMD_REQUEUED_ALL, queue, timeout_ms, count);
 }
 
-int oq_client_prune_failed(oq_client_t *self, const char *queue, int64_t older_than_ms,
-                           uint32_t limit, int timeout_ms, uint64_t *count, bool *more)
+/* The request in self->buf, answered {count, more} by reply_cmd. */
+static int s_count_more(oq_client_t *self, uint64_t req, int timeout_ms, oq_cmd_t reply_cmd,
+                        uint64_t *count, bool *more)
 {
-    assert(self && count && more);
-    uint64_t req = s_next_req(self);
-    oq_proto_encode_prune_failed(&self->buf, (int64_t)req, queue, older_than_ms, limit);
     oq_msg_t reply;
-    if (s_request(self, req, timeout_ms, OQ_CMD_PRUNED_FAILED, &reply) < 0)
+    if (s_request(self, req, timeout_ms, reply_cmd, &reply) < 0)
         return -1;
     *count = reply.count;
     /* The decoder checked that "more", if there, is a boolean. */
@@ -685,6 +683,24 @@ int oq_client_prune_failed(oq_client_t *self, const char *queue, int64_t older_t
     *more = m && m->via.boolean;
     oq_proto_msg_release(&reply);
     return 0;
+}
+
+int oq_client_prune_failed(oq_client_t *self, const char *queue, int64_t older_than_ms,
+                           uint32_t limit, int timeout_ms, uint64_t *count, bool *more)
+{
+    assert(self && count && more);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_prune_failed(&self->buf, (int64_t)req, queue, older_than_ms, limit);
+    return s_count_more(self, req, timeout_ms, OQ_CMD_PRUNED_FAILED, count, more);
+}
+
+int oq_client_clear(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
+                    uint64_t *count, bool *more)
+{
+    assert(self && queue && count && more);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_clear(&self->buf, (int64_t)req, queue, limit);
+    return s_count_more(self, req, timeout_ms, OQ_CMD_CLEARED, count, more);
 }
 
 int oq_client_horizon(oq_client_t *self, int timeout_ms, oq_msg_t *reply)

@@ -51,6 +51,8 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_WAITED] = "waited",
     [OQ_CMD_PRUNE_FAILED] = "prune_failed",
     [OQ_CMD_PRUNED_FAILED] = "pruned_failed",
+    [OQ_CMD_CLEAR] = "clear",
+    [OQ_CMD_CLEARED] = "cleared",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -670,7 +672,16 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
         msg->limit = limited ? (uint32_t)u : OQ_MAX_PRUNE_PER_CALL;
         return 0;
     }
-    case OQ_CMD_PRUNED_FAILED: {
+    case OQ_CMD_CLEAR: {
+        bool limited;
+        if (s_get_name(ctx, root, "queue", true, &msg->name) < 0 ||
+            s_get_uint(ctx, root, "limit", false, 1, OQ_MAX_CLEAR_PER_CALL, &u, &limited) < 0)
+            return -1;
+        msg->limit = limited ? (uint32_t)u : OQ_MAX_CLEAR_PER_CALL;
+        return 0;
+    }
+    case OQ_CMD_PRUNED_FAILED:
+    case OQ_CMD_CLEARED: {
         const msgpack_object *more = oq_proto_map_get(root, "more");
         if (more && more->type != MSGPACK_OBJECT_BOOLEAN)
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"more\" must be a boolean");
@@ -1388,11 +1399,13 @@ void oq_proto_encode_prune_failed(msgpack_sbuffer *buf, int64_t req, const char 
     }
 }
 
-void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more)
+/* pruned_failed or cleared: {count, more}. */
+static void s_encode_count_more(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t count,
+                                bool more)
 {
     msgpack_packer pk;
     s_init(&pk, buf);
-    oq_proto_begin(&pk, OQ_CMD_PRUNED_FAILED, req, 2);
+    oq_proto_begin(&pk, cmd, req, 2);
     oq_proto_pack_cstr(&pk, "count");
     msgpack_pack_uint64(&pk, count);
     oq_proto_pack_cstr(&pk, "more");
@@ -1400,6 +1413,29 @@ void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t c
         msgpack_pack_true(&pk);
     else
         msgpack_pack_false(&pk);
+}
+
+void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more)
+{
+    s_encode_count_more(buf, OQ_CMD_PRUNED_FAILED, req, count, more);
+}
+
+void oq_proto_encode_clear(msgpack_sbuffer *buf, int64_t req, const char *queue, uint32_t limit)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_CLEAR, req, 1 + (limit ? 1 : 0));
+    oq_proto_pack_cstr(&pk, "queue");
+    oq_proto_pack_cstr(&pk, queue);
+    if (limit) {
+        oq_proto_pack_cstr(&pk, "limit");
+        msgpack_pack_uint32(&pk, limit);
+    }
+}
+
+void oq_proto_encode_cleared(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more)
+{
+    s_encode_count_more(buf, OQ_CMD_CLEARED, req, count, more);
 }
 
 void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *queue,

@@ -9,8 +9,8 @@
            answered "forbidden", it gets no job, and a real onceq-worker
            started with it runs nothing.
     (iii)  Each role gets exactly its commands: a worker key cannot list or
-           requeue the failed store (nor dispatch), a producer key neither;
-           an admin may do everything on the front. Every refusal is
+           requeue the failed store (nor dispatch), a producer key neither
+           (nor clear a queue); an admin may do everything on the front. Every refusal is
            counted.
     (iv)   Under CURVE, an ack from another registered worker with a
            guessed lease changes nothing (fenced), and one from a producer
@@ -335,6 +335,27 @@ static void test_each_role_gets_its_commands(void **state)
     cli = it_spawn(it, "cli-admin", as_admin);
     status = it_wait_exit(cli, IT_WAIT_MS);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    /* Clearing a queue is the admin's: a producer's is refused and cancels
+       none of the delayed jobs dispatched above. */
+    assert_int_equal(it_stats(it, &s), 0);
+    uint64_t delayed = s.delayed;
+    assert_true(delayed >= 2);
+    const char *clear_as_producer[] = {it_bin("onceq"),
+                                       "queue",
+                                       "clear",
+                                       "default",
+                                       "--broker",
+                                       it->front,
+                                       "--key",
+                                       it_key_file(it, IT_ROLE_PRODUCER),
+                                       NULL};
+    cli = it_spawn(it, "cli-producer-clear", clear_as_producer);
+    status = it_wait_exit(cli, IT_WAIT_MS);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    assert_int_equal(it_log_count(it, "cli-producer-clear", "onceq: forbidden: a producer key"), 1);
+    assert_int_equal(it_stats(it, &s), 0);
+    assert_int_equal(s.delayed, delayed);
 }
 
 static void test_blind_acks_under_curve_change_nothing(void **state)

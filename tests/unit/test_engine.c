@@ -1728,6 +1728,87 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
     assert_int_equal(s_stats(f).cancelled, 2);
 }
 
+/* clear: the jobs of one queue that have not started (ready, delayed,
+   waiting behind an overlap key) are cancelled, at most limit per call
+   with "more" exact, each a CANCELLED for the journal; the leased job and
+   the other queue are untouched; a cancel the journal cannot keep stops
+   the walk with nothing changed. */
+static uint64_t s_clear(ef_fixture_t *f, const char *queue, size_t limit, bool *more)
+{
+    uint64_t count = 99;
+    assert_int_equal(oq_engine_clear(f->engine, queue, limit, &count, more), 0);
+    return count;
+}
+
+static void test_clear_cancels_a_queues_waiting_jobs_in_bounded_steps(void **state)
+{
+    ef_fixture_t *f = *state;
+    s_events_t e = {.count = 0};
+    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_job_msg_t keyed = EF_JOB(.queue = "alpha", .overlap_key = "order-7");
+    uint64_t leased = ef_dispatch(f, &keyed);
+    uint64_t waiting = ef_dispatch(f, &keyed);
+    oq_worker_t *w = ef_worker(f, 'a', 2);
+    assert_int_equal(oq_engine_pump(f->engine, ef_deliver, f), 1);
+    ef_expect(f, leased, "leased", 1);
+    uint64_t ready[3], delayed[2];
+    for (int i = 0; i < 3; i++)
+        ready[i] = s_dispatch_to(f, i == 1 ? "other" : "noop", "alpha", 0, 0);
+    for (int i = 0; i < 2; i++)
+        delayed[i] = s_dispatch_to(f, "noop", "alpha", 60000 * (i + 1), 0);
+    uint64_t beta_ready = s_dispatch_to(f, "noop", "beta", 0, 0);
+    uint64_t beta_delayed = s_dispatch_to(f, "noop", "beta", 60000, 0);
+    oq_engine_set_hooks(f->engine, &hooks);
+
+    /* A journal that cannot keep a cancel: refused, nothing changed. */
+    e.refuse = 1u << OQ_EVENT_CANCELLED;
+    uint64_t count = 99;
+    bool more = false;
+    assert_int_equal(oq_engine_clear(f->engine, "alpha", 5, &count, &more), -1);
+    assert_int_equal(count, 0);
+    assert_string_equal(oq_engine_job_state(f->engine, ready[0]), "ready");
+    e.refuse = 0;
+
+    /* Two per call: more while any of the six is left. */
+    assert_int_equal(s_clear(f, "alpha", 2, &more), 2);
+    assert_true(more);
+    assert_int_equal(s_clear(f, "alpha", 2, &more), 2);
+    assert_true(more);
+    assert_int_equal(s_clear(f, "alpha", OQ_MAX_CLEAR_PER_CALL, &more), 2);
+    assert_false(more);
+    assert_int_equal(e.count, 6);
+    for (size_t i = 0; i < e.count; i++)
+        assert_int_equal(e.event[i], OQ_EVENT_CANCELLED);
+    assert_null(oq_engine_job_state(f->engine, waiting));
+    for (int i = 0; i < 3; i++)
+        assert_null(oq_engine_job_state(f->engine, ready[i]));
+    for (int i = 0; i < 2; i++)
+        assert_null(oq_engine_job_state(f->engine, delayed[i]));
+    assert_int_equal(s_clear(f, "alpha", OQ_MAX_CLEAR_PER_CALL, &more), 0);
+    assert_false(more);
+    assert_int_equal(s_clear(f, "nowhere", OQ_MAX_CLEAR_PER_CALL, &more), 0);
+    assert_false(more);
+
+    /* The leased job still runs to its end; beta is untouched. */
+    ef_expect(f, leased, "leased", 1);
+    assert_string_equal(oq_engine_job_state(f->engine, beta_ready), "ready");
+    assert_string_equal(oq_engine_job_state(f->engine, beta_delayed), "delayed");
+    oq_queue_stats_t alpha, beta;
+    oq_engine_queue_stats(f->engine, 0, &alpha);
+    oq_engine_queue_stats(f->engine, 1, &beta);
+    assert_string_equal(alpha.name, "alpha");
+    assert_int_equal(alpha.cancelled, 6);
+    assert_int_equal(alpha.ready + alpha.delayed, 0);
+    assert_int_equal(alpha.leased, 1);
+    assert_int_equal(beta.cancelled, 0);
+    assert_int_equal(beta.ready, 1);
+    assert_int_equal(beta.delayed, 1);
+    assert_int_equal(s_ack(f, w, leased, 1, OQ_OUTCOME_OK, NULL), OQ_ACK_APPLIED);
+    assert_null(oq_engine_job_state(f->engine, leased));
+    oq_engine_queue_stats(f->engine, 0, &alpha);
+    assert_int_equal(alpha.done, 1);
+}
+
 /* What the retention floor is made of: each queue's lease length, the
    largest budget and backoff among the defaults and the jobs it holds, and
    the held job whose own runs span longest (named when a prune is refused). */
@@ -2488,6 +2569,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prune_failed_by_age_in_bounded_steps, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_prune_failed_finds_old_jobs_behind_young_ones,
+                                        ef_setup, ef_teardown),
+        cmocka_unit_test_setup_teardown(test_clear_cancels_a_queues_waiting_jobs_in_bounded_steps,
                                         ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_ready_and_delayed_refuses_leased, ef_setup,
                                         ef_teardown),

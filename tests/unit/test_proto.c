@@ -734,6 +734,41 @@ static void test_roundtrip_store_commands(void **state)
     s_decode_bad_text("{v:1, cmd:pruned_failed, req:1, count:3, more:1}", OQ_ERR_BAD_REQUEST);
     s_decode_bad_text("{v:1, cmd:pruned_failed, req:1, more:false}", OQ_ERR_BAD_REQUEST);
 
+    /* clear: a queue, required and valid; a limit within its bounds, the
+       broker's maximum when absent; cleared as pruned_failed. */
+    oq_proto_encode_clear(&buf, 12, "mail", 5);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.cmd, OQ_CMD_CLEAR);
+    s_str_equal(msg.name, "mail");
+    assert_int_equal(msg.limit, 5);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    oq_proto_encode_clear(&buf, 12, "mail", 0);
+    s_decode_ok(&msg, &buf);
+    assert_int_equal(msg.limit, OQ_MAX_CLEAR_PER_CALL);
+    oq_proto_msg_release(&msg);
+    msgpack_sbuffer_clear(&buf);
+    s_decode_bad_text("{v:1, cmd:clear, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:''}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:'a b'}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:7}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:mail, limit:0}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:mail, limit:1001}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:clear, req:1, queue:mail, limit:-1}", OQ_ERR_BAD_REQUEST);
+    for (int more = 0; more < 2; more++) {
+        oq_proto_encode_cleared(&buf, 13, 1000, more);
+        s_decode_ok(&msg, &buf);
+        assert_int_equal(msg.cmd, OQ_CMD_CLEARED);
+        assert_int_equal(msg.count, 1000);
+        const msgpack_object *m = oq_proto_map_get(&msg.root, "more");
+        assert_non_null(m);
+        assert_int_equal(m->via.boolean, more);
+        oq_proto_msg_release(&msg);
+        msgpack_sbuffer_clear(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:cleared, req:1, count:3, more:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:cleared, req:1, more:false}", OQ_ERR_BAD_REQUEST);
+
     oq_proto_encode_simple(&buf, OQ_CMD_HORIZON, 8);
     s_decode_ok(&msg, &buf);
     assert_int_equal(msg.cmd, OQ_CMD_HORIZON);

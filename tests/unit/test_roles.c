@@ -18,10 +18,10 @@ static void test_producer(void **state)
     assert_true(oq_command_allows(r, OQ_SIDE_FRONT, OQ_CMD_DISPATCH));
     assert_true(oq_command_allows(r, OQ_SIDE_FRONT, OQ_CMD_PING));
     assert_true(oq_command_allows(r, OQ_SIDE_FRONT, OQ_CMD_STATS));
-    const oq_cmd_t admin_only[] = {OQ_CMD_FAILED,  OQ_CMD_REQUEUE,     OQ_CMD_REQUEUE_ALL,
-                                   OQ_CMD_FORGET,  OQ_CMD_FLUSH,       OQ_CMD_CANCEL,
-                                   OQ_CMD_HORIZON, OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW,
-                                   OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED};
+    const oq_cmd_t admin_only[] = {OQ_CMD_FAILED,  OQ_CMD_REQUEUE,      OQ_CMD_REQUEUE_ALL,
+                                   OQ_CMD_FORGET,  OQ_CMD_FLUSH,        OQ_CMD_CANCEL,
+                                   OQ_CMD_HORIZON, OQ_CMD_REVIEW,       OQ_CMD_REVIEW_SHOW,
+                                   OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED, OQ_CMD_CLEAR};
     for (size_t i = 0; i < sizeof admin_only / sizeof admin_only[0]; i++)
         assert_false(oq_command_allows(r, OQ_SIDE_FRONT, admin_only[i]));
     for (oq_cmd_t c = OQ_CMD_READY; c <= OQ_CMD_DISCONNECT; c++)
@@ -49,9 +49,9 @@ static void test_admin(void **state)
     (void)state;
     oq_role_t r = OQ_ROLE_ADMIN;
     const oq_cmd_t front[] = {
-        OQ_CMD_DISPATCH,    OQ_CMD_PING,        OQ_CMD_STATS,   OQ_CMD_FAILED,      OQ_CMD_REQUEUE,
-        OQ_CMD_REQUEUE_ALL, OQ_CMD_FORGET,      OQ_CMD_FLUSH,   OQ_CMD_CANCEL,      OQ_CMD_HORIZON,
-        OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW, OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED};
+        OQ_CMD_DISPATCH,    OQ_CMD_PING,        OQ_CMD_STATS,   OQ_CMD_FAILED,       OQ_CMD_REQUEUE,
+        OQ_CMD_REQUEUE_ALL, OQ_CMD_FORGET,      OQ_CMD_FLUSH,   OQ_CMD_CANCEL,       OQ_CMD_HORIZON,
+        OQ_CMD_REVIEW,      OQ_CMD_REVIEW_SHOW, OQ_CMD_RESOLVE, OQ_CMD_PRUNE_FAILED, OQ_CMD_CLEAR};
     for (size_t i = 0; i < sizeof front / sizeof front[0]; i++)
         assert_true(oq_command_allows(r, OQ_SIDE_FRONT, front[i]));
     /* An admin key does not make a worker. */
@@ -105,9 +105,9 @@ static void test_every_row_is_whole(void **state)
         for (oq_role_t r = OQ_ROLE_NONE; r < OQ_ROLE_COUNT_; r++)
             assert_false(oq_command_allows(r, other, rows[i].cmd));
     }
-    const oq_cmd_t durable[] = {OQ_CMD_DISPATCH, OQ_CMD_REQUEUE,     OQ_CMD_REQUEUE_ALL,
-                                OQ_CMD_FORGET,   OQ_CMD_FLUSH,       OQ_CMD_CANCEL,
-                                OQ_CMD_RESOLVE,  OQ_CMD_PRUNE_FAILED};
+    const oq_cmd_t durable[] = {OQ_CMD_DISPATCH, OQ_CMD_REQUEUE,      OQ_CMD_REQUEUE_ALL,
+                                OQ_CMD_FORGET,   OQ_CMD_FLUSH,        OQ_CMD_CANCEL,
+                                OQ_CMD_RESOLVE,  OQ_CMD_PRUNE_FAILED, OQ_CMD_CLEAR};
     for (size_t i = 0; i < sizeof durable / sizeof durable[0]; i++)
         assert_true(oq_command_find(durable[i])->durable);
     assert_false(oq_command_find(OQ_CMD_STATS)->durable);

@@ -4,6 +4,7 @@ declare(strict_types=1);
 namespace Onceq\Laravel;
 
 use Illuminate\Contracts\Cache\Repository as Cache;
+use Illuminate\Contracts\Queue\ClearableQueue;
 use Illuminate\Contracts\Queue\Queue as QueueContract;
 use Illuminate\Contracts\Queue\ShouldBeUnique;
 use Illuminate\Contracts\Queue\ShouldBeUniqueUntilProcessing;
@@ -29,11 +30,14 @@ use Onceq\Exception\ConfigException;
  * 'broker', the default), so a stale cache lock can never swallow a
  * dispatch.
  *
+ * Clearing: clear() (queue:clear) cancels the queue's jobs that have not
+ * started, with the admin key; leased ones finish or fail as usual.
+ *
  * Working: pop() leases one job through a WorkerLink (one per process, on
  * the back socket), or returns null when none comes within block_for, with
  * no credit left out while queue:work sleeps.
  */
-class OnceqQueue extends Queue implements QueueContract
+class OnceqQueue extends Queue implements QueueContract, ClearableQueue
 {
     public const DEFAULT_TYPE = 'laravel';
     public const DEFAULT_BLOCK_FOR_S = 1.0;
@@ -116,6 +120,22 @@ class OnceqQueue extends Queue implements QueueContract
     public function reservedSize($queue = null)
     {
         return $this->counts($queue)['leased'];
+    }
+
+    /**
+     * queue:clear: cancel the jobs of the queue that have not started
+     * (ready, delayed, waiting behind an overlap key) at the broker, each
+     * journaled as a cancel; returns how many. Leased jobs are left to
+     * finish or fail. Needs 'admin_key'.
+     */
+    public function clear($queue)
+    {
+        $client = $this->adminClient();
+        try {
+            return $client->clear(Names::queue($this->getQueue($queue)));
+        } finally {
+            $client->close();
+        }
     }
 
     /** The broker keeps no creation time per queue. */

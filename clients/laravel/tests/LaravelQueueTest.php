@@ -417,6 +417,29 @@ final class LaravelQueueTest extends TestCase
         $this->assertMatchesRegularExpression('/t-size.*2/', implode("\n", $out));
     }
 
+    /**
+     * queue:clear cancels the queue's ready and delayed jobs at the broker
+     * (counted as cancelled, a wait on one ends cancelled), and leaves the
+     * other queue alone.
+     */
+    public function testQueueClearCancelsTheQueuesWaitingJobs(): void
+    {
+        $ready = $this->push((new Probe('clear-1'))->onQueue('t-clear'));
+        $this->push((new Probe('clear-2'))->onQueue('t-clear'));
+        $this->queue()->later(600, new Probe('clear-3'), '', 't-clear');
+        $this->push((new Probe('clear-keep'))->onQueue('t-clear-keep'));
+        exec(escapeshellarg(PHP_BINARY) . ' ' . escapeshellarg(self::artisan()) .
+            ' queue:clear onceq --queue=t-clear --force 2>&1', $out, $rc);
+        $this->assertSame(0, $rc, implode("\n", $out));
+        $this->assertStringContainsString('Cleared 3 jobs from the [t-clear] queue', implode("\n", $out));
+        $cleared = $this->queueStats('t-clear');
+        $this->assertSame(0, $cleared['ready'] + $cleared['delayed'], json_encode($cleared));
+        $this->assertSame(3, $cleared['cancelled']);
+        $this->assertSame('cancelled', $this->queue()->client()->wait((int)$ready, 0)['state']);
+        $this->assertSame(1, $this->queueStats('t-clear-keep')['ready']);
+        $this->assertSame(0, $this->queue()->clear('t-clear'));
+    }
+
     /** Queue names and keys onceq does not allow are mapped, never refused; bulk() sends each job. */
     public function testNamesOnceqDoesNotAllowAreMapped(): void
     {

@@ -30,6 +30,8 @@ use Onceq\Protocol\Unreadable;
 final class Client
 {
     public const DEFAULT_ENDPOINT = 'tcp://127.0.0.1:7750';
+    /** The most jobs one `clear` request cancels (docs/protocol.md §2). */
+    public const MAX_CLEAR_PER_CALL = 1000;
 
     /** Dispatch options that go into the job map as they are. */
     private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority',
@@ -230,6 +232,31 @@ final class Client
     public function __destruct()
     {
         $this->close();
+    }
+
+    /**
+     * Cancel every job of $queue that has not started (ready, delayed,
+     * waiting for its overlap key), as a `cancel` of each (docs/protocol.md
+     * §5, clear): an admin command, so the client needs an admin key. The
+     * broker cancels at most MAX_CLEAR_PER_CALL per request and says whether
+     * more wait; this asks again until none does, and returns how many were
+     * cancelled in all. Leased jobs finish or fail as usual. A request that
+     * cancels nothing while the broker says more wait ends the loop with a
+     * ProtocolException, so the loop always ends.
+     */
+    public function clear(string $queue): int
+    {
+        $total = 0;
+        do {
+            $reply = $this->request('clear', ['queue' => $queue], 'cleared');
+            $count = (int)($reply['count'] ?? 0);
+            $more = ($reply['more'] ?? false) === true;
+            $total += $count;
+            if ($more && $count === 0) {
+                throw new ProtocolException("onceq: the broker says more jobs of queue $queue wait but cancelled none");
+            }
+        } while ($more);
+        return $total;
     }
 
     /** True once the broker answers a ping; a TimeoutException otherwise. */

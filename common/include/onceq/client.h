@@ -136,6 +136,15 @@ int oq_client_prune_failed(oq_client_t *self, const char *queue, int64_t older_t
    is refused (its effect may be under way). */
 int oq_client_cancel(oq_client_t *self, uint64_t id, int timeout_ms);
 
+/* Cancel the jobs of queue that have not started (ready, delayed, waiting
+   for an overlap key), as a cancel of each: at most limit of them (0: the
+   broker's maximum, OQ_MAX_CLEAR_PER_CALL) in one request. *count gets how
+   many; *more is true while others wait: call again until it is false
+   (one call is one bounded request; the loop is the caller's, so that it
+   can stop or report between steps). Leased jobs are never cancelled. */
+int oq_client_clear(oq_client_t *self, const char *queue, uint32_t limit, int timeout_ms,
+                    uint64_t *count, bool *more);
+
 /* Ask what bounds the time a duplicate of a held job can still arrive:
    0 with the decoded "horizon" reply in *reply (release it), or -1. */
 int oq_client_horizon(oq_client_t *self, int timeout_ms, oq_msg_t *reply);

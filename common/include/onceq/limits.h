@@ -31,6 +31,7 @@
 #define OQ_MAX_PRUNE_PER_CALL  1000
 #define OQ_MIN_PRUNE_AGE_MS    1000LL
 #define OQ_MAX_PRUNE_AGE_MS    (3650LL * 24 * 3600 * 1000)
+#define OQ_MAX_CLEAR_PER_CALL  1000 /* jobs one "clear" cancels, as prune's (protocol.md) */
 #define OQ_MAX_WORKER_TYPES    256  /* job types one worker announces in ready */
 #define OQ_MAX_WORKER_QUEUES   32   /* queues one worker serves, in priority order */
 #define OQ_MAX_REVIEW_NOTE_LEN 1024 /* a person's note on a resolution */

@@ -69,6 +69,10 @@ typedef enum {
        request (docs/protocol.md, "prune_failed") */
     OQ_CMD_PRUNE_FAILED,
     OQ_CMD_PRUNED_FAILED, /* its reply: count, and more while others are due */
+    /* front: cancel the waiting jobs of one queue, a bounded number per
+       request (docs/protocol.md, "clear") */
+    OQ_CMD_CLEAR,
+    OQ_CMD_CLEARED, /* its reply: count, and more while others wait */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -391,6 +395,14 @@ void oq_proto_encode_prune_failed(msgpack_sbuffer *buf, int64_t req, const char 
    failed jobs of that age remain (send the request again). The decoder
    checks "more"; read it with oq_proto_map_get on the reply's root. */
 void oq_proto_encode_pruned_failed(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more);
+/* "clear" {queue, limit?}: cancel up to limit (1 ... OQ_MAX_CLEAR_PER_CALL;
+   0: leave it out, the broker's maximum) of the jobs of queue that have
+   not started (ready, delayed, waiting for their overlap key). */
+void oq_proto_encode_clear(msgpack_sbuffer *buf, int64_t req, const char *queue, uint32_t limit);
+/* "cleared" {count, more}: how many were cancelled, and whether others of
+   the queue still wait (send the request again). Read "more" as for
+   pruned_failed. */
+void oq_proto_encode_cleared(msgpack_sbuffer *buf, int64_t req, uint64_t count, bool more);
 /* "review": a page of the review store, as failed_cursor (after_at < 0:
    the job id alone). */
 void oq_proto_encode_review_page(msgpack_sbuffer *buf, int64_t req, const char *queue,
