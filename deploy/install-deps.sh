@@ -19,6 +19,10 @@ packages=(
   dpkg-dev file help2man adduser systemd
   # clients/php (the PHP client and worker) and its php.client test
   php-cli php-zmq php-msgpack php-pgsql phpunit
+  # onceq-web: password hashes (crypt, in libc6-dev) and libsodium; its
+  # browser test web.browser: headless chromium driven from node
+  # (puppeteer-core from npm, installed into the build tree by the test)
+  libsodium-dev chromium nodejs npm
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )
