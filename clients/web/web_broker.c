@@ -20,20 +20,23 @@ struct oq_web_broker {
     oq_client_t *client; /* connected to endpoints[current] */
 };
 
+/* Connect to endpoints[current]; the old client is replaced only once the
+   new one is made, so a failure leaves the connection there was. */
 static int s_connect(oq_web_broker_t *self, char *reason, size_t reason_len)
 {
-    oq_client_destroy(&self->client);
-    self->client = oq_client_new(self->endpoints[self->current]);
-    if (!self->client) {
+    oq_client_t *client = oq_client_new(self->endpoints[self->current]);
+    if (!client) {
         snprintf(reason, reason_len, "cannot use broker endpoint '%s'",
                  self->endpoints[self->current]);
         return -1;
     }
-    if (self->key && oq_client_set_curve_files(self->client, self->key, self->broker_key) < 0) {
-        snprintf(reason, reason_len, "%s", oq_client_error(self->client));
-        oq_client_destroy(&self->client);
+    if (self->key && oq_client_set_curve_files(client, self->key, self->broker_key) < 0) {
+        snprintf(reason, reason_len, "%s", oq_client_error(client));
+        oq_client_destroy(&client);
         return -1;
     }
+    oq_client_destroy(&self->client);
+    self->client = client;
     return 0;
 }
 
@@ -109,10 +112,9 @@ void oq_web_broker_failed(oq_web_broker_t *self)
     char reason[256];
     if (s_connect(self, reason, sizeof reason) < 0) {
         /* the endpoints and keys were good at start: a key file that went
-           away since. Stay on the old endpoint and say why. */
+           away since. Stay on the old connection and say why. */
         oq_warn("broker %s: %s", self->endpoints[self->current], reason);
         self->current = from;
-        s_connect(self, reason, sizeof reason);
         return;
     }
     oq_warn("broker %s gave no answer: trying %s", self->endpoints[from],
