@@ -7,7 +7,8 @@
 #          each page asked REQUESTS (200) times over one connection; p50,
 #          p99 and max per page, in ms. Filling the failed store dispatches
 #          one job per onceq call, which takes minutes for 10,000.
-#   cost   the noop cycle (onceq-bench, JOBS jobs, WORKERS workers) with the
+#   cost   the noop cycle (onceq-bench, JOBS (400,000) jobs: longer than the
+#          5 s period of live updates, WORKERS workers) with the
 #          dashboard closed, then with every page open and live (each asked
 #          every 5 s, as live.js does, plus onceq-web's own sampling),
 #          REPEATS times each, alternating; the ratio open / closed of the
@@ -22,7 +23,7 @@ BIN=$BUILD/bin
 BULK=${BULK:-1000000}
 FAILED=${FAILED:-10000}
 REQUESTS=${REQUESTS:-200}
-JOBS=${JOBS:-50000}
+JOBS=${JOBS:-400000}
 WORKERS=${WORKERS:-2}
 REPEATS=${REPEATS:-3}
 DEADLINE_S=${DEADLINE_S:-900}
@@ -83,7 +84,7 @@ quantiles() {
 
 pages() {
     start_broker
-    "$BIN/onceq-bench" --queue bulk --jobs "$BULK" --dispatch-only --window 256 >/dev/null
+    "$BIN/onceq-bench" --broker "$FRONT" --queue bulk --jobs "$BULK" --dispatch-only --window 256 >/dev/null
     "$BIN/onceq-test-worker" --broker "$BACK" --queue failing --name filler \
         >"$WORKDIR/filler.log" 2>&1 &
     local filler=$!
@@ -106,8 +107,8 @@ pages() {
     for path in / /workers "/failed" "/failed?limit=200" "/failed?queue=failing&limit=200" \
         "/failed?q=order+9999" "/failed?type=fail&limit=200" /review "/job?id=$((BULK / 2))"; do
         local args=()
-        for _ in $(seq 1 "$REQUESTS"); do args+=("$base$path"); done
-        curl -s -u bench:bench -o /dev/null -w '%{time_total}\n' "${args[@]}" >"$WORKDIR/times"
+        for _ in $(seq 1 "$REQUESTS"); do args+=(-o /dev/null "$base$path"); done
+        curl -s -u bench:bench -w "%{time_total}\n" "${args[@]}" >"$WORKDIR/times"
         printf '%-40s %9s %9s %9s\n' "$path" $(quantiles <"$WORKDIR/times")
     done
     kill "$WEB"
@@ -115,7 +116,7 @@ pages() {
 }
 
 cycle() { # jobs/s of one noop cycle
-    "$BIN/onceq-bench" --queue cycle --jobs "$JOBS" --latency-jobs 0 --warmup 200 \
+    "$BIN/onceq-bench" --broker "$FRONT" --queue cycle --jobs "$JOBS" --latency-jobs 0 --warmup 200 \
         --workers "$WORKERS" | sed -n 's/.*jobs_per_s=\([0-9.]*\).*/\1/p'
 }
 
@@ -129,8 +130,10 @@ cost() {
     start_web
     local base=http://127.0.0.1:$WEB_PORT
     local closed=() open=()
+    # The order alternates (closed first in odd runs, open first in even
+    # ones), so that a warm-up or a drift of the machine favours neither.
     for r in $(seq 1 "$REPEATS"); do
-        closed+=("$(cycle)")
+        if ((r % 2)); then closed+=("$(cycle)"); fi
         # every page open and live: each asked every 5 s with the live header
         timeout "$DEADLINE_S" bash -c "while :; do
             for p in / /workers /failed /review '/job?id=1'; do
@@ -141,6 +144,7 @@ cost() {
         open+=("$(cycle)")
         kill "$viewers" 2>/dev/null || true
         wait "$viewers" 2>/dev/null || true
+        if ! ((r % 2)); then closed+=("$(cycle)"); fi
         echo "run $r: closed ${closed[-1]} jobs/s, open ${open[-1]} jobs/s" >&2
     done
     local mc mo
