@@ -34,6 +34,8 @@
    of its own (a filter on type or text is applied here, not by the broker):
    what bounds the time of a page whatever the store holds. */
 #define OQ_WEB_FILTER_PAGES 4
+/* Largest age filter, in minutes: a year. */
+#define OQ_WEB_MAX_AGE_MIN 525600
 /* A payload shown in a list is cut after this many bytes of JSON. */
 #define OQ_WEB_PAYLOAD_PREVIEW_BYTES 4096
 /* Workers the workers page lists at most (the broker's page limit). */

@@ -363,6 +363,8 @@ void oq_web_page_workers(oq_web_req_t *req)
 typedef struct {
     bool review;                     /* the review store, else failed */
     const char *queue, *type, *text; /* filters, or NULL */
+    const char *older;               /* the age filter as given (minutes), or NULL */
+    int64_t before_ms;               /* only jobs that failed before this (Unix ms), 0: any */
     uint64_t after;                  /* cursor: id */
     int64_t after_at;                /* and time, -1: none */
     uint32_t limit;                  /* jobs on the page */
@@ -383,6 +385,9 @@ static bool s_contains(const msgpack_object *o, const char *needle)
 
 static bool s_match(const s_filter_t *f, const msgpack_object *job)
 {
+    if (f->before_ms > 0 &&
+        s_uint(job, f->review ? "review_at" : "failed_at") >= (uint64_t)f->before_ms)
+        return false;
     if (f->type && *f->type) {
         const msgpack_object *t = oq_proto_map_get(job, "type");
         if (!s_str_is(t, f->type, strlen(f->type)))
@@ -400,6 +405,7 @@ static int s_filter(oq_web_req_t *req, bool review, s_filter_t *f)
     f->queue = oq_web_arg(req, "queue", &bad);
     f->type = oq_web_arg(req, "type", &bad);
     f->text = oq_web_arg(req, "q", &bad);
+    f->older = oq_web_arg(req, "older", &bad);
     const char *after = oq_web_arg(req, "after", &bad);
     const char *after_at = oq_web_arg(req, "after_at", &bad);
     const char *limit = oq_web_arg(req, "limit", &bad);
@@ -426,6 +432,16 @@ static int s_filter(oq_web_req_t *req, bool review, s_filter_t *f)
         }
         f->after_at = (int64_t)n;
     }
+    if (f->older && *f->older) {
+        if (oq_config_uint(f->older, 1, OQ_WEB_MAX_AGE_MIN, &n) < 0) {
+            oq_web_page_error(req, MHD_HTTP_BAD_REQUEST,
+                              "older: expected minutes, 1 to 525600 (a year)");
+            return -1;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        f->before_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)n * 60000;
+    }
     if (limit && *limit) {
         if (oq_config_uint(limit, 1, OQ_WEB_PAGE_MAX, &n) < 0) {
             oq_web_page_error(req, MHD_HTTP_BAD_REQUEST, "limit: expected 1 to 200");
@@ -441,7 +457,7 @@ static void s_filter_link(oq_web_buf_t *b, const s_filter_t *f, const char *base
     oq_web_buf_printf(b, "%s?limit=%u", base, f->limit);
     const struct {
         const char *key, *value;
-    } parts[] = {{"queue", f->queue}, {"type", f->type}, {"q", f->text}};
+    } parts[] = {{"queue", f->queue}, {"type", f->type}, {"q", f->text}, {"older", f->older}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i].value && *parts[i].value) {
             oq_web_buf_printf(b, "&amp;%s=", parts[i].key);
@@ -456,7 +472,8 @@ static void s_filter_form(oq_web_buf_t *b, const s_filter_t *f, const char *base
         const char *key, *label, *value;
     } parts[] = {{"queue", "queue", f->queue},
                  {"type", "type", f->type},
-                 {"q", f->review ? "reason contains" : "error contains", f->text}};
+                 {"q", f->review ? "reason contains" : "error contains", f->text},
+                 {"older", "older than (min)", f->older}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         oq_web_buf_printf(b, "<label>%s <input name=\"%s\" value=\"", parts[i].label, parts[i].key);
         if (parts[i].value)
@@ -486,15 +503,16 @@ static void s_store_page(oq_web_req_t *req, bool review)
     else
         oq_web_buf_puts(b, "<h1>Failed</h1>");
     s_filter_form(b, &f, base);
-    /* A filter on type or text is applied to the broker's pages here, so
-       a page may need several of the broker's: at most
+    /* A filter on type, text or age is applied to the broker's pages
+       here, so a page may need several of the broker's: at most
        OQ_WEB_FILTER_PAGES of them, then the page ends with what it has and
-       its cursor goes on from there. */
-    bool filtered = (f.type && *f.type) || (f.text && *f.text);
+       its cursor goes on from there. The store comes oldest first, so the
+       first job younger than the age filter ends the list. */
+    bool filtered = (f.type && *f.type) || (f.text && *f.text) || f.before_ms > 0;
     uint32_t shown = 0;
     uint64_t total = 0, next = 0;
     int64_t next_at = -1;
-    bool more = false, head_done = false;
+    bool more = false, head_done = false, young = false;
     uint64_t after = f.after;
     int64_t after_at = f.after_at;
     for (int page = 0; page < OQ_WEB_FILTER_PAGES && shown < f.limit; page++) {
@@ -538,8 +556,13 @@ static void s_store_page(oq_web_req_t *req, bool review)
         for (; i < n && shown < f.limit; i++) {
             const msgpack_object *job = &jobs->via.array.ptr[i];
             uint64_t id = s_uint(job, "id");
+            int64_t at = (int64_t)s_uint(job, review ? "review_at" : "failed_at");
+            if (f.before_ms > 0 && at >= f.before_ms) {
+                young = true;
+                break;
+            }
             after = id;
-            after_at = (int64_t)s_uint(job, review ? "review_at" : "failed_at");
+            after_at = at;
             if (filtered && !s_match(&f, job))
                 continue;
             shown++;
@@ -571,7 +594,7 @@ static void s_store_page(oq_web_req_t *req, bool review)
             }
             oq_web_buf_puts(b, "</td></tr>");
         }
-        more = i < n || oq_proto_map_get(root, "next") != NULL;
+        more = !young && (i < n || oq_proto_map_get(root, "next") != NULL);
         next = after;
         next_at = after_at;
         oq_proto_msg_release(&reply);

@@ -6,7 +6,8 @@
     (i)   Without a login, or with a wrong password, every page is 401.
     (ii)  The overview shows the queue's counts as the broker's stats has
           them (failed 1, review 1); the failed page lists the job with
-          its error, the review page with its reason.
+          its error, filtered by type, error text and age, the review page
+          with its reason.
     (iii) An action without the user's CSRF token is 403, a viewer's is
           403 and a viewer's pages hold no action form; the admin's retry
           puts the failed job back (the worker gets it again), its resolve
@@ -250,6 +251,10 @@ static void test_pages_login_csrf_actions_and_bad_input(void **state)
     s_csrf(page, csrf, sizeof csrf);
     free(page);
     s_expect_free(port, "/review", "alice", NULL, 200, "carrier timed out");
+    s_expect_free(port, "/failed?type=noop&q=card", "alice", NULL, 200, id);
+    s_expect_free(port, "/failed?type=fail", "alice", NULL, 200, "no failed job here");
+    s_expect_free(port, "/failed?older=60", "alice", NULL, 200, "no failed job here");
+    s_expect_free(port, "/failed?older=0", "alice", NULL, 400, "older: expected minutes");
     s_expect_free(port, "/workers", "alice", NULL, 200, "<td>raw</td>");
     s_expect_free(port, "/static/live.js", "vic", NULL, 200, "X-Onceq-Live");
 
