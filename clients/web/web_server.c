@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "onceq/log.h"
+#include "web_guard.h"
 
 /* Longest address text, in bytes. */
 #define S_ADDR_LEN 128
@@ -42,6 +44,7 @@ struct oq_web_server {
     int epoll_fd;   /* libmicrohttpd's: what the loop polls */
     char *tls_cert; /* PEM text, kept while the daemon runs */
     char *tls_key;
+    oq_web_guard_t guard; /* failed logins per address */
 };
 
 /* The routes: a path, the page for GET and the one for POST. */
@@ -235,6 +238,29 @@ static enum MHD_Result s_static(struct MHD_Connection *conn, const char *text, c
     return rc;
 }
 
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static enum MHD_Result s_too_many(struct MHD_Connection *conn)
+{
+    static const char body[] = "<!doctype html><title>too many failed logins</title><h1>429 "
+                               "too many failed logins</h1><p>This address failed to log in "
+                               "10 times within a minute: try again in a minute.</p>";
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!response)
+        return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+    MHD_add_response_header(response, "Retry-After", "60");
+    enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_TOO_MANY_REQUESTS, response);
+    MHD_destroy_response(response);
+    return rc;
+}
+
 static enum MHD_Result s_login_needed(struct MHD_Connection *conn)
 {
     static const char body[] = "<!doctype html><title>login needed</title><h1>401 login "
@@ -267,9 +293,23 @@ static enum MHD_Result s_handle(void *cls, struct MHD_Connection *conn, const ch
     s_conn_t *c = *state;
     if (!c) {
         /* First call: headers only. Log in before reading anything else. */
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *peer = info ? info->client_addr : NULL;
+        int64_t now = s_now_ms();
         char *pass = NULL;
         char *name = MHD_basic_auth_get_username_password(conn, &pass);
+        if (name && !oq_web_guard_allows(&self->guard, peer, now)) {
+            MHD_free(name);
+            if (pass)
+                MHD_free(pass);
+            return s_too_many(conn);
+        }
         const oq_web_user_t *user = oq_web_users_check(self->web->users, name, pass);
+        if (!user && name) {
+            oq_web_guard_failed(&self->guard, peer, now);
+            oq_warn("web: a failed login"); /* the name typed is not logged: it may be anything */
+        }
         if (name)
             MHD_free(name);
         if (pass)

@@ -17,7 +17,9 @@
           an id that is no number 400, a query over the header limit 414,
           a value over 256 bytes 400, a form that is not a form 400, a body
           over the limit 413, an unknown page 404; onceq-web and the broker
-          answer after all of it. */
+          answer after all of it.
+    (v)   Ten failed logins from one address within a minute, and it is
+          answered 429 without a check, the right password too. */
 #include <crypt.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -315,6 +317,22 @@ static void test_pages_login_csrf_actions_and_bad_input(void **state)
     s_expect_free(port, "/action", "alice", NULL, 405, "POST");
     s_expect_free(port, "/", "vic", NULL, 200, "Overview");
     assert_int_equal(it_stats(it, &stats), 0);
+
+    /* (v) guessing: after 10 failed logins from one address within a
+       minute (one was above), it is answered 429 without a check, the
+       right password too */
+    int failures = 1;
+    for (; failures < 20; failures++) {
+        free(s_http(port, "/", "alice", "guess", NULL, NULL, &status));
+        if (status == 429)
+            break;
+        assert_int_equal(status, 401);
+    }
+    assert_int_equal(failures, 10);
+    free(s_http(port, "/", "alice", S_PASSWORD, NULL, NULL, &status));
+    assert_int_equal(status, 429);
+    free(s_http(port, "/", NULL, NULL, NULL, NULL, &status));
+    assert_int_equal(status, 401);
 }
 
 int main(void)
