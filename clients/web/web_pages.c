@@ -328,8 +328,9 @@ void oq_web_page_workers(oq_web_req_t *req)
             oq_web_buf_puts(b, "</td><td>");
             s_field(b, w, "pid");
             const msgpack_object *state = oq_proto_map_get(w, "state");
-            bool paused = state && !s_str_is(state, "available", 9);
-            oq_web_buf_printf(b, "</td><td class=\"%s\">", paused ? "bad" : "");
+            bool paused = s_str_is(state, "unavailable", 11);
+            oq_web_buf_puts(b, paused ? "</td><td class=\"bad\" data-col=\"state\">"
+                                      : "</td><td data-col=\"state\">");
             s_field(b, w, "state");
             const msgpack_object *error = oq_proto_map_get(w, "error");
             if (paused) {

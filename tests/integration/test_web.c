@@ -257,7 +257,10 @@ static void test_pages_login_csrf_actions_and_bad_input(void **state)
     s_expect_free(port, "/failed?type=fail", "alice", NULL, 200, "no failed job here");
     s_expect_free(port, "/failed?older=60", "alice", NULL, 200, "no failed job here");
     s_expect_free(port, "/failed?older=0", "alice", NULL, 400, "older: expected minutes");
-    s_expect_free(port, "/workers", "alice", NULL, 200, "<td>raw</td>");
+    page = s_expect(port, "/workers", "alice", NULL, 200, "<td>raw</td>");
+    assert_non_null(strstr(page, "<td data-col=\"state\">ready</td>"));
+    assert_null(strstr(page, "class=\"bad\""));
+    free(page);
     s_expect_free(port, "/static/live.js", "vic", NULL, 200, "X-Onceq-Live");
 
     /* (iii) actions: CSRF, roles, and what they do */
