@@ -784,8 +784,12 @@ static void s_confirm(oq_web_req_t *req, const char *op, const char *question)
         oq_web_buf_escape(b, v, strlen(v));
         oq_web_buf_puts(b, "\">");
     }
-    oq_web_buf_puts(b, "<button type=\"submit\" class=\"act danger\" id=\"yes\">yes, do it"
-                       "</button> <a href=\"javascript:history.back()\">no, go back</a></form>");
+    /* back to the list, not history.back(): the pages' policy allows no
+       script but live.js */
+    oq_web_buf_printf(b,
+                      "<button type=\"submit\" class=\"act danger\" id=\"yes\">yes, do it"
+                      "</button> <a href=\"%s\">no, go back</a></form>",
+                      strcmp(op, "cancel") == 0 ? "/job" : "/failed");
     s_foot(req);
 }
 

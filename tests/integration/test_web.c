@@ -274,6 +274,17 @@ static void test_pages_login_csrf_actions_and_bad_input(void **state)
     page = s_expect(port, "/failed", "vic", NULL, 200, id);
     assert_null(strstr(page, "method=\"post\""));
     free(page);
+    /* what cannot be undone asks first, and does nothing until confirmed */
+    char confirm_form[512];
+    snprintf(confirm_form, sizeof confirm_form, "op=flush&csrf=%s", csrf);
+    page = s_expect(port, "/action", "alice", confirm_form, 200, "Delete for good");
+    assert_non_null(strstr(page, "name=\"confirm\" value=\"yes\""));
+    free(page);
+    snprintf(confirm_form, sizeof confirm_form, "op=forget&id=%llu&csrf=%s",
+             (unsigned long long)failed_id, csrf);
+    s_expect_free(port, "/action", "alice", confirm_form, 200, "id=\"question\"");
+    assert_int_equal(it_stats(it, &stats), 0);
+    assert_int_equal(stats.failed, 1);
     s_expect_free(port, "/action", "alice", form, 200, "ready again");
     s_run(w, failed_id, OQ_OUTCOME_OK, NULL);
     s_expect_free(port, "/failed", "alice", NULL, 200, "no failed job here");
