@@ -23,9 +23,19 @@ packages=(
   # Debian's Laravel 8 (php-illuminate-*); its app's database is PostgreSQL
   # (php-pgsql, above)
   php-laravel-framework
+  # onceq-web: password hashes (crypt, in libc6-dev) and libsodium; its
+  # browser test web.browser: headless chromium driven from node (below)
+  libsodium-dev chromium
   # integration.test_metrics: promtool checks the broker's /metrics text
   prometheus
 )
+# web.browser drives chromium from node with puppeteer-core from npm (the
+# test installs it into the build tree). Debian's nodejs and npm, unless a
+# node with its npm is there already (another build of node ships its own
+# npm, and Debian's npm package would conflict with it).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 # The benchmark's peers; only needed by tests/bench/run.sh (which skips the
 # Redis peer, saying so, without them): beanstalkd, and redis-server with
 # hiredis for redis-bench (built when libhiredis-dev is found).

@@ -236,7 +236,7 @@ bash "$src/tests/install_check.sh" "$src" "$pkg_build" "$work/root" >"$work/inst
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 libdir=/usr/lib/$multiarch
 units=/usr/lib/systemd/system
-binaries=(onceq-broker onceq-worker onceq)
+binaries=(onceq-broker onceq-worker onceq onceq-web)
 # The test tools: a worker that can SIGKILL itself after COMMIT and runs an
 # unguarded grant handler has no place beside the production worker.
 test_tools=(onceq-test-worker onceq-chaos onceq-carrier)
@@ -327,7 +327,7 @@ else
   man_check=no
 fi
 # Any output is a finding: systemd-analyze exits 0 on warnings.
-if ! out=$(systemd-analyze verify --man=$man_check "$units/onceq-broker.service" \
+if ! out=$(systemd-analyze verify --man=$man_check "$units/onceq-broker.service" "$units/onceq-web.service" \
              "$units/onceq-worker@.service" 2>&1) || [ -n "$out" ]; then
   fail "systemd-analyze verify on the installed units: $out"
 fi

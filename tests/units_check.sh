@@ -39,7 +39,7 @@ stop_timeout=$("$build/bin/onceq-worker" --help | tr '\n' ' ' |
   sed -n 's/.*ONCEQ_WORKER_STOP_TIMEOUT\] *(default \([0-9]*\)).*/\1/p')
 [ -n "$stop_timeout" ] || fail "onceq-worker --help shows no default for --stop-timeout"
 
-for unit in onceq-broker.service onceq-worker@.service; do
+for unit in onceq-broker.service onceq-worker@.service onceq-web.service; do
   file=$unit_dir/$unit
   [ -f "$file" ] || fail "$unit is not installed in $prefix/lib/systemd/system"
   exec_start=$(sed -n 's/^ExecStart=//p' "$file")
@@ -72,7 +72,7 @@ timeout_stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$worker")
 # configuration, not the configured prefix's.
 other=$work/other
 cmake --install "$build" --prefix "$other" >/dev/null
-for unit in onceq-broker.service onceq-worker@.service; do
+for unit in onceq-broker.service onceq-worker@.service onceq-web.service; do
   file=$other/lib/systemd/system/$unit
   [ -f "$file" ] || fail "$unit is not installed in $other/lib/systemd/system (--prefix)"
   exec_start=$(sed -n 's/^ExecStart=//p' "$file")

@@ -18,6 +18,12 @@
       request_shipment_unkeyed
                     with ONCEQ_TEST_HOOKS=1: its broken twin that keys the
                     carrier call by the job id (shipments_hooks.h)
+      review {reason?: str}
+                    the outcome unknown: to the broker's review store with
+                    the reason (the dashboard's browser test resolves it)
+      gate {file: str}
+                    fails for good while FILE exists, else ok: a job that
+                    fails until the test opens the gate and retries it
       tally {ms?: uint, fail?: bool}
                     a type with a batch function (up to 8 jobs): alone it
                     sleeps ms, then ok; a batch logs "tally: one call for N
@@ -29,6 +35,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "onceq/log.h"
@@ -46,6 +53,34 @@ static void s_settings(const oq_job_t *job, void *state, oq_report_t *report)
     }
     oq_info("settings: database_url=%s isolation=%s", settings->database_url, settings->isolation);
     oq_report_ok(report, OQ_RESULT_NONE);
+}
+
+static void s_review(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    (void)state;
+    oq_str_t reason = {0};
+    if (oq_payload_str(job, "reason", &reason) == 0 && reason.len > 0)
+        oq_report_review(report, "%.*s", (int)reason.len, reason.ptr);
+    else
+        oq_report_review(report, "review: told the outcome is unknown");
+}
+
+static void s_gate(const oq_job_t *job, void *state, oq_report_t *report)
+{
+    (void)state;
+    oq_str_t file = {0};
+    char path[512];
+    if (oq_payload_str(job, "file", &file) < 0 || file.len == 0 || file.len >= sizeof path) {
+        oq_report_fail(report, "gate: payload field \"file\" must name a file");
+        return;
+    }
+    memcpy(path, file.ptr, file.len);
+    path[file.len] = 0;
+    struct stat st;
+    if (stat(path, &st) == 0)
+        oq_report_fail(report, "gate: closed while %s exists", path);
+    else
+        oq_report_ok(report, OQ_RESULT_APPLIED);
 }
 
 static void s_tally(const oq_job_t *job, void *state, oq_report_t *report)
@@ -89,7 +124,9 @@ int main(int argc, char **argv)
     const char *empty = getenv("ONCEQ_TEST_WORKER_EMPTY");
     if (!empty || strcmp(empty, "1") != 0) {
         oq_builtin_register(registry);
-        if (oq_registry_add(registry, "settings", s_settings, NULL) < 0)
+        if (oq_registry_add(registry, "settings", s_settings, NULL) < 0 ||
+            oq_registry_add(registry, "review", s_review, NULL) < 0 ||
+            oq_registry_add(registry, "gate", s_gate, NULL) < 0)
             return 2;
         /* Opens its database on the first job of each worker process. The
            hooked handlers only with ONCEQ_TEST_HOOKS=1; the production one
