@@ -371,6 +371,8 @@ static int s_auth_start(oq_broker_t *self, char *reason, size_t reason_len)
 
 static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch);
+static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                           oq_batch_callback_t which);
 
 /* conns.h: a descriptor opened or closed; its binding is stale, and the
    replies kept and the waits held for a connection that closed have
@@ -453,8 +455,11 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     }
     oq_engine_set_lease_key(self->engine, lease_key);
     /* After replay: the journal's observer, then the waits (s_changed). */
-    oq_engine_hooks_t hooks = {s_changed, self};
+    oq_engine_hooks_t hooks = {.changed = s_changed, .ctx = self, .batch = s_batch_changed};
     oq_engine_set_hooks(self->engine, &hooks);
+    /* Callbacks that became due before the stop and were not dispatched
+       yet: under their dispatch ids, so one that was is not again. */
+    oq_engine_batches_settle(self->engine);
     if (s_auth_start(self, reason, reason_len) < 0 ||
         !(self->front = s_bind(self->ctx, config->front_endpoint, self->keys, "front",
                                config->handshake_ms, reason, reason_len)) ||
@@ -968,6 +973,15 @@ static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
    refuse an asked one), then the waiters of a job that ended are
    answered. Called inside engine calls: it touches only the waiters, the
    outbox and its own buffer. */
+/* The batches' observer: the journal's. */
+static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                           oq_batch_callback_t which)
+{
+    oq_broker_t *self = ctx;
+    const oq_engine_hooks_t *journal = &self->journal_hooks;
+    return journal->batch ? journal->batch(journal->ctx, event, batch, which) : 0;
+}
+
 static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch)
 {

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine_batches.h"
 #include "engine_jobs.h"
 #include "engine_memory.h"
 #include "engine_model.h"
@@ -146,6 +147,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     oq_list_init(&self->lanes_all);
     self->ready_epoch = 1;
     self->next_id = 1;
+    self->restore_as = OQ_EVENT_DONE;
     return self;
 }
 
@@ -228,6 +230,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_idmap_destroy(&self->recent_index);
     oq_idmap_destroy(&self->decided);
     oq_review_log_destroy(&self->reviews);
+    oq_eng_batches_destroy(self);
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);
     oq_overlap_destroy(&self->overlap);
@@ -249,7 +252,7 @@ void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks)
 size_t oq_engine_tick(oq_engine_t *self)
 {
     int64_t now = oq_eng_now(self);
-    size_t processed = 0;
+    size_t processed = oq_engine_batches_retry(self);
     oq_heap_node_t *node;
     while ((node = oq_heap_pop_due(self->timers, now)) != NULL) {
         oq_eng_job_t *job = oq_container_of(node, oq_eng_job_t, u.t.timer);
