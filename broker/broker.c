@@ -83,6 +83,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "batch_reply.h"
 #include "conns.h"
 #include "keystore.h"
 #include "metrics.h"
@@ -1184,6 +1185,11 @@ static void s_handle_review(oq_broker_t *self, const s_envelope_t *env, int64_t 
         oq_debug("admin went away before its reply");
 }
 
+/* Batches (the end of this file): one handler per command. */
+static void s_dispatch_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                             const oq_msg_t *msg);
+static void s_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg);
+
 static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
 {
     int64_t req = msg->has_req ? (int64_t)msg->req : -1;
@@ -1236,6 +1242,12 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
     case OQ_CMD_REVIEW_SHOW:
     case OQ_CMD_RESOLVE:
         s_handle_review(self, env, req, msg);
+        return;
+    case OQ_CMD_DISPATCH_BATCH:
+        s_dispatch_batch(self, env, req, msg);
+        return;
+    case OQ_CMD_BATCH:
+        s_batch(self, env, req, msg);
         return;
     default:
         assert(!"s_valid_on admits only front commands");
@@ -1385,7 +1397,7 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
                cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE ||
-               cmd == OQ_CMD_WAIT;
+               cmd == OQ_CMD_WAIT || cmd == OQ_CMD_DISPATCH_BATCH || cmd == OQ_CMD_BATCH;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_ACKS || cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT ||
            cmd == OQ_CMD_TOUCH || cmd == OQ_CMD_STATUS;
@@ -1924,4 +1936,103 @@ int oq_broker_run(oq_broker_t *self)
     oq_info("stopping: %zu job(s) held, %zu worker(s) connected", oq_engine_job_count(self->engine),
             oq_engine_worker_count(self->engine));
     return rc;
+}
+
+/* ---- batches ---------------------------------------------------------------------
+   dispatch_batch is a dispatch of many: every job is decoded and checked
+   before the engine sees any, the engine queues all or none, and the reply
+   waits in the outbox until the batch's records are durable. batch is the
+   admin's view (show, list) and cancel, journaled like cancel. */
+
+static void s_dispatch_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                             const oq_msg_t *msg)
+{
+    if (!s_can_promise(self, env, req))
+        return;
+    size_t conns = self->conns ? oq_conns_count(self->conns) : 0;
+    oq_engine_set_outside_bytes(self->engine,
+                                (uint64_t)oq_waiters_count(self->waiters) * OQ_WAIT_COST_BYTES +
+                                    (uint64_t)conns * OQ_PEER_COST_BYTES);
+    uint32_t n = oq_proto_entry_count(msg);
+    oq_job_msg_t *jobs = calloc(n + OQ_BATCH_CALLBACKS, sizeof *jobs);
+    msgpack_sbuffer *payloads = calloc(n + OQ_BATCH_CALLBACKS, sizeof *payloads);
+    char reason[512], why[400];
+    oq_err_t code = OQ_ERR_INTERNAL;
+    int rc = -1;
+    uint32_t decoded = 0;
+    snprintf(reason, sizeof reason, "out of memory decoding the batch");
+    if (!jobs || !payloads)
+        goto done;
+    oq_batch_msg_t batch = {.jobs = jobs,
+                            .count = n,
+                            .allow_failures = msg->allow_failures,
+                            .dispatch_id = msg->job.dispatch_id};
+    static const char *const names[OQ_BATCH_CALLBACKS] = {"then", "catch", "finally"};
+    for (; decoded < n + OQ_BATCH_CALLBACKS; decoded++) {
+        bool callback = decoded >= n;
+        const msgpack_object *map =
+            callback ? msg->callbacks[decoded - n] : &msg->entries->via.array.ptr[decoded];
+        if (!map)
+            continue;
+        if (oq_proto_decode_job_object(map, &jobs[decoded], &payloads[decoded], &code, why,
+                                       sizeof why) < 0) {
+            if (callback)
+                snprintf(reason, sizeof reason, "the %s callback: %s", names[decoded - n], why);
+            else
+                snprintf(reason, sizeof reason, "job %u of the batch: %s", decoded, why);
+            decoded++; /* its payload buffer is to be freed too */
+            goto done;
+        }
+        if (callback)
+            batch.callbacks[decoded - n] = &jobs[decoded];
+    }
+    uint64_t id = 0, first = 0;
+    rc = oq_engine_dispatch_batch(self->engine, &batch, &id, &first, &code, reason, sizeof reason);
+    if (rc == 0) {
+        oq_proto_encode_batch_dispatched(&self->out, req, id, first, n);
+        s_promise(self, env, req, s_appended(self));
+    }
+done:
+    for (uint32_t i = 0; payloads && i < decoded; i++)
+        msgpack_sbuffer_destroy(&payloads[i]);
+    free(payloads);
+    free(jobs);
+    if (rc < 0)
+        s_reply_error(self, self->front, env, req, code, reason);
+}
+
+static void s_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    char reason[256];
+    oq_batch_view_t view;
+    if (oq_str_eq(msg->name, "list")) {
+        oq_batch_reply_list(&self->out, req, self->engine);
+    } else if (oq_str_eq(msg->name, "show")) {
+        if (oq_engine_batch_view(self->engine, msg->id, &view) < 0) {
+            snprintf(reason, sizeof reason,
+                     "batch %llu is not known: never dispatched, or settled and forgotten "
+                     "(settled batches are remembered until %d newer ones settle, and not "
+                     "across a restart)",
+                     (unsigned long long)msg->id, OQ_RECENT_BATCHES);
+            s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
+            return;
+        }
+        oq_batch_reply_one(&self->out, req, "show", &view, 0);
+    } else {
+        if (!s_can_promise(self, env, req))
+            return;
+        uint64_t withdrawn = 0;
+        oq_refusal_t why;
+        if (oq_engine_batch_cancel(self->engine, msg->id, &withdrawn, &why, reason, sizeof reason) <
+            0) {
+            s_reply_error(self, self->front, env, req, s_refusal_code(why), reason);
+            return;
+        }
+        oq_engine_batch_view(self->engine, msg->id, &view);
+        oq_batch_reply_one(&self->out, req, "cancel", &view, withdrawn);
+        s_promise(self, env, req, s_appended(self));
+        return;
+    }
+    if (s_reply(self, self->front, env) < 0)
+        oq_debug("admin went away before its reply");
 }

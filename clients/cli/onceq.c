@@ -19,6 +19,7 @@ static const s_command_t s_commands[] = {
     {"failed", oq_cmd_failed, "failed jobs: list, retry, forget, flush, prune"},
     {"review", oq_cmd_review, "'review list|show|resolve': jobs whose outcome a person decides"},
     {"job", oq_cmd_job, "'job cancel ID': withdraw a job that waits"},
+    {"batch", oq_cmd_batch, "'batch dispatch|show|list|cancel': jobs with then/catch/finally"},
     {"wait", oq_cmd_wait, "wait until a job has ended: done, failed, review or cancelled"},
     {"ping", oq_cmd_ping, "check that the broker answers"},
     {"db", oq_cmd_db, "'db migrate': apply the migrations; 'db prune': delete old guard rows"},

@@ -51,6 +51,9 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_WAITED] = "waited",
     [OQ_CMD_PRUNE_FAILED] = "prune_failed",
     [OQ_CMD_PRUNED_FAILED] = "pruned_failed",
+    [OQ_CMD_DISPATCH_BATCH] = "dispatch_batch",
+    [OQ_CMD_BATCH_DISPATCHED] = "batch_dispatched",
+    [OQ_CMD_BATCH] = "batch",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -598,6 +601,19 @@ static int s_decode_job_into(s_errctx_t *ctx, oq_job_msg_t *j, msgpack_sbuffer *
     return delivery ? 0 : s_decode_job_keys(ctx, j, job);
 }
 
+int oq_proto_decode_job_object(const msgpack_object *map, oq_job_msg_t *job,
+                               msgpack_sbuffer *packed, oq_err_t *code, char *reason,
+                               size_t reason_len)
+{
+    memset(job, 0, sizeof *job);
+    msgpack_sbuffer_init(packed);
+    s_errctx_t ctx = {code, reason, reason_len};
+    *code = OQ_ERR_NONE;
+    if (reason_len)
+        reason[0] = 0;
+    return s_decode_job_into(&ctx, job, packed, NULL, map, false);
+}
+
 static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
 {
     return s_decode_job_into(ctx, &msg->job, &msg->payload_, NULL, job, delivery);
@@ -643,7 +659,56 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
                    "field \"dispatch_id\" must be 1 to %d printable ASCII characters without "
                    "spaces",
                    OQ_MAX_DISPATCH_ID_LEN);
+        /* The broker dispatches a batch's callbacks under these: a producer's
+           job with one would stand in for the callback. */
+        if (msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "batch:", 6) == 0)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"dispatch_id\" may not begin with \"batch:\": those are the "
+                   "broker's own, for the callbacks of batches");
         return 0;
+    case OQ_CMD_DISPATCH_BATCH: {
+        static const char *const names[3] = {"then", "catch", "finally"};
+        if (s_get_entries(ctx, msg, root, "jobs", OQ_MAX_BATCH_JOBS) < 0 ||
+            s_get_str(ctx, root, "dispatch_id", false, OQ_MAX_DISPATCH_ID_LEN,
+                      &msg->job.dispatch_id) < 0 ||
+            s_get_bool(ctx, root, "allow_failures", &msg->allow_failures) < 0)
+            return -1;
+        if (msg->job.dispatch_id.ptr &&
+            !oq_proto_dispatch_id_valid(msg->job.dispatch_id.ptr, msg->job.dispatch_id.len))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"dispatch_id\" must be 1 to %d printable ASCII characters without "
+                   "spaces",
+                   OQ_MAX_DISPATCH_ID_LEN);
+        for (int i = 0; i < 3; i++) {
+            const msgpack_object *c = oq_proto_map_get(root, names[i]);
+            if (c && c->type == MSGPACK_OBJECT_NIL)
+                c = NULL;
+            if (c && c->type != MSGPACK_OBJECT_MAP)
+                S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be a job map", names[i]);
+            msg->callbacks[i] = c;
+        }
+        return 0;
+    }
+    case OQ_CMD_BATCH_DISPATCHED:
+        if (s_get_uint(ctx, root, "batch", true, 1, UINT64_MAX, &msg->id, NULL) < 0 ||
+            s_get_uint(ctx, root, "first", true, 1, UINT64_MAX, &msg->after, NULL) < 0 ||
+            s_get_uint(ctx, root, "count", true, 1, OQ_MAX_BATCH_JOBS, &msg->count, NULL) < 0)
+            return -1;
+        return 0;
+    case OQ_CMD_BATCH: {
+        bool has_id;
+        if (s_get_str(ctx, root, "op", true, 16, &msg->name) < 0 ||
+            s_get_uint(ctx, root, "id", false, 1, UINT64_MAX, &msg->id, &has_id) < 0)
+            return -1;
+        bool list = oq_str_eq(msg->name, "list");
+        if (!list && !oq_str_eq(msg->name, "show") && !oq_str_eq(msg->name, "cancel"))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"op\" must be show, list or cancel");
+        /* A reply carries no op of its own but the request's; it names
+           the batch in "batch" (show, cancel) or lists them (list). */
+        if (!list && !has_id && !oq_proto_map_get(root, "batch"))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"id\" (the batch)");
+        return 0;
+    }
     case OQ_CMD_REQUEUE:
     case OQ_CMD_REQUEUED:
     case OQ_CMD_FORGET:
@@ -1343,6 +1408,64 @@ static void s_encode_page(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const
     }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);
+}
+
+void oq_proto_encode_dispatch_batch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *jobs,
+                                    size_t count, const oq_job_msg_t *const callbacks[3],
+                                    bool allow_failures, oq_str_t dispatch_id)
+{
+    static const char *const names[3] = {"then", "catch", "finally"};
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    uint32_t extra = 1 + (dispatch_id.len > 0) + allow_failures;
+    for (int i = 0; i < 3; i++)
+        extra += callbacks[i] != NULL;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH_BATCH, req, extra);
+    if (dispatch_id.len) {
+        oq_proto_pack_cstr(&pk, "dispatch_id");
+        oq_proto_pack_str(&pk, dispatch_id);
+    }
+    if (allow_failures) {
+        oq_proto_pack_cstr(&pk, "allow_failures");
+        msgpack_pack_true(&pk);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!callbacks[i])
+            continue;
+        oq_proto_pack_cstr(&pk, names[i]);
+        s_pack_job(&pk, callbacks[i], false);
+    }
+    oq_proto_pack_cstr(&pk, "jobs");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_job(&pk, &jobs[i], false);
+}
+
+void oq_proto_encode_batch_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t batch,
+                                      uint64_t first, uint64_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_BATCH_DISPATCHED, req, 3);
+    oq_proto_pack_cstr(&pk, "batch");
+    msgpack_pack_uint64(&pk, batch);
+    oq_proto_pack_cstr(&pk, "first");
+    msgpack_pack_uint64(&pk, first);
+    oq_proto_pack_cstr(&pk, "count");
+    msgpack_pack_uint64(&pk, count);
+}
+
+void oq_proto_encode_batch_request(msgpack_sbuffer *buf, int64_t req, const char *op, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_BATCH, req, 1 + (id != 0));
+    oq_proto_pack_cstr(&pk, "op");
+    oq_proto_pack_cstr(&pk, op);
+    if (id) {
+        oq_proto_pack_cstr(&pk, "id");
+        msgpack_pack_uint64(&pk, id);
+    }
 }
 
 void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)
