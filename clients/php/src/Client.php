@@ -30,6 +30,8 @@ use Onceq\Protocol\Unreadable;
 final class Client
 {
     public const DEFAULT_ENDPOINT = 'tcp://127.0.0.1:7750';
+    /** Jobs in one batch at most (OQ_MAX_BATCH_JOBS). */
+    public const MAX_BATCH_JOBS = 10000;
 
     /** Dispatch options that go into the job map as they are. */
     private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority',
@@ -129,6 +131,80 @@ final class Client
         } catch (OnceqException $e) {
             throw $e->withQueuedJob($id);
         }
+    }
+
+    /**
+     * Dispatch a batch (docs/workflows.md): $jobs a list of
+     * ['type' => string, 'payload' => array, ...the dispatch options but
+     * dispatch_id and unique_key], queued all together or not at all, and
+     * $options 'then', 'catch', 'finally' (each a job as in $jobs, run by the
+     * broker exactly once: then when every job is done, catch on the first
+     * failure, finally when all have settled), 'allow_failures' (bool) and
+     * 'dispatch_id' (a resend with it returns the same batch; a random one
+     * by default). Returns ['batch' => int, 'ids' => list<int>] (the jobs'
+     * ids in the order given) once the batch is durable.
+     */
+    public function dispatchBatch(array $jobs, array $options = []): array
+    {
+        $unknown = array_diff(array_keys($options), ['then', 'catch', 'finally', 'allow_failures', 'dispatch_id']);
+        if ($unknown !== []) {
+            throw new ConfigException('onceq: unknown batch option(s): ' . implode(', ', $unknown) .
+                ' (known: then, catch, finally, allow_failures, dispatch_id)');
+        }
+        if ($jobs === [] || count($jobs) > self::MAX_BATCH_JOBS) {
+            throw new ConfigException('onceq: a batch holds 1 to ' . self::MAX_BATCH_JOBS . ' jobs, not ' . count($jobs));
+        }
+        $job = function (mixed $spec, string $what): array {
+            if (!is_array($spec) || !is_string($spec['type'] ?? null)) {
+                throw new ConfigException("onceq: $what must be ['type' => string, 'payload' => array, ...]");
+            }
+            if (isset($spec['unique_key']) || isset($spec['dispatch_id'])) {
+                throw new ConfigException("onceq: $what may carry neither a unique_key nor a dispatch_id " .
+                    '(the batch has its own dispatch_id)');
+            }
+            $options = $spec;
+            unset($options['type'], $options['payload']);
+            [$fields] = $this->dispatchFields($spec['type'], (array)($spec['payload'] ?? []), $options);
+            return $fields['job'];
+        };
+        $fields = ['jobs' => []];
+        foreach (array_values($jobs) as $i => $spec) {
+            $fields['jobs'][] = $job($spec, "job $i of the batch");
+        }
+        foreach (['then', 'catch', 'finally'] as $name) {
+            if (isset($options[$name])) {
+                $fields[$name] = $job($options[$name], "the $name callback");
+            }
+        }
+        if (($options['allow_failures'] ?? false) === true) {
+            $fields['allow_failures'] = true;
+        }
+        $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
+        $fields['dispatch_id'] = $dispatchId;
+        $reply = $this->request('dispatch_batch', $fields, 'batch_dispatched', $dispatchId);
+        foreach (['batch', 'first', 'count'] as $key) {
+            if (!is_int($reply[$key] ?? null) || $reply[$key] < 1) {
+                throw new ProtocolException("onceq: a batch_dispatched reply without a valid \"$key\"");
+            }
+        }
+        return ['batch' => $reply['batch'], 'ids' => range($reply['first'], $reply['first'] + $reply['count'] - 1)];
+    }
+
+    /**
+     * The broker's view of batch $id (docs/protocol.md, "batch"): its counts
+     * (total, pending, done, failed, cancelled), state and the job each
+     * callback was dispatched as; a NotFoundException if it is not known.
+     */
+    public function batch(int $id): array
+    {
+        return $this->request('batch', ['op' => 'show', 'id' => $id], 'batch')['batch'] ?? [];
+    }
+
+    /** Cancel batch $id: its waiting jobs are withdrawn; returns the reply's batch and withdrawn. */
+    public function cancelBatch(int $id): array
+    {
+        $reply = $this->request('batch', ['op' => 'cancel', 'id' => $id], 'batch');
+        return ['batch' => $reply['batch'] ?? [], 'withdrawn' => $reply['withdrawn'] ?? 0];
     }
 
     /**
