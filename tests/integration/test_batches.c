@@ -1,4 +1,6 @@
 /*  test_batches: batches on the real broker and workers.
+    (o)   A batch with one bad job is refused whole, naming the job, and
+          queues nothing; so is one over the jobs' limit.
     (i)   `onceq batch dispatch` with a then and a finally: once every job is
           done, each callback ran as one job, and `onceq batch show` and
           `list` name them.
@@ -88,6 +90,60 @@ static void test_then_and_finally_run_once_each(void **state)
     free(out);
 }
 
+/* A raw dispatch_batch of n noop jobs, job bad_at (if < n) with an
+   invalid type. */
+static void s_raw_batch(msgpack_sbuffer *buf, int64_t req, uint32_t n, uint32_t bad_at)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH_BATCH, req, 2);
+    oq_proto_pack_cstr(&pk, "then");
+    msgpack_pack_map(&pk, 1);
+    oq_proto_pack_cstr(&pk, "type");
+    oq_proto_pack_cstr(&pk, "noop");
+    oq_proto_pack_cstr(&pk, "jobs");
+    msgpack_pack_array(&pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_pack_map(&pk, 1);
+        oq_proto_pack_cstr(&pk, "type");
+        oq_proto_pack_cstr(&pk, i == bad_at ? "no spaces allowed" : "noop");
+    }
+}
+
+static void test_bad_batch_is_refused_whole(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    oq_msg_t reply;
+    int64_t req = it_req(it);
+    s_raw_batch(&buf, req, 10, 7);
+    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
+    assert_int_equal(reply.cmd, OQ_CMD_ERROR);
+    assert_int_equal(reply.err_code, OQ_ERR_BAD_REQUEST);
+    char text[256];
+    oq_str_copy(reply.err_text, text, sizeof text);
+    if (!strstr(text, "job 7 of the batch"))
+        fail_msg("the error does not name the job: %s", text);
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_clear(&buf);
+    req = it_req(it);
+    s_raw_batch(&buf, req, OQ_MAX_BATCH_JOBS + 1, UINT32_MAX);
+    assert_int_equal(it_call(it, &buf, req, &reply, IT_WAIT_MS), 0);
+    assert_int_equal(reply.cmd, OQ_CMD_ERROR);
+    assert_int_equal(reply.err_code, OQ_ERR_TOO_LARGE);
+    oq_proto_msg_release(&reply);
+    msgpack_sbuffer_destroy(&buf);
+    it_stats_t s;
+    assert_int_equal(it_stats(it, &s), 0);
+    assert_int_equal(s.ready + s.dispatched, 0);
+    /* The broker is still there, and a good batch goes through. */
+    char *out = it_cli(it, "good", 0, "batch", "dispatch", "--type", "noop", "--count", "3", NULL);
+    s_expect(out, ": jobs ");
+    free(out);
+}
+
 static void test_cancel_withdraws_waiting_jobs(void **state)
 {
     it_t *it = *state;
@@ -168,6 +224,7 @@ static void test_kills_between_ack_and_callback_dispatch_it_once(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bad_batch_is_refused_whole, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_then_and_finally_run_once_each, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_withdraws_waiting_jobs, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_kills_between_ack_and_callback_dispatch_it_once,
