@@ -374,6 +374,7 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch);
 static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
                            oq_batch_callback_t which);
+static int s_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain);
 
 /* conns.h: a descriptor opened or closed; its binding is stale, and the
    replies kept and the waits held for a connection that closed have
@@ -456,11 +457,13 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     }
     oq_engine_set_lease_key(self->engine, lease_key);
     /* After replay: the journal's observer, then the waits (s_changed). */
-    oq_engine_hooks_t hooks = {.changed = s_changed, .ctx = self, .batch = s_batch_changed};
+    oq_engine_hooks_t hooks = {
+        .changed = s_changed, .ctx = self, .batch = s_batch_changed, .chain = s_chain_changed};
     oq_engine_set_hooks(self->engine, &hooks);
     /* Callbacks that became due before the stop and were not dispatched
        yet: under their dispatch ids, so one that was is not again. */
     oq_engine_batches_settle(self->engine);
+    oq_engine_chains_settle(self->engine);
     if (s_auth_start(self, reason, reason_len) < 0 ||
         !(self->front = s_bind(self->ctx, config->front_endpoint, self->keys, "front",
                                config->handshake_ms, reason, reason_len)) ||
@@ -981,6 +984,14 @@ static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_vie
     oq_broker_t *self = ctx;
     const oq_engine_hooks_t *journal = &self->journal_hooks;
     return journal->batch ? journal->batch(journal->ctx, event, batch, which) : 0;
+}
+
+/* The chains' observer: the journal's. */
+static int s_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain)
+{
+    oq_broker_t *self = ctx;
+    const oq_engine_hooks_t *journal = &self->journal_hooks;
+    return journal->chain ? journal->chain(journal->ctx, event, chain) : 0;
 }
 
 static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,

@@ -127,6 +127,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->recent_index = oq_idmap_new();
     self->decided = oq_idmap_new();
     self->lanes = oq_idmap_new();
+    self->chains = oq_idmap_new();
+    oq_list_init(&self->chains_all);
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
     self->unique = oq_unique_new(OQ_MAX_UNIQUE_KEYS);
@@ -134,7 +136,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     if (oq_eng_memory_init(self) < 0 || !self->unique || !self->overlap || !self->lanes ||
         !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
         !self->queues_by_name || !self->types || !self->workers || !self->names || !self->queues ||
-        !self->type_list || !self->recent || !self->recent_index || !self->decided) {
+        !self->type_list || !self->recent || !self->recent_index || !self->decided ||
+        !self->chains) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -231,6 +234,7 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_idmap_destroy(&self->decided);
     oq_review_log_destroy(&self->reviews);
     oq_eng_batches_destroy(self);
+    oq_eng_chains_destroy(self);
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);
     oq_overlap_destroy(&self->overlap);

@@ -196,12 +196,48 @@ typedef struct {
    batch (NULL: batches are not observed) hears of batches the same way:
    CREATED and CANCELLED before they are made (-1 refuses), FIRED after;
    which names the callback of FIRED. */
+/* ---- chains (engine_chains.c) -------------------------------------------
+   A chain is a job with the links that follow it: on its ok the next link
+   is dispatched, with the rest of the chain, as a job with the dispatch_id
+   "chain:<first job id>:<place>"; on its final failure (the failed store)
+   the chain stops and its chain_catch, if any, is dispatched as
+   "chain:<first job id>:catch". A cancelled or forgotten link stops the
+   chain with nothing dispatched. As with batches, the move on is reported
+   (OQ_CHAIN_FIRED) after the next job's DISPATCHED, and a replay that
+   finds a link due again dispatches it under the same dispatch_id. */
+
+typedef enum {
+    OQ_CHAIN_LIVE = 0,  /* its job has not ended */
+    OQ_CHAIN_NEXT = 1,  /* its job is done: the next link is due */
+    OQ_CHAIN_CATCH = 2, /* its job failed: chain_catch is due, the chain stops */
+} oq_chain_due_t;
+
+typedef enum {
+    OQ_CHAIN_CREATED = 1, /* a job took a chain (after its DISPATCHED) */
+    OQ_CHAIN_FIRED,       /* the job's chain moved on or stopped: forget it */
+} oq_chain_event_t;
+
+/* A job's place in its chain. Pointers borrowed until the next engine
+   call. */
+typedef struct {
+    uint64_t job_id;    /* the link this is about */
+    uint64_t root;      /* the chain's first job */
+    uint32_t place;     /* 1: the first job */
+    uint32_t total;     /* links in all: place + rest_count */
+    oq_chain_due_t due; /* LIVE while the job has not ended */
+    uint32_t rest_count;
+    const oq_job_msg_t *rest[OQ_MAX_CHAIN_LINKS]; /* the links after it, in order */
+    const oq_job_msg_t *catch_;                   /* chain_catch, or NULL */
+} oq_chain_view_t;
+
 typedef struct {
     int (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                    const oq_job_msg_t *dispatch);
     void *ctx;
     int (*batch)(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
                  oq_batch_callback_t which);
+    /* chains, likewise (NULL: not observed): both after the fact */
+    int (*chain)(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain);
 } oq_engine_hooks_t;
 
 typedef struct {
@@ -793,6 +829,36 @@ int oq_engine_restore_batch_fired(oq_engine_t *self, uint64_t id, oq_batch_callb
 /* Replay: batch id was cancelled, holding total jobs from then on (fewer
    than it was created with if dispatching its jobs broke off). */
 int oq_engine_restore_batch_cancelled(oq_engine_t *self, uint64_t id, uint32_t total);
+
+/* ---- chains (engine_chains.c; the types are above the hooks) ------------ */
+
+/* Dispatch first (as oq_engine_dispatch, without a unique_key) with the
+   links that follow it (count 0 ... OQ_MAX_CHAIN_LINKS, none with a
+   dispatch_id or unique_key) and catch_ (NULL: none): 0 with *id, or -1
+   with *code and reason. Every link is checked against the timeout rule
+   before anything is queued. A resend of first's dispatch_id answers with
+   the first job, and gives it its chain if a crash lost it. */
+int oq_engine_dispatch_chain(oq_engine_t *self, const oq_job_msg_t *first,
+                             const oq_job_msg_t *links, size_t count, const oq_job_msg_t *catch_,
+                             uint64_t *id, oq_err_t *code, char *reason, size_t reason_len);
+
+/* The chain job_id is a link of, while it is held: 0, or -1 if none. */
+int oq_engine_chain_view(const oq_engine_t *self, uint64_t job_id, oq_chain_view_t *view);
+
+/* Call fn for every chain held (fn must not change the engine). */
+void oq_engine_chain_each(const oq_engine_t *self, void (*fn)(void *ctx, const oq_chain_view_t *c),
+                          void *ctx);
+
+/* Dispatch every link or chain_catch that is due and not yet dispatched
+   (after a replay; one refused before). Returns how many went out. */
+size_t oq_engine_chains_settle(oq_engine_t *self);
+
+/* Replay: a CHAIN record (the view's links point into the record). */
+int oq_engine_restore_chain(oq_engine_t *self, const oq_chain_view_t *chain, char *reason,
+                            size_t reason_len);
+
+/* Replay: the chain of job_id moved on or stopped (CHAIN_FIRED). */
+int oq_engine_restore_chain_fired(oq_engine_t *self, uint64_t job_id);
 
 /* ---- unique and overlap keys --------------------------------------------- */
 

@@ -53,7 +53,7 @@
 
 typedef struct oq_eng_batch {
     oq_batch_view_t v;                    /* counts and callbacks' ids; pending unused */
-    oq_job_msg_t *cb[OQ_BATCH_CALLBACKS]; /* copies (s_msg_copy); NULL: none */
+    oq_job_msg_t *cb[OQ_BATCH_CALLBACKS]; /* copies (oq_eng_msg_copy); NULL: none */
     char *dispatch_id;                    /* the producer's; NULL: none */
     uint64_t cost;                        /* against max_bytes */
     uint32_t failed_held;                 /* of failed: still in the failed store */
@@ -65,7 +65,7 @@ static const char *const s_callback_names[OQ_BATCH_CALLBACKS] = {"then", "catch"
 
 /* A job message copied into one allocation with its strings and payload;
    dispatch_id and unique_key are dropped (a callback gets its own id). */
-static oq_job_msg_t *s_msg_copy(const oq_job_msg_t *m, size_t *bytes)
+oq_job_msg_t *oq_eng_msg_copy(const oq_job_msg_t *m, size_t *bytes)
 {
     size_t size =
         sizeof *m + m->type.len + 1 + m->queue.len + 1 + m->payload_len + m->overlap_key.len + 1;
@@ -346,7 +346,7 @@ static oq_eng_batch_t *s_make(const oq_batch_msg_t *m, uint64_t id, int64_t crea
         if (!m->callbacks[i])
             continue;
         size_t bytes = 0;
-        if (!(b->cb[i] = s_msg_copy(m->callbacks[i], &bytes))) {
+        if (!(b->cb[i] = oq_eng_msg_copy(m->callbacks[i], &bytes))) {
             s_batch_free(b);
             return NULL;
         }
@@ -592,7 +592,7 @@ size_t oq_engine_batches_retry(oq_engine_t *self)
     if (!self->batches_due)
         return 0;
     self->batches_due = false;
-    size_t fired = 0;
+    size_t fired = oq_engine_chains_settle(self);
     for (size_t i = self->batch_count; i > 0; i--)
         if (self->batches[i - 1]->due)
             fired += s_settle(self, self->batches[i - 1]);

@@ -363,7 +363,8 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
                       oq_eng_enter_t *how)
 {
     assert(s_legal((oq_eng_state_t)job->state, to, event));
-    /* For its batch, told after the move (the job may be freed by then). */
+    /* For its batch and its chain, told after the move (the job may be
+       freed by then). */
     uint64_t id = job->id;
     oq_eng_state_t from = (oq_eng_state_t)job->state;
     bool asked = oq_eng_asked(event);
@@ -435,6 +436,8 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         s_wake(self, woken);
         if (self->batch_count)
             oq_eng_batch_note(self, id, from, to, event);
+        if (oq_idmap_size(self->chains))
+            oq_eng_chain_note(self, id, from, to, event);
         return 0;
     case OQ_ENG_NEW:
         assert(!"no way back to new");
@@ -445,6 +448,8 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     s_wake(self, woken);
     if (self->batch_count)
         oq_eng_batch_note(self, id, from, to, event);
+    if (oq_idmap_size(self->chains))
+        oq_eng_chain_note(self, id, from, to, event);
     return 0;
 }
 

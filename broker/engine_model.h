@@ -308,7 +308,10 @@ struct oq_engine {
     uint64_t batch_bytes;      /* held batches' costs, against max_bytes */
     oq_job_event_t restore_as; /* replay: what a restored move to done stands for */
     bool batch_firing;         /* a callback is being dispatched: do not fire within it */
-    bool batches_due;          /* some batch has a callback refused before (retry on tick) */
+    bool batches_due;          /* some batch or chain has a dispatch refused before (retry on
+                                  tick) */
+    oq_idmap_t *chains;        /* job id -> struct oq_eng_chain (engine_chains.c) */
+    oq_link_t chains_all;      /* every chain held, for snapshots and settling */
     bool batches_held;         /* replaying: no callback is dispatched (oq_engine_batches_hold) */
 };
 

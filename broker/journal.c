@@ -731,9 +731,27 @@ static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_vie
     return 0;
 }
 
+/* The chains' observer: one record per chain change a restart needs. */
+static int s_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain)
+{
+    oq_journal_t *self = ctx;
+    size_t before = self->buf.size;
+    int rc = event == OQ_CHAIN_CREATED ? oq_record_chain(&self->buf, chain)
+                                       : oq_record_chain_fired(&self->buf, chain->job_id);
+    if (rc < 0) {
+        self->buf.size = before;
+        s_failed(self, "buffer a record for", ENOMEM);
+        return -1;
+    }
+    self->appended += self->buf.size - before;
+    s_tee(self, before);
+    return 0;
+}
+
 oq_engine_hooks_t oq_journal_hooks(oq_journal_t *self)
 {
-    oq_engine_hooks_t hooks = {.changed = s_changed, .ctx = self, .batch = s_batch_changed};
+    oq_engine_hooks_t hooks = {
+        .changed = s_changed, .ctx = self, .batch = s_batch_changed, .chain = s_chain_changed};
     return hooks;
 }
 

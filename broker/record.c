@@ -51,6 +51,8 @@ static const char *s_type_names[] = {
     [OQ_RECORD_BATCH] = "batch",
     [OQ_RECORD_BATCH_FIRED] = "batch_fired",
     [OQ_RECORD_BATCH_CANCELLED] = "batch_cancelled",
+    [OQ_RECORD_CHAIN] = "chain",
+    [OQ_RECORD_CHAIN_FIRED] = "chain_fired",
 };
 
 #define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
@@ -437,6 +439,32 @@ static int s_decode_batch(s_reader_t *r, oq_record_t *rec, char *why, size_t why
     return 0;
 }
 
+static int s_decode_chain(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    oq_chain_view_t *c = &rec->chain;
+    rec->id = c->job_id = s_get(r, 8);
+    c->root = s_get(r, 8);
+    c->place = (uint32_t)s_get(r, 4);
+    c->due = (oq_chain_due_t)s_get(r, 1);
+    c->rest_count = (uint32_t)s_get(r, 1);
+    if (c->rest_count > OQ_MAX_CHAIN_LINKS || c->due > OQ_CHAIN_CATCH || c->place == 0 ||
+        c->root == 0 || c->root > c->job_id)
+        S_BAD("chain: a field is out of range");
+    c->total = c->place + c->rest_count;
+    for (uint32_t i = 0; i <= c->rest_count; i++) {
+        bool present;
+        if (s_decode_callback(r, &rec->links[i], &present, why, why_len) < 0)
+            return -1;
+        if (i < c->rest_count && !present)
+            S_BAD("chain: link %u missing", i);
+        if (i < c->rest_count)
+            c->rest[i] = &rec->links[i];
+        else
+            c->catch_ = present ? &rec->links[i] : NULL;
+    }
+    return 0;
+}
+
 int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
                      size_t why_len)
 {
@@ -505,6 +533,13 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
         rec->job_id = s_get(&r, 8);
         if (!r.short_ && (rec->which >= OQ_BATCH_CALLBACKS || rec->job_id == 0))
             S_BAD("batch_fired: callback %d or job id out of range", (int)rec->which);
+        break;
+    case OQ_RECORD_CHAIN:
+        if (s_decode_chain(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_CHAIN_FIRED:
+        rec->id = rec->chain.job_id = s_get(&r, 8);
         break;
     case OQ_RECORD_BATCH_CANCELLED:
         rec->id = rec->batch.id = s_get(&r, 8);
@@ -812,4 +847,24 @@ int oq_record_batch_cancelled(msgpack_sbuffer *buf, uint64_t id, uint32_t total)
     s_put(&w, id, 8);
     s_put(&w, total, 4);
     return s_end(&w);
+}
+
+int oq_record_chain(msgpack_sbuffer *buf, const oq_chain_view_t *c)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_CHAIN);
+    s_put(&w, c->job_id, 8);
+    s_put(&w, c->root, 8);
+    s_put(&w, c->place, 4);
+    s_put(&w, (uint64_t)c->due, 1);
+    s_put(&w, c->rest_count, 1);
+    for (uint32_t i = 0; i < c->rest_count; i++)
+        s_put_callback(&w, c->rest[i]);
+    s_put_callback(&w, c->catch_);
+    return s_end(&w);
+}
+
+int oq_record_chain_fired(msgpack_sbuffer *buf, uint64_t job_id)
+{
+    return s_id_only(buf, OQ_RECORD_CHAIN_FIRED, job_id);
 }

@@ -45,6 +45,8 @@ typedef enum {
     OQ_RECORD_BATCH = 18,           /* a batch with its callbacks (snapshots: with its counts) */
     OQ_RECORD_BATCH_FIRED = 19,     /* a batch's callback was dispatched */
     OQ_RECORD_BATCH_CANCELLED = 20, /* a batch was cancelled */
+    OQ_RECORD_CHAIN = 21,           /* a job's place in a chain, with the links after it */
+    OQ_RECORD_CHAIN_FIRED = 22,     /* a job's chain moved on or stopped */
 } oq_record_type_t;
 
 /* True if type is a record type of this format. */
@@ -82,6 +84,8 @@ typedef struct {
     oq_job_msg_t callbacks[OQ_BATCH_CALLBACKS]; /* BATCH: those batch.callbacks names */
     oq_batch_callback_t which;                  /* BATCH_FIRED: the callback */
     uint64_t job_id;                            /* BATCH_FIRED: the job it was dispatched as */
+    oq_chain_view_t chain; /* CHAIN (links point into links[]); CHAIN_FIRED: job_id */
+    oq_job_msg_t links[OQ_MAX_CHAIN_LINKS + 1]; /* CHAIN: the rest, then chain_catch */
 } oq_record_t;
 
 /* What oq_record_frame found at the start of the bytes given. */
@@ -187,6 +191,11 @@ int oq_record_batch_fired(msgpack_sbuffer *buf, uint64_t id, oq_batch_callback_t
                           uint64_t job_id);
 /* BATCH_CANCELLED: batch id, holding total jobs from now on. */
 int oq_record_batch_cancelled(msgpack_sbuffer *buf, uint64_t id, uint32_t total);
+
+/* CHAIN: job c->job_id's place in its chain, what is due, the links after it. */
+int oq_record_chain(msgpack_sbuffer *buf, const oq_chain_view_t *c);
+/* CHAIN_FIRED: the chain of job_id moved on or stopped. */
+int oq_record_chain_fired(msgpack_sbuffer *buf, uint64_t job_id);
 
 /* The bytes oq_record_dispatched writes for job without a dispatch id: what
    a job costs in a snapshot, for the compaction trigger. */

@@ -231,6 +231,13 @@ static int s_apply(s_apply_t *a, const oq_record_t *rec, char *reason, size_t re
     case OQ_RECORD_BATCH_CANCELLED:
         rc = oq_engine_restore_batch_cancelled(a->engine, rec->id, rec->batch.total);
         break;
+    case OQ_RECORD_CHAIN:
+        if (oq_engine_restore_chain(a->engine, &rec->chain, reason, reason_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_CHAIN_FIRED:
+        rc = oq_engine_restore_chain_fired(a->engine, rec->id);
+        break;
     case OQ_RECORD_KEYS:
         if (oq_engine_restore_keys(a->engine, rec->id, rec->unique_key, rec->unique_until_ms,
                                    rec->window_only, rec->overlap_key) < 0)

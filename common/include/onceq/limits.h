@@ -118,7 +118,13 @@
 /* The callbacks' payloads of one batch together, so that its journal
    record stays within OQ_JOURNAL_MAX_RECORD_BYTES. */
 #define OQ_MAX_BATCH_CALLBACK_PAYLOAD_BYTES OQ_MAX_PAYLOAD_BYTES
-#define OQ_BROKER_BATCH_MSGS                256 /* messages read from one socket per loop turn */
+/* Chains (docs/workflows.md): links after the first job, and their
+   payloads with chain_catch's together (one journal record holds them);
+   what a chain costs against --max-bytes beside its links' sizes. */
+#define OQ_MAX_CHAIN_LINKS         16
+#define OQ_MAX_CHAIN_PAYLOAD_BYTES OQ_MAX_PAYLOAD_BYTES
+#define OQ_CHAIN_OVERHEAD_BYTES    256
+#define OQ_BROKER_BATCH_MSGS       256 /* messages read from one socket per loop turn */
 /* The /metrics endpoint (--metrics): the loop renders the text at most
    every RENDER_MS, and waits at least RENDER_SPACING times as long as the
    last rendering took (a broker with many queues spends at most 2% of its
