@@ -101,3 +101,30 @@ void oq_batch_reply_list(msgpack_sbuffer *buf, int64_t req, const oq_engine_t *e
     s_list_t l = {&pk, shown};
     oq_engine_batch_each(engine, true, s_one, &l);
 }
+
+void oq_batch_reply_chain(msgpack_sbuffer *buf, int64_t req, const oq_chain_view_t *c)
+{
+    static const char *const due[] = {"live", "next", "catch"};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    oq_proto_begin(&pk, OQ_CMD_CHAIN, req, 7);
+    oq_proto_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, c->job_id);
+    oq_proto_pack_cstr(&pk, "root");
+    msgpack_pack_uint64(&pk, c->root);
+    oq_proto_pack_cstr(&pk, "place");
+    msgpack_pack_uint32(&pk, c->place);
+    oq_proto_pack_cstr(&pk, "total");
+    msgpack_pack_uint32(&pk, c->total);
+    oq_proto_pack_cstr(&pk, "due");
+    oq_proto_pack_cstr(&pk, due[c->due <= OQ_CHAIN_CATCH ? c->due : 0]);
+    oq_proto_pack_cstr(&pk, "links");
+    msgpack_pack_array(&pk, c->rest_count);
+    for (uint32_t i = 0; i < c->rest_count; i++)
+        oq_proto_pack_str(&pk, c->rest[i]->type);
+    oq_proto_pack_cstr(&pk, "chain_catch");
+    if (c->catch_)
+        oq_proto_pack_str(&pk, c->catch_->type);
+    else
+        msgpack_pack_nil(&pk);
+}

@@ -1,5 +1,6 @@
-/*  batch_reply.h: the broker's answers about batches (docs/protocol.md,
-    "batch"): one batch's counts and callbacks, or the list of them, as
+/*  batch_reply.h: the broker's answers about batches and chains
+    (docs/protocol.md, "batch", "chain"): one batch's counts and
+    callbacks, the list of them, or a job's place in its chain, as
     msgpack replies. The engine (engine.h, "batches") knows the batches;
     this only writes them out. */
 #ifndef ONCEQ_BATCH_REPLY_H
@@ -18,5 +19,9 @@ void oq_batch_reply_one(msgpack_sbuffer *buf, int64_t req, const char *op,
 /* A "batch" reply to op list: the held batches, then the settled ones
    remembered, at most OQ_MAX_BATCH_LIST, with "total" of them all. */
 void oq_batch_reply_list(msgpack_sbuffer *buf, int64_t req, const oq_engine_t *engine);
+
+/* A "chain" reply: the job's place in its chain, the types of the links
+   after it and of chain_catch. */
+void oq_batch_reply_chain(msgpack_sbuffer *buf, int64_t req, const oq_chain_view_t *chain);
 
 #endif

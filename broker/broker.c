@@ -1200,13 +1200,19 @@ static void s_handle_review(oq_broker_t *self, const s_envelope_t *env, int64_t 
 static void s_dispatch_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req,
                              const oq_msg_t *msg);
 static void s_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg);
+static void s_dispatch_chain(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                             const oq_msg_t *msg);
+static void s_chain(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg);
 
 static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t *msg)
 {
     int64_t req = msg->has_req ? (int64_t)msg->req : -1;
     switch (msg->cmd) {
     case OQ_CMD_DISPATCH:
-        s_dispatch(self, env, req, &msg->job, msg->has_wait, msg->wait_ms);
+        if (msg->chain || msg->chain_catch)
+            s_dispatch_chain(self, env, req, msg);
+        else
+            s_dispatch(self, env, req, &msg->job, msg->has_wait, msg->wait_ms);
         return;
     case OQ_CMD_REQUEUE:
         s_requeue(self, env, req, msg->id);
@@ -1259,6 +1265,9 @@ static void s_handle_front(oq_broker_t *self, const s_envelope_t *env, oq_msg_t 
         return;
     case OQ_CMD_BATCH:
         s_batch(self, env, req, msg);
+        return;
+    case OQ_CMD_CHAIN:
+        s_chain(self, env, req, msg);
         return;
     default:
         assert(!"s_valid_on admits only front commands");
@@ -1408,7 +1417,8 @@ static bool s_valid_on(const oq_broker_t *self, void *sock, oq_cmd_t cmd)
         return cmd == OQ_CMD_DISPATCH || cmd == OQ_CMD_STATS || cmd == OQ_CMD_FAILED ||
                cmd == OQ_CMD_PING || cmd == OQ_CMD_REQUEUE || s_store_command(cmd) ||
                cmd == OQ_CMD_REVIEW || cmd == OQ_CMD_REVIEW_SHOW || cmd == OQ_CMD_RESOLVE ||
-               cmd == OQ_CMD_WAIT || cmd == OQ_CMD_DISPATCH_BATCH || cmd == OQ_CMD_BATCH;
+               cmd == OQ_CMD_WAIT || cmd == OQ_CMD_DISPATCH_BATCH || cmd == OQ_CMD_BATCH ||
+               cmd == OQ_CMD_CHAIN;
     return cmd == OQ_CMD_READY || cmd == OQ_CMD_HEARTBEAT || cmd == OQ_CMD_ACK ||
            cmd == OQ_CMD_ACKS || cmd == OQ_CMD_DRAIN || cmd == OQ_CMD_DISCONNECT ||
            cmd == OQ_CMD_TOUCH || cmd == OQ_CMD_STATUS;
@@ -2044,6 +2054,67 @@ static void s_batch(oq_broker_t *self, const s_envelope_t *env, int64_t req, con
         s_promise(self, env, req, s_appended(self));
         return;
     }
+    if (s_reply(self, self->front, env) < 0)
+        oq_debug("admin went away before its reply");
+}
+
+/* A dispatch with a chain: its links decoded and checked before the engine
+   sees any; answered "dispatched" once durable (a chained dispatch takes
+   no "wait"). */
+static void s_dispatch_chain(oq_broker_t *self, const s_envelope_t *env, int64_t req,
+                             const oq_msg_t *msg)
+{
+    if (!s_can_promise(self, env, req))
+        return;
+    uint32_t n = msg->chain ? msg->chain->via.array.size : 0;
+    oq_job_msg_t links[OQ_MAX_CHAIN_LINKS + 1];
+    msgpack_sbuffer payloads[OQ_MAX_CHAIN_LINKS + 1];
+    char reason[512], why[400];
+    oq_err_t code = OQ_ERR_INTERNAL;
+    uint32_t decoded = 0;
+    int rc = 0;
+    for (; rc == 0 && decoded <= n; decoded++) {
+        const msgpack_object *map =
+            decoded < n ? &msg->chain->via.array.ptr[decoded] : msg->chain_catch;
+        if (!map) {
+            memset(&links[decoded], 0, sizeof links[decoded]);
+            msgpack_sbuffer_init(&payloads[decoded]);
+            continue;
+        }
+        rc = oq_proto_decode_job_object(map, &links[decoded], &payloads[decoded], &code, why,
+                                        sizeof why);
+        if (rc < 0 && decoded < n)
+            snprintf(reason, sizeof reason, "link %u of the chain: %s", decoded + 1, why);
+        else if (rc < 0)
+            snprintf(reason, sizeof reason, "chain_catch: %s", why);
+    }
+    uint64_t id = 0;
+    if (rc == 0)
+        rc = oq_engine_dispatch_chain(self->engine, &msg->job, links, n,
+                                      msg->chain_catch ? &links[n] : NULL, &id, &code, reason,
+                                      sizeof reason);
+    for (uint32_t i = 0; i < decoded; i++)
+        msgpack_sbuffer_destroy(&payloads[i]);
+    if (rc < 0) {
+        s_reply_error(self, self->front, env, req, code, reason);
+        return;
+    }
+    oq_proto_encode_dispatched(&self->out, req, id);
+    s_promise(self, env, req, s_appended(self));
+}
+
+static void s_chain(oq_broker_t *self, const s_envelope_t *env, int64_t req, const oq_msg_t *msg)
+{
+    oq_chain_view_t view;
+    if (oq_engine_chain_view(self->engine, msg->id, &view) < 0) {
+        char reason[160];
+        snprintf(reason, sizeof reason,
+                 "job %llu holds no chain: not a chained job, or its chain has moved on or ended",
+                 (unsigned long long)msg->id);
+        s_reply_error(self, self->front, env, req, OQ_ERR_NOT_FOUND, reason);
+        return;
+    }
+    oq_batch_reply_chain(&self->out, req, &view);
     if (s_reply(self, self->front, env) < 0)
         oq_debug("admin went away before its reply");
 }

@@ -18,7 +18,7 @@ static const s_command_t s_commands[] = {
     {"stats", oq_cmd_stats, "show queues, counters and connected workers"},
     {"failed", oq_cmd_failed, "failed jobs: list, retry, forget, flush, prune"},
     {"review", oq_cmd_review, "'review list|show|resolve': jobs whose outcome a person decides"},
-    {"job", oq_cmd_job, "'job cancel ID': withdraw a job that waits"},
+    {"job", oq_cmd_job, "'job cancel ID': withdraw a job that waits; 'job show ID': its chain"},
     {"batch", oq_cmd_batch, "'batch dispatch|show|list|cancel': jobs with then/catch/finally"},
     {"wait", oq_cmd_wait, "wait until a job has ended: done, failed, review or cancelled"},
     {"ping", oq_cmd_ping, "check that the broker answers"},

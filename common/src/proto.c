@@ -54,6 +54,7 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_DISPATCH_BATCH] = "dispatch_batch",
     [OQ_CMD_BATCH_DISPATCHED] = "batch_dispatched",
     [OQ_CMD_BATCH] = "batch",
+    [OQ_CMD_CHAIN] = "chain",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -661,11 +662,30 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
                    OQ_MAX_DISPATCH_ID_LEN);
         /* The broker dispatches a batch's callbacks under these: a producer's
            job with one would stand in for the callback. */
-        if (msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "batch:", 6) == 0)
+        if ((msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "batch:", 6) == 0) ||
+            (msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "chain:", 6) == 0))
             S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
-                   "field \"dispatch_id\" may not begin with \"batch:\": those are the "
-                   "broker's own, for the callbacks of batches");
+                   "field \"dispatch_id\" may not begin with \"batch:\" or \"chain:\": those are "
+                   "the broker's own, for the callbacks of batches and the links of chains");
+        msg->chain = oq_proto_map_get(root, "chain");
+        msg->chain_catch = oq_proto_map_get(root, "chain_catch");
+        if (msg->chain && msg->chain->type == MSGPACK_OBJECT_NIL)
+            msg->chain = NULL;
+        if (msg->chain_catch && msg->chain_catch->type == MSGPACK_OBJECT_NIL)
+            msg->chain_catch = NULL;
+        if (msg->chain && msg->chain->type != MSGPACK_OBJECT_ARRAY)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain\" must be an array of job maps");
+        if (msg->chain && msg->chain->via.array.size > OQ_MAX_CHAIN_LINKS)
+            S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"chain\" has %u links, the limit is %d",
+                   msg->chain->via.array.size, OQ_MAX_CHAIN_LINKS);
+        for (uint32_t k = 0; msg->chain && k < msg->chain->via.array.size; k++)
+            if (msg->chain->via.array.ptr[k].type != MSGPACK_OBJECT_MAP)
+                S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain\" link %u must be a job map", k);
+        if (msg->chain_catch && msg->chain_catch->type != MSGPACK_OBJECT_MAP)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain_catch\" must be a job map");
         return 0;
+    case OQ_CMD_CHAIN:
+        return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
     case OQ_CMD_DISPATCH_BATCH: {
         static const char *const names[3] = {"then", "catch", "finally"};
         if (s_get_entries(ctx, msg, root, "jobs", OQ_MAX_BATCH_JOBS) < 0 ||
@@ -1439,6 +1459,30 @@ void oq_proto_encode_dispatch_batch(msgpack_sbuffer *buf, int64_t req, const oq_
     msgpack_pack_array(&pk, count);
     for (size_t i = 0; i < count; i++)
         s_pack_job(&pk, &jobs[i], false);
+}
+
+void oq_proto_encode_dispatch_chain(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                    const oq_job_msg_t *links, size_t count,
+                                    const oq_job_msg_t *chain_catch)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_dispatch_id = job->dispatch_id.len > 0;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 2 + has_dispatch_id + (chain_catch != NULL));
+    if (has_dispatch_id) {
+        oq_proto_pack_cstr(&pk, "dispatch_id");
+        oq_proto_pack_str(&pk, job->dispatch_id);
+    }
+    oq_proto_pack_cstr(&pk, "job");
+    s_pack_job(&pk, job, false);
+    oq_proto_pack_cstr(&pk, "chain");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_job(&pk, &links[i], false);
+    if (chain_catch) {
+        oq_proto_pack_cstr(&pk, "chain_catch");
+        s_pack_job(&pk, chain_catch, false);
+    }
 }
 
 void oq_proto_encode_batch_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t batch,

@@ -6,11 +6,16 @@
           `list` name them.
     (ii)  `onceq batch cancel` withdraws the jobs that wait: finally runs,
           then does not.
-    (iii) The broker SIGKILLed again and again while batches complete, so
-          that kills land between a batch's last ack and its callback's
-          dispatch: after the last restart every batch's then ran as
-          exactly one job (distinct ids of its type in the workers' "ok"
-          lines), never none and never two. */
+    (iii) The broker SIGKILLed again and again while batches and chains
+          complete, so that kills land between a batch's last ack and its
+          callback's dispatch, and between a link's ack and the next
+          link's: after the last restart every batch's then and every
+          chain's second link ran as exactly one job (distinct ids of
+          their type in the workers' "ok" lines), never none and never two.
+    (iv)  A chain of points then shipment (here noop, then sleep): the
+          second link follows the first's ok, `onceq job show` names its
+          place, and a final failure runs chain_catch instead of the next
+          link. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,6 +205,9 @@ static void test_kills_between_ack_and_callback_dispatch_it_once(void **state)
                 it_cli(it, "dispatch", 0, "batch", "dispatch", "--type", "noop", "--count",
                        S_JOBS_PER_BATCH, "--then", "sleep", "--then-payload", "{\"ms\": 0}", NULL);
             free(out);
+            out = it_cli(it, "chain", 0, "dispatch", "noop", "--chain", "sleep", "--chain-payload",
+                         "{\"ms\": 0}", NULL);
+            free(out);
         }
         /* The workers are through the batches in tens of ms: a kill a
            little later lands among the last acks and the callbacks. */
@@ -217,8 +225,44 @@ static void test_kills_between_ack_and_callback_dispatch_it_once(void **state)
     char *log = it_read_log(it, "workers");
     size_t thens = s_distinct_then_jobs(log);
     free(log);
-    print_message("%zu batches, %zu then-jobs ran\n", batches, thens);
-    assert_int_equal(thens, batches);
+    print_message("%zu batches and as many chains, %zu then-jobs and second links ran\n", batches,
+                  thens);
+    assert_int_equal(thens, 2 * batches);
+}
+
+static void test_chain_of_points_then_shipment(void **state)
+{
+    it_t *it = *state;
+    assert_true(it_start_broker(it, NULL) > 0);
+    assert_true(it_start_worker(it, "workers", NULL) > 0);
+    char *out = it_cli(it, "dispatch", 0, "dispatch", "noop", "--chain", "sleep", "--chain-payload",
+                       "{\"ms\": 1500}", "--chain", "noop", "--chain-catch", "noop", NULL);
+    uint64_t first = strtoull(out, NULL, 10);
+    free(out);
+    assert_true(first > 0);
+    /* The second link runs for 1.5 s: its place can be read meanwhile. */
+    char arg[32];
+    snprintf(arg, sizeof arg, "%llu", (unsigned long long)(first + 1));
+    char want[96];
+    snprintf(want, sizeof want, "link 2 of 3 in the chain of job %llu", (unsigned long long)first);
+    uint64_t one = 1;
+    it_stats_t s;
+    assert_true(it_wait_stats(it, it_leased_is, &one, IT_WAIT_MS, &s) >= 0);
+    out = it_cli(it, "show", 0, "job", "show", arg, NULL);
+    s_expect(out, want);
+    s_expect(out, "next:        noop");
+    free(out);
+    uint64_t want_done = 3;
+    assert_true(it_wait_stats(it, s_drained, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.done, 3); /* the catch never ran */
+    /* A final failure: chain_catch instead of the next link. */
+    out = it_cli(it, "fail", 0, "dispatch", "fail", "--max-tries", "1", "--chain", "sleep",
+                 "--chain-catch", "noop", NULL);
+    free(out);
+    want_done = 4;
+    assert_true(it_wait_stats(it, s_drained, &want_done, IT_WAIT_MS, &s) >= 0);
+    assert_int_equal(s.failed, 1);
+    assert_int_equal(s.done, 4);
 }
 
 int main(void)
@@ -227,6 +271,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_batch_is_refused_whole, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_then_and_finally_run_once_each, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_withdraws_waiting_jobs, s_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_chain_of_points_then_shipment, s_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_kills_between_ack_and_callback_dispatch_it_once,
                                         s_setup, it_teardown),
     };

@@ -83,6 +83,19 @@ int oq_client_dispatch_batch(oq_client_t *self, const oq_job_msg_t *jobs, size_t
                              const char *dispatch_id, int timeout_ms, uint64_t *batch,
                              uint64_t *first);
 
+/* Dispatch job with the links that follow it (links[0 .. count-1], 0 ...
+   OQ_MAX_CHAIN_LINKS) and chain_catch (NULL: none), docs/workflows.md
+   "Chains": sent and resent as oq_client_dispatch. 0 with the first job's
+   id in *id once durable, or -1. */
+int oq_client_dispatch_chain(oq_client_t *self, const oq_job_msg_t *job, const oq_job_msg_t *links,
+                             size_t count, const oq_job_msg_t *chain_catch, int timeout_ms,
+                             uint64_t *id);
+
+/* The "chain" admin command: job id's place in its chain, into *reply
+   (root, place, total, due, links, chain_catch), or -1 (not_found: no
+   chain held for it). */
+int oq_client_chain(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply);
+
 /* The "batch" admin command: op "show" or "cancel" of batch id, or "list"
    (id 0). 0 with the reply in *reply (release it with
    oq_proto_msg_release; its root has "batch", or "batches" and "total",

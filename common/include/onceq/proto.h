@@ -73,6 +73,7 @@ typedef enum {
     OQ_CMD_DISPATCH_BATCH,   /* jobs with then / catch / finally */
     OQ_CMD_BATCH_DISPATCHED, /* its reply: batch, first, count */
     OQ_CMD_BATCH,            /* admin: op show, list or cancel; also its reply */
+    OQ_CMD_CHAIN,            /* admin: a job's place in its chain; also its reply */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -237,6 +238,10 @@ typedef struct {
        its jobs; batch: name is the op, id the batch (0 with list) */
     const msgpack_object *callbacks[3];
     bool allow_failures;
+    /* dispatch: its "chain" (the links after the job, read each with
+       oq_proto_decode_job_object; NULL: none) and "chain_catch" (NULL:
+       none); chain: id is the job */
+    const msgpack_object *chain, *chain_catch;
     msgpack_object root; /* the whole decoded map (for stats and failed replies) */
     /* private */
     msgpack_unpacked unpacked_;
@@ -397,6 +402,12 @@ void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char
 void oq_proto_encode_dispatch_batch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *jobs,
                                     size_t count, const oq_job_msg_t *const callbacks[3],
                                     bool allow_failures, oq_str_t dispatch_id);
+
+/* dispatch of job with the links after it (links[0 .. count-1]) and
+   chain_catch (NULL: none), docs/protocol.md "chain". */
+void oq_proto_encode_dispatch_chain(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                    const oq_job_msg_t *links, size_t count,
+                                    const oq_job_msg_t *chain_catch);
 
 /* batch_dispatched: the batch, its first job and how many. */
 void oq_proto_encode_batch_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t batch,
