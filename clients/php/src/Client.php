@@ -69,12 +69,15 @@ final class Client
      * @param array $payload the handler's arguments (values, not objects)
      * @param array{queue?: string, delay?: int|float, max_tries?: int, backoff?: int|float|array,
      *              timeout?: int|float, priority?: int, dispatch_id?: string,
-     *              unique_key?: string, unique_for?: int|float|string, overlap_key?: string} $options
+     *              unique_key?: string, unique_for?: int|float|string, overlap_key?: string,
+     *              chain?: list<array>, chain_catch?: array} $options
      *        durations in seconds; backoff a list of steps (the last repeats) or one number;
      *        unique_key: while a job with this key is queued, delayed or running (or within
      *        unique_for seconds of its dispatch; 'done', the default: only while it is), a
      *        dispatch with it returns that job's id and queues nothing (ShouldBeUnique);
-     *        overlap_key: never two jobs with this key running at once (WithoutOverlapping).
+     *        overlap_key: never two jobs with this key running at once (WithoutOverlapping);
+     *        chain: jobs ['type' => …, 'payload' => …, …] run one after another, each once, on the
+     *        ok of the one before; chain_catch: a job run once if a link fails for good.
      *        Both save work; the handler's guard row is what keeps the data right.
      */
     public function dispatch(string $type, array $payload = [], array $options = []): int
@@ -215,10 +218,11 @@ final class Client
      */
     private function dispatchFields(string $type, array $payload, array $options): array
     {
-        $unknown = array_diff(array_keys($options), [...self::JOB_OPTIONS, 'dispatch_id']);
+        $known = [...self::JOB_OPTIONS, 'dispatch_id', 'chain', 'chain_catch'];
+        $unknown = array_diff(array_keys($options), $known);
         if ($unknown !== []) {
             throw new ConfigException('onceq: unknown dispatch option(s): ' . implode(', ', $unknown) .
-                ' (known: ' . implode(', ', [...self::JOB_OPTIONS, 'dispatch_id']) . ')');
+                ' (known: ' . implode(', ', $known) . ')');
         }
         $job = ['type' => $type];
         foreach (self::JOB_OPTIONS as $name) {
@@ -231,7 +235,32 @@ final class Client
         }
         $job['payload'] = (object)$payload; // a map, also when empty
         $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
-        return [['dispatch_id' => $dispatchId, 'job' => $job], $dispatchId];
+        $fields = ['dispatch_id' => $dispatchId, 'job' => $job];
+        // A chain (docs/workflows.md): the links after this job, each run once
+        // on the ok of the one before; chain_catch once on a final failure.
+        foreach (['chain', 'chain_catch'] as $name) {
+            if (!isset($options[$name])) {
+                continue;
+            }
+            $links = $name === 'chain' ? $options[$name] : [$options[$name]];
+            if (!is_array($links) || !array_is_list($links)) {
+                throw new ConfigException("onceq: option $name must be " .
+                    ($name === 'chain' ? 'a list of jobs' : 'a job') . " ['type' => string, 'payload' => array, ...]");
+            }
+            $maps = [];
+            foreach ($links as $i => $link) {
+                if (!is_array($link) || !is_string($link['type'] ?? null) || isset($link['chain']) ||
+                    isset($link['chain_catch']) || isset($link['dispatch_id']) || isset($link['unique_key'])) {
+                    throw new ConfigException("onceq: $name entry $i must be ['type' => string, 'payload' => array, ...] " .
+                        'without dispatch_id, unique_key or a chain of its own');
+                }
+                $linkOptions = $link;
+                unset($linkOptions['type'], $linkOptions['payload']);
+                $maps[] = $this->dispatchFields($link['type'], (array)($link['payload'] ?? []), $linkOptions)[0]['job'];
+            }
+            $fields[$name] = $name === 'chain' ? $maps : $maps[0];
+        }
+        return [$fields, $dispatchId];
     }
 
     /** The job id of a dispatched or waited reply (Check::reply() has seen it). */

@@ -67,6 +67,24 @@ final class DispatchBatchTest extends TestCase
         $this->assertSame(['ping'], array_column($this->broker->requests(), 'cmd'));
     }
 
+    public function testAChainOfPointsThenShipment(): void
+    {
+        $client = $this->client([['cmd' => 'dispatched', 'id' => 50]]);
+        $this->assertSame(50, $client->dispatch('grant_points', ['order_id' => 42], [
+            'chain' => [['type' => 'request_shipment', 'payload' => ['order_id' => 42]]],
+            'chain_catch' => ['type' => 'alert_ops', 'payload' => ['order_id' => 42]],
+        ]));
+        $request = $this->broker->requests()[0];
+        $this->assertSame([['type' => 'request_shipment', 'payload' => ['order_id' => 42]]], $request['chain']);
+        $this->assertSame(['type' => 'alert_ops', 'payload' => ['order_id' => 42]], $request['chain_catch']);
+        try {
+            $client->dispatch('noop', [], ['chain' => [['type' => 'x', 'unique_key' => 'k']]]);
+            $this->fail('a link with a unique_key was sent');
+        } catch (ConfigException $e) {
+            $this->assertStringContainsString('chain entry 0', $e->getMessage());
+        }
+    }
+
     public function testShowAndCancel(): void
     {
         $batch = ['id' => 41, 'total' => 2, 'pending' => 0, 'done' => 2, 'failed' => 0, 'cancelled' => 0,
