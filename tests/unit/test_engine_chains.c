@@ -16,6 +16,7 @@
 
 #include "engine_fixture.h"
 #include "journal.h"
+#include "record.h"
 
 /* Points, then shipment, then a notice; chain_catch an alert. */
 typedef struct {
@@ -124,6 +125,55 @@ static void test_a_cancelled_link_stops_the_chain(void **state)
     assert_int_equal(oq_engine_chain_view(f->engine, id, &v), -1);
 }
 
+/* The longest chain the limits allow fits one journal record, and one
+   byte of payload more is refused before anything is queued. */
+static void test_the_longest_chain_fits_one_record(void **state)
+{
+    ef_fixture_t *f = *state;
+    ef_engine_bytes(f, 64ull << 20, 0);
+    static uint8_t payload[OQ_MAX_CHAIN_PAYLOAD_BYTES];
+    /* A msgpack map whose length is all of one bin: 0x81, key, bin32. */
+    size_t each = OQ_MAX_CHAIN_PAYLOAD_BYTES / (OQ_MAX_CHAIN_LINKS + 1);
+    char type[OQ_MAX_NAME_LEN + 1], key[OQ_MAX_JOB_KEY_LEN + 1];
+    memset(type, 't', OQ_MAX_NAME_LEN);
+    type[OQ_MAX_NAME_LEN] = 0;
+    memset(key, 'k', OQ_MAX_JOB_KEY_LEN);
+    key[OQ_MAX_JOB_KEY_LEN] = 0;
+    oq_job_msg_t links[OQ_MAX_CHAIN_LINKS + 1];
+    for (int i = 0; i <= OQ_MAX_CHAIN_LINKS; i++) {
+        links[i] = EF_JOB(.type = type, .queue = type, .payload = payload, .payload_len = each,
+                          .overlap_key = key, .priority = 1, .delay_ms = 1000, .max_tries = 3,
+                          .timeout_ms = 1000,
+                          .backoff_ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+    }
+    oq_chain_view_t v = {.job_id = 9, .root = 9, .place = 1, .rest_count = OQ_MAX_CHAIN_LINKS};
+    for (int i = 0; i < OQ_MAX_CHAIN_LINKS; i++)
+        v.rest[i] = &links[i];
+    v.catch_ = &links[OQ_MAX_CHAIN_LINKS];
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    assert_int_equal(oq_record_chain(&buf, &v), 0);
+    size_t frame = 0;
+    assert_int_equal(oq_record_frame((const uint8_t *)buf.data, buf.size, &frame), OQ_FRAME_OK);
+    oq_record_t rec;
+    char why[128];
+    assert_int_equal(oq_record_decode((const uint8_t *)buf.data, frame, &rec, why, sizeof why), 0);
+    assert_int_equal(rec.chain.rest_count, OQ_MAX_CHAIN_LINKS);
+    msgpack_sbuffer_destroy(&buf);
+    /* One byte over the links' payload limit: refused, nothing queued. */
+    oq_job_msg_t first = EF_JOB();
+    links[0].payload_len =
+        each + (OQ_MAX_CHAIN_PAYLOAD_BYTES - each * (OQ_MAX_CHAIN_LINKS + 1)) + 1;
+    uint64_t id;
+    oq_err_t code;
+    assert_int_equal(oq_engine_dispatch_chain(f->engine, &first, links, OQ_MAX_CHAIN_LINKS,
+                                              &links[OQ_MAX_CHAIN_LINKS], &id, &code, why,
+                                              sizeof why),
+                     -1);
+    assert_int_equal(code, OQ_ERR_TOO_LARGE);
+    assert_int_equal(oq_engine_job_count(f->engine), 0);
+}
+
 static off_t s_size(ef_fixture_t *f)
 {
     struct stat st;
@@ -194,6 +244,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_final_failure_stops_the_chain_and_runs_its_catch,
                                         ef_setup, ef_teardown),
         cmocka_unit_test_setup_teardown(test_a_cancelled_link_stops_the_chain, ef_setup,
+                                        ef_teardown),
+        cmocka_unit_test_setup_teardown(test_the_longest_chain_fits_one_record, ef_setup,
                                         ef_teardown),
         cmocka_unit_test_setup_teardown(test_crash_before_the_next_link_dispatches_it_once,
                                         ef_setup_journal, ef_teardown),

@@ -119,10 +119,12 @@
    record stays within OQ_JOURNAL_MAX_RECORD_BYTES. */
 #define OQ_MAX_BATCH_CALLBACK_PAYLOAD_BYTES OQ_MAX_PAYLOAD_BYTES
 /* Chains (docs/workflows.md): links after the first job, and their
-   payloads with chain_catch's together (one journal record holds them);
-   what a chain costs against --max-bytes beside its links' sizes. */
+   payloads with chain_catch's together: one journal record holds them
+   with up to 17 links' fields (about 420 bytes each at their longest),
+   within OQ_JOURNAL_MAX_RECORD_BYTES; what a chain costs against
+   --max-bytes beside its links' sizes. */
 #define OQ_MAX_CHAIN_LINKS         16
-#define OQ_MAX_CHAIN_PAYLOAD_BYTES OQ_MAX_PAYLOAD_BYTES
+#define OQ_MAX_CHAIN_PAYLOAD_BYTES (OQ_MAX_PAYLOAD_BYTES - 4096)
 #define OQ_CHAIN_OVERHEAD_BYTES    256
 #define OQ_BROKER_BATCH_MSGS       256 /* messages read from one socket per loop turn */
 /* The /metrics endpoint (--metrics): the loop renders the text at most
