@@ -350,8 +350,15 @@ oq_broker_t *oq_broker_new(const oq_broker_config_t *config, const oq_clock_t *c
     }
     oq_engine_set_lease_key(self->engine, lease_key);
     /* After replay: the journal's observer, then the waits (waits.c). */
-    oq_engine_hooks_t hooks = {oq_waits_changed, self};
+    oq_engine_hooks_t hooks = {.changed = oq_waits_changed,
+                               .ctx = self,
+                               .batch = oq_waits_batch_changed,
+                               .chain = oq_waits_chain_changed};
     oq_engine_set_hooks(self->engine, &hooks);
+    /* Callbacks that became due before the stop and were not dispatched
+       yet: under their dispatch ids, so one that was is not again. */
+    oq_engine_batches_settle(self->engine);
+    oq_engine_chains_settle(self->engine);
     if (oq_gate_keys_start(self, reason, reason_len) < 0 ||
         !(self->front = s_bind(self->ctx, config->front_endpoint, self->keys, "front",
                                config->handshake_ms, reason, reason_len)) ||

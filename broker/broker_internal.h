@@ -128,6 +128,11 @@ void oq_front_promise(oq_broker_t *self, const oq_envelope_t *env, int64_t req);
 
 /* The engine's observer, installed in front of the journal's (ctx: the
    broker). */
+/* The batches' and the chains' observers: the journal's (waits.c). */
+int oq_waits_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                           oq_batch_callback_t which);
+int oq_waits_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain);
+
 int oq_waits_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                      const oq_job_msg_t *dispatch);
 

@@ -66,6 +66,8 @@ void oq_command_run(oq_broker_t *self, const oq_command_t *row, const oq_envelop
 
 /* front.c: producers (and admins) */
 oq_command_fn oq_front_dispatch, oq_front_ping, oq_front_stats, oq_front_wait;
+/* Batches and chains (front_batches.c). */
+oq_command_fn oq_front_dispatch_batch, oq_front_dispatch_chain, oq_admin_batch, oq_admin_chain;
 
 /* front_admin.c: the failed and review stores, cancel, clear, the prune horizon */
 oq_command_fn oq_admin_failed, oq_admin_requeue, oq_admin_requeue_all, oq_admin_forget,

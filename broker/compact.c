@@ -235,6 +235,29 @@ static void s_snap_job(void *ctx, const oq_job_view_t *job)
         s_check(s, oq_record_leased(&s->buf, job->id, job->attempt));
 }
 
+/* A held batch, with what its jobs that are gone came to: the jobs still
+   held follow and count themselves again as replay moves them. Its
+   dispatch id is kept by the DEDUPE records, as a job's is. */
+static void s_snap_batch(void *ctx, const oq_batch_view_t *b)
+{
+    s_snap_t *s = ctx;
+    if (s->err)
+        return;
+    oq_batch_view_t kept = *b;
+    kept.failed = b->failed - b->failed_held;
+    kept.dispatch_id = oq_str(NULL);
+    s_check(s, oq_record_batch(&s->buf, &kept));
+}
+
+/* A held chain, with what is due: its job may be gone already (done,
+   its next link not yet dispatched). */
+static void s_snap_chain(void *ctx, const oq_chain_view_t *c)
+{
+    s_snap_t *s = ctx;
+    if (!s->err)
+        s_check(s, oq_record_chain(&s->buf, c));
+}
+
 static void s_snap_window(void *ctx, const char *key, uint64_t id, int64_t expires_ms)
 {
     s_snap_t *s = ctx;
@@ -275,6 +298,10 @@ int oq_compact_snapshot(int fd, const oq_disk_ops_t *ops, const oq_record_header
        them, so each is only remembered, never applied to a job that went
        to review again after it. */
     oq_engine_review_each_resolved(engine, s_snap_resolved, &s);
+    /* Batches before their jobs, as a batch's record comes before its
+       jobs' in the journal. */
+    oq_engine_batch_each(engine, false, s_snap_batch, &s);
+    oq_engine_chain_each(engine, s_snap_chain, &s);
     oq_engine_job_each(engine, s_snap_job, &s);
     /* After the jobs: a window whose job is still held (failed, say) is
        only remembered, never taken as the job's live key. */

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine_batches.h"
 #include "engine_jobs.h"
 #include "engine_memory.h"
 #include "engine_model.h"
@@ -126,6 +127,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     self->recent_index = oq_idmap_new();
     self->decided = oq_idmap_new();
     self->lanes = oq_idmap_new();
+    self->chains = oq_idmap_new();
+    oq_list_init(&self->chains_all);
     self->reviews = oq_review_log_new(OQ_MAX_REVIEW_RESOLVED);
     self->dispatch_ids = oq_dedupe_new(config->dedupe_max);
     self->unique = oq_unique_new(OQ_MAX_UNIQUE_KEYS);
@@ -133,7 +136,8 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     if (oq_eng_memory_init(self) < 0 || !self->unique || !self->overlap || !self->lanes ||
         !self->reviews || !self->dispatch_ids || !self->timers || !self->jobs ||
         !self->queues_by_name || !self->types || !self->workers || !self->names || !self->queues ||
-        !self->type_list || !self->recent || !self->recent_index || !self->decided) {
+        !self->type_list || !self->recent || !self->recent_index || !self->decided ||
+        !self->chains) {
         oq_engine_destroy(&self);
         return NULL;
     }
@@ -146,6 +150,7 @@ oq_engine_t *oq_engine_new(const oq_engine_config_t *config, const oq_clock_t *c
     oq_list_init(&self->lanes_all);
     self->ready_epoch = 1;
     self->next_id = 1;
+    self->restore_as = OQ_EVENT_DONE;
     return self;
 }
 
@@ -228,6 +233,8 @@ void oq_engine_destroy(oq_engine_t **self_p)
     oq_idmap_destroy(&self->recent_index);
     oq_idmap_destroy(&self->decided);
     oq_review_log_destroy(&self->reviews);
+    oq_eng_batches_destroy(self);
+    oq_eng_chains_destroy(self);
     oq_dedupe_destroy(&self->dispatch_ids);
     oq_unique_destroy(&self->unique);
     oq_overlap_destroy(&self->overlap);
@@ -249,7 +256,7 @@ void oq_engine_set_hooks(oq_engine_t *self, const oq_engine_hooks_t *hooks)
 size_t oq_engine_tick(oq_engine_t *self)
 {
     int64_t now = oq_eng_now(self);
-    size_t processed = 0;
+    size_t processed = oq_engine_batches_retry(self);
     oq_heap_node_t *node;
     while ((node = oq_heap_pop_due(self->timers, now)) != NULL) {
         oq_eng_job_t *job = oq_container_of(node, oq_eng_job_t, u.t.timer);

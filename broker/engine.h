@@ -121,10 +121,123 @@ typedef enum {
    world, so -1 there changes nothing in the engine, and the observer
    deals with its own failure (the journal turns unhealthy, which refuses
    new dispatches until it can write again). */
+/* ---- batches (engine_batches.c) ------------------------------------------
+   A batch is jobs dispatched together, with up to three callback jobs:
+   then (every job done), catch (the first failure, unless failures are
+   allowed) and finally (every job settled). Its jobs get consecutive ids
+   right after the batch's own id, so membership is a range, not a
+   per-job field. Each callback is dispatched once, as a job with the
+   deterministic dispatch_id "batch:<id>:then" (":catch", ":finally"),
+   and the firing is reported (OQ_BATCH_FIRED) right after that job's
+   DISPATCHED: a restart that finds the batch due again without the
+   firing dispatches it again under the same dispatch_id, which the
+   dedupe table answers with the first job. */
+
+typedef enum {
+    OQ_BATCH_THEN = 0,
+    OQ_BATCH_CATCH,
+    OQ_BATCH_FINALLY,
+    OQ_BATCH_CALLBACKS /* how many */
+} oq_batch_callback_t;
+
+/* What happened to a batch, as reported to the observer. */
+typedef enum {
+    OQ_BATCH_CREATED = 1, /* before its jobs are dispatched (asked: -1 refuses it) */
+    OQ_BATCH_FIRED,       /* a callback was dispatched (after its job's DISPATCHED) */
+    OQ_BATCH_CANCELLED,   /* asked: before its waiting jobs are withdrawn */
+} oq_batch_event_t;
+
+/* A batch from outside (show, list, the journal). Pointers borrowed until
+   the next engine call. */
+typedef struct {
+    uint64_t id;       /* the batch; its jobs are first_id ... first_id + total - 1 */
+    uint64_t first_id; /* id + 1 */
+    uint32_t total;
+    uint32_t done;        /* completed (ok, or resolved done after review) */
+    uint32_t failed;      /* ended in the failed store (and not requeued since) */
+    uint32_t cancelled;   /* withdrawn before they ran */
+    uint32_t pending;     /* not settled yet: total - done - failed - cancelled */
+    uint32_t failed_held; /* of failed: still held in the failed store */
+    bool allow_failures;
+    bool is_cancelled;  /* the batch was cancelled: then and catch never run */
+    bool live;          /* held by the engine (false: a settled one remembered) */
+    int64_t created_ms; /* wall clock */
+    bool has_callback[OQ_BATCH_CALLBACKS];
+    uint64_t callback_ids[OQ_BATCH_CALLBACKS];         /* the job each fired; 0: not (yet) */
+    const oq_job_msg_t *callbacks[OQ_BATCH_CALLBACKS]; /* live only; NULL: none */
+    oq_str_t dispatch_id; /* the producer's, as sent (empty: none); live only */
+} oq_batch_view_t;
+
+/* A dispatch_batch request. Jobs carry neither a dispatch_id nor a
+   unique_key (the batch's ids are one range); callbacks no unique_key. */
+typedef struct {
+    const oq_job_msg_t *jobs;
+    size_t count;                                      /* 1 ... OQ_MAX_BATCH_JOBS */
+    const oq_job_msg_t *callbacks[OQ_BATCH_CALLBACKS]; /* NULL: none */
+    bool allow_failures;
+    oq_str_t dispatch_id; /* empty: none */
+} oq_batch_msg_t;
+
+/* The observer. changed returns 0, or -1 if it could not record the
+   change; dispatch is the request for OQ_EVENT_DISPATCHED (its dispatch_id
+   included) and NULL otherwise. It must not call back into the engine.
+
+   The changes a producer or an operator asks for (DISPATCHED, REQUEUED,
+   FORGOTTEN, CANCELLED, RESOLVED) are reported before they are made, with
+   the job as it will be after: -1 refuses the change, and the call that
+   asked for it fails with nothing changed (so a reply never promises what
+   a restart would not keep). Every other event reports what already
+   happened (a worker's outcome, a lease that ran out, a job becoming due)
+   after the change, with the job as it is now: the engine must follow the
+   world, so -1 there changes nothing in the engine, and the observer
+   deals with its own failure (the journal turns unhealthy, which refuses
+   new dispatches until it can write again).
+
+   batch (NULL: batches are not observed) hears of batches the same way:
+   CREATED and CANCELLED before they are made (-1 refuses), FIRED after;
+   which names the callback of FIRED. */
+/* ---- chains (engine_chains.c) -------------------------------------------
+   A chain is a job with the links that follow it: on its ok the next link
+   is dispatched, with the rest of the chain, as a job with the dispatch_id
+   "chain:<first job id>:<place>"; on its final failure (the failed store)
+   the chain stops and its chain_catch, if any, is dispatched as
+   "chain:<first job id>:catch". A cancelled or forgotten link stops the
+   chain with nothing dispatched. As with batches, the move on is reported
+   (OQ_CHAIN_FIRED) after the next job's DISPATCHED, and a replay that
+   finds a link due again dispatches it under the same dispatch_id. */
+
+typedef enum {
+    OQ_CHAIN_LIVE = 0,  /* its job has not ended */
+    OQ_CHAIN_NEXT = 1,  /* its job is done: the next link is due */
+    OQ_CHAIN_CATCH = 2, /* its job failed: chain_catch is due, the chain stops */
+} oq_chain_due_t;
+
+typedef enum {
+    OQ_CHAIN_CREATED = 1, /* a job took a chain (after its DISPATCHED) */
+    OQ_CHAIN_FIRED,       /* the job's chain moved on or stopped: forget it */
+} oq_chain_event_t;
+
+/* A job's place in its chain. Pointers borrowed until the next engine
+   call. */
+typedef struct {
+    uint64_t job_id;    /* the link this is about */
+    uint64_t root;      /* the chain's first job */
+    uint32_t place;     /* 1: the first job */
+    uint32_t total;     /* links in all: place + rest_count */
+    oq_chain_due_t due; /* LIVE while the job has not ended */
+    uint32_t rest_count;
+    const oq_job_msg_t *rest[OQ_MAX_CHAIN_LINKS]; /* the links after it, in order */
+    const oq_job_msg_t *catch_;                   /* chain_catch, or NULL */
+} oq_chain_view_t;
+
 typedef struct {
     int (*changed)(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
                    const oq_job_msg_t *dispatch);
     void *ctx;
+    int (*batch)(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                 oq_batch_callback_t which);
+    /* chains, likewise (NULL: not observed): both after the fact */
+    int (*chain)(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain);
 } oq_engine_hooks_t;
 
 /* Is event one a producer or an operator asks for (dispatched, requeued,
@@ -670,6 +783,100 @@ void oq_engine_restore_next_id(oq_engine_t *self, uint64_t next_id);
 /* After replay: log one line per queue whose restored jobs had their
    timeout clamped, with the numbers. Returns how many jobs were clamped. */
 uint64_t oq_engine_restore_report(oq_engine_t *self);
+
+/* ---- batches (engine_batches.c; the types are above the hooks) ---------- */
+
+/* Dispatch a batch: 0 with *batch_id and *first_id (its jobs are first_id
+   ... first_id + b->count - 1, in the order given), also for a resend of
+   the same dispatch_id within the window (nothing is queued again); or -1
+   with *code and reason, nothing queued. Every limit (jobs, bytes,
+   OQ_MAX_BATCHES, each job's timeout rule) is checked before anything is
+   created or recorded. */
+int oq_engine_dispatch_batch(oq_engine_t *self, const oq_batch_msg_t *b, uint64_t *batch_id,
+                             uint64_t *first_id, oq_err_t *code, char *reason, size_t reason_len);
+
+/* The view of batch id, held or remembered after it settled: 0, or -1 if
+   the engine knows no such batch. */
+int oq_engine_batch_view(const oq_engine_t *self, uint64_t id, oq_batch_view_t *view);
+
+/* The batch job id belongs to, or 0. */
+uint64_t oq_engine_batch_of(const oq_engine_t *self, uint64_t job_id);
+
+/* Call fn for every held batch, oldest first (fn must not change the
+   engine), then, with settled, for the remembered settled ones, oldest
+   first. Returns the number of calls. */
+size_t oq_engine_batch_each(const oq_engine_t *self, bool settled,
+                            void (*fn)(void *ctx, const oq_batch_view_t *b), void *ctx);
+
+/* Batches held now. */
+size_t oq_engine_batch_count(const oq_engine_t *self);
+
+/* Cancel batch id: then and catch will not run; its ready and delayed jobs
+   are withdrawn (*withdrawn counts them), leased ones run on, and finally
+   runs once all have settled. 0, or -1 with *why and reason (not held,
+   cancelled already, or the change could not be recorded). */
+int oq_engine_batch_cancel(oq_engine_t *self, uint64_t id, uint64_t *withdrawn, oq_refusal_t *why,
+                           char *reason, size_t reason_len);
+
+/* Dispatch every callback that is due and not dispatched yet (after a
+   replay, and for one an earlier attempt could not dispatch: the broker
+   was full or could not record it), and let settled batches go. Returns
+   how many callbacks were dispatched. Call it after the hooks are set. */
+size_t oq_engine_batches_settle(oq_engine_t *self);
+
+/* oq_engine_batches_settle for the batches whose callback was refused
+   before (oq_engine_tick calls it). */
+size_t oq_engine_batches_retry(oq_engine_t *self);
+
+/* While held (replay holds them from its first record to its last), no
+   callback is dispatched: what the journal replays was recorded, and
+   what became due is dispatched by oq_engine_batches_settle after. */
+void oq_engine_batches_hold(oq_engine_t *self, bool held);
+
+/* Replay: a batch as its CREATED record (or a snapshot) says, with the
+   counts of its jobs no longer held (a snapshot's; 0 in a CREATED
+   record), and callback_ids of the callbacks fired. Its jobs follow, and
+   next_id becomes at least first_id + total. 0; -1 with reason. */
+int oq_engine_restore_batch(oq_engine_t *self, const oq_batch_view_t *b, char *reason,
+                            size_t reason_len);
+
+/* Replay: callback which of batch id fired as job_id. */
+int oq_engine_restore_batch_fired(oq_engine_t *self, uint64_t id, oq_batch_callback_t which,
+                                  uint64_t job_id);
+
+/* Replay: batch id was cancelled, holding total jobs from then on (fewer
+   than it was created with if dispatching its jobs broke off). */
+int oq_engine_restore_batch_cancelled(oq_engine_t *self, uint64_t id, uint32_t total);
+
+/* ---- chains (engine_chains.c; the types are above the hooks) ------------ */
+
+/* Dispatch first (as oq_engine_dispatch, without a unique_key) with the
+   links that follow it (count 0 ... OQ_MAX_CHAIN_LINKS, none with a
+   dispatch_id or unique_key) and catch_ (NULL: none): 0 with *id, or -1
+   with *code and reason. Every link is checked against the timeout rule
+   before anything is queued. A resend of first's dispatch_id answers with
+   the first job, and gives it its chain if a crash lost it. */
+int oq_engine_dispatch_chain(oq_engine_t *self, const oq_job_msg_t *first,
+                             const oq_job_msg_t *links, size_t count, const oq_job_msg_t *catch_,
+                             uint64_t *id, oq_err_t *code, char *reason, size_t reason_len);
+
+/* The chain job_id is a link of, while it is held: 0, or -1 if none. */
+int oq_engine_chain_view(const oq_engine_t *self, uint64_t job_id, oq_chain_view_t *view);
+
+/* Call fn for every chain held (fn must not change the engine). */
+void oq_engine_chain_each(const oq_engine_t *self, void (*fn)(void *ctx, const oq_chain_view_t *c),
+                          void *ctx);
+
+/* Dispatch every link or chain_catch that is due and not yet dispatched
+   (after a replay; one refused before). Returns how many went out. */
+size_t oq_engine_chains_settle(oq_engine_t *self);
+
+/* Replay: a CHAIN record (the view's links point into the record). */
+int oq_engine_restore_chain(oq_engine_t *self, const oq_chain_view_t *chain, char *reason,
+                            size_t reason_len);
+
+/* Replay: the chain of job_id moved on or stopped (CHAIN_FIRED). */
+int oq_engine_restore_chain_fired(oq_engine_t *self, uint64_t job_id);
 
 /* ---- unique and overlap keys --------------------------------------------- */
 

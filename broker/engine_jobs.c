@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_batches.h"
 #include "engine_memory.h"
 #include "engine_queues.h"
 #include "engine_stores.h"
@@ -362,6 +363,10 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
                       oq_eng_enter_t *how)
 {
     assert(s_legal((oq_eng_state_t)job->state, to, event));
+    /* For its batch and its chain, told after the move (the job may be
+       freed by then). */
+    uint64_t id = job->id;
+    oq_eng_state_t from = (oq_eng_state_t)job->state;
     bool asked = oq_engine_asked(event);
     if (asked && s_report_ahead(self, job, to, event, how) < 0)
         return -1;
@@ -429,6 +434,10 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
         self->bytes -= oq_engine_job_cost(job->payload_len, job->backoff_len);
         oq_eng_job_free(job);
         s_wake(self, woken);
+        if (self->batch_count)
+            oq_eng_batch_note(self, id, from, to, event);
+        if (oq_idmap_size(self->chains))
+            oq_eng_chain_note(self, id, from, to, event);
         return 0;
     case OQ_ENG_NEW:
         assert(!"no way back to new");
@@ -437,6 +446,10 @@ int oq_eng_transition(oq_engine_t *self, oq_eng_job_t *job, oq_eng_state_t to, o
     if (event != OQ_EVENT_LEASED && !asked)
         oq_eng_notify(self, event, job, how ? how->dispatch : NULL);
     s_wake(self, woken);
+    if (self->batch_count)
+        oq_eng_batch_note(self, id, from, to, event);
+    if (oq_idmap_size(self->chains))
+        oq_eng_chain_note(self, id, from, to, event);
     return 0;
 }
 

@@ -44,7 +44,8 @@ uint64_t oq_eng_held_bytes(const oq_engine_t *self)
 {
     uint64_t keys = (uint64_t)oq_unique_count(self->unique) + oq_overlap_jobs(self->overlap);
     return self->bytes + keys * OQ_JOB_KEY_COST_BYTES + oq_dedupe_bytes(self->dispatch_ids) +
-           (uint64_t)zhashx_size(self->workers) * OQ_WORKER_COST_BYTES + self->outside_bytes;
+           (uint64_t)zhashx_size(self->workers) * OQ_WORKER_COST_BYTES + self->outside_bytes +
+           self->batch_bytes;
 }
 
 uint64_t oq_eng_room_left(const oq_engine_t *self)

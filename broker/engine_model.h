@@ -298,6 +298,21 @@ struct oq_engine {
     uint64_t unique_evicted_seen; /* oq_unique_evicted when last noted */
     int64_t dedupe_shrunk_ms;     /* wall clock: an id was last forgotten early; 0: never */
     oq_throttle_t *memory_log;    /* a shrunken window is said once per interval */
+    /* Batches (engine_batches.c): held ones by id ascending (ids only
+       grow, so a new one is appended and a job's batch is found by
+       binary search over the id ranges), settled ones in a ring. */
+    struct oq_eng_batch **batches;
+    size_t batch_count;
+    oq_batch_view_t *batches_settled; /* OQ_RECENT_BATCHES slots, NULL until needed */
+    size_t batches_settled_next, batches_settled_count;
+    uint64_t batch_bytes;      /* held batches' costs, against max_bytes */
+    oq_job_event_t restore_as; /* replay: what a restored move to done stands for */
+    bool batch_firing;         /* a callback is being dispatched: do not fire within it */
+    bool batches_due;          /* some batch or chain has a dispatch refused before (retry on
+                                  tick) */
+    oq_idmap_t *chains;        /* job id -> struct oq_eng_chain (engine_chains.c) */
+    oq_link_t chains_all;      /* every chain held, for snapshots and settling */
+    bool batches_held;         /* replaying: no callback is dispatched (oq_engine_batches_hold) */
 };
 
 /* A job's queue and type: queues and types are never removed, so their

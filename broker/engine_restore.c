@@ -155,7 +155,10 @@ int oq_engine_restore_forgotten(oq_engine_t *self, uint64_t id)
     oq_eng_job_t *job = s_restored(self, id);
     if (!job || job->state != OQ_ENG_FAILED)
         return -1;
+    /* A batch counts it as what it was (engine_batches.c). */
+    self->restore_as = OQ_EVENT_FORGOTTEN;
     oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_RESTORED, NULL);
+    self->restore_as = OQ_EVENT_DONE;
     return 0;
 }
 
@@ -164,7 +167,10 @@ int oq_engine_restore_cancelled(oq_engine_t *self, uint64_t id)
     oq_eng_job_t *job = s_restored(self, id);
     if (!job || job->state == OQ_ENG_FAILED)
         return -1;
+    /* A batch counts it as what it was (engine_batches.c). */
+    self->restore_as = OQ_EVENT_CANCELLED;
     oq_eng_transition(self, job, OQ_ENG_DONE, OQ_EVENT_RESTORED, NULL);
+    self->restore_as = OQ_EVENT_DONE;
     return 0;
 }
 

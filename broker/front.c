@@ -60,6 +60,8 @@ void oq_front_promise(oq_broker_t *self, const oq_envelope_t *env, int64_t req)
 oq_answer_t oq_front_dispatch(oq_broker_t *self, const oq_envelope_t *env, int64_t req,
                               const oq_msg_t *msg)
 {
+    if (msg->chain || msg->chain_catch)
+        return oq_front_dispatch_chain(self, env, req, msg);
     /* The waits and connections held count against --max-bytes too. */
     size_t conns = self->conns ? oq_conns_count(self->conns) : 0;
     oq_engine_set_outside_bytes(self->engine,

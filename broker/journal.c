@@ -703,9 +703,55 @@ static int s_changed(void *ctx, oq_job_event_t event, const oq_job_view_t *job,
     return 0;
 }
 
+/* The batches' observer: one record per batch change a restart needs. */
+static int s_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                           oq_batch_callback_t which)
+{
+    oq_journal_t *self = ctx;
+    size_t before = self->buf.size;
+    int rc = 0;
+    switch (event) {
+    case OQ_BATCH_CREATED:
+        rc = oq_record_batch(&self->buf, batch);
+        break;
+    case OQ_BATCH_FIRED:
+        rc = oq_record_batch_fired(&self->buf, batch->id, which, batch->callback_ids[which]);
+        break;
+    case OQ_BATCH_CANCELLED:
+        rc = oq_record_batch_cancelled(&self->buf, batch->id, batch->total);
+        break;
+    }
+    if (rc < 0) {
+        self->buf.size = before;
+        s_failed(self, "buffer a record for", ENOMEM);
+        return -1;
+    }
+    self->appended += self->buf.size - before;
+    s_tee(self, before);
+    return 0;
+}
+
+/* The chains' observer: one record per chain change a restart needs. */
+static int s_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain)
+{
+    oq_journal_t *self = ctx;
+    size_t before = self->buf.size;
+    int rc = event == OQ_CHAIN_CREATED ? oq_record_chain(&self->buf, chain)
+                                       : oq_record_chain_fired(&self->buf, chain->job_id);
+    if (rc < 0) {
+        self->buf.size = before;
+        s_failed(self, "buffer a record for", ENOMEM);
+        return -1;
+    }
+    self->appended += self->buf.size - before;
+    s_tee(self, before);
+    return 0;
+}
+
 oq_engine_hooks_t oq_journal_hooks(oq_journal_t *self)
 {
-    oq_engine_hooks_t hooks = {s_changed, self};
+    oq_engine_hooks_t hooks = {
+        .changed = s_changed, .ctx = self, .batch = s_batch_changed, .chain = s_chain_changed};
     return hooks;
 }
 

@@ -48,6 +48,11 @@ static const char *s_type_names[] = {
     [OQ_RECORD_RESOLVED] = "resolved",
     [OQ_RECORD_KEYS] = "keys",
     [OQ_RECORD_GENERATION] = "generation",
+    [OQ_RECORD_BATCH] = "batch",
+    [OQ_RECORD_BATCH_FIRED] = "batch_fired",
+    [OQ_RECORD_BATCH_CANCELLED] = "batch_cancelled",
+    [OQ_RECORD_CHAIN] = "chain",
+    [OQ_RECORD_CHAIN_FIRED] = "chain_fired",
 };
 
 #define S_TYPE_SLOTS ((int)(sizeof s_type_names / sizeof s_type_names[0]))
@@ -359,6 +364,107 @@ static int s_decode_keys(s_reader_t *r, oq_record_t *rec, char *why, size_t why_
     return 0;
 }
 
+/* A batch's callback: present byte, then has_* flags, the numbers, the
+   strings and the payload. */
+static int s_decode_callback(s_reader_t *r, oq_job_msg_t *j, bool *present, char *why,
+                             size_t why_len)
+{
+    *present = s_get(r, 1) != 0;
+    if (!*present)
+        return 0;
+    uint8_t flags = (uint8_t)s_get(r, 1);
+    j->has_max_tries = flags & 1;
+    j->has_timeout = (flags & 2) != 0;
+    j->has_delay = (flags & 4) != 0;
+    j->max_tries = (uint32_t)s_get(r, 4);
+    j->timeout_ms = (int64_t)s_get(r, 4);
+    j->delay_ms = (int64_t)s_get(r, 8);
+    j->priority = (int32_t)(uint32_t)s_get(r, 4);
+    j->has_priority = j->priority != 0;
+    j->backoff_len = (uint32_t)s_get(r, 1);
+    if (j->backoff_len > OQ_MAX_BACKOFF_STEPS)
+        S_BAD("batch: %u backoff steps, at most %d", j->backoff_len, OQ_MAX_BACKOFF_STEPS);
+    for (uint32_t k = 0; k < j->backoff_len; k++) {
+        j->backoff_ms[k] = (int64_t)s_get(r, 8);
+        if (j->backoff_ms[k] < 0 || j->backoff_ms[k] > OQ_MAX_BACKOFF_MS)
+            S_BAD("batch: backoff step out of range");
+    }
+    j->type = s_get_str(r, 1);
+    j->queue = s_get_str(r, 1);
+    j->overlap_key = s_get_str(r, 1);
+    uint32_t payload_len = (uint32_t)s_get(r, 4);
+    j->payload = s_get_bytes(r, payload_len);
+    j->payload_len = payload_len;
+    if (r->short_)
+        S_BAD("batch: body too short");
+    if (!oq_proto_name_valid(j->type.ptr, j->type.len) ||
+        !oq_proto_name_valid(j->queue.ptr, j->queue.len))
+        S_BAD("batch: invalid callback type or queue name");
+    if ((j->has_max_tries && (j->max_tries < 1 || j->max_tries > OQ_MAX_TRIES_LIMIT)) ||
+        (j->has_timeout && (j->timeout_ms <= 0 || j->timeout_ms > OQ_MAX_TIMEOUT_MS)) ||
+        j->delay_ms < 0 || j->delay_ms > OQ_MAX_DELAY_MS || j->priority < -OQ_MAX_PRIORITY ||
+        j->priority > OQ_MAX_PRIORITY || payload_len > OQ_MAX_PAYLOAD_BYTES ||
+        j->overlap_key.len > OQ_MAX_JOB_KEY_LEN)
+        S_BAD("batch: a callback field is out of range");
+    return 0;
+}
+
+static int s_decode_batch(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    oq_batch_view_t *b = &rec->batch;
+    rec->id = b->id = s_get(r, 8);
+    b->first_id = b->id + 1;
+    b->created_ms = (int64_t)s_get(r, 8);
+    b->total = (uint32_t)s_get(r, 4);
+    b->done = (uint32_t)s_get(r, 4);
+    b->failed = (uint32_t)s_get(r, 4);
+    b->cancelled = (uint32_t)s_get(r, 4);
+    uint8_t flags = (uint8_t)s_get(r, 1);
+    b->allow_failures = flags & 1;
+    b->is_cancelled = (flags & 2) != 0;
+    for (int i = 0; i < OQ_BATCH_CALLBACKS; i++)
+        b->callback_ids[i] = s_get(r, 8);
+    b->dispatch_id = s_get_str(r, 1);
+    for (int i = 0; i < OQ_BATCH_CALLBACKS; i++) {
+        if (s_decode_callback(r, &rec->callbacks[i], &b->has_callback[i], why, why_len) < 0)
+            return -1;
+        b->callbacks[i] = b->has_callback[i] ? &rec->callbacks[i] : NULL;
+    }
+    if (r->short_)
+        S_BAD("batch: body too short");
+    if (b->total > OQ_MAX_BATCH_JOBS || (uint64_t)b->done + b->failed + b->cancelled > b->total)
+        S_BAD("batch: counts out of range");
+    if (b->dispatch_id.len && !oq_proto_dispatch_id_valid(b->dispatch_id.ptr, b->dispatch_id.len))
+        S_BAD("batch: invalid dispatch id");
+    return 0;
+}
+
+static int s_decode_chain(s_reader_t *r, oq_record_t *rec, char *why, size_t why_len)
+{
+    oq_chain_view_t *c = &rec->chain;
+    rec->id = c->job_id = s_get(r, 8);
+    c->root = s_get(r, 8);
+    c->place = (uint32_t)s_get(r, 4);
+    c->due = (oq_chain_due_t)s_get(r, 1);
+    c->rest_count = (uint32_t)s_get(r, 1);
+    if (c->rest_count > OQ_MAX_CHAIN_LINKS || c->due > OQ_CHAIN_CATCH || c->place == 0 ||
+        c->root == 0 || c->root > c->job_id)
+        S_BAD("chain: a field is out of range");
+    c->total = c->place + c->rest_count;
+    for (uint32_t i = 0; i <= c->rest_count; i++) {
+        bool present;
+        if (s_decode_callback(r, &rec->links[i], &present, why, why_len) < 0)
+            return -1;
+        if (i < c->rest_count && !present)
+            S_BAD("chain: link %u missing", i);
+        if (i < c->rest_count)
+            c->rest[i] = &rec->links[i];
+        else
+            c->catch_ = present ? &rec->links[i] : NULL;
+    }
+    return 0;
+}
+
 int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, char *why,
                      size_t why_len)
 {
@@ -416,6 +522,28 @@ int oq_record_decode(const uint8_t *data, size_t frame_bytes, oq_record_t *rec, 
     case OQ_RECORD_GENERATION:
         rec->id = s_get(&r, 8);
         rec->generation = (uint32_t)s_get(&r, 4);
+        break;
+    case OQ_RECORD_BATCH:
+        if (s_decode_batch(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_BATCH_FIRED:
+        rec->id = rec->batch.id = s_get(&r, 8);
+        rec->which = (oq_batch_callback_t)s_get(&r, 1);
+        rec->job_id = s_get(&r, 8);
+        if (!r.short_ && (rec->which >= OQ_BATCH_CALLBACKS || rec->job_id == 0))
+            S_BAD("batch_fired: callback %d or job id out of range", (int)rec->which);
+        break;
+    case OQ_RECORD_CHAIN:
+        if (s_decode_chain(&r, rec, why, why_len) < 0)
+            return -1;
+        break;
+    case OQ_RECORD_CHAIN_FIRED:
+        rec->id = rec->chain.job_id = s_get(&r, 8);
+        break;
+    case OQ_RECORD_BATCH_CANCELLED:
+        rec->id = rec->batch.id = s_get(&r, 8);
+        rec->batch.total = (uint32_t)s_get(&r, 4);
         break;
     case OQ_RECORD_DEDUPE: {
         const uint8_t *digest = s_get_bytes(&r, OQ_SIPHASH_DIGEST_BYTES);
@@ -659,4 +787,84 @@ int oq_record_generation(msgpack_sbuffer *buf, uint64_t id, uint32_t generation)
     s_put(&w, id, 8);
     s_put(&w, generation, 4);
     return s_end(&w);
+}
+
+static void s_put_callback(s_writer_t *w, const oq_job_msg_t *j)
+{
+    s_put(w, j ? 1 : 0, 1);
+    if (!j)
+        return;
+    s_put(w, (j->has_max_tries ? 1u : 0u) | (j->has_timeout ? 2u : 0u) | (j->has_delay ? 4u : 0u),
+          1);
+    s_put(w, j->has_max_tries ? j->max_tries : 0, 4);
+    s_put(w, j->has_timeout ? (uint64_t)j->timeout_ms : 0, 4);
+    s_put(w, j->has_delay ? (uint64_t)j->delay_ms : 0, 8);
+    s_put(w, (uint32_t)j->priority, 4);
+    s_put(w, j->backoff_len, 1);
+    for (uint32_t k = 0; k < j->backoff_len; k++)
+        s_put(w, (uint64_t)j->backoff_ms[k], 8);
+    s_put_str(w, j->type.ptr, j->type.len, 1);
+    s_put_str(w, j->queue.ptr, j->queue.len, 1);
+    s_put_str(w, j->overlap_key.ptr, j->overlap_key.len, 1);
+    s_put(w, j->payload_len, 4);
+    s_put_bytes(w, j->payload, j->payload_len);
+}
+
+int oq_record_batch(msgpack_sbuffer *buf, const oq_batch_view_t *b)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_BATCH);
+    s_put(&w, b->id, 8);
+    s_put(&w, (uint64_t)b->created_ms, 8);
+    s_put(&w, b->total, 4);
+    s_put(&w, b->done, 4);
+    s_put(&w, b->failed, 4);
+    s_put(&w, b->cancelled, 4);
+    s_put(&w, (b->allow_failures ? 1u : 0u) | (b->is_cancelled ? 2u : 0u), 1);
+    for (int i = 0; i < OQ_BATCH_CALLBACKS; i++)
+        s_put(&w, b->callback_ids[i], 8);
+    s_put_str(&w, b->dispatch_id.ptr, b->dispatch_id.len, 1);
+    for (int i = 0; i < OQ_BATCH_CALLBACKS; i++)
+        s_put_callback(&w, b->callbacks[i]);
+    return s_end(&w);
+}
+
+int oq_record_batch_fired(msgpack_sbuffer *buf, uint64_t id, oq_batch_callback_t which,
+                          uint64_t job_id)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_BATCH_FIRED);
+    s_put(&w, id, 8);
+    s_put(&w, (uint64_t)which, 1);
+    s_put(&w, job_id, 8);
+    return s_end(&w);
+}
+
+int oq_record_batch_cancelled(msgpack_sbuffer *buf, uint64_t id, uint32_t total)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_BATCH_CANCELLED);
+    s_put(&w, id, 8);
+    s_put(&w, total, 4);
+    return s_end(&w);
+}
+
+int oq_record_chain(msgpack_sbuffer *buf, const oq_chain_view_t *c)
+{
+    s_writer_t w;
+    s_begin(&w, buf, OQ_RECORD_CHAIN);
+    s_put(&w, c->job_id, 8);
+    s_put(&w, c->root, 8);
+    s_put(&w, c->place, 4);
+    s_put(&w, (uint64_t)c->due, 1);
+    s_put(&w, c->rest_count, 1);
+    for (uint32_t i = 0; i < c->rest_count; i++)
+        s_put_callback(&w, c->rest[i]);
+    s_put_callback(&w, c->catch_);
+    return s_end(&w);
+}
+
+int oq_record_chain_fired(msgpack_sbuffer *buf, uint64_t job_id)
+{
+    return s_id_only(buf, OQ_RECORD_CHAIN_FIRED, job_id);
 }

@@ -41,6 +41,12 @@ typedef enum {
     OQ_RECORD_GENERATION = 12, /* a job's requeue generation (snapshots) */
     OQ_RECORD_FORGOTTEN = 16,  /* deleted from the failed store */
     OQ_RECORD_CANCELLED = 17,  /* a ready or delayed job withdrawn */
+    /* Format version 5. */
+    OQ_RECORD_BATCH = 18,           /* a batch with its callbacks (snapshots: with its counts) */
+    OQ_RECORD_BATCH_FIRED = 19,     /* a batch's callback was dispatched */
+    OQ_RECORD_BATCH_CANCELLED = 20, /* a batch was cancelled */
+    OQ_RECORD_CHAIN = 21,           /* a job's place in a chain, with the links after it */
+    OQ_RECORD_CHAIN_FIRED = 22,     /* a job's chain moved on or stopped */
 } oq_record_type_t;
 
 /* True if type is a record type of this format. */
@@ -73,6 +79,13 @@ typedef struct {
     oq_str_t unique_key, overlap_key;        /* KEYS (empty: none) */
     int64_t unique_until_ms;                 /* KEYS: the unique window's end (0: none) */
     bool window_only;                        /* KEYS: the job no longer holds the key while live */
+    oq_batch_view_t batch; /* BATCH (callbacks point into callbacks[]); BATCH_CANCELLED: id
+                              and total; BATCH_FIRED: id */
+    oq_job_msg_t callbacks[OQ_BATCH_CALLBACKS]; /* BATCH: those batch.callbacks names */
+    oq_batch_callback_t which;                  /* BATCH_FIRED: the callback */
+    uint64_t job_id;                            /* BATCH_FIRED: the job it was dispatched as */
+    oq_chain_view_t chain; /* CHAIN (links point into links[]); CHAIN_FIRED: job_id */
+    oq_job_msg_t links[OQ_MAX_CHAIN_LINKS + 1]; /* CHAIN: the rest, then chain_catch */
 } oq_record_t;
 
 /* What oq_record_frame found at the start of the bytes given. */
@@ -170,6 +183,19 @@ int oq_record_keys(msgpack_sbuffer *buf, uint64_t id, const char *unique_key,
 /* GENERATION of job id: how many times it was requeued (or retried after
    review), which its lease tokens are made from. */
 int oq_record_generation(msgpack_sbuffer *buf, uint64_t id, uint32_t generation);
+
+/* BATCH: the batch as b says (callbacks, counts, the callbacks fired). */
+int oq_record_batch(msgpack_sbuffer *buf, const oq_batch_view_t *b);
+/* BATCH_FIRED: callback which of batch id went out as job_id. */
+int oq_record_batch_fired(msgpack_sbuffer *buf, uint64_t id, oq_batch_callback_t which,
+                          uint64_t job_id);
+/* BATCH_CANCELLED: batch id, holding total jobs from now on. */
+int oq_record_batch_cancelled(msgpack_sbuffer *buf, uint64_t id, uint32_t total);
+
+/* CHAIN: job c->job_id's place in its chain, what is due, the links after it. */
+int oq_record_chain(msgpack_sbuffer *buf, const oq_chain_view_t *c);
+/* CHAIN_FIRED: the chain of job_id moved on or stopped. */
+int oq_record_chain_fired(msgpack_sbuffer *buf, uint64_t job_id);
 
 /* The bytes oq_record_dispatched writes for job without a dispatch id: what
    a job costs in a snapshot, for the compaction trigger. */

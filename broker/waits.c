@@ -68,6 +68,21 @@ static void s_answer_pending(void *ctx, const oq_waiter_view_t *w)
     msgpack_sbuffer_clear(&self->wait_out);
 }
 
+int oq_waits_batch_changed(void *ctx, oq_batch_event_t event, const oq_batch_view_t *batch,
+                           oq_batch_callback_t which)
+{
+    oq_broker_t *self = ctx;
+    const oq_engine_hooks_t *journal = &self->journal_hooks;
+    return journal->batch ? journal->batch(journal->ctx, event, batch, which) : 0;
+}
+
+int oq_waits_chain_changed(void *ctx, oq_chain_event_t event, const oq_chain_view_t *chain)
+{
+    oq_broker_t *self = ctx;
+    const oq_engine_hooks_t *journal = &self->journal_hooks;
+    return journal->chain ? journal->chain(journal->ctx, event, chain) : 0;
+}
+
 /* The journal records the change first (and may refuse an asked one),
    then the waiters of a job that ended are answered. Called inside engine
    calls: it touches only the waiters, the outbox and its own buffer. */

@@ -91,6 +91,7 @@ int oq_cmd_grant(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_balance(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_job(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_queue(oq_cli_t *cli, int argc, char **argv);
+int oq_cmd_batch(oq_cli_t *cli, int argc, char **argv);
 int oq_cmd_wait(oq_cli_t *cli, int argc, char **argv);
 
 /* Wait for job id to end, for at most wait_ms (< 0: until it ends), in

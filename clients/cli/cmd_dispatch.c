@@ -25,6 +25,11 @@ static void s_help(void)
            "  --payload JSON     handler arguments, a JSON object (default {});\n"
            "                     @FILE reads it from a file, @- from stdin\n"
            "  --queue Q          queue name (default %s)\n"
+           "  --chain TYPE       a link after the job (repeat, in order, up to %d): on the\n"
+           "                     job's ok the next link is dispatched, once; the chain\n"
+           "                     stops on a final failure (docs/workflows.md)\n"
+           "  --chain-payload J  the payload of the --chain just before it (default {})\n"
+           "  --chain-catch TYPE dispatched once if a link ends in the failed store\n"
            "  --delay S          seconds before the job may run (default 0)\n"
            "  --max-tries N      deliveries before the job fails, 1 to %d\n"
            "                     (default: the queue's, %d)\n"
@@ -65,11 +70,11 @@ static void s_help(void)
            "\n"
            "Exit status 0 queued (with --wait: done), 1 refused, 2 bad command line,\n"
            "3 no answer in time. With --wait, as 'onceq wait':\n" OQ_CLI_WAIT_EXIT_HELP,
-           OQ_DEFAULT_QUEUE, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES, OQ_DEFAULT_TIMEOUT_MS / 1000,
-           -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN, OQ_MAX_JOB_KEY_LEN,
-           OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000, OQ_MAX_CLIENT_RETRIES,
-           OQ_DEFAULT_CLIENT_RETRIES, OQ_CLI_ENV_BROKER, OQ_DEFAULT_FRONT_ENDPOINT,
-           OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
+           OQ_DEFAULT_QUEUE, OQ_MAX_CHAIN_LINKS, OQ_MAX_TRIES_LIMIT, OQ_DEFAULT_MAX_TRIES,
+           OQ_DEFAULT_TIMEOUT_MS / 1000, -OQ_MAX_PRIORITY, OQ_MAX_PRIORITY, OQ_MAX_DISPATCH_ID_LEN,
+           OQ_MAX_JOB_KEY_LEN, OQ_MIN_UNIQUE_FOR_MS / 1000, OQ_MAX_UNIQUE_FOR_MS / 1000,
+           OQ_MAX_CLIENT_RETRIES, OQ_DEFAULT_CLIENT_RETRIES, OQ_CLI_ENV_BROKER,
+           OQ_DEFAULT_FRONT_ENDPOINT, OQ_CLI_ENV_TIMEOUT_MS, OQ_DEFAULT_CLIENT_TIMEOUT_MS);
 }
 
 enum {
@@ -87,6 +92,9 @@ enum {
     S_OPT_OVERLAP_KEY,
     S_OPT_WAIT,
     S_OPT_WAIT_TIMEOUT,
+    S_OPT_CHAIN,
+    S_OPT_CHAIN_PAYLOAD,
+    S_OPT_CHAIN_CATCH,
 };
 
 /* Parse --payload into buf as a msgpack map. Returns an exit code. */
@@ -131,6 +139,47 @@ static int s_payload(oq_cli_t *cli, const char *text, msgpack_sbuffer *buf)
             rc = oq_cli_usage_error(cli, "--payload: %s", why);
     }
     json_decref(json);
+    return rc;
+}
+
+/* Dispatch job with its --chain links and --chain-catch: 0 sent (*id), -1
+   refused or unanswered (the client says why), or an exit code above 0
+   for a bad --chain-payload. */
+static int s_send_chain(oq_cli_t *cli, oq_client_t *client, const oq_job_msg_t *job,
+                        const char *const *types, const char *const *payloads, size_t count,
+                        uint64_t *id)
+{
+    static const uint8_t empty_map = 0x80;
+    oq_job_msg_t links[OQ_MAX_CHAIN_LINKS + 1];
+    msgpack_sbuffer bufs[OQ_MAX_CHAIN_LINKS + 1];
+    int rc = 0;
+    size_t made = 0;
+    for (size_t i = 0; i <= OQ_MAX_CHAIN_LINKS; i++) {
+        if (i >= count && i != OQ_MAX_CHAIN_LINKS)
+            continue;
+        if (!types[i])
+            continue;
+        links[i] = (oq_job_msg_t){
+            .type = oq_str(types[i]), .queue = job->queue, .payload = &empty_map, .payload_len = 1};
+        msgpack_sbuffer_init(&bufs[i]);
+        made |= (size_t)1 << i;
+        if (payloads[i]) {
+            int bad = s_payload(cli, payloads[i], &bufs[i]);
+            if (bad != OQ_CLI_EXIT_OK) {
+                rc = bad;
+                break;
+            }
+            links[i].payload = (const uint8_t *)bufs[i].data;
+            links[i].payload_len = bufs[i].size;
+        }
+    }
+    if (rc == 0)
+        rc = oq_client_dispatch_chain(client, job, links, count,
+                                      types[OQ_MAX_CHAIN_LINKS] ? &links[OQ_MAX_CHAIN_LINKS] : NULL,
+                                      cli->timeout, id);
+    for (size_t i = 0; i <= OQ_MAX_CHAIN_LINKS; i++)
+        if (made & ((size_t)1 << i))
+            msgpack_sbuffer_destroy(&bufs[i]);
     return rc;
 }
 
@@ -235,6 +284,9 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         {"overlap-key", required_argument, NULL, S_OPT_OVERLAP_KEY},
         {"wait", no_argument, NULL, S_OPT_WAIT},
         {"wait-timeout", required_argument, NULL, S_OPT_WAIT_TIMEOUT},
+        {"chain", required_argument, NULL, S_OPT_CHAIN},
+        {"chain-payload", required_argument, NULL, S_OPT_CHAIN_PAYLOAD},
+        {"chain-catch", required_argument, NULL, S_OPT_CHAIN_CATCH},
         {NULL, 0, NULL, 0},
     };
     oq_job_msg_t job;
@@ -244,6 +296,10 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
     bool wait = false;
     int64_t wait_ms = -1;
     char made_id[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
+    /* --chain: the links' types and payloads (NULL: {}), then --chain-catch. */
+    const char *chain_types[OQ_MAX_CHAIN_LINKS + 1] = {NULL},
+                                                 *chain_payloads[OQ_MAX_CHAIN_LINKS + 1] = {NULL};
+    size_t chain_count = 0;
     int opt, stop;
     while ((opt = oq_cli_next_option(cli, argc, argv, options, s_help, &stop)) != -1) {
         if (opt == OQ_CLI_OPT_STOP)
@@ -259,6 +315,25 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         }
         if (opt == S_OPT_WAIT) {
             wait = true;
+            continue;
+        }
+        if (opt == S_OPT_CHAIN || opt == S_OPT_CHAIN_CATCH) {
+            if (!oq_proto_name_valid(optarg, strlen(optarg)))
+                return oq_cli_usage_error(cli, "--%s '%s' is not a valid job type",
+                                          opt == S_OPT_CHAIN ? "chain" : "chain-catch", optarg);
+            if (opt == S_OPT_CHAIN && chain_count == OQ_MAX_CHAIN_LINKS)
+                return oq_cli_usage_error(cli, "a chain holds at most %d links",
+                                          OQ_MAX_CHAIN_LINKS);
+            if (opt == S_OPT_CHAIN)
+                chain_types[chain_count++] = optarg;
+            else
+                chain_types[OQ_MAX_CHAIN_LINKS] = optarg;
+            continue;
+        }
+        if (opt == S_OPT_CHAIN_PAYLOAD) {
+            if (chain_count == 0)
+                return oq_cli_usage_error(cli, "--chain-payload follows the --chain it is for");
+            chain_payloads[chain_count - 1] = optarg;
             continue;
         }
         if (opt == S_OPT_WAIT_TIMEOUT) {
@@ -284,6 +359,9 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                                   argv[optind + 1]);
     if (wait_ms >= 0 && !wait)
         return oq_cli_usage_error(cli, "--wait-timeout needs --wait");
+    bool chained = chain_count || chain_types[OQ_MAX_CHAIN_LINKS];
+    if (chained && (wait || job.unique_key.len))
+        return oq_cli_usage_error(cli, "--chain takes neither --wait nor --unique-key");
     if (job.unique_for_ms && !job.unique_key.len)
         return oq_cli_usage_error(cli, "--unique-for needs --unique-key");
     const char *type = argv[optind];
@@ -324,7 +402,15 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
         int64_t first_ms = wait_ms < 0 || wait_ms > cli->timeout ? cli->timeout : wait_ms;
         oq_wait_state_t state = OQ_WAIT_PENDING;
         char error[OQ_MAX_ERROR_LEN + 1] = "";
-        int sent = wait ? oq_client_dispatch_wait(client, &job, first_ms, cli->timeout, &id,
+        int sent;
+        if (chained) {
+            sent = s_send_chain(cli, client, &job, chain_types, chain_payloads, chain_count, &id);
+            if (sent > 0) { /* a bad --chain-payload: said already */
+                rc = sent;
+                goto done;
+            }
+        } else
+            sent = wait ? oq_client_dispatch_wait(client, &job, first_ms, cli->timeout, &id,
                                                   &unique, &state, error, sizeof error)
                         : oq_client_dispatch_reply(client, &job, cli->timeout, &id, &unique);
         if (sent == 0) {
@@ -350,6 +436,7 @@ int oq_cmd_dispatch(oq_cli_t *cli, int argc, char **argv)
                         (int)job.dispatch_id.len, job.dispatch_id.ptr);
         }
     }
+done:
     oq_client_destroy(&client);
     msgpack_sbuffer_destroy(&buf);
     return rc;

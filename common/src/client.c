@@ -498,6 +498,105 @@ int oq_client_dispatch_reply(oq_client_t *self, const oq_job_msg_t *job, int tim
     return 0;
 }
 
+int oq_client_dispatch_batch(oq_client_t *self, const oq_job_msg_t *jobs, size_t count,
+                             const oq_job_msg_t *const *callbacks, bool allow_failures,
+                             const char *dispatch_id, int timeout_ms, uint64_t *batch,
+                             uint64_t *first)
+{
+    assert(self && batch && first && (jobs || count == 0));
+    uint64_t req = s_next_req(self);
+    if (count == 0 || count > OQ_MAX_BATCH_JOBS) {
+        s_fail(self, OQ_ERR_BAD_REQUEST, "a batch holds 1 to %d jobs, not %zu", OQ_MAX_BATCH_JOBS,
+               count);
+        return -1;
+    }
+    char made[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
+    if (!dispatch_id) {
+        if (oq_client_new_dispatch_id(made, sizeof made) < 0) {
+            s_fail(self, OQ_ERR_NONE, "cannot make a dispatch id: %s", strerror(errno));
+            return -1;
+        }
+        dispatch_id = made;
+    }
+    const oq_job_msg_t *none[3] = {NULL, NULL, NULL};
+    oq_proto_encode_dispatch_batch(&self->buf, (int64_t)req, jobs, count,
+                                   callbacks ? callbacks : none, allow_failures,
+                                   oq_str(dispatch_id));
+    if (self->buf.size > OQ_MAX_FRAME_BYTES) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "the batch is %zu bytes, a message holds at most %d",
+               self->buf.size, OQ_MAX_FRAME_BYTES);
+        msgpack_sbuffer_clear(&self->buf);
+        return -1;
+    }
+    oq_msg_t reply;
+    int rc = -1;
+    /* Resent after silence only, as a dispatch: the dispatch_id makes it safe. */
+    for (uint32_t attempt = 0; attempt <= self->retries; attempt++) {
+        rc = s_round_trip(self, req, timeout_ms, OQ_CMD_BATCH_DISPATCHED, &reply);
+        if (rc == 0 || self->err_code != OQ_ERR_NONE)
+            break;
+    }
+    msgpack_sbuffer_clear(&self->buf);
+    if (rc < 0)
+        return -1;
+    *batch = reply.id;
+    *first = reply.after;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_dispatch_chain(oq_client_t *self, const oq_job_msg_t *job, const oq_job_msg_t *links,
+                             size_t count, const oq_job_msg_t *chain_catch, int timeout_ms,
+                             uint64_t *id)
+{
+    assert(self && job && id && (links || count == 0));
+    uint64_t req = s_next_req(self);
+    if (count > OQ_MAX_CHAIN_LINKS) {
+        s_fail(self, OQ_ERR_TOO_LARGE, "a chain holds at most %d links, not %zu",
+               OQ_MAX_CHAIN_LINKS, count);
+        return -1;
+    }
+    oq_job_msg_t request = *job;
+    char made[2 * OQ_DISPATCH_ID_RANDOM_BYTES + 1];
+    if (!request.dispatch_id.len) {
+        if (oq_client_new_dispatch_id(made, sizeof made) < 0) {
+            s_fail(self, OQ_ERR_NONE, "cannot make a dispatch id: %s", strerror(errno));
+            return -1;
+        }
+        request.dispatch_id = oq_str(made);
+    }
+    oq_proto_encode_dispatch_chain(&self->buf, (int64_t)req, &request, links, count, chain_catch);
+    oq_msg_t reply;
+    int rc = -1;
+    for (uint32_t attempt = 0; attempt <= self->retries; attempt++) {
+        rc = s_round_trip(self, req, timeout_ms, OQ_CMD_DISPATCHED, &reply);
+        if (rc == 0 || self->err_code != OQ_ERR_NONE)
+            break;
+    }
+    msgpack_sbuffer_clear(&self->buf);
+    if (rc < 0)
+        return -1;
+    *id = reply.id;
+    oq_proto_msg_release(&reply);
+    return 0;
+}
+
+int oq_client_chain(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_job_id(&self->buf, OQ_CMD_CHAIN, (int64_t)req, id);
+    return s_request(self, req, timeout_ms, OQ_CMD_CHAIN, reply);
+}
+
+int oq_client_batch(oq_client_t *self, const char *op, uint64_t id, int timeout_ms, oq_msg_t *reply)
+{
+    assert(self && op && reply);
+    uint64_t req = s_next_req(self);
+    oq_proto_encode_batch_request(&self->buf, (int64_t)req, op, id);
+    return s_request(self, req, timeout_ms, OQ_CMD_BATCH, reply);
+}
+
 int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t wait_ms,
                             int timeout_ms, uint64_t *id, bool *unique, oq_wait_state_t *state,
                             char *error, size_t error_len)

@@ -53,6 +53,10 @@ static const char *s_cmd_names[OQ_CMD_COUNT_] = {
     [OQ_CMD_PRUNED_FAILED] = "pruned_failed",
     [OQ_CMD_CLEAR] = "clear",
     [OQ_CMD_CLEARED] = "cleared",
+    [OQ_CMD_DISPATCH_BATCH] = "dispatch_batch",
+    [OQ_CMD_BATCH_DISPATCHED] = "batch_dispatched",
+    [OQ_CMD_BATCH] = "batch",
+    [OQ_CMD_CHAIN] = "chain",
 };
 
 static const char *s_err_names[OQ_ERR_COUNT_] = {
@@ -600,6 +604,19 @@ static int s_decode_job_into(s_errctx_t *ctx, oq_job_msg_t *j, msgpack_sbuffer *
     return delivery ? 0 : s_decode_job_keys(ctx, j, job);
 }
 
+int oq_proto_decode_job_object(const msgpack_object *map, oq_job_msg_t *job,
+                               msgpack_sbuffer *packed, oq_err_t *code, char *reason,
+                               size_t reason_len)
+{
+    memset(job, 0, sizeof *job);
+    msgpack_sbuffer_init(packed);
+    s_errctx_t ctx = {code, reason, reason_len};
+    *code = OQ_ERR_NONE;
+    if (reason_len)
+        reason[0] = 0;
+    return s_decode_job_into(&ctx, job, packed, NULL, map, false);
+}
+
 static int s_decode_job(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object *job, bool delivery)
 {
     return s_decode_job_into(ctx, &msg->job, &msg->payload_, NULL, job, delivery);
@@ -645,7 +662,75 @@ static int s_decode_fields(s_errctx_t *ctx, oq_msg_t *msg, const msgpack_object 
                    "field \"dispatch_id\" must be 1 to %d printable ASCII characters without "
                    "spaces",
                    OQ_MAX_DISPATCH_ID_LEN);
+        /* The broker dispatches a batch's callbacks under these: a producer's
+           job with one would stand in for the callback. */
+        if ((msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "batch:", 6) == 0) ||
+            (msg->job.dispatch_id.len >= 6 && memcmp(msg->job.dispatch_id.ptr, "chain:", 6) == 0))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"dispatch_id\" may not begin with \"batch:\" or \"chain:\": those are "
+                   "the broker's own, for the callbacks of batches and the links of chains");
+        msg->chain = oq_proto_map_get(root, "chain");
+        msg->chain_catch = oq_proto_map_get(root, "chain_catch");
+        if (msg->chain && msg->chain->type == MSGPACK_OBJECT_NIL)
+            msg->chain = NULL;
+        if (msg->chain_catch && msg->chain_catch->type == MSGPACK_OBJECT_NIL)
+            msg->chain_catch = NULL;
+        if (msg->chain && msg->chain->type != MSGPACK_OBJECT_ARRAY)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain\" must be an array of job maps");
+        if (msg->chain && msg->chain->via.array.size > OQ_MAX_CHAIN_LINKS)
+            S_FAIL(ctx, OQ_ERR_TOO_LARGE, "field \"chain\" has %u links, the limit is %d",
+                   msg->chain->via.array.size, OQ_MAX_CHAIN_LINKS);
+        for (uint32_t k = 0; msg->chain && k < msg->chain->via.array.size; k++)
+            if (msg->chain->via.array.ptr[k].type != MSGPACK_OBJECT_MAP)
+                S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain\" link %u must be a job map", k);
+        if (msg->chain_catch && msg->chain_catch->type != MSGPACK_OBJECT_MAP)
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"chain_catch\" must be a job map");
         return 0;
+    case OQ_CMD_CHAIN:
+        return s_get_uint(ctx, root, "id", true, 1, UINT64_MAX, &msg->id, NULL);
+    case OQ_CMD_DISPATCH_BATCH: {
+        static const char *const names[3] = {"then", "catch", "finally"};
+        if (s_get_entries(ctx, msg, root, "jobs", OQ_MAX_BATCH_JOBS) < 0 ||
+            s_get_str(ctx, root, "dispatch_id", false, OQ_MAX_DISPATCH_ID_LEN,
+                      &msg->job.dispatch_id) < 0 ||
+            s_get_bool(ctx, root, "allow_failures", &msg->allow_failures) < 0)
+            return -1;
+        if (msg->job.dispatch_id.ptr &&
+            !oq_proto_dispatch_id_valid(msg->job.dispatch_id.ptr, msg->job.dispatch_id.len))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST,
+                   "field \"dispatch_id\" must be 1 to %d printable ASCII characters without "
+                   "spaces",
+                   OQ_MAX_DISPATCH_ID_LEN);
+        for (int i = 0; i < 3; i++) {
+            const msgpack_object *c = oq_proto_map_get(root, names[i]);
+            if (c && c->type == MSGPACK_OBJECT_NIL)
+                c = NULL;
+            if (c && c->type != MSGPACK_OBJECT_MAP)
+                S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"%s\" must be a job map", names[i]);
+            msg->callbacks[i] = c;
+        }
+        return 0;
+    }
+    case OQ_CMD_BATCH_DISPATCHED:
+        if (s_get_uint(ctx, root, "batch", true, 1, UINT64_MAX, &msg->id, NULL) < 0 ||
+            s_get_uint(ctx, root, "first", true, 1, UINT64_MAX, &msg->after, NULL) < 0 ||
+            s_get_uint(ctx, root, "count", true, 1, OQ_MAX_BATCH_JOBS, &msg->count, NULL) < 0)
+            return -1;
+        return 0;
+    case OQ_CMD_BATCH: {
+        bool has_id;
+        if (s_get_str(ctx, root, "op", true, 16, &msg->name) < 0 ||
+            s_get_uint(ctx, root, "id", false, 1, UINT64_MAX, &msg->id, &has_id) < 0)
+            return -1;
+        bool list = oq_str_eq(msg->name, "list");
+        if (!list && !oq_str_eq(msg->name, "show") && !oq_str_eq(msg->name, "cancel"))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "field \"op\" must be show, list or cancel");
+        /* A reply carries no op of its own but the request's; it names
+           the batch in "batch" (show, cancel) or lists them (list). */
+        if (!list && !has_id && !oq_proto_map_get(root, "batch"))
+            S_FAIL(ctx, OQ_ERR_BAD_REQUEST, "missing field \"id\" (the batch)");
+        return 0;
+    }
     case OQ_CMD_REQUEUE:
     case OQ_CMD_REQUEUED:
     case OQ_CMD_FORGET:
@@ -1354,6 +1439,88 @@ static void s_encode_page(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, const
     }
     oq_proto_pack_cstr(&pk, "limit");
     msgpack_pack_uint32(&pk, limit);
+}
+
+void oq_proto_encode_dispatch_batch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *jobs,
+                                    size_t count, const oq_job_msg_t *const callbacks[3],
+                                    bool allow_failures, oq_str_t dispatch_id)
+{
+    static const char *const names[3] = {"then", "catch", "finally"};
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    uint32_t extra = 1 + (dispatch_id.len > 0) + allow_failures;
+    for (int i = 0; i < 3; i++)
+        extra += callbacks[i] != NULL;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH_BATCH, req, extra);
+    if (dispatch_id.len) {
+        oq_proto_pack_cstr(&pk, "dispatch_id");
+        oq_proto_pack_str(&pk, dispatch_id);
+    }
+    if (allow_failures) {
+        oq_proto_pack_cstr(&pk, "allow_failures");
+        msgpack_pack_true(&pk);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!callbacks[i])
+            continue;
+        oq_proto_pack_cstr(&pk, names[i]);
+        s_pack_job(&pk, callbacks[i], false);
+    }
+    oq_proto_pack_cstr(&pk, "jobs");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_job(&pk, &jobs[i], false);
+}
+
+void oq_proto_encode_dispatch_chain(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                    const oq_job_msg_t *links, size_t count,
+                                    const oq_job_msg_t *chain_catch)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    bool has_dispatch_id = job->dispatch_id.len > 0;
+    oq_proto_begin(&pk, OQ_CMD_DISPATCH, req, 2 + has_dispatch_id + (chain_catch != NULL));
+    if (has_dispatch_id) {
+        oq_proto_pack_cstr(&pk, "dispatch_id");
+        oq_proto_pack_str(&pk, job->dispatch_id);
+    }
+    oq_proto_pack_cstr(&pk, "job");
+    s_pack_job(&pk, job, false);
+    oq_proto_pack_cstr(&pk, "chain");
+    msgpack_pack_array(&pk, count);
+    for (size_t i = 0; i < count; i++)
+        s_pack_job(&pk, &links[i], false);
+    if (chain_catch) {
+        oq_proto_pack_cstr(&pk, "chain_catch");
+        s_pack_job(&pk, chain_catch, false);
+    }
+}
+
+void oq_proto_encode_batch_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t batch,
+                                      uint64_t first, uint64_t count)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_BATCH_DISPATCHED, req, 3);
+    oq_proto_pack_cstr(&pk, "batch");
+    msgpack_pack_uint64(&pk, batch);
+    oq_proto_pack_cstr(&pk, "first");
+    msgpack_pack_uint64(&pk, first);
+    oq_proto_pack_cstr(&pk, "count");
+    msgpack_pack_uint64(&pk, count);
+}
+
+void oq_proto_encode_batch_request(msgpack_sbuffer *buf, int64_t req, const char *op, uint64_t id)
+{
+    msgpack_packer pk;
+    s_init(&pk, buf);
+    oq_proto_begin(&pk, OQ_CMD_BATCH, req, 1 + (id != 0));
+    oq_proto_pack_cstr(&pk, "op");
+    oq_proto_pack_cstr(&pk, op);
+    if (id) {
+        oq_proto_pack_cstr(&pk, "id");
+        msgpack_pack_uint64(&pk, id);
+    }
 }
 
 void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2034 # its constants and binaries are used by the scripts that source it
-# Helpers shared by the benchmark scripts (run.sh, curve_run.sh, durable_run.sh,
+# Helpers shared by the benchmark scripts (run.sh, curve_run.sh, durable_run.sh, batch_run.sh,
 # memory_run.sh, profile_run.sh, callgrind_run.sh). Sourced, not run. The caller sets SCRIPT (its
 # name, for messages) and BUILD before sourcing it, and makes its WORKDIR with
 # new_workdir, which sets the *_PID variables and OK that the traps read.

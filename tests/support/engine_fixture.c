@@ -272,6 +272,8 @@ int ef_open(ef_fixture_t *f, bool repair, oq_replay_report_t *report, char *reas
         return -1;
     oq_engine_hooks_t hooks = oq_journal_hooks(f->journal);
     oq_engine_set_hooks(f->engine, &hooks);
+    oq_engine_batches_settle(f->engine); /* as the broker does after replay */
+    oq_engine_chains_settle(f->engine);
     if (f->compact_config.min_bytes) {
         f->compact = oq_compact_new(&f->compact_config, f->journal, f->engine, &f->clock);
         assert_non_null(f->compact);

@@ -452,7 +452,7 @@ static void test_hooks_hear_every_change_in_order(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t id = s_dispatch(f, "noop");
     assert_true(e.dispatch_seen);
@@ -493,7 +493,7 @@ static void test_restore_rebuilds_without_reporting(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     oq_job_msg_t job = EF_JOB(.type = "noop", .max_tries = 3, .timeout_ms = 2000);
     char reason[128];
@@ -1487,7 +1487,7 @@ static void test_forget_deletes_a_failed_job_and_nothing_else(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t failed = s_dispatch(f, "fail");
     oq_worker_t *w = ef_worker(f, 'a', 1);
@@ -1527,7 +1527,7 @@ static void test_flush_and_requeue_all_by_queue(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     uint64_t ids[5];
     const char *queues[5] = {"alpha", "beta", "alpha", "beta", "beta"};
     for (int i = 0; i < 5; i++)
@@ -1585,7 +1585,7 @@ static void test_prune_failed_by_age_in_bounded_steps(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     const char *queues[5] = {"alpha", "alpha", "beta", "alpha", "beta"};
     uint64_t ids[5];
     for (int i = 0; i < 5; i++)
@@ -1686,7 +1686,7 @@ static void test_cancel_ready_and_delayed_refuses_leased(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t leased = s_dispatch(f, "noop");
     oq_worker_t *w = ef_worker(f, 'a', 1);
@@ -1744,7 +1744,7 @@ static void test_clear_cancels_a_queues_waiting_jobs_in_bounded_steps(void **sta
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_job_msg_t keyed = EF_JOB(.queue = "alpha", .overlap_key = "order-7");
     uint64_t leased = ef_dispatch(f, &keyed);
     uint64_t waiting = ef_dispatch(f, &keyed);
@@ -1869,7 +1869,7 @@ static void test_review_holds_the_job_until_resolved(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     uint64_t a = s_dispatch(f, "ship"), b = s_dispatch(f, "ship"), c = s_dispatch(f, "ship");
     oq_worker_t *w = ef_worker(f, 'a', 10);
@@ -2115,7 +2115,7 @@ static void test_unrecorded_changes_are_refused_and_change_nothing(void **state)
 {
     ef_fixture_t *f = *state;
     s_events_t e = {.count = 0};
-    oq_engine_hooks_t hooks = {s_record, &e};
+    oq_engine_hooks_t hooks = {.changed = s_record, .ctx = &e};
     oq_engine_set_hooks(f->engine, &hooks);
     oq_job_msg_t job = EF_JOB(.type = "noop", .dispatch_id = "order-1");
     uint64_t id = 0, next = oq_engine_next_id(f->engine);

@@ -1373,13 +1373,12 @@ static void test_replay_keeps_operator_changes_and_failure_times(void **state)
 
 /* A journal written in format version 1 is read, then rewritten in the
    current version before anything is appended to it. */
-static void test_older_format_is_rewritten_at_open(void **state)
+static void s_older_format_is_rewritten_at_open(ef_fixture_t *f, uint32_t version)
 {
-    ef_fixture_t *f = *state;
     ef_open_ok(f, NULL);
     s_ids_t ids = s_build_history(f);
     ef_close(f);
-    /* Make it a version 1 file: the same records under a v1 header. */
+    /* Make it an older file: the same records under an older header. */
     int fd = open(ef_path(f, "journal"), O_RDWR);
     assert_true(fd >= 0);
     uint8_t head[OQ_RECORD_HEADER_BYTES];
@@ -1387,7 +1386,7 @@ static void test_older_format_is_rewritten_at_open(void **state)
     oq_record_header_t h;
     char why[256];
     assert_int_equal(oq_record_header_decode(head, sizeof head, &h, why, sizeof why), 0);
-    h.version = 1;
+    h.version = version;
     oq_record_header_encode(&h, head);
     assert_int_equal(pwrite(fd, head, sizeof head, 0), sizeof head);
     close(fd);
@@ -1414,6 +1413,17 @@ static void test_older_format_is_rewritten_at_open(void **state)
     assert_int_equal(h.version, OQ_JOURNAL_FORMAT_VERSION);
 }
 
+static void test_older_format_is_rewritten_at_open(void **state)
+{
+    s_older_format_is_rewritten_at_open(*state, 1);
+}
+
+/* Version 4, the format before batches and chains, replays as it is. */
+static void test_format_4_is_rewritten_at_open(void **state)
+{
+    s_older_format_is_rewritten_at_open(*state, 4);
+}
+
 int main(void)
 {
 #define S_TEST(t) cmocka_unit_test_setup_teardown(t, ef_setup_journal, ef_teardown)
@@ -1428,6 +1438,7 @@ int main(void)
         S_TEST(test_replay_rebuilds_every_state),
         S_TEST(test_replay_keeps_operator_changes_and_failure_times),
         S_TEST(test_older_format_is_rewritten_at_open),
+        S_TEST(test_format_4_is_rewritten_at_open),
         S_TEST(test_torn_tail_is_cut_with_a_warning),
         S_TEST(test_zeros_or_a_bad_crc_past_the_mark_are_torn_too),
         S_TEST(test_damage_before_the_end_stops_the_start),

@@ -324,6 +324,53 @@ static void test_roundtrip_dispatch_all_fields(void **state)
     msgpack_sbuffer_destroy(&payload);
 }
 
+/* Batches and chains on the wire: a producer's dispatch_id may not take the
+   broker's own names for callbacks and links; the batch and chain fields
+   are checked before anything reaches the engine. */
+static void test_batch_and_chain_fields(void **state)
+{
+    (void)state;
+    const char *reserved[] = {"batch:3:then", "chain:3:2"};
+    for (size_t i = 0; i < 2; i++) {
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        oq_job_msg_t job = {.type = oq_str("noop"), .dispatch_id = oq_str(reserved[i])};
+        oq_proto_encode_dispatch(&buf, 1, &job);
+        s_decode_bad(reserved[i], buf.data, buf.size, OQ_ERR_BAD_REQUEST);
+        msgpack_sbuffer_destroy(&buf);
+    }
+    s_decode_bad_text("{v:1, cmd:dispatch, req:1, job:{type:noop}, chain:7}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch, req:1, job:{type:noop}, chain:[3]}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch, req:1, job:{type:noop}, chain_catch:[]}",
+                      OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch_batch, req:1}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch_batch, req:1, jobs:[]}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch_batch, req:1, jobs:[1]}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch_batch, req:1, jobs:[{type:noop}], then:3}",
+                      OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:dispatch_batch, req:1, jobs:[{type:noop}], allow_failures:1}",
+                      OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:batch, req:1, op:drop, id:3}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:batch, req:1, op:show}", OQ_ERR_BAD_REQUEST);
+    s_decode_bad_text("{v:1, cmd:chain, req:1}", OQ_ERR_BAD_REQUEST);
+    oq_msg_t msg;
+    s_decode_text_ok(&msg, "{v:1, cmd:dispatch_batch, req:1, dispatch_id:import7, "
+                           "jobs:[{type:noop}, {type:noop}], then:{type:bonus}, "
+                           "allow_failures:true}");
+    assert_int_equal(oq_proto_entry_count(&msg), 2);
+    assert_non_null(msg.callbacks[0]);
+    assert_null(msg.callbacks[1]);
+    assert_true(msg.allow_failures);
+    oq_proto_msg_release(&msg);
+    s_decode_text_ok(&msg, "{v:1, cmd:dispatch, req:1, job:{type:noop}, chain:[{type:ship}], "
+                           "chain_catch:{type:alert}}");
+    assert_non_null(msg.chain);
+    assert_non_null(msg.chain_catch);
+    oq_proto_msg_release(&msg);
+    s_decode_text_ok(&msg, "{v:1, cmd:batch, req:1, op:list}");
+    oq_proto_msg_release(&msg);
+}
+
 static void test_roundtrip_dispatch_id_and_requeue(void **state)
 {
     msgpack_sbuffer buf;
@@ -2142,6 +2189,7 @@ int main(void)
         cmocka_unit_test(test_quote_escapes_what_is_not_printable_ascii),
         cmocka_unit_test(test_roundtrip_dispatch_defaults),
         cmocka_unit_test(test_roundtrip_dispatch_id_and_requeue),
+        cmocka_unit_test(test_batch_and_chain_fields),
         cmocka_unit_test(test_roundtrip_dispatch_wait),
         cmocka_unit_test(test_roundtrip_job_delivery),
         cmocka_unit_test(test_roundtrip_dispatched),

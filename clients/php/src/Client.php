@@ -33,6 +33,9 @@ final class Client
     /** The most jobs one `clear` request cancels (docs/protocol.md §2). */
     public const MAX_CLEAR_PER_CALL = 1000;
 
+    /** Jobs in one batch at most (OQ_MAX_BATCH_JOBS). */
+    public const MAX_BATCH_JOBS = 10000;
+
     /** Dispatch options that go into the job map as they are. */
     private const JOB_OPTIONS = ['queue', 'max_tries', 'backoff', 'timeout', 'delay', 'priority',
         'unique_key', 'unique_for', 'overlap_key'];
@@ -69,12 +72,15 @@ final class Client
      * @param array $payload the handler's arguments (values, not objects)
      * @param array{queue?: string, delay?: int|float, max_tries?: int, backoff?: int|float|array,
      *              timeout?: int|float, priority?: int, dispatch_id?: string,
-     *              unique_key?: string, unique_for?: int|float|string, overlap_key?: string} $options
+     *              unique_key?: string, unique_for?: int|float|string, overlap_key?: string,
+     *              chain?: list<array>, chain_catch?: array} $options
      *        durations in seconds; backoff a list of steps (the last repeats) or one number;
      *        unique_key: while a job with this key is queued, delayed or running (or within
      *        unique_for seconds of its dispatch; 'done', the default: only while it is), a
      *        dispatch with it returns that job's id and queues nothing (ShouldBeUnique);
-     *        overlap_key: never two jobs with this key running at once (WithoutOverlapping).
+     *        overlap_key: never two jobs with this key running at once (WithoutOverlapping);
+     *        chain: jobs ['type' => …, 'payload' => …, …] run one after another, each once, on the
+     *        ok of the one before; chain_catch: a job run once if a link fails for good.
      *        Both save work; the handler's guard row is what keeps the data right.
      */
     public function dispatch(string $type, array $payload = [], array $options = []): int
@@ -134,6 +140,80 @@ final class Client
     }
 
     /**
+     * Dispatch a batch (docs/workflows.md): $jobs a list of
+     * ['type' => string, 'payload' => array, ...the dispatch options but
+     * dispatch_id and unique_key], queued all together or not at all, and
+     * $options 'then', 'catch', 'finally' (each a job as in $jobs, run by the
+     * broker exactly once: then when every job is done, catch on the first
+     * failure, finally when all have settled), 'allow_failures' (bool) and
+     * 'dispatch_id' (a resend with it returns the same batch; a random one
+     * by default). Returns ['batch' => int, 'ids' => list<int>] (the jobs'
+     * ids in the order given) once the batch is durable.
+     */
+    public function dispatchBatch(array $jobs, array $options = []): array
+    {
+        $unknown = array_diff(array_keys($options), ['then', 'catch', 'finally', 'allow_failures', 'dispatch_id']);
+        if ($unknown !== []) {
+            throw new ConfigException('onceq: unknown batch option(s): ' . implode(', ', $unknown) .
+                ' (known: then, catch, finally, allow_failures, dispatch_id)');
+        }
+        if ($jobs === [] || count($jobs) > self::MAX_BATCH_JOBS) {
+            throw new ConfigException('onceq: a batch holds 1 to ' . self::MAX_BATCH_JOBS . ' jobs, not ' . count($jobs));
+        }
+        $job = function (mixed $spec, string $what): array {
+            if (!is_array($spec) || !is_string($spec['type'] ?? null)) {
+                throw new ConfigException("onceq: $what must be ['type' => string, 'payload' => array, ...]");
+            }
+            if (isset($spec['unique_key']) || isset($spec['dispatch_id'])) {
+                throw new ConfigException("onceq: $what may carry neither a unique_key nor a dispatch_id " .
+                    '(the batch has its own dispatch_id)');
+            }
+            $options = $spec;
+            unset($options['type'], $options['payload']);
+            [$fields] = $this->dispatchFields($spec['type'], (array)($spec['payload'] ?? []), $options);
+            return $fields['job'];
+        };
+        $fields = ['jobs' => []];
+        foreach (array_values($jobs) as $i => $spec) {
+            $fields['jobs'][] = $job($spec, "job $i of the batch");
+        }
+        foreach (['then', 'catch', 'finally'] as $name) {
+            if (isset($options[$name])) {
+                $fields[$name] = $job($options[$name], "the $name callback");
+            }
+        }
+        if (($options['allow_failures'] ?? false) === true) {
+            $fields['allow_failures'] = true;
+        }
+        $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
+        $fields['dispatch_id'] = $dispatchId;
+        $reply = $this->request('dispatch_batch', $fields, 'batch_dispatched', $dispatchId);
+        foreach (['batch', 'first', 'count'] as $key) {
+            if (!is_int($reply[$key] ?? null) || $reply[$key] < 1) {
+                throw new ProtocolException("onceq: a batch_dispatched reply without a valid \"$key\"");
+            }
+        }
+        return ['batch' => $reply['batch'], 'ids' => range($reply['first'], $reply['first'] + $reply['count'] - 1)];
+    }
+
+    /**
+     * The broker's view of batch $id (docs/protocol.md, "batch"): its counts
+     * (total, pending, done, failed, cancelled), state and the job each
+     * callback was dispatched as; a NotFoundException if it is not known.
+     */
+    public function batch(int $id): array
+    {
+        return $this->request('batch', ['op' => 'show', 'id' => $id], 'batch')['batch'] ?? [];
+    }
+
+    /** Cancel batch $id: its waiting jobs are withdrawn; returns the reply's batch and withdrawn. */
+    public function cancelBatch(int $id): array
+    {
+        $reply = $this->request('batch', ['op' => 'cancel', 'id' => $id], 'batch');
+        return ['batch' => $reply['batch'] ?? [], 'withdrawn' => $reply['withdrawn'] ?? 0];
+    }
+
+    /**
      * The fields of a dispatch request and its dispatch id (the caller's, or
      * a new random one); a ConfigException for an option this does not know.
      *
@@ -141,10 +221,11 @@ final class Client
      */
     private function dispatchFields(string $type, array $payload, array $options): array
     {
-        $unknown = array_diff(array_keys($options), [...self::JOB_OPTIONS, 'dispatch_id']);
+        $known = [...self::JOB_OPTIONS, 'dispatch_id', 'chain', 'chain_catch'];
+        $unknown = array_diff(array_keys($options), $known);
         if ($unknown !== []) {
             throw new ConfigException('onceq: unknown dispatch option(s): ' . implode(', ', $unknown) .
-                ' (known: ' . implode(', ', [...self::JOB_OPTIONS, 'dispatch_id']) . ')');
+                ' (known: ' . implode(', ', $known) . ')');
         }
         $job = ['type' => $type];
         foreach (self::JOB_OPTIONS as $name) {
@@ -157,7 +238,32 @@ final class Client
         }
         $job['payload'] = (object)$payload; // a map, also when empty
         $dispatchId = (string)($options['dispatch_id'] ?? bin2hex(random_bytes(16)));
-        return [['dispatch_id' => $dispatchId, 'job' => $job], $dispatchId];
+        $fields = ['dispatch_id' => $dispatchId, 'job' => $job];
+        // A chain (docs/workflows.md): the links after this job, each run once
+        // on the ok of the one before; chain_catch once on a final failure.
+        foreach (['chain', 'chain_catch'] as $name) {
+            if (!isset($options[$name])) {
+                continue;
+            }
+            $links = $name === 'chain' ? $options[$name] : [$options[$name]];
+            if (!is_array($links) || !array_is_list($links)) {
+                throw new ConfigException("onceq: option $name must be " .
+                    ($name === 'chain' ? 'a list of jobs' : 'a job') . " ['type' => string, 'payload' => array, ...]");
+            }
+            $maps = [];
+            foreach ($links as $i => $link) {
+                if (!is_array($link) || !is_string($link['type'] ?? null) || isset($link['chain']) ||
+                    isset($link['chain_catch']) || isset($link['dispatch_id']) || isset($link['unique_key'])) {
+                    throw new ConfigException("onceq: $name entry $i must be ['type' => string, 'payload' => array, ...] " .
+                        'without dispatch_id, unique_key or a chain of its own');
+                }
+                $linkOptions = $link;
+                unset($linkOptions['type'], $linkOptions['payload']);
+                $maps[] = $this->dispatchFields($link['type'], (array)($link['payload'] ?? []), $linkOptions)[0]['job'];
+            }
+            $fields[$name] = $name === 'chain' ? $maps : $maps[0];
+        }
+        return [$fields, $dispatchId];
     }
 
     /** The job id of a dispatched or waited reply (Check::reply() has seen it). */

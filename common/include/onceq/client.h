@@ -70,6 +70,39 @@ int oq_client_dispatch_wait(oq_client_t *self, const oq_job_msg_t *job, int64_t 
                             int timeout_ms, uint64_t *id, bool *unique, oq_wait_state_t *state,
                             char *error, size_t error_len);
 
+/* Dispatch a batch (docs/workflows.md): jobs[0 .. count-1] (1 ...
+   OQ_MAX_BATCH_JOBS, none with a dispatch_id or unique_key), and the
+   callbacks by then, catch, finally (callbacks may be NULL, and so may
+   each of its three), run as docs/protocol.md "dispatch_batch" says.
+   dispatch_id (NULL: a new random one for this call) makes a resend,
+   which this call makes after silence as oq_client_dispatch does, return
+   the first batch. 0 with *batch and *first (its jobs are first ...
+   first + count - 1, in order), once durable; or -1 (oq_client_error). */
+int oq_client_dispatch_batch(oq_client_t *self, const oq_job_msg_t *jobs, size_t count,
+                             const oq_job_msg_t *const *callbacks, bool allow_failures,
+                             const char *dispatch_id, int timeout_ms, uint64_t *batch,
+                             uint64_t *first);
+
+/* Dispatch job with the links that follow it (links[0 .. count-1], 0 ...
+   OQ_MAX_CHAIN_LINKS) and chain_catch (NULL: none), docs/workflows.md
+   "Chains": sent and resent as oq_client_dispatch. 0 with the first job's
+   id in *id once durable, or -1. */
+int oq_client_dispatch_chain(oq_client_t *self, const oq_job_msg_t *job, const oq_job_msg_t *links,
+                             size_t count, const oq_job_msg_t *chain_catch, int timeout_ms,
+                             uint64_t *id);
+
+/* The "chain" admin command: job id's place in its chain, into *reply
+   (root, place, total, due, links, chain_catch), or -1 (not_found: no
+   chain held for it). */
+int oq_client_chain(oq_client_t *self, uint64_t id, int timeout_ms, oq_msg_t *reply);
+
+/* The "batch" admin command: op "show" or "cancel" of batch id, or "list"
+   (id 0). 0 with the reply in *reply (release it with
+   oq_proto_msg_release; its root has "batch", or "batches" and "total",
+   and for cancel "withdrawn"), or -1. */
+int oq_client_batch(oq_client_t *self, const char *op, uint64_t id, int timeout_ms,
+                    oq_msg_t *reply);
+
 /* How many times oq_client_dispatch sends a request again after a timeout
    (0 to OQ_MAX_CLIENT_RETRIES; larger values are capped). */
 void oq_client_set_retries(oq_client_t *self, uint32_t retries);

@@ -107,7 +107,27 @@
 #define OQ_MAX_TYPES              4096  /* distinct job types counted in stats */
 #define OQ_RECENT_DONE_JOBS       65536 /* done jobs remembered to attribute late acks */
 #define OQ_MAX_WORKERS            10000
-#define OQ_BROKER_BATCH_MSGS      256 /* messages read from one socket per loop turn */
+/* Batches (docs/workflows.md): jobs in one dispatch_batch, batches held
+   until they have settled, settled batches remembered for "batch show",
+   and what a batch costs against --max-bytes beside its jobs and its
+   callbacks' payloads. */
+#define OQ_MAX_BATCH_JOBS       10000
+#define OQ_MAX_BATCHES          1024
+#define OQ_RECENT_BATCHES       256
+#define OQ_BATCH_OVERHEAD_BYTES 512
+#define OQ_MAX_BATCH_LIST       256 /* batches in one "batch list" reply */
+/* The callbacks' payloads of one batch together, so that its journal
+   record stays within OQ_JOURNAL_MAX_RECORD_BYTES. */
+#define OQ_MAX_BATCH_CALLBACK_PAYLOAD_BYTES OQ_MAX_PAYLOAD_BYTES
+/* Chains (docs/workflows.md): links after the first job, and their
+   payloads with chain_catch's together: one journal record holds them
+   with up to 17 links' fields (about 420 bytes each at their longest),
+   within OQ_JOURNAL_MAX_RECORD_BYTES; what a chain costs against
+   --max-bytes beside its links' sizes. */
+#define OQ_MAX_CHAIN_LINKS         16
+#define OQ_MAX_CHAIN_PAYLOAD_BYTES (OQ_MAX_PAYLOAD_BYTES - 4096)
+#define OQ_CHAIN_OVERHEAD_BYTES    256
+#define OQ_BROKER_BATCH_MSGS       256 /* messages read from one socket per loop turn */
 /* The /metrics endpoint (--metrics): the loop renders the text at most
    every RENDER_MS, and waits at least RENDER_SPACING times as long as the
    last rendering took (a broker with many queues spends at most 2% of its
@@ -210,7 +230,7 @@
 /* Journal (docs/journal.md). Sizes in bytes, times in ms. Format version
    2 added the review, resolved, forgotten and cancelled records, 3 the
    keys record, 4 the generation record. */
-#define OQ_JOURNAL_FORMAT_VERSION    4
+#define OQ_JOURNAL_FORMAT_VERSION    5
 #define OQ_DEFAULT_DATA_DIR          "./onceq-data"
 #define OQ_DEFAULT_FSYNC_INTERVAL_MS 50
 #define OQ_MAX_FSYNC_INTERVAL_MS     10000

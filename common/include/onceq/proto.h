@@ -73,6 +73,11 @@ typedef enum {
        request (docs/protocol.md, "clear") */
     OQ_CMD_CLEAR,
     OQ_CMD_CLEARED, /* its reply: count, and more while others wait */
+    /* front: batches (docs/protocol.md, "dispatch_batch" and "batch") */
+    OQ_CMD_DISPATCH_BATCH,   /* jobs with then / catch / finally */
+    OQ_CMD_BATCH_DISPATCHED, /* its reply: batch, first, count */
+    OQ_CMD_BATCH,            /* admin: op show, list or cancel; also its reply */
+    OQ_CMD_CHAIN,            /* admin: a job's place in its chain; also its reply */
     OQ_CMD_COUNT_
 } oq_cmd_t;
 
@@ -228,8 +233,19 @@ typedef struct {
     int64_t status_ms;               /* status: how long it has been in it */
     uint32_t heartbeat_ms, liveness; /* welcome */
     oq_err_t err_code;               /* error */
-    oq_str_t err_text;   /* error, reconnect; status: the last error; waited: the job's error or
-                            reason (failed, review), empty otherwise */
+    oq_str_t err_text; /* error, reconnect; status: the last error; waited: the job's error or
+                          reason (failed, review), empty otherwise */
+    /* dispatch_batch: its jobs are the entries (read each with
+       oq_proto_decode_job_object), its callbacks these maps (NULL: none,
+       by oq_batch_callback_t: then, catch, finally), allow_failures its
+       flag; batch_dispatched: id is the batch, after its first job, count
+       its jobs; batch: name is the op, id the batch (0 with list) */
+    const msgpack_object *callbacks[3];
+    bool allow_failures;
+    /* dispatch: its "chain" (the links after the job, read each with
+       oq_proto_decode_job_object; NULL: none) and "chain_catch" (NULL:
+       none); chain: id is the job */
+    const msgpack_object *chain, *chain_catch;
     msgpack_object root; /* the whole decoded map (for stats and failed replies) */
     /* private */
     msgpack_unpacked unpacked_;
@@ -282,6 +298,14 @@ int oq_proto_decode_delivery(const oq_msg_t *msg, uint32_t i, oq_job_msg_t *job,
    Used to name a refused entry and to fail a job that does not decode. */
 int oq_proto_entry_ids(const oq_msg_t *msg, uint32_t i, uint64_t *id, uint32_t *attempt,
                        bool *has_lease, uint64_t *lease);
+
+/* Decode one job map of a dispatch_batch (an entry, or a callback) as
+   the job of a "dispatch", its payload packed into packed (initialised
+   here; destroy it whether this succeeds or fails). Strings are borrowed
+   from the message the map is in. 0, or -1 with *code and reason. */
+int oq_proto_decode_job_object(const msgpack_object *map, oq_job_msg_t *job,
+                               msgpack_sbuffer *packed, oq_err_t *code, char *reason,
+                               size_t reason_len);
 
 /* Names on the wire. Borrowed static strings. */
 const char *oq_proto_cmd_name(oq_cmd_t cmd);
@@ -376,6 +400,25 @@ void oq_proto_encode_failed_page(msgpack_sbuffer *buf, int64_t req, const char *
    next give it. */
 void oq_proto_encode_failed_cursor(msgpack_sbuffer *buf, int64_t req, const char *queue,
                                    int64_t after_at, uint64_t after, uint32_t limit);
+
+/* dispatch_batch: jobs[0 .. count-1], the callbacks (by then, catch,
+   finally; NULL: none), allow_failures, and dispatch_id (empty: none). */
+void oq_proto_encode_dispatch_batch(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *jobs,
+                                    size_t count, const oq_job_msg_t *const callbacks[3],
+                                    bool allow_failures, oq_str_t dispatch_id);
+
+/* dispatch of job with the links after it (links[0 .. count-1]) and
+   chain_catch (NULL: none), docs/protocol.md "chain". */
+void oq_proto_encode_dispatch_chain(msgpack_sbuffer *buf, int64_t req, const oq_job_msg_t *job,
+                                    const oq_job_msg_t *links, size_t count,
+                                    const oq_job_msg_t *chain_catch);
+
+/* batch_dispatched: the batch, its first job and how many. */
+void oq_proto_encode_batch_dispatched(msgpack_sbuffer *buf, int64_t req, uint64_t batch,
+                                      uint64_t first, uint64_t count);
+
+/* batch: op "show", "list" or "cancel", of batch id (0 with list). */
+void oq_proto_encode_batch_request(msgpack_sbuffer *buf, int64_t req, const char *op, uint64_t id);
 
 /* A message carrying one job id: forget, forgotten, cancel, cancelled. */
 void oq_proto_encode_job_id(msgpack_sbuffer *buf, oq_cmd_t cmd, int64_t req, uint64_t id);
