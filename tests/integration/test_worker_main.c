@@ -57,7 +57,8 @@ static void test_help_lists_registered_types(void **state)
     assert_non_null(text);
     assert_non_null(strstr(text, "usage: " S_WORKER " [options]"));
     assert_non_null(strstr(text, "Job types this worker handles (10):"));
-    assert_non_null(strstr(text, "noop, sleep, fail, crash, settings, review, gate, grant_points,"));
+    assert_non_null(
+        strstr(text, "noop, sleep, fail, crash, settings, review, gate, grant_points,"));
     assert_non_null(strstr(text, "request_shipment, tally"));
     assert_non_null(strstr(text, "[ONCEQ_PREFETCH]"));
     assert_non_null(strstr(text, "[ONCEQ_BATCH]"));
