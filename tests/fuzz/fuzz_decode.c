@@ -102,21 +102,21 @@ static void s_check_entries(const oq_msg_t *msg)
 static void s_check_delivery(const oq_job_msg_t *full, const oq_job_msg_t *job,
                              const msgpack_object *payload)
 {
-    S_CHECK(payload && payload->type == MSGPACK_OBJECT_MAP && !job->payload);
-    S_CHECK(job->id == full->id && job->attempt == full->attempt);
-    S_CHECK(job->has_lease == full->has_lease && job->lease == full->lease);
-    S_CHECK(job->type.len == full->type.len &&
-            memcmp(job->type.ptr, full->type.ptr, job->type.len) == 0);
-    S_CHECK(job->queue.len == full->queue.len &&
-            memcmp(job->queue.ptr, full->queue.ptr, job->queue.len) == 0);
-    S_CHECK(job->has_timeout == full->has_timeout && job->timeout_ms == full->timeout_ms);
-    S_CHECK(job->has_max_tries == full->has_max_tries && job->max_tries == full->max_tries);
+    OQ_FUZZ_CHECK(payload && payload->type == MSGPACK_OBJECT_MAP && !job->payload);
+    OQ_FUZZ_CHECK(job->id == full->id && job->attempt == full->attempt);
+    OQ_FUZZ_CHECK(job->has_lease == full->has_lease && job->lease == full->lease);
+    OQ_FUZZ_CHECK(job->type.len == full->type.len &&
+                  memcmp(job->type.ptr, full->type.ptr, job->type.len) == 0);
+    OQ_FUZZ_CHECK(job->queue.len == full->queue.len &&
+                  memcmp(job->queue.ptr, full->queue.ptr, job->queue.len) == 0);
+    OQ_FUZZ_CHECK(job->has_timeout == full->has_timeout && job->timeout_ms == full->timeout_ms);
+    OQ_FUZZ_CHECK(job->has_max_tries == full->has_max_tries && job->max_tries == full->max_tries);
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
     msgpack_pack_object(&pk, *payload);
-    S_CHECK(buf.size == full->payload_len && memcmp(buf.data, full->payload, buf.size) == 0);
+    OQ_FUZZ_CHECK(buf.size == full->payload_len && memcmp(buf.data, full->payload, buf.size) == 0);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -138,16 +138,16 @@ static void s_check_shallow(const uint8_t *data, size_t size, const oq_msg_t *fu
     oq_job_msg_t job;
     const msgpack_object *payload;
     if (rc < 0) {
-        S_CHECK(full_rc < 0 && code == full_code && strcmp(why, full_why) == 0);
+        OQ_FUZZ_CHECK(full_rc < 0 && code == full_code && strcmp(why, full_why) == 0);
     } else if (msg.cmd == OQ_CMD_JOB) {
         rc = oq_proto_decode_delivery(&msg, 0, &job, &payload, &code, why, sizeof why);
-        S_CHECK(rc == full_rc);
+        OQ_FUZZ_CHECK(rc == full_rc);
         if (rc < 0)
-            S_CHECK(code == full_code && strcmp(why, full_why) == 0);
+            OQ_FUZZ_CHECK(code == full_code && strcmp(why, full_why) == 0);
         else
             s_check_delivery(&full->job, &job, payload);
     } else {
-        S_CHECK(full_rc == 0 && msg.cmd == full->cmd);
+        OQ_FUZZ_CHECK(full_rc == 0 && msg.cmd == full->cmd);
         for (uint32_t i = 0; msg.cmd == OQ_CMD_JOBS && i < oq_proto_entry_count(&msg); i++) {
             oq_msg_t entry;
             oq_err_t entry_code;
@@ -155,9 +155,9 @@ static void s_check_shallow(const uint8_t *data, size_t size, const oq_msg_t *fu
             int entry_rc =
                 oq_proto_decode_entry(full, i, &entry, &entry_code, entry_why, sizeof entry_why);
             rc = oq_proto_decode_delivery(&msg, i, &job, &payload, &code, why, sizeof why);
-            S_CHECK(rc == entry_rc);
+            OQ_FUZZ_CHECK(rc == entry_rc);
             if (rc < 0)
-                S_CHECK(code == entry_code && strcmp(why, entry_why) == 0);
+                OQ_FUZZ_CHECK(code == entry_code && strcmp(why, entry_why) == 0);
             else
                 s_check_delivery(&entry.job, &job, payload);
             oq_proto_msg_release(&entry);
