@@ -38,25 +38,12 @@ static int s_setup(void **state)
     return *state ? 0 : -1;
 }
 
-static uint64_t s_u64(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = oq_proto_map_get(map, key);
-    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
-}
-
 /* Counter key of queue name from the broker's stats (0 if no such queue). */
 static uint64_t s_queue(it_t *it, const char *name, const char *key)
 {
     oq_msg_t reply;
     assert_int_equal(it_stats_reply(it, &reply, S_CALL_MS), 0);
-    uint64_t value = 0;
-    const msgpack_object *queues = oq_proto_map_get(&reply.root, "queues");
-    for (uint32_t i = 0; queues && i < queues->via.array.size; i++) {
-        const msgpack_object *q = &queues->via.array.ptr[i];
-        const msgpack_object *n = oq_proto_map_get(q, "name");
-        if (n && oq_str_eq((oq_str_t){n->via.str.ptr, n->via.str.size}, name))
-            value = s_u64(q, key);
-    }
+    uint64_t value = oq_statsr_u64(oq_statsr_entry(&reply.root, "queues", name), key);
     oq_proto_msg_release(&reply);
     return value;
 }
